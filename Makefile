@@ -1,0 +1,33 @@
+# pgrelay — a transactional outbox and event dispatcher for PostgreSQL.
+#
+#   make dev    run pgrelay on embedded defaults (throwaway PostgreSQL, demo channel, live view)
+#   make test   vet, lint and run every test against real PostgreSQL
+#   make build  build bin/pgrelay
+#   make lint   gofmt, go vet, staticcheck
+
+GO      ?= go
+BIN     := bin/pgrelay
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/pgrelay/pgrelay/internal/cli.Version=$(VERSION)
+# Tests are sized for a 2-core machine: two packages at a time.
+TESTFLAGS ?= -count=1 -p 2 -timeout 15m
+
+.PHONY: dev test build lint deps
+
+deps:
+	@./scripts/ensure-postgres.sh
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pgrelay
+
+dev: deps build
+	./$(BIN) dev
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+test: deps lint
+	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(TESTFLAGS) -race -run 'Actor|Race' ./actors/...

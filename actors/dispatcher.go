@@ -1,0 +1,147 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events/store"
+)
+
+// Messages of the dispatcher and the channel and lane actors.
+type (
+	// dispatchBatch: rows the claimer claimed.
+	dispatchBatch struct{ rows []store.Claimed }
+	// runEvent: run one event (parent to child).
+	runEvent struct{ ev handlers.Event }
+	// eventEnded: one event routed to the child with this key has ended.
+	eventEnded struct{ key string }
+	// childIdle: the child with this key has had nothing to do for IdleTimeout.
+	childIdle struct{ key string }
+	// drain: stop starting events, release those not started; the dispatcher
+	// answers drained once nothing is in flight.
+	drain         struct{}
+	drainChildren struct{}
+	drained       struct{}
+	checkDrained  struct{}
+)
+
+// router keeps an actor's children by key with the number of events each has
+// not finished, so a child is only stopped when it holds nothing (a message
+// sent to a stopping actor would be lost).
+type router struct {
+	children map[string]*routed
+}
+
+type routed struct {
+	pid         *actor.PID
+	outstanding int
+	draining    bool
+}
+
+func (r *router) route(ctx actor.Context, key string, props func() *actor.Props, prefix string, msg any) {
+	if r.children == nil {
+		r.children = map[string]*routed{}
+	}
+	c, ok := r.children[key]
+	if !ok {
+		c = &routed{pid: ctx.SpawnPrefix(props(), prefix)}
+		r.children[key] = c
+	}
+	c.outstanding++
+	ctx.Send(c.pid, msg)
+}
+
+func (r *router) ended(key string) {
+	if c, ok := r.children[key]; ok && c.outstanding > 0 {
+		c.outstanding--
+	}
+}
+
+// idle stops the child with key when it holds nothing.
+func (r *router) idle(ctx actor.Context, key string) {
+	if c, ok := r.children[key]; ok && c.outstanding == 0 {
+		delete(r.children, key)
+		ctx.Stop(c.pid)
+	}
+}
+
+func (r *router) broadcast(ctx actor.Context, msg any) {
+	for _, c := range r.children {
+		ctx.Send(c.pid, msg)
+	}
+}
+
+func (r *router) empty() bool { return len(r.children) == 0 }
+
+// dispatcher routes each claimed event to its channel's actor, spawning it
+// on demand. Expired events are recorded without running.
+type dispatcher struct {
+	d        *deps
+	r        router
+	draining bool
+	waiters  []*actor.PID
+	stopTick func()
+}
+
+func dispatcherProps(d *deps) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &dispatcher{d: d} },
+		actor.WithSupervisor(supervision()))
+}
+
+func (p *dispatcher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *dispatchBatch:
+		for _, row := range m.rows {
+			ev := handlers.Event{Claimed: row, ProcessorID: p.d.processor}
+			p.d.metrics.Claimed.WithLabelValues(row.Channel).Inc()
+			switch {
+			case row.Expired:
+				p.d.metrics.Expired.WithLabelValues(row.Channel).Inc()
+				finish(p.d, ev, &store.Outcome{ID: row.ID, ClaimedAt: row.DispatchedAt, Event: "expired"})
+			case p.draining:
+				release(p.d, ev)
+			default:
+				key := row.Channel + "\x00" + row.Mode
+				mode := row.Mode
+				p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
+					"channel-"+row.Channel+"-", &runEvent{ev: ev})
+			}
+		}
+	case *eventEnded:
+		p.r.ended(m.key)
+	case *childIdle:
+		p.r.idle(ctx, m.key)
+	case *drain:
+		p.draining = true
+		p.r.broadcast(ctx, &drainChildren{})
+		p.waiters = append(p.waiters, ctx.Sender())
+		if p.stopTick == nil {
+			p.stopTick = ticker(p.d, ctx.Self(), 20*time.Millisecond, func() any { return &checkDrained{} })
+		}
+		p.checkDrained(ctx)
+	case *checkDrained:
+		p.checkDrained(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		if p.stopTick != nil {
+			p.stopTick()
+			p.stopTick = nil
+		}
+	case *actor.Started, *actor.Stopped, *actor.Terminated:
+	default:
+		p.d.log.Warn("dispatcher: unexpected message", "type", typeName(ctx.Message()))
+	}
+}
+
+func (p *dispatcher) checkDrained(ctx actor.Context) {
+	if len(p.waiters) == 0 || p.d.inflight.Load() > 0 {
+		return
+	}
+	for _, w := range p.waiters {
+		if w != nil {
+			ctx.Send(w, &drained{})
+		}
+	}
+	p.waiters = nil
+}

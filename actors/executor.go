@@ -1,0 +1,220 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events/store"
+)
+
+// handlerFinished: a handler goroutine of this actor returned (its outcome is
+// already on its way to the completer).
+type handlerFinished struct{ ev handlers.Event }
+
+// executor is a channel actor (one per channel, and per concurrency mode) or,
+// under a 'payload' channel actor, a lane actor (one per payload). It runs its
+// events' handlers, each in its own goroutine so the mailbox never blocks:
+//   - 'none': all at once (the claimer's slots bound how many);
+//   - 'channel' and lanes: one at a time, oldest first;
+//   - 'payload': routes each event to the lane actor of its payload.
+//
+// The database already guarantees at most one in-flight event per serialised
+// channel or lane across all Processors; the actor keeps that order within
+// this Processor too.
+type executor struct {
+	d        *deps
+	key      string
+	mode     string
+	serial   bool
+	byLane   bool
+	r        router
+	queue    []handlers.Event
+	running  int
+	draining bool
+}
+
+func executorProps(d *deps, key, mode string) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &executor{d: d, key: key, mode: mode, serial: mode == "channel", byLane: mode == "payload"}
+	}, actor.WithSupervisor(supervision()))
+}
+
+func laneProps(d *deps, key string) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &executor{d: d, key: key, mode: "lane", serial: true}
+	})
+}
+
+func (e *executor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.SetReceiveTimeout(e.d.cfg.IdleTimeout)
+	case *runEvent:
+		switch {
+		case e.draining:
+			release(e.d, m.ev)
+			e.ended(ctx)
+		case e.byLane:
+			lane := m.ev.Payload
+			e.r.route(ctx, lane, func() *actor.Props { return laneProps(e.d, lane) }, "lane-", m)
+		default:
+			e.queue = append(e.queue, m.ev)
+			e.pump(ctx)
+		}
+	case *handlerFinished:
+		if e.running > 0 {
+			e.running--
+		}
+		e.ended(ctx)
+		e.pump(ctx)
+	case *eventEnded: // from a lane actor
+		e.r.ended(m.key)
+		e.ended(ctx)
+	case *childIdle:
+		e.r.idle(ctx, m.key)
+	case *drainChildren:
+		e.draining = true
+		e.releaseQueued(ctx)
+		e.r.broadcast(ctx, m)
+	case *actor.ReceiveTimeout:
+		if len(e.queue) == 0 && e.running == 0 && e.r.empty() {
+			ctx.Send(ctx.Parent(), &childIdle{key: e.key})
+		}
+	case *actor.Restarting, *actor.Stopping:
+		// Events this instance queued but never started would be lost with it:
+		// give their claims back.
+		e.releaseQueued(ctx)
+	case *actor.Stopped, *actor.Terminated:
+	default:
+		e.d.log.Warn("channel actor: unexpected message", "type", typeName(ctx.Message()), "key", e.key)
+	}
+}
+
+// ended tells the parent one of the events routed here has ended.
+func (e *executor) ended(ctx actor.Context) {
+	if p := ctx.Parent(); p != nil {
+		ctx.Send(p, &eventEnded{key: e.key})
+	}
+}
+
+func (e *executor) releaseQueued(ctx actor.Context) {
+	for _, ev := range e.queue {
+		release(e.d, ev)
+		e.ended(ctx)
+	}
+	e.queue = nil
+}
+
+func (e *executor) pump(ctx actor.Context) {
+	for len(e.queue) > 0 && !e.draining && (!e.serial || e.running == 0) {
+		ev := e.queue[0]
+		e.queue = e.queue[1:]
+		e.running++
+		self := ctx.Self()
+		go run(e.d, ev, self)
+	}
+}
+
+// run runs one event's handler and hands its outcome on. It never panics: a
+// panicking handler costs one failed attempt.
+func run(d *deps, ev handlers.Event, self *actor.PID) {
+	start := time.Now()
+	committed, err := invoke(d, ev)
+	took := time.Since(start)
+	d.metrics.HandlerDuration.WithLabelValues(ev.Channel).Observe(took.Seconds())
+	finish(d, ev, outcomeOf(d, ev, committed, err, took))
+	d.send(self, &handlerFinished{ev: ev})
+}
+
+func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error("handler panicked", "channel", ev.Channel, "id", ev.ID, "panic", r,
+				"stack", string(debug.Stack()))
+			committed, err = false, fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	h, err := d.handlers.Lookup(ev.Kind)
+	if err != nil {
+		return false, err
+	}
+	// A sql handler is cut by statement_timeout; the context deadline is the
+	// backstop for a handler (or a network) that does not return.
+	timeout := ev.Timeout
+	if ev.Kind == "sql" {
+		timeout += time.Second
+	}
+	ctx, cancel := context.WithTimeout(d.runCtx, timeout)
+	defer cancel()
+	committed, err = h.Handle(ctx, ev)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && d.runCtx.Err() == nil {
+		err = fmt.Errorf("handler timed out after %s: %w", ev.Timeout, err)
+	}
+	return committed, err
+}
+
+// outcomeOf turns a handler's result into the outcome to record (nil when
+// there is nothing to record) and counts it.
+func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.Duration) *store.Outcome {
+	out := &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt}
+	switch {
+	case err == nil:
+		d.metrics.Succeeded.WithLabelValues(ev.Channel).Inc()
+		if committed {
+			return nil
+		}
+		out.Event = "succeeded"
+	case errors.Is(err, store.ErrClaimLost):
+		d.log.Warn("claim was taken back while the handler ran; its transaction was rolled back",
+			"channel", ev.Channel, "id", ev.ID)
+		return nil
+	case d.runCtx.Err() != nil:
+		// Shutdown cancelled the handler: not the event's fault.
+		d.metrics.Released.Inc()
+		out.Event = store.OutcomeRelease
+	case store.IsConnError(err):
+		// The database went away under the handler: the attempt did not
+		// really happen; the claim goes back once the database is back.
+		d.log.Warn("database connection lost while running a handler; releasing the event",
+			"channel", ev.Channel, "id", ev.ID, "err", err)
+		d.metrics.Released.Inc()
+		out.Event = store.OutcomeRelease
+	case handlers.IsPermanent(err):
+		d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
+		out.Event, out.Error = "gave_up", err.Error()
+	default:
+		if ev.Attempt >= ev.MaxAttempts {
+			d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
+		} else {
+			d.metrics.Failed.WithLabelValues(ev.Channel).Inc()
+		}
+		d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt,
+			"took", took, "err", err)
+		out.Event, out.Error = "failed", err.Error()
+	}
+	return out
+}
+
+// finish ends an event: its outcome goes to the completer, its slot is freed.
+// Called from any goroutine.
+func finish(d *deps, ev handlers.Event, out *store.Outcome) {
+	claimer, _, completer := d.pids()
+	if out != nil {
+		d.send(completer, &outcome{o: *out})
+	}
+	n := d.inflight.Add(-1)
+	d.metrics.InFlight.Set(float64(n))
+	d.send(claimer, &slotsFreed{})
+}
+
+// release gives an unstarted event's claim back.
+func release(d *deps, ev handlers.Event) {
+	d.metrics.Released.Inc()
+	finish(d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: store.OutcomeRelease})
+}

@@ -1,0 +1,49 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// listen holds a connection that LISTENs on "pgrelay" (notify() wakes it) and
+// wakes the claimer on every notification. When the connection breaks it
+// reconnects with backoff and wakes the claimer once, to catch up on what it
+// missed; the claimer's poll covers the gap.
+func listen(ctx context.Context, d *deps, cfg *pgxpool.Config) {
+	failures := 0
+	for ctx.Err() == nil {
+		err := listenOnce(ctx, d, cfg.ConnConfig.Copy())
+		if ctx.Err() != nil {
+			return
+		}
+		failures++
+		d.log.Warn("listener connection lost; reconnecting", "err", err, "attempt", failures)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff(failures)):
+		}
+	}
+}
+
+func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN pgrelay"); err != nil {
+		return err
+	}
+	claimer, _, _ := d.pids()
+	d.send(claimer, &wake{})
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		d.send(claimer, &wake{})
+	}
+}

@@ -1,0 +1,101 @@
+package actors_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+var pg *testenv.Postgres
+
+func TestMain(m *testing.M) {
+	code := testenv.MainWithPostgres(m, &pg)
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// env is one test's database with helpers.
+type env struct {
+	t    *testing.T
+	url  string
+	pool *pgxpool.Pool
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	url := pg.DB(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return &env{t: t, url: url, pool: pool}
+}
+
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	_, err := e.pool.Exec(context.Background(), sql, args...)
+	require.NoError(e.t, err, sql)
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&n), sql)
+	return n
+}
+
+// eventually waits until cond holds, polling; fails after timeout.
+func (e *env) eventually(timeout time.Duration, what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startProcessor starts a Processor on e's database, stopped when t ends.
+func (e *env) startProcessor(mod func(*actors.Config)) *actors.Processor {
+	e.t.Helper()
+	cfg := actors.Config{
+		DatabaseURL:       e.url,
+		Concurrency:       16,
+		PollInterval:      100 * time.Millisecond,
+		HeartbeatInterval: 200 * time.Millisecond,
+		DeadAfter:         time.Second,
+		ShutdownTimeout:   5 * time.Second,
+		IdleTimeout:       time.Second,
+		Logger:            testLogger(e.t),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := actors.New(cfg)
+	require.NoError(e.t, err)
+	require.NoError(e.t, p.Start(context.Background()))
+	e.t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	return p
+}

@@ -1,0 +1,81 @@
+package actors
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Processor's Prometheus collectors. Each Processor has its
+// own set, registered on the Registerer given in its Config.
+type Metrics struct {
+	Claimed         *prometheus.CounterVec
+	Succeeded       *prometheus.CounterVec
+	Failed          *prometheus.CounterVec
+	GaveUp          *prometheus.CounterVec
+	Expired         *prometheus.CounterVec
+	Released        prometheus.Counter
+	Rescued         prometheus.Counter
+	InFlight        prometheus.Gauge
+	ClaimLatency    prometheus.Histogram
+	HandlerDuration *prometheus.HistogramVec
+	CompleteLatency prometheus.Histogram
+	PendingOutcomes prometheus.Gauge
+	DBErrors        *prometheus.CounterVec
+}
+
+// NewMetrics creates the collectors and registers them on reg (when not nil).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "claimed_total", Help: "Events claimed, by channel.",
+		}, []string{"channel"}),
+		Succeeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "succeeded_total", Help: "Events whose handler succeeded, by channel.",
+		}, []string{"channel"}),
+		Failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "failed_total", Help: "Failed attempts that will be retried, by channel.",
+		}, []string{"channel"}),
+		GaveUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "gave_up_total", Help: "Events given up after their last attempt, by channel.",
+		}, []string{"channel"}),
+		Expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "expired_total", Help: "Events past their expiry when dispatched, by channel.",
+		}, []string{"channel"}),
+		Released: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "released_total", Help: "Claims given back unrun (shutdown, lost database connection).",
+		}),
+		Rescued: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "rescued_total", Help: "Claims of dead or stuck Processors taken back by this one.",
+		}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "in_flight", Help: "Events claimed by this Processor and not yet finished.",
+		}),
+		ClaimLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "pgrelay", Name: "claim_duration_seconds", Help: "Time a claim query takes.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		HandlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "pgrelay", Name: "handler_duration_seconds", Help: "Time a handler takes, by channel.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+		}, []string{"channel"}),
+		CompleteLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "pgrelay", Name: "complete_duration_seconds", Help: "Time a batched completion takes.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		PendingOutcomes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "pending_outcomes", Help: "Outcomes waiting to be written to the log.",
+		}),
+		DBErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "db_errors_total", Help: "Database errors by operation.",
+		}, []string{"op"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired,
+			m.Released, m.Rescued, m.InFlight, m.ClaimLatency, m.HandlerDuration, m.CompleteLatency,
+			m.PendingOutcomes, m.DBErrors} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,386 @@
+// Package actors is the Processor: the actor tree that claims queued events,
+// runs their handlers and records every outcome.
+//
+//	relay (supervisor: restarts a failed child with backoff)
+//	├── claimer     wakes on LISTEN/NOTIFY and a fallback poll; claims as many
+//	│               rows as there are free slots
+//	├── dispatcher  routes each claimed event to its channel's actor
+//	│   └── channel actors (one per channel, spawned on demand, stopped when idle)
+//	│       └── lane actors (one per payload, in 'payload' mode)
+//	├── completer   writes outcomes to the log in batches
+//	├── heartbeat   keeps this instance alive in pgrelay.processors, rescues
+//	│               claims of dead instances
+//	└── janitor     trims pgrelay.log past its retention
+//
+// The durable truth is always in PostgreSQL: actors hold only claims, and a
+// claim that an actor loses (crash, lost connection, kill -9 of the process)
+// is released or rescued back to pending.
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events/store"
+)
+
+// Modes a Processor runs in.
+const (
+	ModeSingle = "single"
+)
+
+// Config configures a Processor. Zero values mean the documented defaults.
+type Config struct {
+	// DatabaseURL is the PostgreSQL connection URL (required).
+	DatabaseURL string
+	// Mode: "single" (default): dispatch every row of the database.
+	Mode string
+	// NodeID, when set, is applied as pg_relay.node_id on the Processor's own
+	// sessions; otherwise the server's setting is used.
+	NodeID *int
+	// Concurrency is the most events in flight at once (default 64).
+	Concurrency int
+	// BatchSize is the most rows one claim takes (default 100).
+	BatchSize int
+	// PollInterval is the fallback poll when no NOTIFY arrives (default 1s); it
+	// also picks up retries whose backoff has passed.
+	PollInterval time.Duration
+	// HeartbeatInterval is how often the instance marks itself alive and looks
+	// for dead instances' claims (default 1s).
+	HeartbeatInterval time.Duration
+	// DeadAfter: an instance with no heartbeat for this long is dead and its
+	// claims are rescued (default 10 × HeartbeatInterval).
+	DeadAfter time.Duration
+	// LeaseGrace: a claim held longer than its channel's timeout plus this is
+	// rescued even from a live instance (default 1m).
+	LeaseGrace time.Duration
+	// ShutdownTimeout bounds how long Stop waits for in-flight handlers before
+	// cancelling them (default 30s).
+	ShutdownTimeout time.Duration
+	// LogRetention is how long pgrelay.log rows are kept (default 7 days).
+	LogRetention time.Duration
+	// JanitorInterval is how often the log is trimmed (default 1m).
+	JanitorInterval time.Duration
+	// IdleTimeout: a channel or lane actor with nothing to do for this long is
+	// stopped (default 30s).
+	IdleTimeout time.Duration
+	// Handlers overrides or adds handlers by channel kind. "sql" is built in.
+	Handlers handlers.Registry
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+	// Registerer receives the Processor's metrics (default: none).
+	Registerer prometheus.Registerer
+	// Version is reported in pgrelay.processors.
+	Version string
+}
+
+func (c *Config) defaults() error {
+	if c.DatabaseURL == "" {
+		return errors.New("pgrelay: a database URL is required (--database-url or PGRELAY_DATABASE_URL)")
+	}
+	if c.Mode == "" {
+		c.Mode = ModeSingle
+	}
+	if c.Mode != ModeSingle {
+		return fmt.Errorf("pgrelay: unknown mode %q (this version runs --mode single)", c.Mode)
+	}
+	if c.NodeID != nil && (*c.NodeID < 0 || *c.NodeID > 1023) {
+		return fmt.Errorf("pgrelay: node id %d is outside 0..1023", *c.NodeID)
+	}
+	setDefault(&c.Concurrency, 64)
+	setDefault(&c.BatchSize, 100)
+	setDefault(&c.PollInterval, time.Second)
+	setDefault(&c.HeartbeatInterval, time.Second)
+	setDefault(&c.DeadAfter, 10*c.HeartbeatInterval)
+	setDefault(&c.LeaseGrace, time.Minute)
+	setDefault(&c.ShutdownTimeout, 30*time.Second)
+	setDefault(&c.LogRetention, 7*24*time.Hour)
+	setDefault(&c.JanitorInterval, time.Minute)
+	setDefault(&c.IdleTimeout, 30*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Concurrency < 1 || c.BatchSize < 1 {
+		return errors.New("pgrelay: concurrency and batch size must be positive")
+	}
+	if c.DeadAfter <= c.HeartbeatInterval {
+		return fmt.Errorf("pgrelay: dead-after (%s) must be longer than the heartbeat interval (%s)",
+			c.DeadAfter, c.HeartbeatInterval)
+	}
+	return nil
+}
+
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// deps is what every actor of one Processor shares. Its fields are set before
+// the tree starts and not changed after, except the PIDs (guarded by mu).
+type deps struct {
+	cfg       Config
+	store     *store.Store
+	handlers  handlers.Registry
+	kinds     []string
+	metrics   *Metrics
+	log       *slog.Logger
+	system    *actor.ActorSystem
+	processor int64
+	info      store.ProcessorInfo
+	runCtx    context.Context // cancelled when in-flight handlers must stop
+	inflight  atomic.Int64    // events claimed and not yet ended
+
+	mu         sync.RWMutex
+	claimer    *actor.PID
+	dispatcher *actor.PID
+	completer  *actor.PID
+}
+
+func (d *deps) pids() (claimer, dispatcher, completer *actor.PID) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.claimer, d.dispatcher, d.completer
+}
+
+// send delivers msg to pid from outside any actor (goroutines, timers).
+func (d *deps) send(pid *actor.PID, msg any) {
+	if pid != nil {
+		d.system.Root.Send(pid, msg)
+	}
+}
+
+// Processor claims and dispatches events. Start it, then Stop it.
+type Processor struct {
+	cfg     Config
+	d       *deps
+	hot     *pgxpool.Pool
+	bg      *pgxpool.Pool
+	root    *actor.PID
+	cancel  context.CancelFunc // cancels runCtx: in-flight handlers
+	stopBg  context.CancelFunc // stops the listener
+	bgDone  sync.WaitGroup
+	stopped sync.Once
+	stopErr error
+}
+
+// New validates cfg and prepares a Processor; it connects nothing yet.
+func New(cfg Config) (*Processor, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Processor{cfg: cfg}, nil
+}
+
+// ID is the instance id in pgrelay.processors (0 before Start).
+func (p *Processor) ID() int64 {
+	if p.d == nil {
+		return 0
+	}
+	return p.d.processor
+}
+
+// Metrics returns the Processor's collectors (nil before Start).
+func (p *Processor) Metrics() *Metrics {
+	if p.d == nil {
+		return nil
+	}
+	return p.d.metrics
+}
+
+func (p *Processor) poolConfig(maxConns int32, app string) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(p.cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("pgrelay: invalid database URL: %w", err)
+	}
+	pc.MaxConns = maxConns
+	rp := pc.ConnConfig.RuntimeParams
+	if rp["application_name"] == "" {
+		rp["application_name"] = app
+	}
+	if p.cfg.NodeID != nil {
+		rp["pg_relay.node_id"] = strconv.Itoa(*p.cfg.NodeID)
+	}
+	return pc, nil
+}
+
+// Start connects, registers the instance and starts the actor tree. It
+// returns once the Processor is claiming.
+func (p *Processor) Start(ctx context.Context) error {
+	hotCfg, err := p.poolConfig(int32(p.cfg.Concurrency+4), "pgrelay")
+	if err != nil {
+		return err
+	}
+	bgCfg, err := p.poolConfig(4, "pgrelay-background")
+	if err != nil {
+		return err
+	}
+	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
+	if err != nil {
+		return fmt.Errorf("pgrelay: connect: %w", err)
+	}
+	bg, err := pgxpool.NewWithConfig(ctx, bgCfg)
+	if err != nil {
+		hot.Close()
+		return fmt.Errorf("pgrelay: connect: %w", err)
+	}
+	p.hot, p.bg = hot, bg
+	st := store.New(hot, bg)
+
+	metrics, err := NewMetrics(p.cfg.Registerer)
+	if err != nil {
+		p.closePools()
+		return fmt.Errorf("pgrelay: register metrics: %w", err)
+	}
+	host, _ := os.Hostname()
+	info := store.ProcessorInfo{Mode: p.cfg.Mode, Hostname: host, PID: os.Getpid(), Version: p.cfg.Version}
+	procID, err := st.StartProcessor(ctx, info)
+	if err != nil {
+		p.closePools()
+		return fmt.Errorf("pgrelay: %w", err)
+	}
+
+	reg := handlers.Registry{"sql": handlers.SQL{Store: st}}
+	for k, h := range p.cfg.Handlers {
+		reg[k] = h
+	}
+	kinds := make([]string, 0, len(reg))
+	for k := range reg {
+		kinds = append(kinds, k)
+	}
+
+	logger := p.cfg.Logger.With("processor", procID)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return logger.With("component", "actor")
+	}))
+	runCtx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.d = &deps{
+		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, metrics: metrics, log: logger,
+		system: system, processor: procID, info: info, runCtx: runCtx,
+	}
+
+	ready := make(chan struct{})
+	root, err := system.Root.SpawnNamed(relayProps(p.d, ready), "relay")
+	if err != nil {
+		cancel()
+		p.closePools()
+		return fmt.Errorf("pgrelay: start actor tree: %w", err)
+	}
+	p.root = root
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+
+	lctx, stopBg := context.WithCancel(context.Background())
+	p.stopBg = stopBg
+	p.bgDone.Add(1)
+	go func() {
+		defer p.bgDone.Done()
+		listen(lctx, p.d, hotCfg)
+	}()
+	logger.Info("processor started", "mode", p.cfg.Mode, "concurrency", p.cfg.Concurrency,
+		"kinds", kinds)
+	return nil
+}
+
+// Run starts the Processor and stops it gracefully when ctx is done.
+func (p *Processor) Run(ctx context.Context) error {
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return p.Stop(context.WithoutCancel(ctx))
+}
+
+// Stop stops gracefully: stop claiming; let in-flight handlers finish within
+// ShutdownTimeout, releasing events that had not started; then cancel what is
+// still running (released, not counted as attempts); write every outcome;
+// unregister the instance. Safe to call more than once.
+func (p *Processor) Stop(ctx context.Context) error {
+	p.stopped.Do(func() { p.stopErr = p.stop(ctx) })
+	return p.stopErr
+}
+
+func (p *Processor) stop(ctx context.Context) error {
+	if p.d == nil {
+		return nil
+	}
+	d := p.d
+	root := d.system.Root
+	claimer, dispatcher, completer := d.pids()
+	log := d.log
+	start := time.Now()
+
+	// 1. Stop claiming (waits for a claim in progress to be handed over).
+	if _, err := root.RequestFuture(claimer, &stopClaiming{}, 30*time.Second).Result(); err != nil {
+		log.Warn("stop: claimer did not confirm", "err", err)
+	}
+	// 2. Drain: unstarted events are released, running ones may finish.
+	if _, err := root.RequestFuture(dispatcher, &drain{}, p.cfg.ShutdownTimeout).Result(); err != nil {
+		log.Warn("stop: in-flight handlers still running at the shutdown timeout; cancelling them",
+			"timeout", p.cfg.ShutdownTimeout)
+		p.cancel()
+		if _, err := root.RequestFuture(dispatcher, &drain{}, 30*time.Second).Result(); err != nil {
+			log.Error("stop: handlers did not return after cancellation", "err", err)
+		}
+	}
+	p.cancel()
+	// 3. Write every outcome.
+	if _, err := root.RequestFuture(completer, &flushAll{}, 60*time.Second).Result(); err != nil {
+		log.Error("stop: could not write all outcomes; their claims are released below", "err", err)
+	}
+	// 4. Stop the tree and the listener.
+	p.stopBg()
+	p.bgDone.Wait()
+	if err := root.PoisonFuture(p.root).Wait(); err != nil {
+		log.Warn("stop: actor tree", "err", err)
+	}
+	d.system.Shutdown()
+	// 5. Release anything still held and unregister.
+	var err error
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	released, serr := d.store.StopProcessor(sctx, d.processor)
+	if serr != nil {
+		err = fmt.Errorf("pgrelay: stop: %w", serr)
+		log.Error("stop: could not unregister; claims will be rescued when the heartbeat lapses", "err", serr)
+	} else if released > 0 {
+		log.Warn("stop: released claims that had no outcome", "released", released)
+	}
+	p.closePools()
+	log.Info("processor stopped", "took", time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+func (p *Processor) closePools() {
+	if p.hot != nil {
+		p.hot.Close()
+	}
+	if p.bg != nil {
+		p.bg.Close()
+	}
+}
+
+// Ping checks that the database answers.
+func (p *Processor) Ping(ctx context.Context) error {
+	if p.bg == nil {
+		return errors.New("pgrelay: processor not started")
+	}
+	return p.bg.Ping(ctx)
+}

@@ -1,0 +1,29 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestActorSQLHandlerRunsEveryEvent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, at timestamptz DEFAULT clock_timestamp())`)
+	e.exec(`SELECT pgrelay.register('c1', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	p := e.startProcessor(nil)
+	for i := range 200 {
+		e.exec(`SELECT pgrelay.notify('c1', $1)`, fmt.Sprint(i))
+	}
+	e.eventually(30*time.Second, "200 events to run", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 200
+	})
+	require.Equal(t, 200, e.count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 200, e.count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.NoError(t, p.Stop(context.Background()))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.processors`))
+}

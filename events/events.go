@@ -1,0 +1,95 @@
+// Package events is pgrelay's domain without I/O: the events recorded in the
+// log (pgrelay.log, the event store), the statuses a notification goes
+// through, and the fold that derives a status from events.
+package events
+
+import "time"
+
+// Kind is the event column of pgrelay.log: one row per state change.
+type Kind string
+
+// The events of pgrelay.log.
+const (
+	// Succeeded: the handler ran and its outcome committed.
+	Succeeded Kind = "succeeded"
+	// Failed: the attempt failed and a retry is scheduled.
+	Failed Kind = "failed"
+	// GaveUp: the attempt failed and it was the channel's max_attempts-th.
+	GaveUp Kind = "gave_up"
+	// Expired: the event was past its expires_at when dispatched; not run.
+	Expired Kind = "expired"
+	// Deduplicated: a notify() call was absorbed by an identical pending row.
+	Deduplicated Kind = "deduplicated"
+	// Adopted: a dead node's pending row was taken over by a live node.
+	Adopted Kind = "adopted"
+	// Rescued: the claim of a Processor that died (or overran its lease) was
+	// taken back; the event is pending again.
+	Rescued Kind = "rescued"
+)
+
+// Kinds lists every event kind.
+var Kinds = []Kind{Succeeded, Failed, GaveUp, Expired, Deduplicated, Adopted, Rescued}
+
+// Terminal reports whether no further event can follow for the notification.
+func (k Kind) Terminal() bool {
+	switch k {
+	case Succeeded, GaveUp, Expired, Deduplicated:
+		return true
+	}
+	return false
+}
+
+// LogEvent is one row of pgrelay.log.
+type LogEvent struct {
+	ID       int64     `json:"id"`
+	QueueID  int64     `json:"queue_id"`
+	OriginID int64     `json:"origin_id"`
+	Channel  string    `json:"channel"`
+	Attempt  int       `json:"attempt"`
+	Event    Kind      `json:"event"`
+	Error    *string   `json:"error"`
+	Node     int       `json:"node"`
+	At       time.Time `json:"at"`
+}
+
+// Status is what pgrelay.status() returns for a notification.
+type Status string
+
+// The statuses of a notification.
+const (
+	StatusPending      Status = "pending"
+	StatusInFlight     Status = "in_flight"
+	StatusRetrying     Status = "retrying"
+	StatusSucceeded    Status = "succeeded"
+	StatusGaveUp       Status = "gave_up"
+	StatusExpired      Status = "expired"
+	StatusDeduplicated Status = "deduplicated"
+)
+
+// Row is the part of a notification's current queue row the fold needs.
+type Row struct {
+	Attempt  int
+	InFlight bool
+}
+
+// Fold derives a notification's status from its current queue row (nil when it
+// has none) and its log events in log order. ok is false for a notification
+// pgrelay knows nothing about. pgrelay.status() computes the same in SQL.
+func Fold(row *Row, log []LogEvent) (s Status, ok bool) {
+	if row != nil {
+		switch {
+		case row.InFlight:
+			return StatusInFlight, true
+		case row.Attempt > 1:
+			return StatusRetrying, true
+		default:
+			return StatusPending, true
+		}
+	}
+	for i := len(log) - 1; i >= 0; i-- {
+		if log[i].Event.Terminal() {
+			return Status(log[i].Event), true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,309 @@
+// Package store holds every SQL statement the Processor runs against
+// PostgreSQL (pgx only). Two pools keep hot-path work (claims, handlers,
+// completions) apart from background work (heartbeats, rescue, trimming,
+// statistics), so a slow background query never takes a connection a claim
+// needs.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store runs pgrelay's SQL.
+type Store struct {
+	hot *pgxpool.Pool
+	bg  *pgxpool.Pool
+}
+
+// New returns a Store over a hot-path pool and a background pool (they may be
+// the same pool).
+func New(hot, bg *pgxpool.Pool) *Store {
+	if bg == nil {
+		bg = hot
+	}
+	return &Store{hot: hot, bg: bg}
+}
+
+// Hot is the hot-path pool.
+func (s *Store) Hot() *pgxpool.Pool { return s.hot }
+
+// Background is the background pool.
+func (s *Store) Background() *pgxpool.Pool { return s.bg }
+
+// Claimed is one queue row a Processor claimed, with its channel's settings.
+type Claimed struct {
+	ID           int64
+	OriginID     int64
+	Channel      string
+	Payload      string
+	Attempt      int
+	EnqueuedAt   time.Time
+	DispatchedAt time.Time // the claim's time; with the processor id it identifies the claim
+	Expired      bool      // past expires_at at claim time: record, do not run
+	Kind         string
+	Handler      string
+	Mode         string // the channel's concurrency_mode
+	Timeout      time.Duration
+	MaxAttempts  int
+}
+
+// Claim claims up to limit ready rows for processor proc (see pgrelay._claim).
+// Only channels of the given kinds are claimed.
+func (s *Store) Claim(ctx context.Context, proc int64, mode string, leader bool, limit int, kinds []string) ([]Claimed, error) {
+	rows, err := s.hot.Query(ctx, "SELECT * FROM pgrelay._claim($1, $2, $3, $4, $5)", proc, mode, leader, limit, kinds)
+	if err != nil {
+		return nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
+		var timeoutMS int64
+		err := r.Scan(&c.ID, &c.OriginID, &c.Channel, &c.Payload, &c.Attempt, &c.EnqueuedAt,
+			&c.DispatchedAt, &c.Expired, &c.Kind, &c.Handler, &c.Mode, &timeoutMS, &c.MaxAttempts)
+		c.Timeout = time.Duration(timeoutMS) * time.Millisecond
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
+	}
+	return out, nil
+}
+
+// Outcome ends one claim.
+type Outcome struct {
+	ID        int64
+	ClaimedAt time.Time
+	// Event: "succeeded", "failed" (retried or given up), "expired", or
+	// "release" (never started: back to pending, no log row).
+	Event string
+	Error string
+}
+
+// The outcome events Complete accepts besides the log's own kinds.
+const (
+	OutcomeRelease = "release"
+)
+
+// Complete applies a batch of outcomes of processor proc's claims in one
+// transaction and returns how many still matched a live claim.
+func (s *Store) Complete(ctx context.Context, proc int64, outs []Outcome) (int, error) {
+	if len(outs) == 0 {
+		return 0, nil
+	}
+	n, err := complete(ctx, s.hot, proc, outs)
+	if err != nil {
+		return 0, fmt.Errorf("complete %d outcomes of processor %d: %w", len(outs), proc, err)
+	}
+	return n, nil
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func complete(ctx context.Context, q querier, proc int64, outs []Outcome) (int, error) {
+	ids := make([]int64, len(outs))
+	at := make([]time.Time, len(outs))
+	evs := make([]string, len(outs))
+	errs := make([]*string, len(outs))
+	for i, o := range outs {
+		ids[i], at[i], evs[i] = o.ID, o.ClaimedAt, o.Event
+		if o.Error != "" {
+			e := o.Error
+			errs[i] = &e
+		}
+	}
+	var n int
+	err := q.QueryRow(ctx, "SELECT pgrelay._complete($1, $2, $3, $4, $5)", proc, ids, at, evs, errs).Scan(&n)
+	return n, err
+}
+
+// ErrClaimLost means the claim was taken back (rescued) before the handler's
+// transaction could complete it; the transaction was rolled back.
+var ErrClaimLost = errors.New("store: claim was taken back before completion")
+
+// IsConnError reports whether err means the database connection failed (or
+// the server is shutting down) rather than a statement failing: the attempt
+// did not really happen.
+func IsConnError(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, cannot connect now
+			return true
+		}
+		return false
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "conn busy")
+}
+
+// RunSQL runs a sql channel's handler for c with $1 = payload, under the
+// channel's timeout as statement_timeout, and completes the claim as
+// succeeded in the same transaction: the handler's effects and the completion
+// commit together or not at all.
+func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
+	tx, err := s.hot.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin handler transaction for event %d: %w", c.ID, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	ms := c.Timeout.Milliseconds()
+	if ms <= 0 {
+		ms = 1
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", ms)); err != nil {
+		return fmt.Errorf("set statement_timeout for event %d: %w", c.ID, err)
+	}
+	// The handler text is the channel's registered statement; the payload is
+	// always a parameter, never spliced into SQL.
+	if _, err := tx.Exec(ctx, c.Handler, c.Payload); err != nil {
+		return &HandlerError{Err: err}
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+		return fmt.Errorf("reset statement_timeout for event %d: %w", c.ID, err)
+	}
+	n, err := complete(ctx, tx, proc, []Outcome{{ID: c.ID, ClaimedAt: c.DispatchedAt, Event: "succeeded"}})
+	if err != nil {
+		return fmt.Errorf("complete event %d: %w", c.ID, err)
+	}
+	if n == 0 {
+		return ErrClaimLost
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit handler transaction for event %d: %w", c.ID, err)
+	}
+	return nil
+}
+
+// HandlerError is an error raised by a handler's own SQL, as opposed to a
+// failure to talk to the database.
+type HandlerError struct{ Err error }
+
+func (e *HandlerError) Error() string { return e.Err.Error() }
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// IsStatementTimeout reports whether err is PostgreSQL cancelling a statement
+// for statement_timeout.
+func IsStatementTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57014"
+}
+
+// ProcessorInfo describes a running Processor instance.
+type ProcessorInfo struct {
+	Mode     string
+	Hostname string
+	PID      int
+	Version  string
+}
+
+// StartProcessor registers a Processor instance and returns its id.
+func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (int64, error) {
+	var id int64
+	err := s.bg.QueryRow(ctx, "SELECT pgrelay._processor_start($1, $2, $3, $4)",
+		info.Mode, info.Hostname, info.PID, info.Version).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("register processor (mode %s): %w", info.Mode, err)
+	}
+	return id, nil
+}
+
+// Heartbeat marks the instance alive; alive is false when its row had been
+// removed (it was presumed dead and its claims taken back).
+func (s *Store) Heartbeat(ctx context.Context, proc int64, info ProcessorInfo) (alive bool, err error) {
+	err = s.bg.QueryRow(ctx, "SELECT pgrelay._heartbeat($1, $2, $3, $4, $5)",
+		proc, info.Mode, info.Hostname, info.PID, info.Version).Scan(&alive)
+	if err != nil {
+		return false, fmt.Errorf("heartbeat of processor %d: %w", proc, err)
+	}
+	return alive, nil
+}
+
+// StopProcessor releases whatever the instance still holds and removes it.
+func (s *Store) StopProcessor(ctx context.Context, proc int64) (released int, err error) {
+	err = s.bg.QueryRow(ctx, "SELECT pgrelay._processor_stop($1)", proc).Scan(&released)
+	if err != nil {
+		return 0, fmt.Errorf("unregister processor %d: %w", proc, err)
+	}
+	return released, nil
+}
+
+// Rescue takes back the claims of dead instances of this node and of claims
+// held past their lease; returns how many.
+func (s *Store) Rescue(ctx context.Context, proc int64, deadAfter, leaseGrace time.Duration) (int, error) {
+	var n int
+	err := s.bg.QueryRow(ctx, "SELECT pgrelay._rescue($1, $2, $3)", proc, deadAfter, leaseGrace).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("rescue claims (processor %d): %w", proc, err)
+	}
+	return n, nil
+}
+
+// TrimLog deletes up to batch log rows older than olderThan.
+func (s *Store) TrimLog(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
+	var n int
+	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_log($1, $2)", olderThan, batch).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("trim log older than %s: %w", olderThan, err)
+	}
+	return n, nil
+}
+
+// ChannelStats is one row of pgrelay.queue_stats().
+type ChannelStats struct {
+	Channel           string
+	Pending           int64
+	PendingRestricted int64
+	InFlight          int64
+	Retrying          int64
+	OldestPending     *time.Time
+	Kind              string
+	Mode              string
+	Paused            bool
+}
+
+// QueueStats returns pgrelay.queue_stats().
+func (s *Store) QueueStats(ctx context.Context) ([]ChannelStats, error) {
+	return QueueStats(ctx, s.bg)
+}
+
+// Queryer is what QueueStats needs: a pool or a connection.
+type Queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// QueueStats returns pgrelay.queue_stats() from any connection.
+func QueueStats(ctx context.Context, q Queryer) ([]ChannelStats, error) {
+	rows, err := q.Query(ctx, `SELECT channel, pending, pending_restricted, in_flight, retrying,
+		oldest_pending, kind, concurrency_mode, paused FROM pgrelay.queue_stats()`)
+	if err != nil {
+		return nil, fmt.Errorf("queue_stats: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ChannelStats, error) {
+		var c ChannelStats
+		err := r.Scan(&c.Channel, &c.Pending, &c.PendingRestricted, &c.InFlight, &c.Retrying,
+			&c.OldestPending, &c.Kind, &c.Mode, &c.Paused)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue_stats: %w", err)
+	}
+	return out, nil
+}

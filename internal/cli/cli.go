@@ -1,0 +1,169 @@
+// Package cli is the pgrelay command line: migrate, run, dev, stats, version.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// Version is set at build time (-ldflags "-X .../internal/cli.Version=...").
+var Version = "dev"
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, a *app, args []string) error
+}
+
+// app carries a command's output streams and environment.
+type app struct {
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+func commands() []command {
+	return []command{
+		{"migrate", "create or upgrade pgrelay's schema in a database", runMigrate},
+		{"run", "run the Processor: claim queued events and dispatch them", runRun},
+		{"dev", "run everything on embedded defaults with a demo channel and a live view", runDev},
+		{"stats", "show pgrelay.queue_stats() as a table", runStats},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// usageError is a command-line mistake: the message and exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	if len(args) < 1 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		a.usage()
+		if len(args) < 1 {
+			return 2
+		}
+		return 0
+	}
+	var cmd *command
+	for _, c := range commands() {
+		if c.name == args[0] {
+			cmd = &c
+			break
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "pgrelay: unknown command %q\n\n", args[0])
+		a.usage()
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := cmd.run(ctx, a, args[1:])
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "pgrelay %s: %s\n", cmd.name, ue.msg)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "pgrelay %s: %s\n", cmd.name, oneLine(err.Error()))
+		return 1
+	}
+}
+
+func (a *app) usage() {
+	fmt.Fprintln(a.stderr, "pgrelay — a transactional outbox and event dispatcher for PostgreSQL")
+	fmt.Fprintln(a.stderr, "\nUsage: pgrelay <command> [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(a.stderr, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(a.stderr, "\nRun 'pgrelay <command> -h' for a command's flags. Every flag also reads")
+	fmt.Fprintln(a.stderr, "PGRELAY_<FLAG> from the environment (e.g. PGRELAY_DATABASE_URL).")
+}
+
+// newFlags returns a flag set whose usage goes to stderr.
+func (a *app) newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("pgrelay "+name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	return fs
+}
+
+// parse parses args, then fills every flag not given on the command line from
+// PGRELAY_<FLAG> (upper case, '-' as '_').
+func (a *app) parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{msg: err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	for _, n := range names {
+		if set[n] {
+			continue
+		}
+		env := "PGRELAY_" + strings.ToUpper(strings.ReplaceAll(n, "-", "_"))
+		if v := a.getenv(env); v != "" {
+			if err := fs.Set(n, v); err != nil {
+				return &usageError{msg: fmt.Sprintf("%s=%q: %v", env, v, err)}
+			}
+		}
+	}
+	return nil
+}
+
+// logFlags adds --log-level and --log-format and returns a constructor.
+func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	format := fs.String("log-format", "text", "log format: text or json")
+	return func(w io.Writer) (*slog.Logger, error) {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(*level)); err != nil {
+			return nil, &usageError{msg: fmt.Sprintf("--log-level %q: expected debug, info, warn or error", *level)}
+		}
+		opts := &slog.HandlerOptions{Level: l}
+		switch *format {
+		case "text":
+			return slog.New(slog.NewTextHandler(w, opts)), nil
+		case "json":
+			return slog.New(slog.NewJSONHandler(w, opts)), nil
+		}
+		return nil, &usageError{msg: fmt.Sprintf("--log-format %q: expected text or json", *format)}
+	}
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func runVersion(_ context.Context, a *app, args []string) error {
+	fs := a.newFlags("version")
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "pgrelay", Version)
+	return nil
+}

@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/migrations"
+)
+
+// devSetup creates the demo schema and channels (idempotent).
+const devSetup = `
+CREATE SCHEMA IF NOT EXISTS demo;
+CREATE TABLE IF NOT EXISTS demo.orders (id bigserial PRIMARY KEY, payload jsonb NOT NULL,
+  handled_at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS demo.ledger (id bigserial PRIMARY KEY, payload jsonb NOT NULL,
+  handled_at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE OR REPLACE FUNCTION demo.record_order(p text) RETURNS void LANGUAGE sql AS
+  $f$ INSERT INTO demo.orders(payload) VALUES (p::jsonb) $f$;
+CREATE OR REPLACE FUNCTION demo.post_ledger(p text) RETURNS void LANGUAGE sql AS
+  $f$ INSERT INTO demo.ledger(payload) VALUES (p::jsonb) $f$;
+-- Fails about one call in four, to show retries and give-ups.
+CREATE OR REPLACE FUNCTION demo.flaky(p text) RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+  IF random() < 0.25 THEN
+    RAISE EXCEPTION 'demo: the downstream service is flaky (payload %)', p;
+  END IF;
+END $f$;
+DO $d$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel = 'demo_orders') THEN
+    PERFORM pgrelay.register('demo_orders', 'SELECT demo.record_order($1)');
+  END IF;
+  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel = 'demo_ledger') THEN
+    PERFORM pgrelay.register('demo_ledger', 'SELECT demo.post_ledger($1)',
+      p_concurrency_mode := 'channel');
+  END IF;
+  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel = 'demo_flaky') THEN
+    PERFORM pgrelay.register('demo_flaky', 'SELECT demo.flaky($1)',
+      p_max_attempts := 3, p_retry_delay := '500 milliseconds');
+  END IF;
+END $d$;
+`
+
+func runDev(ctx context.Context, a *app, args []string) error {
+	fs := a.newFlags("dev")
+	dataDir := fs.String("data-dir", "", "keep the PostgreSQL cluster in this directory (default: a temporary one, removed on exit)")
+	port := fs.Int("port", 0, "PostgreSQL port on 127.0.0.1 (default: a free port)")
+	rate := fs.Float64("rate", 20, "demo events enqueued per second (0: none)")
+	refresh := fs.Duration("refresh", time.Second, "live view refresh interval")
+	var f processorFlags
+	f.register(fs, false)
+	mkLog := logFlags(fs)
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	if *rate < 0 || *refresh <= 0 {
+		return &usageError{msg: "--rate must not be negative and --refresh must be positive"}
+	}
+	logger, err := mkLog(a.stderr)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintln(a.stdout, "starting a throwaway PostgreSQL ...")
+	pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{DataDir: *dataDir, Port: *port, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := pg.Stop(); err != nil {
+			logger.Warn("stopping PostgreSQL", "err", err)
+		}
+	}()
+	if err := pg.Exec(ctx, "postgres", "SELECT 1"); err != nil {
+		return err
+	}
+	var exists bool
+	if err := devQueryRow(ctx, pg.URL("postgres"), "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'pgrelay_dev')", &exists); err != nil {
+		return err
+	}
+	if !exists {
+		if err := pg.Exec(ctx, "postgres", "CREATE DATABASE pgrelay_dev"); err != nil {
+			return err
+		}
+	}
+	url := pg.URL("pgrelay_dev")
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect to the dev database: %w", err)
+	}
+	defer pool.Close()
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, devSetup); err != nil {
+		return fmt.Errorf("create the demo channels: %w", err)
+	}
+
+	f.databaseURL = url
+	p, err := actors.New(f.config(logger, prometheus.NewRegistry()))
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(a.stdout, "\nstopping ...")
+		if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("stopping the processor", "err", err)
+		}
+	}()
+
+	prodCtx, stopProducer := context.WithCancel(ctx)
+	defer stopProducer()
+	prodDone := make(chan struct{})
+	go func() {
+		defer close(prodDone)
+		produceDemo(prodCtx, pool, *rate, logger)
+	}()
+	defer func() { stopProducer(); <-prodDone }()
+
+	view := &devView{out: a.stdout, url: url, tty: isTTY(a.stdout), rate: *rate}
+	t := time.NewTicker(*refresh)
+	defer t.Stop()
+	for {
+		view.render(ctx, pool)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func devQueryRow(ctx context.Context, url, sql string, dst ...any) error {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	return c.QueryRow(ctx, sql).Scan(dst...)
+}
+
+// produceDemo enqueues demo events at rate per second until ctx is done.
+func produceDemo(ctx context.Context, pool *pgxpool.Pool, rate float64, logger *slog.Logger) {
+	if rate == 0 {
+		return
+	}
+	interval := time.Duration(float64(time.Second) / rate)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	channels := []string{"demo_orders", "demo_orders", "demo_ledger", "demo_flaky"}
+	seq := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		seq++
+		ch := channels[rand.IntN(len(channels))]
+		payload := fmt.Sprintf(`{"seq": %d, "amount": %d}`, seq, rand.IntN(10000))
+		if _, err := pool.Exec(ctx, "SELECT pgrelay.notify($1, $2)", ch, payload); err != nil && ctx.Err() == nil {
+			logger.Warn("demo producer", "err", err)
+		}
+	}
+}
+
+// devView renders the live view: per channel pending / in flight / done.
+type devView struct {
+	out  io.Writer
+	url  string
+	tty  bool
+	rate float64
+}
+
+type doneCounts struct{ succeeded, failed, gaveUp, expired int64 }
+
+func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	stats, err := store.QueueStats(qctx, pool)
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintln(v.out, "live view:", err)
+		}
+		return
+	}
+	done := map[string]doneCounts{}
+	rows, err := pool.Query(qctx, `SELECT channel,
+		count(*) FILTER (WHERE event = 'succeeded'), count(*) FILTER (WHERE event = 'failed'),
+		count(*) FILTER (WHERE event = 'gave_up'), count(*) FILTER (WHERE event = 'expired')
+		FROM pgrelay.log GROUP BY channel`)
+	if err == nil {
+		for rows.Next() {
+			var ch string
+			var c doneCounts
+			if rows.Scan(&ch, &c.succeeded, &c.failed, &c.gaveUp, &c.expired) == nil {
+				done[ch] = c
+			}
+		}
+		rows.Close()
+	}
+	var b strings.Builder
+	if v.tty {
+		b.WriteString("\033[H\033[2J")
+	}
+	fmt.Fprintf(&b, "pgrelay dev — %s — Ctrl-C to stop\n", time.Now().Format("15:04:05"))
+	fmt.Fprintf(&b, "database: %s\n", v.url)
+	fmt.Fprintf(&b, "try:      psql '%s' -c \"SELECT pgrelay.notify('demo_orders', '{\\\"hello\\\": 1}')\"\n", v.url)
+	fmt.Fprintf(&b, "demo producer: %.0f events/s\n\n", v.rate)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "CHANNEL\tMODE\tPENDING\tIN FLIGHT\tRETRYING\tSUCCEEDED\tFAILED\tGAVE UP\tEXPIRED\t")
+	for _, s := range stats {
+		d := done[s.Channel]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", s.Channel, s.Mode, s.Pending, s.InFlight,
+			s.Retrying, d.succeeded, d.failed, d.gaveUp, d.expired)
+	}
+	_ = tw.Flush()
+	if !v.tty {
+		b.WriteString("\n")
+	}
+	fmt.Fprint(v.out, b.String())
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/migrations"
+)
+
+// processorFlags are the flags of `pgrelay run` (and `pgrelay dev`).
+type processorFlags struct {
+	databaseURL       string
+	mode              string
+	nodeID            int
+	metricsAddr       string
+	concurrency       int
+	batchSize         int
+	pollInterval      time.Duration
+	heartbeatInterval time.Duration
+	deadAfter         time.Duration
+	leaseGrace        time.Duration
+	shutdownTimeout   time.Duration
+	logRetention      time.Duration
+}
+
+func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
+	if withDB {
+		fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL, e.g. postgres://user:pass@host:5432/db (required)")
+	}
+	fs.StringVar(&f.mode, "mode", "single", "dispatch mode: single")
+	fs.IntVar(&f.nodeID, "node-id", -1, "set pg_relay.node_id (0-1023) on the Processor's sessions (default: the server's setting)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address, e.g. :9187 (default: off)")
+	fs.IntVar(&f.concurrency, "concurrency", 64, "most events in flight at once")
+	fs.IntVar(&f.batchSize, "batch-size", 100, "most rows one claim takes")
+	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "fallback poll when no NOTIFY arrives (also picks up due retries)")
+	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", time.Second, "how often this instance marks itself alive")
+	fs.DurationVar(&f.deadAfter, "dead-after", 0, "an instance silent this long is dead and its claims are rescued (default 10 × heartbeat-interval)")
+	fs.DurationVar(&f.leaseGrace, "lease-grace", time.Minute, "a claim held longer than its channel's timeout plus this is rescued")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight handlers may finish before they are cancelled")
+	fs.DurationVar(&f.logRetention, "log-retention", 7*24*time.Hour, "delete pgrelay.log rows older than this")
+}
+
+func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) actors.Config {
+	cfg := actors.Config{
+		DatabaseURL:       f.databaseURL,
+		Mode:              f.mode,
+		Concurrency:       f.concurrency,
+		BatchSize:         f.batchSize,
+		PollInterval:      f.pollInterval,
+		HeartbeatInterval: f.heartbeatInterval,
+		DeadAfter:         f.deadAfter,
+		LeaseGrace:        f.leaseGrace,
+		ShutdownTimeout:   f.shutdownTimeout,
+		LogRetention:      f.logRetention,
+		Logger:            logger,
+		Registerer:        reg,
+		Version:           Version,
+	}
+	if f.nodeID >= 0 {
+		n := f.nodeID
+		cfg.NodeID = &n
+	}
+	return cfg
+}
+
+func (f *processorFlags) validate() error {
+	if f.nodeID > 1023 || f.nodeID < -1 {
+		return &usageError{msg: fmt.Sprintf("--node-id %d: expected 0..1023", f.nodeID)}
+	}
+	if f.concurrency < 1 {
+		return &usageError{msg: "--concurrency must be at least 1"}
+	}
+	if f.batchSize < 1 {
+		return &usageError{msg: "--batch-size must be at least 1"}
+	}
+	for name, d := range map[string]time.Duration{"poll-interval": f.pollInterval,
+		"heartbeat-interval": f.heartbeatInterval, "shutdown-timeout": f.shutdownTimeout,
+		"log-retention": f.logRetention} {
+		if d <= 0 {
+			return &usageError{msg: fmt.Sprintf("--%s must be positive", name)}
+		}
+	}
+	if f.deadAfter < 0 || f.leaseGrace < 0 {
+		return &usageError{msg: "--dead-after and --lease-grace must not be negative"}
+	}
+	return nil
+}
+
+func runRun(ctx context.Context, a *app, args []string) error {
+	fs := a.newFlags("run")
+	var f processorFlags
+	f.register(fs, true)
+	mkLog := logFlags(fs)
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	if f.databaseURL == "" {
+		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	logger, err := mkLog(a.stderr)
+	if err != nil {
+		return err
+	}
+	if err := checkSchema(ctx, f.databaseURL); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p, err := actors.New(f.config(logger, reg))
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	var srv *http.Server
+	if f.metricsAddr != "" {
+		srv, err = serveMetrics(f.metricsAddr, reg, p, logger)
+		if err != nil {
+			_ = p.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+	}
+	<-ctx.Done()
+	logger.Info("stopping: finishing in-flight events", "shutdown_timeout", f.shutdownTimeout)
+	err = p.Stop(context.WithoutCancel(ctx))
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	return err
+}
+
+// serveMetrics serves /metrics and /healthz (200 while the database answers).
+func serveMetrics(addr string, reg *prometheus.Registry, p *actors.Processor, logger *slog.Logger) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := p.Ping(ctx); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server stopped", "err", err)
+		}
+	}()
+	logger.Info("serving metrics", "addr", ln.Addr().String())
+	return srv, nil
+}
+
+// checkSchema fails with a clear message when the database cannot be reached
+// or is not migrated to this version's schema.
+func checkSchema(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("invalid --database-url: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return fmt.Errorf("cannot connect to the database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	v, err := migrations.Current(cctx, conn)
+	if err != nil {
+		return err
+	}
+	if want := migrations.Latest(); v < want {
+		return fmt.Errorf("the database's pgrelay schema is at version %d, this pgrelay needs %d: run 'pgrelay migrate' first", v, want)
+	}
+	return nil
+}
+
+func runMigrate(ctx context.Context, a *app, args []string) error {
+	fs := a.newFlags("migrate")
+	url := fs.String("database-url", "", "PostgreSQL URL (required)")
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	conn, err := pgx.Connect(cctx, *url)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("cannot connect to the database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	res, err := migrations.Up(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, m := range res.Applied {
+		fmt.Fprintf(a.stdout, "applied %04d_%s\n", m.Version, m.Name)
+	}
+	fmt.Fprintf(a.stdout, "schema at version %d\n", res.Version)
+	return nil
+}
+
+func runStats(ctx context.Context, a *app, args []string) error {
+	fs := a.newFlags("stats")
+	url := fs.String("database-url", "", "PostgreSQL URL (required)")
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, *url)
+	if err != nil {
+		return fmt.Errorf("cannot connect to the database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	stats, err := store.QueueStats(cctx, conn)
+	if err != nil {
+		return err
+	}
+	writeStats(a.stdout, stats)
+	return nil
+}

@@ -1,0 +1,53 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// MainWithPostgres runs a package's tests against one throwaway cluster started
+// for the whole test binary (initdb once per run; a database per test) and
+// returns the exit code for os.Exit. The cluster is stored in *pg. A missing
+// PostgreSQL fails the run loudly rather than skipping.
+func MainWithPostgres(m *testing.M, pg **Postgres) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	p, err := StartPostgres(ctx, PostgresConfig{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: cannot start the test PostgreSQL:", err)
+		return 1
+	}
+	*pg = p
+	code := m.Run()
+	if err := p.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "warning:", err)
+	}
+	return code
+}
+
+// DB creates a fresh migrated database for t and returns its URL.
+func (p *Postgres) DB(t testing.TB) string {
+	t.Helper()
+	url, err := p.NewDatabase(context.Background(), t.Name())
+	if err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	return url
+}
+
+// Pool creates a fresh migrated database for t and a pool on it, closed when t ends.
+func (p *Postgres) Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	url := p.DB(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatalf("connect to test database: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}

@@ -1,0 +1,1127 @@
+-- pgrelay core schema: channels, queue, log, nodes, processors, the id generator,
+-- the producer API (notify, notify_many, status, queue_stats), the admin API
+-- (register, update, unregister) and the Processor's internal functions.
+--
+-- Conventions
+-- * Every function has a fixed search_path and schema-qualifies what it uses.
+-- * Only functions a less privileged role must call on data it cannot touch are
+--   SECURITY DEFINER: notify, notify_many, status, queue_stats and the admin API.
+-- * Errors raised on purpose use SQLSTATE class 'PR' so callers can branch on the
+--   code instead of the text (see docs/reference.md for the list).
+
+CREATE SCHEMA IF NOT EXISTS pgrelay;
+
+-- Roles a DBA grants to logins. Roles are cluster-wide, so they may already exist
+-- (another database of the same cluster migrated first).
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pgrelay_producer') THEN
+    CREATE ROLE pgrelay_producer NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pgrelay_processor') THEN
+    CREATE ROLE pgrelay_processor NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pgrelay_admin') THEN
+    CREATE ROLE pgrelay_admin NOLOGIN;
+  END IF;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Node identity and ids
+-- ---------------------------------------------------------------------------
+
+-- _this_node: the pg_relay.node_id setting, 0 when unset.
+CREATE FUNCTION pgrelay._this_node() RETURNS int
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  s text := pg_catalog.current_setting('pg_relay.node_id', true);
+  n bigint;
+BEGIN
+  IF s IS NULL OR pg_catalog.btrim(s) = '' THEN
+    RETURN 0;
+  END IF;
+  IF s !~ '^\s*[0-9]{1,9}\s*$' THEN
+    RAISE EXCEPTION 'pgrelay: pg_relay.node_id = % is not an integer between 0 and 1023', pg_catalog.quote_literal(s)
+      USING ERRCODE = 'PR020';
+  END IF;
+  n := pg_catalog.btrim(s)::bigint;
+  IF n > 1023 THEN
+    RAISE EXCEPTION 'pgrelay: pg_relay.node_id = % is outside 0..1023', n USING ERRCODE = 'PR020';
+  END IF;
+  RETURN n::int;
+END
+$$;
+
+-- The generator's state: a 53-bit counter (milliseconds << 12 | sequence) held in
+-- a sequence, the only non-transactional counter PostgreSQL has. CACHE 1 keeps
+-- the values handed out on a node in one global order.
+CREATE SEQUENCE pgrelay._id_seq AS bigint MINVALUE 0 START 0 CACHE 1;
+
+-- _next_id_at: the generator for a given clock reading (milliseconds since
+-- 2026-01-01 00:00 UTC). Split out from _next_id so tests can step the clock back.
+--
+-- Layout: 41-bit milliseconds | 10-bit node id | 12-bit sequence.
+-- Uniqueness rests on nextval alone: every id is either a nextval result or the
+-- target of a setval that moves the counter forward past it. The counter is
+-- moved forward to the clock only when it lags by more than 100 ms worth of
+-- values, and only by a session holding a transaction-level advisory lock, so
+-- two sessions never move it concurrently (a setval race could move it back);
+-- a session that cannot take the lock just uses its nextval value. A clock that
+-- steps back leaves the counter where it is: ids keep growing. More than 4096 ids
+-- in one millisecond run the counter into the next millisecond, as pgEdge's
+-- snowflake does.
+CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v bigint := pg_catalog.nextval('pgrelay._id_seq');
+  t bigint := p_ms << 12;
+BEGIN
+  IF v < t - 409600 AND pg_catalog.pg_try_advisory_xact_lock(1886816817, 1) THEN
+    v := pg_catalog.nextval('pgrelay._id_seq');
+    IF v < t - 409600 THEN
+      PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+      v := t;
+    END IF;
+  END IF;
+  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
+END
+$$;
+
+CREATE FUNCTION pgrelay._next_id() RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pgrelay._next_id_at(
+    (pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000))::bigint - 1767225600000)
+$$;
+
+-- _id_floor: the smallest id a timestamp can carry on any node; used to turn
+-- "older than" into a primary-key range.
+CREATE FUNCTION pgrelay._id_floor(p_at timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT GREATEST(0,
+    (pg_catalog.floor(EXTRACT(epoch FROM p_at) * 1000))::bigint - 1767225600000) << 22
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Tables
+-- ---------------------------------------------------------------------------
+
+CREATE TABLE pgrelay.channels (
+  channel          text PRIMARY KEY,
+  handler          text NOT NULL,
+  kind             text NOT NULL,
+  concurrency_mode text NOT NULL DEFAULT 'none',
+  deduplicate      bool NOT NULL DEFAULT false,
+  node_restricted  bool NOT NULL DEFAULT false,
+  max_attempts     int NOT NULL DEFAULT 5,
+  retry_delay      interval NOT NULL DEFAULT '1 second',
+  expire_after     interval NULL,
+  timeout          interval NOT NULL DEFAULT '30 seconds',
+  paused           bool NOT NULL DEFAULT false,
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  updated_at       timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT channels_name CHECK (channel ~ '^[A-Za-z0-9_-]{1,100}$'),
+  CONSTRAINT channels_kind CHECK (kind IN ('sql', 'email', 'nats')),
+  CONSTRAINT channels_mode CHECK (concurrency_mode IN ('none', 'channel', 'payload')),
+  CONSTRAINT channels_attempts CHECK (max_attempts > 0),
+  CONSTRAINT channels_retry_delay CHECK (retry_delay >= interval '0'),
+  CONSTRAINT channels_expire_after CHECK (expire_after IS NULL OR expire_after > interval '0'),
+  CONSTRAINT channels_timeout CHECK (timeout > interval '0')
+);
+
+-- Pending and in-flight work only: a row is deleted when its attempt ends.
+CREATE TABLE pgrelay.queue (
+  id            bigint PRIMARY KEY DEFAULT pgrelay._next_id(),
+  origin_id     bigint NOT NULL,
+  channel       text NOT NULL,
+  payload       text NOT NULL,
+  owner_node    int NOT NULL DEFAULT pgrelay._this_node(),
+  run_in_node   int NULL,
+  attempt       int NOT NULL DEFAULT 1,
+  retry_of      bigint NULL,
+  enqueued_at   timestamptz NOT NULL DEFAULT now(),
+  not_before    timestamptz NOT NULL DEFAULT now(),
+  expires_at    timestamptz NULL,
+  dispatched_at timestamptz NULL,
+  dispatched_by bigint NULL,
+  -- Serialisation key, derived on insert from the channel's concurrency_mode:
+  -- NULL for 'none', 0 for 'channel', a 64-bit hash of the payload for 'payload'.
+  lane          bigint NULL,
+  -- Hash of the payload for channels with deduplicate, else NULL.
+  phash         bigint NULL,
+  CONSTRAINT queue_attempt CHECK (attempt > 0)
+);
+
+-- The claim of 'none' channels: ready rows of a channel in readiness order.
+-- Also serves per-channel pending counts.
+CREATE INDEX queue_ready ON pgrelay.queue (channel, not_before, id)
+  WHERE dispatched_at IS NULL;
+-- The heads of serialised lanes, oldest notification first.
+CREATE INDEX queue_lane ON pgrelay.queue (channel, lane, origin_id)
+  WHERE dispatched_at IS NULL AND lane IS NOT NULL;
+-- In-flight rows: few at any time (bounded by the Processors' slots).
+CREATE INDEX queue_inflight ON pgrelay.queue (dispatched_by)
+  WHERE dispatched_at IS NOT NULL;
+CREATE INDEX queue_inflight_lane ON pgrelay.queue (channel, lane)
+  WHERE dispatched_at IS NOT NULL AND lane IS NOT NULL;
+-- Deduplication lookups.
+CREATE INDEX queue_dedup ON pgrelay.queue (channel, phash)
+  WHERE dispatched_at IS NULL AND phash IS NOT NULL;
+-- status() of a notification whose current row is a retry (attempt-1 rows have
+-- id = origin_id and are found by the primary key).
+CREATE INDEX queue_retry_origin ON pgrelay.queue (origin_id)
+  WHERE retry_of IS NOT NULL;
+
+-- A high-churn table: vacuum after a fixed number of dead rows rather than a
+-- fraction of the table, without cost-based throttling, so dead index entries
+-- at the head of the claim index are cleaned within seconds under load.
+ALTER TABLE pgrelay.queue SET (
+  autovacuum_vacuum_scale_factor = 0,
+  autovacuum_vacuum_threshold = 5000,
+  autovacuum_vacuum_insert_scale_factor = 0,
+  autovacuum_vacuum_insert_threshold = 20000,
+  autovacuum_analyze_scale_factor = 0,
+  autovacuum_analyze_threshold = 20000,
+  autovacuum_vacuum_cost_delay = 0
+);
+
+-- Append-only: one row per state change. The event store.
+CREATE TABLE pgrelay.log (
+  id        bigint PRIMARY KEY DEFAULT pgrelay._next_id(),
+  queue_id  bigint NOT NULL,
+  origin_id bigint NOT NULL,
+  channel   text NOT NULL,
+  attempt   int NOT NULL,
+  event     text NOT NULL,
+  error     text NULL,
+  node      int NOT NULL DEFAULT pgrelay._this_node(),
+  at        timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT log_event CHECK (event IN ('succeeded', 'failed', 'gave_up', 'expired',
+                                        'deduplicated', 'adopted', 'rescued'))
+);
+CREATE INDEX log_origin ON pgrelay.log (origin_id);
+
+-- One row per node: heartbeat of the node's Processors, their mode.
+CREATE TABLE pgrelay.nodes (
+  node_id    int PRIMARY KEY,
+  last_seen  timestamptz NOT NULL DEFAULT now(),
+  mode       text NOT NULL,
+  hostname   text NULL,
+  version    text NULL,
+  started_at timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT nodes_id CHECK (node_id BETWEEN 0 AND 1023)
+);
+
+-- One row per running Processor instance. Claims name the instance
+-- (queue.dispatched_by), so a dead instance's claims can be taken back while
+-- other instances of the same node keep running.
+CREATE TABLE pgrelay.processors (
+  processor_id bigint PRIMARY KEY,
+  node_id      int NOT NULL,
+  mode         text NOT NULL,
+  hostname     text NULL,
+  pid          int NULL,
+  version      text NULL,
+  started_at   timestamptz NOT NULL DEFAULT now(),
+  last_seen    timestamptz NOT NULL DEFAULT now()
+);
+
+-- ---------------------------------------------------------------------------
+-- Triggers
+-- ---------------------------------------------------------------------------
+
+-- Derives a queue row's columns from its channel on the node of origin. As an
+-- ordinary (ENABLE ORIGIN) trigger it does not fire for rows that arrive through
+-- logical replication, so a replicated row keeps its original pin.
+CREATE FUNCTION pgrelay._queue_before_insert() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  ch pgrelay.channels;
+BEGIN
+  SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = NEW.channel;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay: unknown channel %', pg_catalog.quote_literal(NEW.channel)
+      USING ERRCODE = 'PR001';
+  END IF;
+  NEW.origin_id := COALESCE(NEW.origin_id, NEW.id);
+  -- The pin is always worked out here, never taken from the caller.
+  NEW.run_in_node := CASE WHEN ch.node_restricted THEN pgrelay._this_node() END;
+  NEW.lane := CASE ch.concurrency_mode
+                WHEN 'channel' THEN 0
+                WHEN 'payload' THEN pg_catalog.hashtextextended(NEW.payload, 0)
+              END;
+  NEW.phash := CASE WHEN ch.deduplicate THEN pg_catalog.hashtextextended(NEW.payload, 0) END;
+  IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
+    NEW.expires_at := NEW.enqueued_at + ch.expire_after;
+  END IF;
+  RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue
+  FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_before_insert();
+
+-- Wakes listening Processors once per statement that inserted rows.
+CREATE FUNCTION pgrelay._queue_wake() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF EXISTS (SELECT FROM new_rows) THEN
+    PERFORM pg_catalog.pg_notify('pgrelay', '');
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue
+  REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_wake();
+
+-- ---------------------------------------------------------------------------
+-- Admin API
+-- ---------------------------------------------------------------------------
+
+-- _check_channel: the validation register() and update() share.
+CREATE FUNCTION pgrelay._check_channel(c pgrelay.channels) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_stmt text;
+BEGIN
+  IF c.channel IS NULL THEN
+    RAISE EXCEPTION 'pgrelay: channel name must not be NULL' USING ERRCODE = 'PR010';
+  END IF;
+  IF c.channel !~ '^[A-Za-z0-9_-]{1,100}$' THEN
+    RAISE EXCEPTION 'pgrelay: channel name % is invalid: use 1 to 100 letters, digits, "_" or "-"',
+      pg_catalog.quote_literal(c.channel) USING ERRCODE = 'PR010';
+  END IF;
+  IF c.kind IS NULL OR c.kind NOT IN ('sql', 'email', 'nats') THEN
+    RAISE EXCEPTION 'pgrelay: channel %: unknown kind % (expected sql, email or nats)',
+      c.channel, COALESCE(pg_catalog.quote_literal(c.kind), 'NULL') USING ERRCODE = 'PR011';
+  END IF;
+  IF c.concurrency_mode IS NULL OR c.concurrency_mode NOT IN ('none', 'channel', 'payload') THEN
+    RAISE EXCEPTION 'pgrelay: channel %: unknown concurrency_mode % (expected none, channel or payload)',
+      c.channel, COALESCE(pg_catalog.quote_literal(c.concurrency_mode), 'NULL') USING ERRCODE = 'PR012';
+  END IF;
+  IF c.max_attempts IS NULL OR c.max_attempts <= 0 THEN
+    RAISE EXCEPTION 'pgrelay: channel %: max_attempts must be positive, got %', c.channel,
+      COALESCE(c.max_attempts::text, 'NULL') USING ERRCODE = 'PR013';
+  END IF;
+  IF c.timeout IS NULL OR c.timeout <= interval '0' THEN
+    RAISE EXCEPTION 'pgrelay: channel %: timeout must be positive, got %', c.channel,
+      COALESCE(c.timeout::text, 'NULL') USING ERRCODE = 'PR014';
+  END IF;
+  IF c.retry_delay IS NULL OR c.retry_delay < interval '0' THEN
+    RAISE EXCEPTION 'pgrelay: channel %: retry_delay must not be negative, got %', c.channel,
+      COALESCE(c.retry_delay::text, 'NULL') USING ERRCODE = 'PR015';
+  END IF;
+  IF c.expire_after IS NOT NULL AND c.expire_after <= interval '0' THEN
+    RAISE EXCEPTION 'pgrelay: channel %: expire_after must be positive, got %', c.channel,
+      c.expire_after USING ERRCODE = 'PR016';
+  END IF;
+  IF c.handler IS NULL OR pg_catalog.btrim(c.handler) = '' THEN
+    RAISE EXCEPTION 'pgrelay: channel %: handler must not be empty', c.channel USING ERRCODE = 'PR017';
+  END IF;
+  IF c.kind = 'sql' THEN
+    -- The handler must prepare as one statement with one text parameter ($1 = payload).
+    v_stmt := 'pgrelay_check_' || pg_catalog.pg_backend_pid();
+    BEGIN
+      EXECUTE pg_catalog.format('PREPARE %I(text) AS %s', v_stmt, c.handler);
+      EXECUTE pg_catalog.format('DEALLOCATE %I', v_stmt);
+    EXCEPTION WHEN OTHERS THEN
+      RAISE EXCEPTION 'pgrelay: channel %: handler does not prepare as one statement with one text parameter ($1): %',
+        c.channel, SQLERRM USING ERRCODE = 'PR017', HINT = 'Example: SELECT app.refresh_view($1)';
+    END;
+  ELSIF c.kind = 'nats' THEN
+    IF c.handler !~ '^[^\s.*>]+(\.[^\s.*>]+)*$' THEN
+      RAISE EXCEPTION 'pgrelay: channel %: % is not a valid NATS subject (dot-separated tokens, no spaces or wildcards)',
+        c.channel, pg_catalog.quote_literal(c.handler) USING ERRCODE = 'PR017';
+    END IF;
+  END IF;
+END
+$$;
+
+CREATE FUNCTION pgrelay.register(
+  p_channel text,
+  p_handler text,
+  p_kind text DEFAULT 'sql',
+  p_concurrency_mode text DEFAULT 'none',
+  p_deduplicate bool DEFAULT false,
+  p_node_restricted bool DEFAULT false,
+  p_max_attempts int DEFAULT 5,
+  p_retry_delay interval DEFAULT '1 second',
+  p_expire_after interval DEFAULT NULL,
+  p_timeout interval DEFAULT '30 seconds'
+) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c pgrelay.channels;
+BEGIN
+  c.channel := p_channel;
+  c.handler := p_handler;
+  c.kind := p_kind;
+  c.concurrency_mode := p_concurrency_mode;
+  c.deduplicate := COALESCE(p_deduplicate, false);
+  c.node_restricted := COALESCE(p_node_restricted, false);
+  c.max_attempts := p_max_attempts;
+  c.retry_delay := p_retry_delay;
+  c.expire_after := p_expire_after;
+  c.timeout := p_timeout;
+  PERFORM pgrelay._check_channel(c);
+  -- Serialise with a concurrent register() of the same name.
+  PERFORM pg_catalog.pg_advisory_xact_lock(1886816817, pg_catalog.hashtext(p_channel));
+  IF EXISTS (SELECT FROM pgrelay.channels x WHERE x.channel = p_channel) THEN
+    RAISE EXCEPTION 'pgrelay: channel % already exists', pg_catalog.quote_literal(p_channel)
+      USING ERRCODE = 'PR003', HINT = 'Use pgrelay.update() to change it.';
+  END IF;
+  INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
+                                node_restricted, max_attempts, retry_delay, expire_after, timeout)
+  VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
+          c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout);
+END
+$$;
+
+-- update: NULL means unchanged. p_expire_after := '0' removes the expiry.
+CREATE FUNCTION pgrelay.update(
+  p_channel text,
+  p_handler text DEFAULT NULL,
+  p_kind text DEFAULT NULL,
+  p_concurrency_mode text DEFAULT NULL,
+  p_deduplicate bool DEFAULT NULL,
+  p_node_restricted bool DEFAULT NULL,
+  p_max_attempts int DEFAULT NULL,
+  p_retry_delay interval DEFAULT NULL,
+  p_expire_after interval DEFAULT NULL,
+  p_timeout interval DEFAULT NULL,
+  p_paused bool DEFAULT NULL
+) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  old pgrelay.channels;
+  c pgrelay.channels;
+BEGIN
+  SELECT * INTO old FROM pgrelay.channels x WHERE x.channel = p_channel FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay: unknown channel %', COALESCE(pg_catalog.quote_literal(p_channel), 'NULL')
+      USING ERRCODE = 'PR001';
+  END IF;
+  c := old;
+  c.handler := COALESCE(p_handler, old.handler);
+  c.kind := COALESCE(p_kind, old.kind);
+  c.concurrency_mode := COALESCE(p_concurrency_mode, old.concurrency_mode);
+  c.deduplicate := COALESCE(p_deduplicate, old.deduplicate);
+  c.node_restricted := COALESCE(p_node_restricted, old.node_restricted);
+  c.max_attempts := COALESCE(p_max_attempts, old.max_attempts);
+  c.retry_delay := COALESCE(p_retry_delay, old.retry_delay);
+  c.expire_after := CASE WHEN p_expire_after IS NULL THEN old.expire_after
+                         WHEN p_expire_after = interval '0' THEN NULL
+                         ELSE p_expire_after END;
+  c.timeout := COALESCE(p_timeout, old.timeout);
+  c.paused := COALESCE(p_paused, old.paused);
+  PERFORM pgrelay._check_channel(c);
+  UPDATE pgrelay.channels x
+     SET handler = c.handler, kind = c.kind, concurrency_mode = c.concurrency_mode,
+         deduplicate = c.deduplicate, node_restricted = c.node_restricted,
+         max_attempts = c.max_attempts, retry_delay = c.retry_delay,
+         expire_after = c.expire_after, timeout = c.timeout, paused = c.paused,
+         updated_at = now()
+   WHERE x.channel = p_channel;
+  -- Rows not yet dispatched follow the new settings.
+  IF c.concurrency_mode IS DISTINCT FROM old.concurrency_mode
+     OR c.deduplicate IS DISTINCT FROM old.deduplicate
+     OR c.node_restricted IS DISTINCT FROM old.node_restricted THEN
+    UPDATE pgrelay.queue q
+       SET lane = CASE c.concurrency_mode
+                    WHEN 'channel' THEN 0
+                    WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
+                  END,
+           phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
+           run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
+     WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
+  END IF;
+END
+$$;
+
+CREATE FUNCTION pgrelay.unregister(p_channel text, p_force bool DEFAULT false) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  n bigint;
+BEGIN
+  PERFORM FROM pgrelay.channels x WHERE x.channel = p_channel FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay: unknown channel %', COALESCE(pg_catalog.quote_literal(p_channel), 'NULL')
+      USING ERRCODE = 'PR001';
+  END IF;
+  SELECT count(*) INTO n FROM pgrelay.queue q WHERE q.channel = p_channel;
+  IF n > 0 AND NOT COALESCE(p_force, false) THEN
+    RAISE EXCEPTION 'pgrelay: channel % still has % pending or in-flight events', p_channel, n
+      USING ERRCODE = 'PR004', HINT = 'Wait for them, or pass p_force := true to discard them.';
+  END IF;
+  DELETE FROM pgrelay.queue q WHERE q.channel = p_channel;
+  DELETE FROM pgrelay.channels x WHERE x.channel = p_channel;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Producer API
+-- ---------------------------------------------------------------------------
+
+-- _check_notify: the checks notify() and notify_many() share; returns the channel.
+CREATE FUNCTION pgrelay._check_notify(p_channel text) RETURNS pgrelay.channels
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  ch pgrelay.channels;
+BEGIN
+  IF p_channel IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.notify: channel must not be NULL' USING ERRCODE = 'PR001';
+  END IF;
+  SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = p_channel;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay.notify: unknown channel %', pg_catalog.quote_literal(p_channel)
+      USING ERRCODE = 'PR001', HINT = 'Register it first with pgrelay.register().';
+  END IF;
+  IF ch.paused THEN
+    RAISE EXCEPTION 'pgrelay.notify: channel % is paused', pg_catalog.quote_literal(p_channel)
+      USING ERRCODE = 'PR002', HINT = 'Resume it with pgrelay.update(channel, p_paused := false).';
+  END IF;
+  RETURN ch;
+END
+$$;
+
+-- _check_payload: NULL and oversized payloads are refused (1 MiB limit).
+CREATE FUNCTION pgrelay._check_payload(p_channel text, p_payload text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF p_payload IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.notify: payload for channel % must not be NULL (use an empty string)',
+      pg_catalog.quote_literal(p_channel) USING ERRCODE = 'PR005';
+  END IF;
+  IF pg_catalog.octet_length(p_payload) > 1048576 THEN
+    RAISE EXCEPTION 'pgrelay.notify: payload for channel % is % bytes, over the 1 MiB (1048576 bytes) limit',
+      pg_catalog.quote_literal(p_channel), pg_catalog.octet_length(p_payload) USING ERRCODE = 'PR006';
+  END IF;
+END
+$$;
+
+-- _enqueue_dedup: the deduplicating insert of one payload. A pending (not yet
+-- dispatched) row with the same payload absorbs the call: its origin id is
+-- returned and the suppressed call is logged as 'deduplicated' under a fresh
+-- id, with queue_id naming the row that absorbed it.
+CREATE FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_hash bigint := pg_catalog.hashtextextended(p_payload, 0);
+  v_row record;
+  v_id bigint;
+BEGIN
+  -- Two producers notifying the same payload at once: the second waits for the
+  -- first to commit, then sees its row.
+  PERFORM pg_catalog.pg_advisory_xact_lock(1886816818,
+    pg_catalog.hashtext(ch.channel) # pg_catalog.hashint8(v_hash));
+  SELECT q.id, q.origin_id, q.attempt INTO v_row
+    FROM pgrelay.queue q
+   WHERE q.channel = ch.channel AND q.phash = v_hash AND q.dispatched_at IS NULL
+     AND q.payload = p_payload
+     AND (NOT ch.node_restricted OR q.run_in_node = v_node)
+   ORDER BY q.origin_id
+   LIMIT 1;
+  IF FOUND THEN
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
+    VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
+    RETURN v_row.origin_id;
+  END IF;
+  INSERT INTO pgrelay.queue (channel, payload, run_in_node)
+  VALUES (ch.channel, p_payload, CASE WHEN ch.node_restricted THEN v_node END)
+  RETURNING id INTO v_id;
+  RETURN v_id;
+END
+$$;
+
+CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  ch pgrelay.channels := pgrelay._check_notify(p_channel);
+  v_id bigint;
+BEGIN
+  PERFORM pgrelay._check_payload(p_channel, p_payload);
+  IF ch.deduplicate THEN
+    RETURN pgrelay._enqueue_dedup(ch, p_payload);
+  END IF;
+  INSERT INTO pgrelay.queue (channel, payload, run_in_node)
+  VALUES (p_channel, p_payload, CASE WHEN ch.node_restricted THEN pgrelay._this_node() END)
+  RETURNING id INTO v_id;
+  RETURN v_id;
+END
+$$;
+
+-- notify_many: ids are returned in the order of p_payloads.
+CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[]) RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  ch pgrelay.channels := pgrelay._check_notify(p_channel);
+  p text;
+BEGIN
+  IF p_payloads IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.notify_many: payloads must not be NULL' USING ERRCODE = 'PR005';
+  END IF;
+  FOREACH p IN ARRAY p_payloads LOOP
+    PERFORM pgrelay._check_payload(p_channel, p);
+  END LOOP;
+  IF ch.deduplicate THEN
+    FOREACH p IN ARRAY p_payloads LOOP
+      RETURN NEXT pgrelay._enqueue_dedup(ch, p);
+    END LOOP;
+    RETURN;
+  END IF;
+  RETURN QUERY
+  WITH ins AS (
+    INSERT INTO pgrelay.queue (channel, payload, run_in_node)
+    SELECT p_channel, u.payload, CASE WHEN ch.node_restricted THEN pgrelay._this_node() END
+      FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
+     ORDER BY u.n
+    RETURNING id
+  )
+  SELECT ins.id FROM ins ORDER BY ins.id;
+END
+$$;
+
+-- status: the fold of a notification's rows and events.
+CREATE FUNCTION pgrelay.status(p_id bigint) RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v text;
+BEGIN
+  SELECT CASE WHEN q.dispatched_at IS NOT NULL THEN 'in_flight'
+              WHEN q.attempt > 1 THEN 'retrying'
+              ELSE 'pending' END
+    INTO v
+    FROM pgrelay.queue q
+   WHERE (q.id = p_id AND q.origin_id = p_id)
+      OR (q.origin_id = p_id AND q.retry_of IS NOT NULL)
+   ORDER BY q.attempt DESC
+   LIMIT 1;
+  IF FOUND THEN
+    RETURN v;
+  END IF;
+  SELECT l.event INTO v
+    FROM pgrelay.log l
+   WHERE l.origin_id = p_id AND l.event IN ('succeeded', 'gave_up', 'expired', 'deduplicated')
+   ORDER BY l.id DESC
+   LIMIT 1;
+  RETURN v;
+END
+$$;
+
+CREATE FUNCTION pgrelay.queue_stats()
+RETURNS TABLE (channel text, pending bigint, pending_restricted bigint, in_flight bigint,
+               retrying bigint, oldest_pending timestamptz, kind text,
+               concurrency_mode text, paused bool)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT c.channel,
+         COALESCE(s.pending, 0), COALESCE(s.pending_restricted, 0),
+         COALESCE(s.in_flight, 0), COALESCE(s.retrying, 0), s.oldest_pending,
+         c.kind, c.concurrency_mode, c.paused
+    FROM pgrelay.channels c
+    LEFT JOIN (
+      SELECT q.channel,
+             count(*) FILTER (WHERE q.dispatched_at IS NULL) AS pending,
+             count(*) FILTER (WHERE q.dispatched_at IS NULL AND q.run_in_node IS NOT NULL) AS pending_restricted,
+             count(*) FILTER (WHERE q.dispatched_at IS NOT NULL) AS in_flight,
+             count(*) FILTER (WHERE q.dispatched_at IS NULL AND q.attempt > 1) AS retrying,
+             min(q.enqueued_at) FILTER (WHERE q.dispatched_at IS NULL) AS oldest_pending
+        FROM pgrelay.queue q
+       GROUP BY q.channel
+    ) s ON s.channel = c.channel
+   ORDER BY c.channel
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Processor internals (called by pgrelay run; SECURITY INVOKER)
+-- ---------------------------------------------------------------------------
+
+-- _claim: claims up to p_limit ready rows for Processor p_processor.
+--
+-- Which rows a Processor may take (its partition) depends on its mode: rows
+-- pinned to its node always; unrestricted rows of any owner in 'single' mode and
+-- in 'leader' mode while it holds the lease; only its node's own unrestricted
+-- rows in 'multi-node' mode.
+--
+-- Channels are visited in random order and each gets a fair share of the limit,
+-- so a backlog in one channel never starves another. Serialised channels
+-- ('channel' and 'payload' modes) are claimed lane by lane under a
+-- transaction-level advisory lock per lane: with the lock held, a statement that
+-- starts after it was taken checks that nothing of the lane is in flight and
+-- takes the lane's oldest notification only if it is ready. The lock is what
+-- makes this safe against a second claimer (FOR UPDATE SKIP LOCKED alone lets two
+-- claimers take a lane's first and second rows at once).
+--
+-- Only channels of the kinds the Processor can run (p_kinds) are visited: a
+-- Processor without an SMTP target leaves email channels pending, it does not
+-- burn their attempts.
+--
+-- Rows past their expires_at are claimed too and flagged: the Processor records
+-- them as expired without running them (expiry is checked at dispatch time).
+CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader bool, p_limit int,
+                               p_kinds text[] DEFAULT '{sql}')
+RETURNS TABLE (id bigint, origin_id bigint, channel text, payload text, attempt int,
+               enqueued_at timestamptz, dispatched_at timestamptz, expired bool,
+               kind text, handler text, concurrency_mode text, timeout_ms bigint,
+               max_attempts int)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_own bool := p_mode = 'multi-node';
+  v_left int := p_limit;
+  v_nch int;
+  v_share int;
+  v_n int;
+  v_got int;
+  v_full text[] := '{}';
+  v_pass int;
+  v_start bigint;
+  v_lanes bigint[];
+  v_lane bigint;
+  ch pgrelay.channels;
+BEGIN
+  IF p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', pg_catalog.quote_literal(p_mode) USING ERRCODE = 'PR021';
+  END IF;
+  IF p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds);
+  IF v_nch = 0 THEN
+    RETURN;
+  END IF;
+  v_share := GREATEST(1, (p_limit + v_nch - 1) / v_nch);
+
+  FOR v_pass IN 1..2 LOOP
+    FOR ch IN
+      SELECT * FROM pgrelay.channels c
+       WHERE NOT c.paused AND c.kind = ANY (p_kinds) AND (v_pass = 1 OR c.channel = ANY (v_full))
+       ORDER BY pg_catalog.random()
+    LOOP
+      EXIT WHEN v_left <= 0;
+      IF ch.concurrency_mode = 'none' THEN
+        RETURN QUERY
+        WITH cand AS (
+          SELECT q.id
+            FROM pgrelay.queue q
+           WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+             AND (q.run_in_node = v_node
+                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+           ORDER BY q.not_before, q.id
+           LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
+           FOR UPDATE SKIP LOCKED
+        ), upd AS (
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+            FROM cand
+           WHERE q.id = cand.id
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u
+         ORDER BY u.not_before, u.id;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_left := v_left - v_n;
+        IF v_pass = 1 AND v_n >= v_share THEN
+          v_full := v_full || ch.channel;
+        END IF;
+        CONTINUE;
+      END IF;
+
+      -- Serialised channels: one lane ('channel') or many ('payload').
+      CONTINUE WHEN v_pass = 2;
+      IF ch.concurrency_mode = 'channel' THEN
+        v_lanes := ARRAY[0::bigint];
+      ELSE
+        -- A loose index scan over the distinct lanes with pending rows, from a
+        -- random starting point, wrapping around, visiting a bounded number.
+        v_start := ((pg_catalog.random() - 0.5) * 18000000000000000000.0)::numeric::bigint;
+        WITH RECURSIVE l(lane) AS (
+          (SELECT q.lane FROM pgrelay.queue q
+            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              AND q.lane >= v_start
+            ORDER BY q.lane LIMIT 1)
+          UNION ALL
+          SELECT (SELECT q.lane FROM pgrelay.queue q
+                   WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                     AND q.lane > l.lane
+                   ORDER BY q.lane LIMIT 1)
+            FROM l WHERE l.lane IS NOT NULL
+        )
+        SELECT pg_catalog.array_agg(x.lane) INTO v_lanes
+          FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL LIMIT 2 * v_share + 8) x;
+        IF COALESCE(pg_catalog.cardinality(v_lanes), 0) < 2 * v_share + 8 THEN
+          WITH RECURSIVE l(lane) AS (
+            (SELECT q.lane FROM pgrelay.queue q
+              WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              ORDER BY q.lane LIMIT 1)
+            UNION ALL
+            SELECT (SELECT q.lane FROM pgrelay.queue q
+                     WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                       AND q.lane > l.lane AND q.lane < v_start
+                     ORDER BY q.lane LIMIT 1)
+              FROM l WHERE l.lane IS NOT NULL
+          )
+          SELECT COALESCE(v_lanes, '{}') || COALESCE(pg_catalog.array_agg(x.lane), '{}') INTO v_lanes
+            FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL AND l.lane < v_start
+                   LIMIT 2 * v_share + 8 - COALESCE(pg_catalog.cardinality(v_lanes), 0)) x;
+        END IF;
+      END IF;
+
+      v_n := 0;
+      FOREACH v_lane IN ARRAY COALESCE(v_lanes, '{}') LOOP
+        EXIT WHEN v_n >= v_share OR v_left <= 0;
+        CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(1886816819,
+          pg_catalog.hashtext(ch.channel) # pg_catalog.hashint8(v_lane));
+        RETURN QUERY
+        WITH head AS (
+          SELECT q.id, q.not_before
+            FROM pgrelay.queue q
+           WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
+             AND (q.run_in_node = v_node
+                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND NOT EXISTS (
+               SELECT FROM pgrelay.queue f
+                WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
+                  AND (f.run_in_node = v_node
+                       OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+           ORDER BY q.origin_id, q.id
+           LIMIT 1
+        ), upd AS (
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+            FROM head
+           WHERE q.id = head.id AND head.not_before <= now() AND q.dispatched_at IS NULL
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        v_n := v_n + v_got;
+      END LOOP;
+      v_left := v_left - v_n;
+    END LOOP;
+    EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
+  END LOOP;
+END
+$$;
+
+-- _backoff: retry_delay * 2^(attempt-1), capped at max(retry_delay, 1 hour),
+-- with +-20% jitter so retries of a burst of failures spread out.
+CREATE FUNCTION pgrelay._backoff(p_retry_delay interval, p_attempt int) RETURNS interval
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT LEAST(p_retry_delay * pg_catalog.power(2, LEAST(GREATEST(p_attempt, 1) - 1, 20)),
+               GREATEST(p_retry_delay, interval '1 hour'))
+         * (0.8 + 0.4 * pg_catalog.random())
+$$;
+
+-- _complete: applies a batch of outcomes of Processor p_processor's claims.
+-- p_events: 'succeeded', 'failed' (retried, or 'gave_up' at max_attempts),
+-- 'expired', or 'release' (claimed but never started: back to pending).
+-- An outcome applies only while the claim is still the one it was made for
+-- (same processor and claim time): a claim that was rescued meanwhile is left
+-- alone. Returns the number of outcomes applied.
+CREATE FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamptz[],
+                                  p_events text[], p_errors text[])
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_released int;
+  v_done int;
+BEGIN
+  WITH o AS (
+    SELECT * FROM unnest(p_ids, p_claimed_at, p_events) AS o(id, claimed_at, event)
+     WHERE o.event = 'release'
+  ), rel AS (
+    UPDATE pgrelay.queue q
+       SET dispatched_at = NULL, dispatched_by = NULL
+      FROM o
+     WHERE q.id = o.id AND q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at
+    RETURNING q.id
+  )
+  SELECT count(*) INTO v_released FROM rel;
+
+  WITH o AS (
+    SELECT * FROM unnest(p_ids, p_claimed_at, p_events, p_errors)
+             AS o(id, claimed_at, event, error)
+     WHERE o.event <> 'release'
+  ), del AS (
+    DELETE FROM pgrelay.queue q
+     USING o
+     WHERE q.id = o.id AND q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at
+    RETURNING q.*, o.event AS o_event, o.error AS o_error
+  ), d AS (
+    SELECT del.*, c.retry_delay,
+           CASE WHEN del.o_event = 'failed' AND del.attempt >= COALESCE(c.max_attempts, 0)
+                THEN 'gave_up' ELSE del.o_event END AS final
+      FROM del LEFT JOIN pgrelay.channels c ON c.channel = del.channel
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT d.id, d.origin_id, d.channel, d.attempt, d.final,
+           CASE WHEN d.o_error IS NULL THEN NULL ELSE pg_catalog.left(d.o_error, 8000) END, v_node
+      FROM d ORDER BY d.id
+    RETURNING 1
+  ), rt AS (
+    INSERT INTO pgrelay.queue (origin_id, channel, payload, attempt, retry_of, enqueued_at,
+                               not_before, expires_at)
+    SELECT d.origin_id, d.channel, d.payload, d.attempt + 1, d.id, d.enqueued_at,
+           now() + pgrelay._backoff(d.retry_delay, d.attempt), d.expires_at
+      FROM d
+     WHERE d.final = 'failed' AND d.retry_delay IS NOT NULL
+     ORDER BY d.id
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM lg) INTO v_done;
+
+  RETURN v_released + v_done;
+END
+$$;
+
+-- _processor_start: registers a Processor instance and its node.
+CREATE FUNCTION pgrelay._processor_start(p_mode text, p_hostname text, p_pid int, p_version text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_id bigint := pgrelay._next_id();
+  v_node int := pgrelay._this_node();
+BEGIN
+  INSERT INTO pgrelay.processors (processor_id, node_id, mode, hostname, pid, version)
+  VALUES (v_id, v_node, p_mode, p_hostname, p_pid, p_version);
+  INSERT INTO pgrelay.nodes (node_id, mode, hostname, version)
+  VALUES (v_node, p_mode, p_hostname, p_version)
+  ON CONFLICT (node_id) DO UPDATE
+    SET last_seen = now(), mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
+        version = EXCLUDED.version;
+  RETURN v_id;
+END
+$$;
+
+-- _heartbeat: marks a Processor instance and its node alive. Returns false when
+-- the instance's row was gone (it was presumed dead and its claims were taken
+-- back); the row is then recreated.
+CREATE FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid int,
+                                   p_version text)
+RETURNS bool
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_alive bool;
+BEGIN
+  UPDATE pgrelay.processors p SET last_seen = now() WHERE p.processor_id = p_processor;
+  v_alive := FOUND;
+  IF NOT v_alive THEN
+    INSERT INTO pgrelay.processors (processor_id, node_id, mode, hostname, pid, version)
+    VALUES (p_processor, v_node, p_mode, p_hostname, p_pid, p_version);
+  END IF;
+  INSERT INTO pgrelay.nodes (node_id, mode, hostname, version)
+  VALUES (v_node, p_mode, p_hostname, p_version)
+  ON CONFLICT (node_id) DO UPDATE
+    SET last_seen = now(), mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
+        version = EXCLUDED.version;
+  RETURN v_alive;
+END
+$$;
+
+-- _processor_stop: a clean stop: releases whatever the instance still holds and
+-- removes its row.
+CREATE FUNCTION pgrelay._processor_stop(p_processor bigint) RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  n int;
+BEGIN
+  UPDATE pgrelay.queue q SET dispatched_at = NULL, dispatched_by = NULL
+   WHERE q.dispatched_by = p_processor AND q.dispatched_at IS NOT NULL;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  DELETE FROM pgrelay.processors p WHERE p.processor_id = p_processor;
+  RETURN n;
+END
+$$;
+
+-- _rescue: takes back claims that will never complete, and logs them 'rescued':
+-- those of this node's Processor instances that stopped heartbeating for
+-- p_dead_after, and those held past their channel's timeout plus p_lease_grace
+-- (a live but stuck instance, or an instance whose row is gone).
+CREATE FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_dead bigint[];
+  n int;
+  m int;
+BEGIN
+  WITH dead AS (
+    DELETE FROM pgrelay.processors p
+     WHERE p.node_id = v_node AND p.processor_id <> p_processor
+       AND p.last_seen < now() - p_dead_after
+    RETURNING p.processor_id
+  )
+  SELECT COALESCE(pg_catalog.array_agg(dead.processor_id), '{}') INTO v_dead FROM dead;
+
+  WITH r AS (
+    UPDATE pgrelay.queue q
+       SET dispatched_at = NULL, dispatched_by = NULL
+     WHERE q.dispatched_at IS NOT NULL AND q.dispatched_by = ANY (v_dead)
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.dispatched_by AS was
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT r.id, r.origin_id, r.channel, r.attempt, 'rescued',
+           pg_catalog.format('processor %s stopped heartbeating', r.was), v_node
+      FROM r ORDER BY r.id
+    RETURNING 1
+  )
+  SELECT count(*) INTO n FROM lg;
+
+  WITH stale AS (
+    SELECT q.id
+      FROM pgrelay.queue q
+      JOIN pgrelay.channels c ON c.channel = q.channel
+     WHERE q.dispatched_at IS NOT NULL
+       AND q.dispatched_at < now() - c.timeout - p_lease_grace
+       AND (EXISTS (SELECT FROM pgrelay.processors p
+                     WHERE p.processor_id = q.dispatched_by AND p.node_id = v_node)
+            OR NOT EXISTS (SELECT FROM pgrelay.processors p WHERE p.processor_id = q.dispatched_by))
+     FOR UPDATE OF q SKIP LOCKED
+  ), r AS (
+    UPDATE pgrelay.queue q
+       SET dispatched_at = NULL, dispatched_by = NULL
+      FROM stale
+     WHERE q.id = stale.id
+    RETURNING q.id, q.origin_id, q.channel, q.attempt
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT r.id, r.origin_id, r.channel, r.attempt, 'rescued', 'claim lease expired', v_node
+      FROM r ORDER BY r.id
+    RETURNING 1
+  )
+  SELECT count(*) INTO m FROM lg;
+  RETURN n + m;
+END
+$$;
+
+-- _trim_log: deletes up to p_batch log rows older than p_older_than, oldest
+-- first, by primary-key range (ids carry their creation time).
+CREATE FUNCTION pgrelay._trim_log(p_older_than interval, p_batch int) RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  n int;
+BEGIN
+  DELETE FROM pgrelay.log l
+   WHERE l.id IN (SELECT x.id FROM pgrelay.log x
+                   WHERE x.id < pgrelay._id_floor(now() - p_older_than)
+                   ORDER BY x.id LIMIT p_batch);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Privileges
+-- ---------------------------------------------------------------------------
+
+REVOKE ALL ON SCHEMA pgrelay FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA pgrelay FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgrelay FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgrelay FROM PUBLIC;
+-- Functions later migrations add are not executable by everyone either.
+ALTER DEFAULT PRIVILEGES IN SCHEMA pgrelay REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA pgrelay TO pgrelay_producer, pgrelay_processor, pgrelay_admin;
+
+-- Producers: enqueue and ask for status, nothing else.
+GRANT EXECUTE ON FUNCTION pgrelay.notify(text, text), pgrelay.notify_many(text, text[]),
+                          pgrelay.status(bigint), pgrelay._this_node()
+  TO pgrelay_producer;
+
+-- Admins: manage channels and watch the queue.
+GRANT EXECUTE ON FUNCTION
+  pgrelay.register(text, text, text, text, bool, bool, int, interval, interval, interval),
+  pgrelay.update(text, text, text, text, bool, bool, int, interval, interval, interval, bool),
+  pgrelay.unregister(text, bool),
+  pgrelay.queue_stats(), pgrelay.status(bigint),
+  pgrelay.notify(text, text), pgrelay.notify_many(text, text[]),
+  pgrelay._this_node()
+  TO pgrelay_admin;
+GRANT SELECT ON pgrelay.channels, pgrelay.queue, pgrelay.log, pgrelay.nodes, pgrelay.processors
+  TO pgrelay_admin;
+GRANT SELECT ON pgrelay.schema_migrations TO pgrelay_admin, pgrelay_processor;
+
+-- Processors: claim, run, complete, heartbeat, rescue, trim.
+GRANT SELECT ON pgrelay.channels TO pgrelay_processor;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgrelay.queue TO pgrelay_processor;
+GRANT SELECT, INSERT, DELETE ON pgrelay.log TO pgrelay_processor;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgrelay.nodes, pgrelay.processors TO pgrelay_processor;
+GRANT USAGE, UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_processor;
+GRANT EXECUTE ON FUNCTION
+  pgrelay._this_node(), pgrelay._next_id(), pgrelay._next_id_at(bigint), pgrelay._id_floor(timestamptz),
+  pgrelay._queue_before_insert(), pgrelay._queue_wake(),
+  pgrelay._claim(bigint, text, bool, int, text[]), pgrelay._backoff(interval, int),
+  pgrelay._complete(bigint, bigint[], timestamptz[], text[], text[]),
+  pgrelay._processor_start(text, text, int, text),
+  pgrelay._heartbeat(bigint, text, text, int, text),
+  pgrelay._processor_stop(bigint),
+  pgrelay._rescue(bigint, interval, interval),
+  pgrelay._trim_log(interval, int),
+  pgrelay.queue_stats(), pgrelay.status(bigint)
+  TO pgrelay_processor;

@@ -1,0 +1,173 @@
+// Package migrations holds pgrelay's SQL schema as numbered files and the runner
+// that applies them. The CLI (`pgrelay migrate`), the tests and `pgrelay dev`
+// all use this runner.
+//
+// Each file is named NNNN_name.up.sql. Up applies every file whose version is
+// not yet recorded in pgrelay.schema_migrations, in version order, in one
+// transaction that first takes a transaction-level advisory lock: several
+// processes may migrate one database at once, the others wait and then find
+// nothing left to do.
+package migrations
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed *.up.sql
+var files embed.FS
+
+// lockKey is the advisory lock (two-int form) every migrating process takes.
+// The first key is pgrelay's, "pgr1" in ASCII; the second distinguishes uses.
+const (
+	lockClass   = 1886816817
+	lockMigrate = 0
+)
+
+// Migration is one numbered SQL file.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+var fileName = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.up\.sql$`)
+
+// All returns the embedded migrations in version order.
+func All() ([]Migration, error) {
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		m := fileName.FindStringSubmatch(e.Name())
+		if m == nil {
+			return nil, fmt.Errorf("migration file %q is not named NNNN_name.up.sql", e.Name())
+		}
+		v, _ := strconv.Atoi(m[1])
+		body, err := fs.ReadFile(files, e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
+		}
+		out = append(out, Migration{Version: v, Name: m[2], SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("two migrations have version %d", out[i].Version)
+		}
+	}
+	return out, nil
+}
+
+// Latest is the highest embedded migration version.
+func Latest() int {
+	all, err := All()
+	if err != nil || len(all) == 0 {
+		return 0
+	}
+	return all[len(all)-1].Version
+}
+
+// Beginner is what Up needs: *pgx.Conn and *pgxpool.Pool both satisfy it.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Result tells what Up did.
+type Result struct {
+	// Applied lists the migrations this call applied, in order.
+	Applied []Migration
+	// Version is the schema version after the call.
+	Version int
+}
+
+// Up applies every pending migration in one transaction.
+func Up(ctx context.Context, db Beginner) (Result, error) {
+	all, err := All()
+	if err != nil {
+		return Result{}, err
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("migrate: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", lockClass, lockMigrate); err != nil {
+		return Result{}, fmt.Errorf("migrate: take the migration lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `
+		CREATE SCHEMA IF NOT EXISTS pgrelay;
+		CREATE TABLE IF NOT EXISTS pgrelay.schema_migrations (
+		  version    int PRIMARY KEY,
+		  name       text NOT NULL,
+		  applied_at timestamptz NOT NULL DEFAULT now()
+		);`); err != nil {
+		return Result{}, fmt.Errorf("migrate: create the version table: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := tx.Query(ctx, "SELECT version FROM pgrelay.schema_migrations")
+	if err != nil {
+		return Result{}, fmt.Errorf("migrate: read applied versions: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return Result{}, fmt.Errorf("migrate: read applied versions: %w", err)
+	}
+	current := 0
+	for _, v := range versions {
+		applied[int(v)] = true
+		current = max(current, int(v))
+	}
+	var res Result
+	for _, m := range all {
+		if applied[m.Version] {
+			continue
+		}
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return Result{}, fmt.Errorf("migrate: apply %04d_%s: %w", m.Version, m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO pgrelay.schema_migrations (version, name) VALUES ($1, $2)",
+			m.Version, m.Name); err != nil {
+			return Result{}, fmt.Errorf("migrate: record %04d_%s: %w", m.Version, m.Name, err)
+		}
+		res.Applied = append(res.Applied, m)
+		current = max(current, m.Version)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("migrate: commit: %w", err)
+	}
+	res.Version = current
+	return res, nil
+}
+
+// Current returns the database's schema version: 0 when pgrelay was never
+// migrated there.
+func Current(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (int, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, "SELECT to_regclass('pgrelay.schema_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return 0, fmt.Errorf("read the schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v *int32
+	if err := q.QueryRow(ctx, "SELECT max(version) FROM pgrelay.schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read the schema version: %w", err)
+	}
+	if v == nil {
+		return 0, nil
+	}
+	return int(*v), nil
+}

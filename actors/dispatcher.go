@@ -37,7 +37,6 @@ type router struct {
 type routed struct {
 	pid         *actor.PID
 	outstanding int
-	draining    bool
 }
 
 func (r *router) route(ctx actor.Context, key string, props func() *actor.Props, prefix string, msg any) {

@@ -198,12 +198,12 @@ func (p *Postgres) initdb(ctx context.Context) error {
 		return fmt.Errorf("testenv: initdb %s: %w\n%s", p.dataDir, err, out)
 	}
 	settings := map[string]string{
-		"listen_addresses":        "'127.0.0.1'",
-		"unix_socket_directories": "''",
-		"max_connections":         "300",
-		"shared_buffers":          "'256MB'",
-		"log_min_messages":        "warning",
-		"log_min_error_statement": "panic",
+		"listen_addresses":          "'127.0.0.1'",
+		"unix_socket_directories":   "''",
+		"max_connections":           "300",
+		"shared_buffers":            "'256MB'",
+		"log_min_messages":          "warning",
+		"log_min_error_statement":   "panic",
 		"max_locks_per_transaction": "256",
 	}
 	if !p.cfg.Durable {

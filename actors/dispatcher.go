@@ -13,8 +13,12 @@ import (
 type (
 	// dispatchBatch: rows the claimer claimed.
 	dispatchBatch struct{ rows []store.Claimed }
-	// runEvent: run one event (parent to child).
-	runEvent struct{ ev handlers.Event }
+	// runEvent: run one event (parent to child, whose key in the parent's
+	// router is key).
+	runEvent struct {
+		ev  handlers.Event
+		key string
+	}
 	// eventEnded: one event routed to the child with this key has ended.
 	eventEnded struct{ key string }
 	// childIdle: the child with this key has had nothing to do for IdleTimeout.
@@ -86,10 +90,11 @@ type dispatcher struct {
 
 func dispatcherProps(d *deps) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &dispatcher{d: d} },
-		actor.WithSupervisor(supervision()))
+		actor.WithSupervisor(supervision(d)))
 }
 
 func (p *dispatcher) Receive(ctx actor.Context) {
+	p.d.hook("dispatcher", ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *dispatchBatch:
 		for _, row := range m.rows {
@@ -105,7 +110,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 				key := row.Channel + "\x00" + row.Mode
 				mode := row.Mode
 				p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
-					"channel-"+row.Channel+"-", &runEvent{ev: ev})
+					"channel-"+row.Channel+"-", &runEvent{ev: ev, key: key})
 			}
 		}
 	case *eventEnded:

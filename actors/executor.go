@@ -42,7 +42,7 @@ type executor struct {
 func executorProps(d *deps, key, mode string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &executor{d: d, key: key, mode: mode, serial: mode == "channel", byLane: mode == "payload"}
-	}, actor.WithSupervisor(supervision()))
+	}, actor.WithSupervisor(supervision(d)))
 }
 
 func laneProps(d *deps, key string) *actor.Props {
@@ -52,6 +52,7 @@ func laneProps(d *deps, key string) *actor.Props {
 }
 
 func (e *executor) Receive(ctx actor.Context) {
+	e.d.hook(e.mode, ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(e.d.cfg.IdleTimeout)
@@ -62,7 +63,8 @@ func (e *executor) Receive(ctx actor.Context) {
 			e.ended(ctx)
 		case e.byLane:
 			lane := m.ev.Payload
-			e.r.route(ctx, lane, func() *actor.Props { return laneProps(e.d, lane) }, "lane-", m)
+			e.r.route(ctx, lane, func() *actor.Props { return laneProps(e.d, lane) }, "lane-",
+				&runEvent{ev: m.ev, key: lane})
 		default:
 			e.queue = append(e.queue, m.ev)
 			e.pump(ctx)

@@ -84,6 +84,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Version is reported in pgrelay.processors.
 	Version string
+
+	// testHook, when set (by tests only), sees every message an actor
+	// receives before the actor does; a panic in it is a panic of the actor.
+	testHook func(actor string, msg any)
 }
 
 func (c *Config) defaults() error {
@@ -148,6 +152,12 @@ type deps struct {
 	claimer    *actor.PID
 	dispatcher *actor.PID
 	completer  *actor.PID
+}
+
+func (d *deps) hook(actor string, msg any) {
+	if d.cfg.testHook != nil {
+		d.cfg.testHook(actor, msg)
+	}
 }
 
 func (d *deps) pids() (claimer, dispatcher, completer *actor.PID) {

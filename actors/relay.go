@@ -1,9 +1,13 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // relay is the root of the tree: it spawns the Processor's long-lived actors
@@ -16,18 +20,56 @@ type relay struct {
 	ready chan struct{}
 }
 
-// supervision restarts a failed child after failures × 100 ms (plus noise),
-// counting failures within a 10 s window.
-func supervision() actor.SupervisorStrategy {
-	return actor.NewExponentialBackoffStrategy(10*time.Second, 100*time.Millisecond)
+// supervisor restarts a failed child after failures × 100 ms (plus noise),
+// counting failures within a 10 s window. A restart does not redeliver the
+// message the child failed on, so when that message carried events they are
+// ended here first: each counts as a failed attempt (retried, or given up at
+// max_attempts), so a poison event cannot crash an actor forever and no event
+// is stranded in a claim until its lease runs out.
+type supervisor struct {
+	d       *deps
+	backoff actor.SupervisorStrategy
+}
+
+func supervision(d *deps) actor.SupervisorStrategy {
+	return &supervisor{d: d, backoff: actor.NewExponentialBackoffStrategy(10*time.Second, 100*time.Millisecond)}
+}
+
+func (s *supervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	rs *actor.RestartStatistics, reason any, message any) {
+	s.d.log.Error("actor failed; restarting it", "actor", child.Id, "reason", fmt.Sprint(reason),
+		"failures", rs.FailureCount()+1)
+	failed := func(ev handlers.Event) {
+		if ev.Attempt >= ev.MaxAttempts {
+			s.d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
+		} else {
+			s.d.metrics.Failed.WithLabelValues(ev.Channel).Inc()
+		}
+		finish(s.d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: "failed",
+			Error: fmt.Sprintf("internal error: actor %s failed: %v", child.Id, reason)})
+	}
+	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
+	case *runEvent:
+		failed(m.ev)
+		if self, ok := sup.(interface{ Self() *actor.PID }); ok {
+			// The parent counted the event as routed to the child.
+			system.Root.Send(self.Self(), &eventEnded{key: m.key})
+		}
+	case *dispatchBatch:
+		for _, row := range m.rows {
+			failed(handlers.Event{Claimed: row, ProcessorID: s.d.processor})
+		}
+	}
+	s.backoff.HandleFailure(system, sup, child, rs, reason, message)
 }
 
 func relayProps(d *deps, ready chan struct{}) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &relay{d: d, ready: ready} },
-		actor.WithSupervisor(supervision()))
+		actor.WithSupervisor(supervision(d)))
 }
 
 func (r *relay) Receive(ctx actor.Context) {
+	r.d.hook("relay", ctx.Message())
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		if r.ready == nil {

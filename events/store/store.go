@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -173,8 +174,12 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 	}
 	// The handler text is the channel's registered statement; the payload is
 	// always a parameter, never spliced into SQL.
-	if _, err := tx.Exec(ctx, c.Handler, c.Payload); err != nil {
-		return &HandlerError{Err: err}
+	// $1 is declared text, as register() checked it with PREPARE (text):
+	// a handler such as "SELECT f($1) WHERE $1 IS NOT NULL" needs the type.
+	res := tx.Conn().PgConn().ExecParams(ctx, c.Handler, [][]byte{[]byte(c.Payload)},
+		[]uint32{pgtype.TextOID}, []int16{pgtype.TextFormatCode}, nil).Read()
+	if res.Err != nil {
+		return &HandlerError{Err: res.Err}
 	}
 	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
 		return fmt.Errorf("reset statement_timeout for event %d: %w", c.ID, err)

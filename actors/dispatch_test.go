@@ -1,0 +1,349 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/actors/handlers"
+)
+
+// payloads returns n distinct payloads "prefix-0" ...
+func payloads(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// At-least-once: 10 000 events through 3 channels of the three concurrency
+// modes; every event ran, and none twice (no fault injected).
+func TestActorAtLeastOnce10000(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (channel text, payload text)`)
+	e.exec(`SELECT pgrelay.register('a', 'INSERT INTO public.ran VALUES (''a'', $1)')`)
+	e.exec(`SELECT pgrelay.register('b', 'INSERT INTO public.ran VALUES (''b'', $1)', p_concurrency_mode := 'payload')`)
+	e.exec(`SELECT pgrelay.register('c', 'INSERT INTO public.ran VALUES (''c'', $1)', p_concurrency_mode := 'channel')`)
+	e.startProcessor(func(c *actors.Config) { c.Concurrency = 32 })
+	// 'a' 6000, 'b' 3000 spread over 100 payload lanes, 'c' 1000 strictly serial.
+	e.exec(`SELECT pgrelay.notify_many('a', $1)`, payloads("a", 6000))
+	var bs []string
+	for i := range 3000 {
+		bs = append(bs, fmt.Sprintf("lane-%d", i%100))
+	}
+	e.exec(`SELECT pgrelay.notify_many('b', $1)`, bs)
+	e.exec(`SELECT pgrelay.notify_many('c', $1)`, payloads("c", 1000))
+	e.eventually(3*time.Minute, "10 000 events to succeed", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 10000
+	})
+	require.Equal(t, 10000, e.count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 6000, e.count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'a'`))
+	require.Equal(t, 1000, e.count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'c'`))
+	require.Equal(t, 3000, e.count(`SELECT count(*) FROM ran WHERE channel = 'b'`))
+	require.Equal(t, 10000, e.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
+// orderedSchema creates a handler that records the order events ran in and
+// any overlap: a handler that finds another of its channel (or payload) still
+// running records it in overlapped. The handler's transaction-level advisory
+// lock is held until its transaction (handler + completion) commits.
+const orderedSchema = `
+CREATE TABLE runs (seq bigserial PRIMARY KEY, payload text, origin_id bigint, started timestamptz, finished timestamptz);
+CREATE TABLE overlapped (payload text);
+CREATE FUNCTION public.ordered(p text, key text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE s timestamptz := clock_timestamp();
+BEGIN
+  IF NOT pg_try_advisory_xact_lock(hashtext(key)) THEN
+    INSERT INTO overlapped VALUES (p);
+  END IF;
+  PERFORM pg_sleep(0.002);
+  INSERT INTO runs (payload, started, finished) VALUES (p, s, clock_timestamp());
+END $$;
+`
+
+// 'channel' mode with two Processors on one database: strictly in notify
+// order, never two at once.
+func TestActorChannelModeOrderedAcrossProcessors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(orderedSchema)
+	e.exec(`SELECT pgrelay.register('serial', 'SELECT public.ordered($1, ''serial'')', p_concurrency_mode := 'channel')`)
+	ids := make([]int64, 0, 300)
+	rows, err := e.pool.Query(context.Background(), `SELECT pgrelay.notify_many('serial', $1)`, payloads("s", 300))
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	e.startProcessor(nil)
+	e.startProcessor(nil)
+	e.eventually(2*time.Minute, "300 serial events", func() bool {
+		return e.count(`SELECT count(*) FROM runs`) == 300
+	})
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM overlapped`), "two events of a 'channel' channel ran at once")
+	var got []string
+	rows, err = e.pool.Query(context.Background(), `SELECT payload FROM runs ORDER BY seq`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var p string
+		require.NoError(t, rows.Scan(&p))
+		got = append(got, p)
+	}
+	require.Equal(t, payloads("s", 300), got, "events ran out of notify order")
+}
+
+// 'payload' mode: serial per payload, parallel across payloads.
+func TestActorPayloadModeSerialPerPayloadParallelAcross(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(orderedSchema)
+	e.exec(`CREATE OR REPLACE FUNCTION public.slow(p text) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN PERFORM pg_sleep(0.05); PERFORM public.ordered(p, 'payload:' || p); END $$`)
+	e.exec(`SELECT pgrelay.register('perkey', 'SELECT public.slow($1)', p_concurrency_mode := 'payload')`)
+	var ps []string
+	for i := range 40 {
+		ps = append(ps, fmt.Sprintf("key-%d", i%5))
+	}
+	e.exec(`SELECT pgrelay.notify_many('perkey', $1)`, ps)
+	e.startProcessor(nil)
+	e.startProcessor(nil)
+	e.eventually(2*time.Minute, "40 payload-mode events", func() bool {
+		return e.count(`SELECT count(*) FROM runs`) == 40
+	})
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM overlapped`), "two events of one payload ran at once")
+	// Within a payload, events ran one after the other...
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM runs a JOIN runs b ON a.payload = b.payload AND a.seq < b.seq
+		AND b.started < a.finished`))
+	// ...and different payloads ran at the same time.
+	require.Positive(t, e.count(`SELECT count(*) FROM runs a JOIN runs b ON a.payload <> b.payload AND a.seq < b.seq
+		AND b.started < a.finished AND a.started < b.finished`))
+}
+
+// Retries: a handler that fails twice then succeeds; one that always fails
+// gives up after max_attempts with every attempt logged.
+func TestActorRetriesAndGiveUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE SEQUENCE tries`)
+	e.exec(`CREATE FUNCTION public.third_time_lucky(p text) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN IF nextval('tries') < 3 THEN RAISE EXCEPTION 'not yet: %', p; END IF; END $$`)
+	e.exec(`CREATE FUNCTION public.never(p text) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN RAISE EXCEPTION 'never works: %', p; END $$`)
+	e.exec(`SELECT pgrelay.register('lucky', 'SELECT public.third_time_lucky($1)', p_retry_delay := '50 milliseconds')`)
+	e.exec(`SELECT pgrelay.register('doomed', 'SELECT public.never($1)', p_max_attempts := 3, p_retry_delay := '50 milliseconds')`)
+	var lucky, doomed int64
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('lucky', 'x')`).Scan(&lucky))
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('doomed', 'y')`).Scan(&doomed))
+	e.startProcessor(nil)
+	status := func(id int64) string {
+		var s *string
+		require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.status($1)`, id).Scan(&s))
+		if s == nil {
+			return ""
+		}
+		return *s
+	}
+	e.eventually(30*time.Second, "lucky to succeed and doomed to give up", func() bool {
+		return status(lucky) == "succeeded" && status(doomed) == "gave_up"
+	})
+	type ev struct {
+		attempt int
+		event   string
+		err     *string
+	}
+	history := func(id int64) []ev {
+		rows, err := e.pool.Query(context.Background(),
+			`SELECT attempt, event, error FROM pgrelay.log WHERE origin_id = $1 ORDER BY id`, id)
+		require.NoError(t, err)
+		var out []ev
+		for rows.Next() {
+			var x ev
+			require.NoError(t, rows.Scan(&x.attempt, &x.event, &x.err))
+			out = append(out, x)
+		}
+		return out
+	}
+	h := history(lucky)
+	require.Len(t, h, 3)
+	require.Equal(t, []string{"failed", "failed", "succeeded"}, []string{h[0].event, h[1].event, h[2].event})
+	require.Equal(t, []int{1, 2, 3}, []int{h[0].attempt, h[1].attempt, h[2].attempt})
+	require.Contains(t, *h[0].err, "not yet: x")
+	h = history(doomed)
+	require.Len(t, h, 3)
+	require.Equal(t, []string{"failed", "failed", "gave_up"}, []string{h[0].event, h[1].event, h[2].event})
+	require.Contains(t, *h[2].err, "never works: y")
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
+// A handler past its channel's timeout is cancelled and the attempt fails.
+func TestActorTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text)`)
+	e.exec(`CREATE FUNCTION public.sleepy(p text) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN IF p = 'slow' THEN PERFORM pg_sleep(30); END IF; INSERT INTO public.ran VALUES (p); END $$`)
+	e.exec(`SELECT pgrelay.register('t', 'SELECT public.sleepy($1)', p_timeout := '200 milliseconds', p_max_attempts := 1)`)
+	e.exec(`SELECT pgrelay.notify('t', 'slow')`)
+	e.exec(`SELECT pgrelay.notify('t', 'fast')`)
+	e.startProcessor(nil)
+	e.eventually(30*time.Second, "slow to give up", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+	})
+	var msg string
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT error FROM pgrelay.log WHERE event = 'gave_up'`).Scan(&msg))
+	require.Contains(t, msg, "statement timeout")
+	e.eventually(10*time.Second, "fast to succeed", func() bool {
+		return e.count(`SELECT count(*) FROM ran WHERE payload = 'fast'`) == 1
+	})
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran WHERE payload = 'slow'`), "timed-out effects rolled back")
+}
+
+// Expired events are recorded, not run.
+func TestActorExpiry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text)`)
+	e.exec(`SELECT pgrelay.register('x', 'INSERT INTO public.ran VALUES ($1)', p_expire_after := '1 millisecond')`)
+	e.exec(`SELECT pgrelay.notify('x', 'late')`)
+	time.Sleep(20 * time.Millisecond) // let the event pass its expiry before any Processor sees it
+	e.startProcessor(nil)
+	e.eventually(10*time.Second, "the event to expire", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'expired'`) == 1
+	})
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
+// A handler that panics costs one failed attempt, never the process or the
+// event; other events go on.
+func TestActorHandlerPanic(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('n', 'subject.ok', p_kind := 'nats', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
+	ran := make(chan string, 100)
+	e.startProcessor(func(c *actors.Config) {
+		c.Handlers = handlers.Registry{"nats": handlers.HandlerFunc(func(ctx context.Context, ev handlers.Event) (bool, error) {
+			if ev.Payload == "boom" {
+				panic("handler exploded")
+			}
+			ran <- ev.Payload
+			return false, nil
+		})}
+	})
+	e.exec(`SELECT pgrelay.notify('n', 'boom')`)
+	e.exec(`SELECT pgrelay.notify('n', 'fine')`)
+	e.eventually(10*time.Second, "boom to give up", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+	})
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%handler panicked: handler exploded%'`))
+	e.eventually(10*time.Second, "fine to succeed", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
+	})
+	require.Equal(t, "fine", <-ran)
+}
+
+// An actor that fails while holding an event is restarted by its supervisor;
+// the event it failed on costs one failed attempt and runs again.
+func TestActorSupervisorRestartsFailedActor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text)`)
+	e.exec(`SELECT pgrelay.register('s', 'INSERT INTO public.ran VALUES ($1)', p_retry_delay := '10 milliseconds')`)
+	crashed := make(chan struct{}, 1)
+	e.startProcessor(func(c *actors.Config) {
+		actors.SetTestHook(c, func(name string, msg any) {
+			if p, ok := actors.RunEventPayload(msg); ok && name == "none" && p == "crash" {
+				select {
+				case crashed <- struct{}{}:
+					panic("channel actor bug")
+				default: // crash once only
+				}
+			}
+		})
+	})
+	e.exec(`SELECT pgrelay.notify_many('s', ARRAY['before', 'crash', 'after'])`)
+	e.eventually(20*time.Second, "all three to succeed", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3
+	})
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%internal error: actor%channel actor bug%'`))
+	require.Equal(t, 3, e.count(`SELECT count(*) FROM ran`))
+	// The restarted actor keeps working.
+	e.exec(`SELECT pgrelay.notify('s', 'later')`)
+	e.eventually(10*time.Second, "a later event", func() bool {
+		return e.count(`SELECT count(*) FROM ran WHERE payload = 'later'`) == 1
+	})
+}
+
+// Graceful stop: running handlers finish, unstarted claims are released (not
+// failed), and the instance unregisters.
+func TestActorGracefulStop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text)`)
+	e.exec(`CREATE FUNCTION public.half_second(p text) RETURNS void LANGUAGE sql AS
+	$$ SELECT pg_sleep(0.5); INSERT INTO public.ran VALUES (p) $$`)
+	e.exec(`SELECT pgrelay.register('g', 'SELECT public.half_second($1)', p_concurrency_mode := 'payload')`)
+	// Four lanes with five events each: four run at a time, the rest wait.
+	var ps []string
+	for i := range 20 {
+		ps = append(ps, fmt.Sprintf("k%d", i%4))
+	}
+	e.exec(`SELECT pgrelay.notify_many('g', $1)`, ps)
+	p := e.startProcessor(nil)
+	e.eventually(10*time.Second, "handlers to start", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`) > 0
+	})
+	require.NoError(t, p.Stop(context.Background()))
+	done := e.count(`SELECT count(*) FROM ran`)
+	require.Positive(t, done)
+	require.Equal(t, done, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+	require.Equal(t, 20-done, e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.processors`))
+}
+
+// Graceful stop past the shutdown timeout: still-running handlers are
+// cancelled and their events go back to pending without a failed attempt.
+func TestActorStopCancelsAfterTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('h', 'SELECT pg_sleep(60) WHERE $1 IS NOT NULL')`)
+	e.exec(`SELECT pgrelay.notify_many('h', ARRAY['1', '2'])`)
+	p := e.startProcessor(func(c *actors.Config) { c.ShutdownTimeout = 300 * time.Millisecond })
+	e.eventually(10*time.Second, "handlers to start", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`) == 2
+	})
+	require.NoError(t, p.Stop(context.Background()))
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL AND attempt = 1`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log`))
+}
+
+// Config errors are reported before anything connects.
+func TestActorConfigErrors(t *testing.T) {
+	t.Parallel()
+	_, err := actors.New(actors.Config{})
+	require.ErrorContains(t, err, "database URL is required")
+	_, err = actors.New(actors.Config{DatabaseURL: "postgres://x", Mode: "bogus"})
+	require.ErrorContains(t, err, "unknown mode")
+	n := 5000
+	_, err = actors.New(actors.Config{DatabaseURL: "postgres://x", NodeID: &n})
+	require.ErrorContains(t, err, "outside 0..1023")
+	p, err := actors.New(actors.Config{DatabaseURL: "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"})
+	require.NoError(t, err)
+	err = p.Start(context.Background())
+	require.Error(t, err)
+	require.False(t, errors.Is(err, context.Canceled))
+}

@@ -72,8 +72,12 @@ func (c *claimer) Receive(ctx actor.Context) {
 			if len(m.rows) > 0 {
 				c.d.inflight.Add(int64(len(m.rows)))
 				c.d.metrics.InFlight.Set(float64(c.d.inflight.Load()))
+				// One message per event: should the dispatcher fail on one,
+				// its supervisor ends exactly that one.
 				_, dispatcher, _ := c.d.pids()
-				ctx.Send(dispatcher, &dispatchBatch{rows: m.rows})
+				for _, row := range m.rows {
+					ctx.Send(dispatcher, &dispatchOne{row: row})
+				}
 			}
 			if len(m.rows) == m.requested {
 				c.again = true // the queue likely holds more

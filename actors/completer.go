@@ -34,7 +34,13 @@ const maxCompleteBatch = 1000
 // with load and latency stays low when load is light. A failed write keeps its
 // outcomes and is retried with backoff; nothing is dropped.
 type completer struct {
-	d        *deps
+	d *deps
+	*completerState
+}
+
+// completerState outlives a completer instance: a restarted completer goes on
+// with the outcomes its predecessor had not written yet.
+type completerState struct {
 	buf      []store.Outcome
 	flushing bool
 	failures int
@@ -43,7 +49,8 @@ type completer struct {
 }
 
 func completerProps(d *deps) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &completer{d: d} })
+	state := &completerState{}
+	return actor.PropsFromProducer(func() actor.Actor { return &completer{d: d, completerState: state} })
 }
 
 func (c *completer) Receive(ctx actor.Context) {
@@ -80,19 +87,16 @@ func (c *completer) Receive(ctx actor.Context) {
 		if c.failures == 0 {
 			c.flush(ctx)
 		}
-	case *actor.Restarting:
-		// A restart loses the buffer with this instance: the claims it held
-		// stay claimed until the instance stops (released then) or dies
-		// (rescued). Say so.
-		if len(c.buf) > 0 {
-			c.d.log.Error("completer restarting with unwritten outcomes; their events will run again",
-				"outcomes", len(c.buf))
-		}
 	case *actor.Stopping:
 		if c.retry != nil {
 			c.retry.Stop()
 		}
-	case *actor.Started, *actor.Stopped:
+	case *actor.Started:
+		// A restarted completer picks up where its predecessor stopped.
+		if c.failures == 0 {
+			c.flush(ctx)
+		}
+	case *actor.Stopped, *actor.Restarting:
 	default:
 		c.d.log.Warn("completer: unexpected message", "type", typeName(ctx.Message()))
 	}

@@ -11,8 +11,8 @@ import (
 
 // Messages of the dispatcher and the channel and lane actors.
 type (
-	// dispatchBatch: rows the claimer claimed.
-	dispatchBatch struct{ rows []store.Claimed }
+	// dispatchOne: a row the claimer claimed.
+	dispatchOne struct{ row store.Claimed }
 	// runEvent: run one event (parent to child, whose key in the parent's
 	// router is key).
 	runEvent struct {
@@ -96,22 +96,21 @@ func dispatcherProps(d *deps) *actor.Props {
 func (p *dispatcher) Receive(ctx actor.Context) {
 	p.d.hook("dispatcher", ctx.Message())
 	switch m := ctx.Message().(type) {
-	case *dispatchBatch:
-		for _, row := range m.rows {
-			ev := handlers.Event{Claimed: row, ProcessorID: p.d.processor}
-			p.d.metrics.Claimed.WithLabelValues(row.Channel).Inc()
-			switch {
-			case row.Expired:
-				p.d.metrics.Expired.WithLabelValues(row.Channel).Inc()
-				finish(p.d, ev, &store.Outcome{ID: row.ID, ClaimedAt: row.DispatchedAt, Event: "expired"})
-			case p.draining:
-				release(p.d, ev)
-			default:
-				key := row.Channel + "\x00" + row.Mode
-				mode := row.Mode
-				p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
-					"channel-"+row.Channel+"-", &runEvent{ev: ev, key: key})
-			}
+	case *dispatchOne:
+		row := m.row
+		ev := handlers.Event{Claimed: row, ProcessorID: p.d.processor}
+		p.d.metrics.Claimed.WithLabelValues(row.Channel).Inc()
+		switch {
+		case row.Expired:
+			p.d.metrics.Expired.WithLabelValues(row.Channel).Inc()
+			finish(p.d, ev, &store.Outcome{ID: row.ID, ClaimedAt: row.DispatchedAt, Event: "expired"})
+		case p.draining:
+			release(p.d, ev)
+		default:
+			key := row.Channel + "\x00" + row.Mode
+			mode := row.Mode
+			p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
+				"channel-"+row.Channel+"-", &runEvent{ev: ev, key: key})
 		}
 	case *eventEnded:
 		p.r.ended(m.key)

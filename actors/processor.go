@@ -294,6 +294,8 @@ func (p *Processor) Start(ctx context.Context) error {
 	select {
 	case <-ready:
 	case <-ctx.Done():
+		// Stopped before the tree was up: undo everything Start did.
+		p.abortStart()
 		return ctx.Err()
 	}
 
@@ -376,6 +378,23 @@ func (p *Processor) stop(ctx context.Context) error {
 	p.closePools()
 	log.Info("processor stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
+}
+
+// abortStart stops a tree that never finished starting and unregisters.
+func (p *Processor) abortStart() {
+	p.stopped.Do(func() {
+		p.cancel()
+		if err := p.d.system.Root.PoisonFuture(p.root).Wait(); err != nil {
+			p.d.log.Warn("abort start: actor tree", "err", err)
+		}
+		p.d.system.Shutdown()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := p.d.store.StopProcessor(sctx, p.d.processor); err != nil {
+			p.d.log.Warn("abort start: unregister", "err", err)
+		}
+		p.closePools()
+	})
 }
 
 func (p *Processor) closePools() {

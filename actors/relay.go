@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -14,10 +15,11 @@ import (
 // and supervises them. A child that fails (a panic is a bug: durable state is
 // in PostgreSQL, errors travel as messages) is restarted after a backoff that
 // grows with repeated failures; its PID stays the same, so the others keep
-// talking to it.
+// talking to it. Should the relay itself be restarted, its children are
+// stopped with it and spawned anew (the PIDs in deps are replaced).
 type relay struct {
 	d     *deps
-	ready chan struct{}
+	ready func()
 }
 
 // supervisor restarts a failed child after failures × 100 ms (plus noise),
@@ -55,16 +57,16 @@ func (s *supervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervis
 			// The parent counted the event as routed to the child.
 			system.Root.Send(self.Self(), &eventEnded{key: m.key})
 		}
-	case *dispatchBatch:
-		for _, row := range m.rows {
-			failed(handlers.Event{Claimed: row, ProcessorID: s.d.processor})
-		}
+	case *dispatchOne:
+		failed(handlers.Event{Claimed: m.row, ProcessorID: s.d.processor})
 	}
 	s.backoff.HandleFailure(system, sup, child, rs, reason, message)
 }
 
 func relayProps(d *deps, ready chan struct{}) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &relay{d: d, ready: ready} },
+	var once sync.Once
+	signal := func() { once.Do(func() { close(ready) }) }
+	return actor.PropsFromProducer(func() actor.Actor { return &relay{d: d, ready: signal} },
 		actor.WithSupervisor(supervision(d)))
 }
 
@@ -72,29 +74,23 @@ func (r *relay) Receive(ctx actor.Context) {
 	r.d.hook("relay", ctx.Message())
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		if r.ready == nil {
-			return // restarted: the children are kept
-		}
-		completer, err1 := ctx.SpawnNamed(completerProps(r.d), "completer")
-		dispatcher, err2 := ctx.SpawnNamed(dispatcherProps(r.d), "dispatcher")
-		claimer, err3 := ctx.SpawnNamed(claimerProps(r.d), "claimer")
-		for _, err := range []error{err1, err2, err3} {
+		spawn := func(props *actor.Props, name string) *actor.PID {
+			pid, err := ctx.SpawnNamed(props, name)
 			if err != nil {
-				panic(err) // names are fixed and unique: only a bug gets here
+				panic(fmt.Sprintf("spawn %s: %v", name, err)) // fixed unique names: only a bug gets here
 			}
+			return pid
 		}
+		completer := spawn(completerProps(r.d), "completer")
+		dispatcher := spawn(dispatcherProps(r.d), "dispatcher")
+		claimer := spawn(claimerProps(r.d), "claimer")
 		r.d.mu.Lock()
 		r.d.claimer, r.d.dispatcher, r.d.completer = claimer, dispatcher, completer
 		r.d.mu.Unlock()
-		if _, err := ctx.SpawnNamed(heartbeatProps(r.d), "heartbeat"); err != nil {
-			panic(err)
-		}
-		if _, err := ctx.SpawnNamed(janitorProps(r.d), "janitor"); err != nil {
-			panic(err)
-		}
+		spawn(heartbeatProps(r.d), "heartbeat")
+		spawn(janitorProps(r.d), "janitor")
 		ctx.Send(claimer, &wake{})
-		close(r.ready)
-		r.ready = nil
+		r.ready()
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
 	default:
 		r.d.log.Warn("relay: unexpected message", "type", typeName(ctx.Message()))

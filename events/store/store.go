@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,41 +159,60 @@ func IsConnError(err error) bool {
 // RunSQL runs a sql channel's handler for c with $1 = payload, under the
 // channel's timeout as statement_timeout, and completes the claim as
 // succeeded in the same transaction: the handler's effects and the completion
-// commit together or not at all.
+// commit together or not at all. BEGIN, the handler, the completion and
+// COMMIT go to the server in one round trip; when any of them fails the
+// COMMIT turns into a ROLLBACK.
 func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
-	tx, err := s.hot.Begin(ctx)
+	conn, err := s.hot.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("begin handler transaction for event %d: %w", c.ID, err)
+		return fmt.Errorf("acquire a connection for event %d: %w", c.ID, err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer conn.Release()
 	ms := c.Timeout.Milliseconds()
 	if ms <= 0 {
 		ms = 1
 	}
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", ms)); err != nil {
-		return fmt.Errorf("set statement_timeout for event %d: %w", c.ID, err)
-	}
-	// The handler text is the channel's registered statement; the payload is
-	// always a parameter, never spliced into SQL.
+	text := func(v string) []byte { return []byte(v) }
+	b := &pgconn.Batch{}
+	b.ExecParams("BEGIN", nil, nil, nil, nil)
+	b.ExecParams(fmt.Sprintf("SET LOCAL statement_timeout = %d", ms), nil, nil, nil, nil)
 	// $1 is declared text, as register() checked it with PREPARE (text):
 	// a handler such as "SELECT f($1) WHERE $1 IS NOT NULL" needs the type.
-	res := tx.Conn().PgConn().ExecParams(ctx, c.Handler, [][]byte{[]byte(c.Payload)},
-		[]uint32{pgtype.TextOID}, []int16{pgtype.TextFormatCode}, nil).Read()
-	if res.Err != nil {
-		return &HandlerError{Err: res.Err}
+	b.ExecParams(c.Handler, [][]byte{text(c.Payload)}, []uint32{pgtype.TextOID}, nil, nil)
+	b.ExecParams("SET LOCAL statement_timeout = 0", nil, nil, nil, nil)
+	b.ExecParams("SELECT pgrelay._succeed($1, $2, $3)",
+		[][]byte{text(strconv.FormatInt(proc, 10)), text(strconv.FormatInt(c.ID, 10)),
+			text(c.DispatchedAt.UTC().Format(time.RFC3339Nano))},
+		[]uint32{pgtype.Int8OID, pgtype.Int8OID, pgtype.TimestamptzOID}, nil, nil)
+	b.ExecParams("COMMIT", nil, nil, nil, nil)
+	results, err := conn.Conn().PgConn().ExecBatch(ctx, b).ReadAll()
+	failed := -1 // which statement failed
+	for i, r := range results {
+		if r.Err != nil {
+			failed, err = i, r.Err
+			break
+		}
 	}
-	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
-		return fmt.Errorf("reset statement_timeout for event %d: %w", c.ID, err)
+	if err == nil && len(results) != 6 {
+		err = fmt.Errorf("expected 6 results, got %d", len(results))
 	}
-	n, err := complete(ctx, tx, proc, []Outcome{{ID: c.ID, ClaimedAt: c.DispatchedAt, Event: "succeeded"}})
 	if err != nil {
-		return fmt.Errorf("complete event %d: %w", c.ID, err)
+		// An error aborts the rest of the pipeline: roll back whatever is
+		// open before the connection goes back to the pool.
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == "PR030":
+			return ErrClaimLost
+		case failed == 2:
+			return &HandlerError{Err: err}
+		}
+		return fmt.Errorf("run handler of event %d: %w", c.ID, err)
 	}
-	if n == 0 {
-		return ErrClaimLost
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit handler transaction for event %d: %w", c.ID, err)
+	if tag := results[5].CommandTag.String(); tag != "COMMIT" {
+		return fmt.Errorf("run handler of event %d: the transaction ended with %s", c.ID, tag)
 	}
 	return nil
 }

@@ -114,12 +114,24 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	}
 
 	f.databaseURL = url
-	p, err := actors.New(f.config(logger, prometheus.NewRegistry()))
+	reg := prometheus.NewRegistry()
+	p, err := actors.New(f.config(logger, reg))
 	if err != nil {
-		return err
+		return &usageError{msg: strings.TrimPrefix(err.Error(), "pgrelay: ")}
 	}
 	if err := p.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
+	}
+	if f.metricsAddr != "" {
+		srv, err := serveMetrics(f.metricsAddr, reg, p, logger)
+		if err != nil {
+			_ = p.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+		defer func() { _ = srv.Close() }()
 	}
 	defer func() {
 		fmt.Fprintln(a.stdout, "\nstopping ...")

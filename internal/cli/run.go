@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -117,16 +118,22 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// New only checks the configuration (connects nothing): what it refuses
+	// (an unsupported --mode, --dead-after not above --heartbeat-interval) is
+	// a command-line mistake, reported before any connection attempt.
+	p, err := actors.New(f.config(logger, reg))
+	if err != nil {
+		return &usageError{msg: strings.TrimPrefix(err.Error(), "pgrelay: ")}
+	}
 	if err := checkSchema(ctx, f.databaseURL); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	p, err := actors.New(f.config(logger, reg))
-	if err != nil {
-		return err
-	}
 	if err := p.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while starting: Start undid itself
+		}
 		return err
 	}
 	var srv *http.Server
@@ -180,7 +187,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, p *actors.Processor, lo
 func checkSchema(ctx context.Context, url string) error {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return fmt.Errorf("invalid --database-url: %w", err)
+		return fmt.Errorf("cannot connect to the database: invalid --database-url: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -189,7 +196,12 @@ func checkSchema(ctx context.Context, url string) error {
 		return fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	v, err := migrations.Current(cctx, conn)
+	return schemaUpToDate(cctx, conn)
+}
+
+// schemaUpToDate fails when the database is not migrated to this version's schema.
+func schemaUpToDate(ctx context.Context, conn *pgx.Conn) error {
+	v, err := migrations.Current(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -242,6 +254,9 @@ func runStats(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := schemaUpToDate(cctx, conn); err != nil {
+		return err
+	}
 	stats, err := store.QueueStats(cctx, conn)
 	if err != nil {
 		return err

@@ -1,0 +1,86 @@
+package cli_test
+
+import (
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// devSucceeded returns the SUCCEEDED count of channel in the last frame of the
+// live view printed so far, and the database URL it shows.
+func devSucceeded(out, channel string) (n int, dbURL string) {
+	for _, l := range strings.Split(out, "\n") {
+		if u, ok := strings.CutPrefix(l, "database: "); ok {
+			dbURL = strings.TrimSpace(u)
+		}
+		// CHANNEL MODE PENDING IN FLIGHT RETRYING SUCCEEDED FAILED GAVE UP EXPIRED
+		f := strings.Fields(l)
+		if len(f) == 9 && f[0] == channel {
+			if v, err := strconv.Atoi(f[5]); err == nil {
+				n = v
+			}
+		}
+	}
+	return n, dbURL
+}
+
+// TestDev runs `pgrelay dev` (its own PostgreSQL, the demo channels, the live
+// view) until the demo events flow, stops it with SIGINT and checks it exits
+// 0 and takes its PostgreSQL down with it.
+func TestDev(t *testing.T) {
+	t.Parallel()
+	// dev's temporary cluster goes under TMPDIR: a directory of this test's,
+	// reachable by the postgres OS user when running as root, to check that
+	// dev removes the cluster on exit.
+	tmp, err := os.MkdirTemp("", "pgrelay-cli-dev-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	require.NoError(t, os.Chmod(tmp, 0o755))
+
+	p := startCLI(t, []string{"TMPDIR=" + tmp}, "dev", "--rate", "50", "--refresh", "200ms",
+		"--heartbeat-interval", "200ms")
+	var dbURL string
+	eventually(t, 90*time.Second, "the live view to show succeeded demo_orders events", func() bool {
+		var n int
+		n, dbURL = devSucceeded(p.stdout.String(), "demo_orders")
+		return n > 0 || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own")
+	require.NotEmpty(t, dbURL)
+	out := p.stdout.String()
+	assert.Contains(t, out, "starting a throwaway PostgreSQL")
+	assert.Contains(t, out, "Ctrl-C to stop")
+	for _, ch := range []string{"demo_orders", "demo_ledger", "demo_flaky"} {
+		assert.Regexp(t, `(?m)^ *`+ch+` +(none|channel) +\d+`, out, "the live view lists %s", ch)
+	}
+	assert.NotContains(t, out, "\033[", "no terminal escapes when stdout is not a terminal")
+
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err, dbURL)
+	require.Equal(t, "/pgrelay_dev", u.Path)
+	addr := u.Host
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.NoError(t, err, "dev's PostgreSQL listens on %s", addr)
+	_ = c.Close()
+
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+	assert.Contains(t, p.stdout.String(), "stopping ...")
+
+	c, err = net.DialTimeout("tcp", addr, 5*time.Second)
+	if err == nil {
+		_ = c.Close()
+	}
+	assert.Error(t, err, "dev's PostgreSQL on %s is gone", addr)
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, left, "dev removed its temporary cluster")
+}

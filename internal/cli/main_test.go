@@ -1,0 +1,252 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/pgrelay/pgrelay/internal/cli"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// runMainEnv, when set to "1", makes the test binary act as the pgrelay
+// command: TestMain runs cli.Main on the process's arguments instead of the
+// tests. The subprocess tests re-execute the test binary this way, so they
+// run exactly the code of cmd/pgrelay (os.Exit(cli.Main(os.Args[1:], ...)))
+// without a separate `go build`.
+const runMainEnv = "PGRELAY_CLI_TEST_RUN_MAIN"
+
+var pg *testenv.Postgres
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	// Every flag reads PGRELAY_<FLAG>: an outer environment must not change
+	// what the tests see. PGRELAY_PG_BIN is testenv's, not a flag.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "PGRELAY_") && name != "PGRELAY_PG_BIN" {
+			os.Unsetenv(name)
+		}
+	}
+	// The snapshot of goroutines to ignore is taken before anything starts:
+	// taken after the tests (goleak.Find(goleak.IgnoreCurrent())) it would
+	// ignore every goroutine still running, leaks included.
+	ignore := goleak.IgnoreCurrent()
+	code := testenv.MainWithPostgres(m, &pg)
+	if code == 0 {
+		if err := goleak.Find(ignore); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// cliMain runs the command line in this process.
+func cliMain(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = cli.Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// lines splits s into its lines, without the empty one after a final newline.
+func lines(s string) []string {
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+var dbSeq atomic.Int64
+
+// emptyDB creates an empty, unmigrated database and returns its URL.
+func emptyDB(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("empty_%d_%d", os.Getpid(), dbSeq.Add(1))
+	require.NoError(t, pg.Exec(context.Background(), "postgres", "CREATE DATABASE "+name))
+	return pg.URL(name)
+}
+
+// closedPortURL is a URL nothing listens on.
+func closedPortURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return fmt.Sprintf("postgres://postgres:s3cret@127.0.0.1:%d/nowhere?sslmode=disable", port)
+}
+
+// db is one test's migrated database with helpers.
+type db struct {
+	t    *testing.T
+	url  string
+	pool *pgxpool.Pool
+}
+
+func newDB(t *testing.T) *db {
+	t.Helper()
+	url := pg.DB(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return &db{t: t, url: url, pool: pool}
+}
+
+func (d *db) exec(sql string, args ...any) {
+	d.t.Helper()
+	_, err := d.pool.Exec(context.Background(), sql, args...)
+	require.NoError(d.t, err, sql)
+}
+
+func (d *db) count(sql string, args ...any) int {
+	d.t.Helper()
+	var n int
+	require.NoError(d.t, d.pool.QueryRow(context.Background(), sql, args...).Scan(&n), sql)
+	return n
+}
+
+func (d *db) ids(sql string, args ...any) []int64 {
+	d.t.Helper()
+	rows, err := d.pool.Query(context.Background(), sql, args...)
+	require.NoError(d.t, err, sql)
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		require.NoError(d.t, rows.Scan(&id))
+		out = append(out, id)
+	}
+	require.NoError(d.t, rows.Err(), sql)
+	return out
+}
+
+// eventually waits until cond holds, polling; fails the test after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is the pgrelay command running as a subprocess.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan struct{}
+	state  *os.ProcessState
+}
+
+// startCLI runs `pgrelay args...` as a subprocess with extra environment
+// variables env ("NAME=value"). The process is killed when the test ends if
+// it is still running, and dies with the test binary.
+func startCLI(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	p := &proc{t: t, name: strings.Join(args[:1], " "), cmd: cmd,
+		stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, cmd.Start())
+	go func() {
+		_ = cmd.Wait()
+		p.state = cmd.ProcessState
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("pgrelay %s (pid %d) stdout:\n%s", p.name, cmd.Process.Pid, tail(p.stdout.String()))
+			t.Logf("pgrelay %s (pid %d) stderr:\n%s", p.name, cmd.Process.Pid, tail(p.stderr.String()))
+		}
+	})
+	return p
+}
+
+func tail(s string) string {
+	if len(s) > 6000 {
+		return "..." + s[len(s)-6000:]
+	}
+	return s
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) signal(sig os.Signal) {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(sig))
+}
+
+// wait waits for the process to exit and returns its exit code (-1 when a
+// signal killed it); it fails the test (and kills the process) after timeout.
+func (p *proc) wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.state.ExitCode()
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		p.t.Fatalf("pgrelay %s did not exit within %s", p.name, timeout)
+		return 0
+	}
+}
+
+// runCLI runs `pgrelay args...` as a subprocess to completion.
+func runCLI(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	p := startCLI(t, env, args...)
+	code = p.wait(60 * time.Second)
+	return code, p.stdout.String(), p.stderr.String()
+}

@@ -1,0 +1,228 @@
+package cli_test
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// appSetup creates the handlers the subprocess tests register. Each records
+// the payload in app.ran in the handler's transaction, so app.ran holds a row
+// for every committed success and nothing else.
+const appSetup = `
+CREATE SCHEMA app;
+CREATE TABLE app.ran (payload text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+-- The crash test holds advisory lock 1 exclusively to stop work's handlers
+-- at a moment of its choosing.
+CREATE FUNCTION app.work(p text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(1);
+  PERFORM pg_sleep(0.002);
+  INSERT INTO app.ran(payload) VALUES (p);
+END $$;
+CREATE FUNCTION app.slow(p text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_sleep(1);
+  INSERT INTO app.ran(payload) VALUES (p);
+END $$;
+CREATE FUNCTION app.stuck(p text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_sleep(30);
+  INSERT INTO app.ran(payload) VALUES (p);
+END $$;
+`
+
+// enqueue registers channel with handler and notifies n events (payloads
+// "p1".."pn"); returns their ids.
+func (d *db) enqueue(channel, handler string, n int) []int64 {
+	d.t.Helper()
+	d.exec(`SELECT pgrelay.register($1, $2)`, channel, handler)
+	ids := d.ids(`SELECT pgrelay.notify_many($1, ARRAY(SELECT 'p' || g FROM generate_series(1, $2::int) g))`,
+		channel, n)
+	require.Len(d.t, ids, n)
+	return ids
+}
+
+// handlersRunning counts the backends currently running fn's handler.
+func (d *db) handlersRunning(fn string) int {
+	d.t.Helper()
+	return d.count(`SELECT count(*) FROM pg_stat_activity
+	                 WHERE datname = current_database() AND pid <> pg_backend_pid()
+	                   AND state = 'active' AND query LIKE $1`, "SELECT app."+fn+"(%")
+}
+
+// assertClean checks what every stopped Processor must leave: no claim held,
+// no instance registered.
+func (d *db) assertClean() {
+	d.t.Helper()
+	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL OR dispatched_by IS NOT NULL`),
+		"no event is left in flight")
+	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.processors`), "no processor is left registered")
+}
+
+// TestRunKillAndRestart is the end-to-end crash test: a Processor killed
+// with SIGKILL in the middle of a backlog loses nothing and runs nothing
+// twice; a second Processor rescues its claims and finishes the work.
+func TestRunKillAndRestart(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	d := newDB(t)
+	d.exec(appSetup)
+	ids := d.enqueue("work", "SELECT app.work($1)", n)
+
+	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
+		"--concurrency", "16", "--shutdown-timeout", "10s"}
+	succeeded := func() int {
+		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	}
+
+	first := startCLI(t, nil, args...)
+	eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
+		return succeeded() >= 300 || first.exited()
+	})
+	require.False(t, first.exited(), "the first processor exited on its own")
+
+	// Hold the handlers at their start (they wait for the shared lock) until
+	// the processor has claimed all it can, then kill it: it dies holding 16
+	// claims whose handlers are running. Their transactions were sent in one
+	// pipeline, BEGIN to COMMIT, so they live on in the server after the kill.
+	// The gate stays shut until the second processor has rescued the claims:
+	// the dead processor's transactions then find their claims taken back and
+	// must roll back, while the second processor runs the same events again.
+	gate, err := pgx.Connect(context.Background(), d.url)
+	require.NoError(t, err)
+	defer gate.Close(context.Background())
+	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_lock(1)")
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, "16 claims held by the first processor", func() bool {
+		return d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`) == 16 &&
+			d.handlersRunning("work") == 16
+	})
+	first.signal(syscall.SIGKILL)
+	assert.Equal(t, -1, first.wait(10*time.Second), "killed by the signal")
+	doneBefore := succeeded()
+	require.Less(t, doneBefore, n, "the backlog outlasted the first processor")
+	held := d.ids(`SELECT origin_id FROM pgrelay.queue WHERE dispatched_at IS NOT NULL ORDER BY 1`)
+	require.Len(t, held, 16, "the killed processor's claims")
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay.processors`))
+	t.Logf("killed after %d of %d events, holding %d claims", doneBefore, n, len(held))
+
+	second := startCLI(t, nil, args...)
+	eventually(t, 60*time.Second, "the second processor to rescue the dead one's claims", func() bool {
+		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'`) >= len(held) || second.exited()
+	})
+	require.False(t, second.exited(), "the second processor exited on its own")
+	assert.Equal(t, doneBefore, succeeded(), "nothing completed while the gate was shut")
+	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_unlock(1)")
+	require.NoError(t, err)
+
+	eventually(t, 90*time.Second, "every event to succeed", func() bool {
+		return succeeded() >= n || second.exited()
+	})
+	require.False(t, second.exited(), "the second processor exited on its own")
+	second.signal(syscall.SIGTERM)
+	require.Equal(t, 0, second.wait(60*time.Second), "graceful stop exits 0")
+
+	// Every event succeeded exactly once, and nothing else happened to any.
+	assert.Equal(t, n, d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	assert.Equal(t, n, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+	                             WHERE event = 'succeeded' AND origin_id = ANY($1)`, ids))
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event NOT IN ('succeeded', 'rescued')`),
+		"no failures, give-ups or other events")
+	// The claims the dead processor held were rescued, each once.
+	assert.Equal(t, held, d.ids(`SELECT origin_id FROM pgrelay.log WHERE event = 'rescued' ORDER BY 1`))
+	// The handler's effects and the completions committed together: every
+	// payload ran exactly once (the dead processor's transactions, which
+	// found their claims taken back, left nothing).
+	assert.Equal(t, n, d.count(`SELECT count(*) FROM app.ran`))
+	assert.Equal(t, n, d.count(`SELECT count(DISTINCT payload) FROM app.ran`))
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue`), "the queue is empty")
+	d.assertClean()
+}
+
+// TestRunSIGTERMFinishesRunningHandlers: on SIGTERM, handlers already running
+// finish (within --shutdown-timeout), the rest is released, and the process
+// exits 0.
+func TestRunSIGTERMFinishesRunningHandlers(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	d := newDB(t)
+	d.exec(appSetup)
+	ids := d.enqueue("slow", "SELECT app.slow($1)", n)
+
+	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "4",
+		"--shutdown-timeout", "10s", "--heartbeat-interval", "200ms")
+	eventually(t, 60*time.Second, "4 handlers to run", func() bool {
+		return d.handlersRunning("slow") >= 4 || p.exited()
+	})
+	require.False(t, p.exited())
+	running := d.ids(`SELECT origin_id FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`)
+	require.NotEmpty(t, running)
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second), "graceful stop exits 0")
+
+	assert.Empty(t, d.ids(`SELECT r FROM unnest($1::bigint[]) r
+	                        WHERE NOT EXISTS (SELECT FROM pgrelay.log l WHERE l.origin_id = r AND l.event = 'succeeded')`,
+		running), "the events running at SIGTERM finished and succeeded")
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`),
+		"nothing failed, was rescued or otherwise cut short")
+	ok := d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	left := d.count(`SELECT count(*) FROM pgrelay.queue`)
+	assert.Equal(t, n, ok+left, "every event either succeeded or is still queued")
+	assert.Less(t, ok, n, "SIGTERM stopped claiming: some events are left")
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue WHERE attempt <> 1 OR NOT (origin_id = ANY($1))`, ids))
+	assert.Equal(t, ok, d.count(`SELECT count(*) FROM app.ran`))
+	d.assertClean()
+	assert.Contains(t, p.stderr.String(), "stopping: finishing in-flight events")
+}
+
+// TestRunSIGTERMCancelsAtShutdownTimeout: handlers still running at the
+// shutdown timeout are cancelled and their events go back to pending; they
+// are not counted as failed attempts.
+func TestRunSIGTERMCancelsAtShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	d := newDB(t)
+	d.exec(appSetup)
+	ids := d.enqueue("stuck", "SELECT app.stuck($1)", n)
+
+	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "2",
+		"--shutdown-timeout", "1s", "--heartbeat-interval", "200ms")
+	eventually(t, 60*time.Second, "2 handlers to run", func() bool {
+		return d.handlersRunning("stuck") >= 2 || p.exited()
+	})
+	require.False(t, p.exited())
+	require.Equal(t, 2, d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`))
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second), "graceful stop exits 0")
+
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log`), "no failed (or any other) outcome was logged")
+	assert.Equal(t, n, d.count(`SELECT count(*) FROM pgrelay.queue
+	                             WHERE attempt = 1 AND dispatched_at IS NULL AND origin_id = ANY($1)`, ids),
+		"every event is pending again, on its first attempt")
+	assert.Zero(t, d.count(`SELECT count(*) FROM app.ran`))
+	d.assertClean()
+	// The handlers were cancelled in the server, not just abandoned.
+	eventually(t, 15*time.Second, "the cancelled handlers' statements to end", func() bool {
+		return d.handlersRunning("stuck") == 0
+	})
+	assert.Contains(t, p.stderr.String(), "cancelling them")
+}
+
+// TestRunMetricsAddrInvalid: a --metrics-addr that cannot be listened on
+// fails run with exit 1 and leaves nothing behind.
+func TestRunMetricsAddrInvalid(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	code, _, errOut := runCLI(t, nil, "run", "--database-url", d.url, "--metrics-addr", "256.0.0.1:1")
+	assert.Equal(t, 1, code, errOut)
+	ls := lines(errOut)
+	assert.True(t, strings.HasPrefix(ls[len(ls)-1], "pgrelay run: --metrics-addr 256.0.0.1:1: "), errOut)
+	d.assertClean()
+}

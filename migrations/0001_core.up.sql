@@ -67,12 +67,15 @@ CREATE SEQUENCE pgrelay._id_seq AS bigint MINVALUE 0 START 0 CACHE 1;
 -- Uniqueness rests on nextval alone: every id is either a nextval result or the
 -- target of a setval that moves the counter forward past it. The counter is
 -- moved forward to the clock only when it lags by more than 100 ms worth of
--- values, and only by a session holding a transaction-level advisory lock, so
--- two sessions never move it concurrently (a setval race could move it back);
--- a session that cannot take the lock just uses its nextval value. A clock that
--- steps back leaves the counter where it is: ids keep growing. More than 4096 ids
--- in one millisecond run the counter into the next millisecond, as pgEdge's
--- snowflake does.
+-- values, and only by a session holding an advisory lock, so two sessions never
+-- move it concurrently (a setval race could move it back); a session that cannot
+-- take the lock just uses its nextval value. The lock is a session-level one
+-- released at once: a transaction-level lock would be held until the caller's
+-- transaction ends (a producer's long transaction that happened to move the
+-- counter), and meanwhile no other session could move it, so every id of the
+-- database would fall behind the clock. A clock that steps back leaves the
+-- counter where it is: ids keep growing. More than 4096 ids in one millisecond
+-- run the counter into the next millisecond, as pgEdge's snowflake does.
 CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -81,12 +84,18 @@ DECLARE
   v bigint := pg_catalog.nextval('pgrelay._id_seq');
   t bigint := p_ms << 12;
 BEGIN
-  IF v < t - 409600 AND pg_catalog.pg_try_advisory_xact_lock(1886816817, 1) THEN
-    v := pg_catalog.nextval('pgrelay._id_seq');
-    IF v < t - 409600 THEN
-      PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-      v := t;
-    END IF;
+  IF v < t - 409600 AND pg_catalog.pg_try_advisory_lock(1886816817, 1) THEN
+    BEGIN
+      v := pg_catalog.nextval('pgrelay._id_seq');
+      IF v < t - 409600 THEN
+        PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+        v := t;
+      END IF;
+      PERFORM pg_catalog.pg_advisory_unlock(1886816817, 1);
+    EXCEPTION WHEN OTHERS OR QUERY_CANCELED THEN
+      PERFORM pg_catalog.pg_advisory_unlock(1886816817, 1);
+      RAISE;
+    END;
   END IF;
   RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
 END
@@ -164,8 +173,11 @@ CREATE TABLE pgrelay.queue (
 -- Also serves per-channel pending counts.
 CREATE INDEX queue_ready ON pgrelay.queue (channel, not_before, id)
   WHERE dispatched_at IS NULL;
--- The heads of serialised lanes, oldest notification first.
-CREATE INDEX queue_lane ON pgrelay.queue (channel, lane, origin_id)
+-- The heads of serialised lanes, oldest notification first. id is in the key
+-- because the head query orders by (origin_id, id): without it a lane the
+-- planner guesses small (any 'payload' lane in a generic plan) is read whole and
+-- sorted on every claim, however long it has grown.
+CREATE INDEX queue_lane ON pgrelay.queue (channel, lane, origin_id, id)
   WHERE dispatched_at IS NULL AND lane IS NOT NULL;
 -- In-flight rows: few at any time (bounded by the Processors' slots).
 CREATE INDEX queue_inflight ON pgrelay.queue (dispatched_by)
@@ -203,7 +215,7 @@ CREATE TABLE pgrelay.log (
   event     text NOT NULL,
   error     text NULL,
   node      int NOT NULL DEFAULT pgrelay._this_node(),
-  at        timestamptz NOT NULL DEFAULT now(),
+  at        timestamptz NOT NULL DEFAULT clock_timestamp(),
   CONSTRAINT log_event CHECK (event IN ('succeeded', 'failed', 'gave_up', 'expired',
                                         'deduplicated', 'adopted', 'rescued'))
 );
@@ -293,12 +305,13 @@ CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue
 -- ---------------------------------------------------------------------------
 
 -- _check_channel: the validation register() and update() share.
-CREATE FUNCTION pgrelay._check_channel(c pgrelay.channels) RETURNS void
+CREATE FUNCTION pgrelay._check_channel(c pgrelay.channels, p_check_handler bool DEFAULT true) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_stmt text;
+  v_types text[];
 BEGIN
   IF c.channel IS NULL THEN
     RAISE EXCEPTION 'pgrelay: channel name must not be NULL' USING ERRCODE = 'PR010';
@@ -334,16 +347,39 @@ BEGIN
   IF c.handler IS NULL OR pg_catalog.btrim(c.handler) = '' THEN
     RAISE EXCEPTION 'pgrelay: channel %: handler must not be empty', c.channel USING ERRCODE = 'PR017';
   END IF;
+  IF NOT p_check_handler THEN
+    RETURN;
+  END IF;
   IF c.kind = 'sql' THEN
     -- The handler must prepare as one statement with one text parameter ($1 = payload).
+    --
+    -- One statement: the text is spliced into a PREPARE below, and a ';' would end
+    -- the PREPARE and run whatever follows it, as the owner of register() (a
+    -- SECURITY DEFINER function). PostgreSQL only separates statements with ';', so
+    -- refusing any ';' but trailing ones is a safe (if conservative) test.
+    IF pg_catalog.strpos(pg_catalog.rtrim(c.handler, E' \t\r\n;'), ';') > 0 THEN
+      RAISE EXCEPTION 'pgrelay: channel %: handler must be a single statement (no ";" but a trailing one)',
+        c.channel USING ERRCODE = 'PR017',
+        HINT = 'Write a semicolon inside a string literal as chr(59).';
+    END IF;
     v_stmt := 'pgrelay_check_' || pg_catalog.pg_backend_pid();
+    -- With $1 declared text, as the contract says.
     BEGIN
       EXECUTE pg_catalog.format('PREPARE %I(text) AS %s', v_stmt, c.handler);
+      SELECT p.parameter_types::text[] INTO v_types
+        FROM pg_catalog.pg_prepared_statements p WHERE p.name = v_stmt;
       EXECUTE pg_catalog.format('DEALLOCATE %I', v_stmt);
     EXCEPTION WHEN OTHERS THEN
       RAISE EXCEPTION 'pgrelay: channel %: handler does not prepare as one statement with one text parameter ($1): %',
         c.channel, SQLERRM USING ERRCODE = 'PR017', HINT = 'Example: SELECT app.refresh_view($1)';
     END;
+    -- A PREPARE with declared types accepts further parameters it can type
+    -- ('SELECT $2::int'); the Processor binds exactly one.
+    IF v_types IS DISTINCT FROM ARRAY['text'] THEN
+      RAISE EXCEPTION 'pgrelay: channel %: handler must take exactly one parameter ($1), it takes % (%)',
+        c.channel, COALESCE(pg_catalog.cardinality(v_types), 0), pg_catalog.array_to_string(v_types, ', ')
+        USING ERRCODE = 'PR017', HINT = 'Example: SELECT app.refresh_view($1)';
+    END IF;
   ELSIF c.kind = 'nats' THEN
     IF c.handler !~ '^[^\s.*>]+(\.[^\s.*>]+)*$' THEN
       RAISE EXCEPTION 'pgrelay: channel %: % is not a valid NATS subject (dot-separated tokens, no spaces or wildcards)',
@@ -434,7 +470,9 @@ BEGIN
                          ELSE p_expire_after END;
   c.timeout := COALESCE(p_timeout, old.timeout);
   c.paused := COALESCE(p_paused, old.paused);
-  PERFORM pgrelay._check_channel(c);
+  -- The handler is re-checked only when it or the kind changes: pausing a
+  -- channel whose handler's function was dropped must still work.
+  PERFORM pgrelay._check_channel(c, c.handler IS DISTINCT FROM old.handler OR c.kind IS DISTINCT FROM old.kind);
   UPDATE pgrelay.channels x
      SET handler = c.handler, kind = c.kind, concurrency_mode = c.concurrency_mode,
          deduplicate = c.deduplicate, node_restricted = c.node_restricted,
@@ -454,6 +492,17 @@ BEGIN
            phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
            run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
      WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
+  END IF;
+  -- Rows in flight keep their claim, but take the new lane too: a channel made
+  -- serialised must count what is already running as its lane's in-flight row,
+  -- or the next claim starts a second one beside it.
+  IF c.concurrency_mode IS DISTINCT FROM old.concurrency_mode THEN
+    UPDATE pgrelay.queue q
+       SET lane = CASE c.concurrency_mode
+                    WHEN 'channel' THEN 0
+                    WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
+                  END
+     WHERE q.channel = p_channel AND q.dispatched_at IS NOT NULL;
   END IF;
 END
 $$;
@@ -643,29 +692,62 @@ BEGIN
 END
 $$;
 
+-- queue_stats: one row per channel, cheap on a large queue. A channel's
+-- pending rows are read through the queue_ready index, at most 100 000 of
+-- them (the earliest ready first); past that, pending is the planner's
+-- estimate and retrying is scaled from the rows read (pending_estimated is
+-- then true). In-flight rows are few and always counted exactly.
+-- pending_restricted is the pending count of a node-restricted channel (every
+-- row of such a channel is pinned), 0 otherwise.
 CREATE FUNCTION pgrelay.queue_stats()
 RETURNS TABLE (channel text, pending bigint, pending_restricted bigint, in_flight bigint,
                retrying bigint, oldest_pending timestamptz, kind text,
-               concurrency_mode text, paused bool)
-LANGUAGE sql STABLE SECURITY DEFINER
+               concurrency_mode text, paused bool, pending_estimated bool)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-  SELECT c.channel,
-         COALESCE(s.pending, 0), COALESCE(s.pending_restricted, 0),
-         COALESCE(s.in_flight, 0), COALESCE(s.retrying, 0), s.oldest_pending,
-         c.kind, c.concurrency_mode, c.paused
-    FROM pgrelay.channels c
-    LEFT JOIN (
-      SELECT q.channel,
-             count(*) FILTER (WHERE q.dispatched_at IS NULL) AS pending,
-             count(*) FILTER (WHERE q.dispatched_at IS NULL AND q.run_in_node IS NOT NULL) AS pending_restricted,
-             count(*) FILTER (WHERE q.dispatched_at IS NOT NULL) AS in_flight,
-             count(*) FILTER (WHERE q.dispatched_at IS NULL AND q.attempt > 1) AS retrying,
-             min(q.enqueued_at) FILTER (WHERE q.dispatched_at IS NULL) AS oldest_pending
-        FROM pgrelay.queue q
-       GROUP BY q.channel
-    ) s ON s.channel = c.channel
-   ORDER BY c.channel
+#variable_conflict use_column
+DECLARE
+  c pgrelay.channels;
+  v_inflight jsonb;
+  v_n bigint;
+  v_retry bigint;
+  v_oldest timestamptz;
+  v_plan json;
+  v_est bigint;
+BEGIN
+  SELECT COALESCE(pg_catalog.jsonb_object_agg(f.channel, f.n), '{}')
+    INTO v_inflight
+    FROM (SELECT q.channel, count(*) AS n FROM pgrelay.queue q
+           WHERE q.dispatched_at IS NOT NULL GROUP BY q.channel) f;
+  FOR c IN SELECT * FROM pgrelay.channels x ORDER BY x.channel LOOP
+    SELECT count(*), count(*) FILTER (WHERE s.attempt > 1), min(s.enqueued_at)
+      INTO v_n, v_retry, v_oldest
+      FROM (SELECT q.attempt, q.enqueued_at FROM pgrelay.queue q
+             WHERE q.channel = c.channel AND q.dispatched_at IS NULL
+             ORDER BY q.not_before LIMIT 100001) s;
+    channel := c.channel;
+    kind := c.kind;
+    concurrency_mode := c.concurrency_mode;
+    paused := c.paused;
+    oldest_pending := v_oldest;
+    in_flight := COALESCE((v_inflight ->> c.channel)::bigint, 0);
+    pending_estimated := v_n > 100000;
+    IF pending_estimated THEN
+      EXECUTE pg_catalog.format('EXPLAIN (FORMAT JSON) SELECT 1 FROM pgrelay.queue q '
+                                'WHERE q.channel = %L AND q.dispatched_at IS NULL', c.channel)
+        INTO v_plan;
+      v_est := GREATEST(v_n, ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::numeric)::bigint);
+      retrying := (v_retry::numeric * v_est / v_n)::bigint;
+      pending := v_est;
+    ELSE
+      pending := v_n;
+      retrying := v_retry;
+    END IF;
+    pending_restricted := CASE WHEN c.node_restricted THEN pending ELSE 0 END;
+    RETURN NEXT;
+  END LOOP;
+END
 $$;
 
 -- ---------------------------------------------------------------------------
@@ -702,6 +784,13 @@ RETURNS TABLE (id bigint, origin_id bigint, channel text, payload text, attempt 
                max_attempts int)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- PL/pgSQL reuses a generic plan once it looks no dearer than the custom ones.
+-- For the lane head query a generic plan guesses a lane of a row or two (the
+-- average over many 'payload' lanes) and may fetch the lane by bitmap and sort
+-- it; for a 'channel' lane, which is the whole channel's backlog, that reads
+-- every pending row of the channel on every claim. Without bitmap scans the
+-- only plans left read queue_lane in order and stop at the head.
+SET enable_bitmapscan = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -720,8 +809,8 @@ DECLARE
   v_lane bigint;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', pg_catalog.quote_literal(p_mode) USING ERRCODE = 'PR021';
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
   END IF;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
@@ -751,10 +840,12 @@ BEGIN
            LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
            FOR UPDATE SKIP LOCKED
         ), upd AS (
+          -- By primary key whatever the plan: a join with cand in a generic plan
+          -- (which guesses LIMIT at a tenth of the channel) hashes a scan of the
+          -- whole queue.
           UPDATE pgrelay.queue q
              SET dispatched_at = now(), dispatched_by = p_processor
-            FROM cand
-           WHERE q.id = cand.id
+           WHERE q.id = ANY (ARRAY(SELECT cand.id FROM cand))
           RETURNING q.*
         )
         SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
@@ -813,7 +904,9 @@ BEGIN
 
       v_n := 0;
       FOREACH v_lane IN ARRAY COALESCE(v_lanes, '{}') LOOP
-        EXIT WHEN v_n >= v_share OR v_left <= 0;
+        -- v_left is only brought down after the loop: bound by both here, or
+        -- a serialised channel visited last takes a full share of what is left.
+        EXIT WHEN v_n >= LEAST(v_share, v_left);
         CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(1886816819,
           pg_catalog.hashtext(ch.channel) # pg_catalog.hashint8(v_lane));
         RETURN QUERY
@@ -994,10 +1087,14 @@ BEGIN
 END
 $$;
 
--- _rescue: takes back claims that will never complete, and logs them 'rescued':
--- those of this node's Processor instances that stopped heartbeating for
--- p_dead_after, and those held past their channel's timeout plus p_lease_grace
--- (a live but stuck instance, or an instance whose row is gone).
+-- _rescue: takes back claims that will never complete: those of this node's
+-- Processor instances that stopped heartbeating for p_dead_after, and those
+-- held past their channel's timeout plus p_lease_grace (a live but stuck
+-- instance, or an instance whose row is gone). A taken-back claim counts as an
+-- attempt, as a crash or hang of the Processor while the handler ran may be
+-- the event's own doing: the row goes back to pending with attempt + 1 and a
+-- 'rescued' log row, or, when that was its last attempt, ends 'gave_up'. So an
+-- event that kills its Processor cannot loop forever.
 CREATE FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval)
 RETURNS int
 LANGUAGE plpgsql
@@ -1007,7 +1104,6 @@ DECLARE
   v_node int := pgrelay._this_node();
   v_dead bigint[];
   n int;
-  m int;
 BEGIN
   WITH dead AS (
     DELETE FROM pgrelay.processors p
@@ -1017,44 +1113,50 @@ BEGIN
   )
   SELECT COALESCE(pg_catalog.array_agg(dead.processor_id), '{}') INTO v_dead FROM dead;
 
-  WITH r AS (
+  -- The holder is read before the update (RETURNING would see it cleared).
+  WITH held AS (
+    SELECT q.id, q.origin_id, q.channel, q.attempt, COALESCE(c.max_attempts, 0) AS max_attempts,
+           CASE WHEN q.dispatched_by = ANY (v_dead)
+                THEN pg_catalog.format('processor %s stopped heartbeating while running attempt %s',
+                                       q.dispatched_by, q.attempt)
+                ELSE pg_catalog.format('claim lease expired: processor %s held attempt %s past the channel timeout plus %s',
+                                       q.dispatched_by, q.attempt, p_lease_grace)
+           END AS why
+      FROM pgrelay.queue q
+      LEFT JOIN pgrelay.channels c ON c.channel = q.channel
+     WHERE q.dispatched_at IS NOT NULL
+       AND (q.dispatched_by = ANY (v_dead)
+            OR (q.dispatched_at < now() - COALESCE(c.timeout, interval '0') - p_lease_grace
+                AND (EXISTS (SELECT FROM pgrelay.processors p
+                              WHERE p.processor_id = q.dispatched_by AND p.node_id = v_node)
+                     OR NOT EXISTS (SELECT FROM pgrelay.processors p
+                                     WHERE p.processor_id = q.dispatched_by))))
+     FOR UPDATE OF q SKIP LOCKED
+  ), back AS (
     UPDATE pgrelay.queue q
-       SET dispatched_at = NULL, dispatched_by = NULL
-     WHERE q.dispatched_at IS NOT NULL AND q.dispatched_by = ANY (v_dead)
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.dispatched_by AS was
+       SET dispatched_at = NULL, dispatched_by = NULL, attempt = q.attempt + 1
+      FROM held
+     WHERE q.id = held.id AND held.attempt < held.max_attempts
+    RETURNING q.id
+  ), gone AS (
+    DELETE FROM pgrelay.queue q
+     USING held
+     WHERE q.id = held.id AND held.attempt >= held.max_attempts
+    RETURNING q.id
   ), lg AS (
     INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
-    SELECT r.id, r.origin_id, r.channel, r.attempt, 'rescued',
-           pg_catalog.format('processor %s stopped heartbeating', r.was), v_node
-      FROM r ORDER BY r.id
+    SELECT held.id, held.origin_id, held.channel, held.attempt,
+           CASE WHEN held.attempt < held.max_attempts THEN 'rescued' ELSE 'gave_up' END,
+           CASE WHEN held.attempt < held.max_attempts THEN held.why
+                ELSE held.why || ' (its last attempt)' END,
+           v_node
+      FROM held
+     WHERE held.id IN (SELECT back.id FROM back UNION ALL SELECT gone.id FROM gone)
+     ORDER BY held.id
     RETURNING 1
   )
   SELECT count(*) INTO n FROM lg;
-
-  WITH stale AS (
-    SELECT q.id
-      FROM pgrelay.queue q
-      JOIN pgrelay.channels c ON c.channel = q.channel
-     WHERE q.dispatched_at IS NOT NULL
-       AND q.dispatched_at < now() - c.timeout - p_lease_grace
-       AND (EXISTS (SELECT FROM pgrelay.processors p
-                     WHERE p.processor_id = q.dispatched_by AND p.node_id = v_node)
-            OR NOT EXISTS (SELECT FROM pgrelay.processors p WHERE p.processor_id = q.dispatched_by))
-     FOR UPDATE OF q SKIP LOCKED
-  ), r AS (
-    UPDATE pgrelay.queue q
-       SET dispatched_at = NULL, dispatched_by = NULL
-      FROM stale
-     WHERE q.id = stale.id
-    RETURNING q.id, q.origin_id, q.channel, q.attempt
-  ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
-    SELECT r.id, r.origin_id, r.channel, r.attempt, 'rescued', 'claim lease expired', v_node
-      FROM r ORDER BY r.id
-    RETURNING 1
-  )
-  SELECT count(*) INTO m FROM lg;
-  RETURN n + m;
+  RETURN n;
 END
 $$;
 

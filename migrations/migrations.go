@@ -24,8 +24,9 @@ import (
 //go:embed *.up.sql
 var files embed.FS
 
-// lockKey is the advisory lock (two-int form) every migrating process takes.
-// The first key is pgrelay's, "pgr1" in ASCII; the second distinguishes uses.
+// The advisory lock (two-int form) every migrating process takes: the first
+// key is the class pgrelay uses for its own locks (the id generator takes
+// (lockClass, 1)); the second distinguishes uses.
 const (
 	lockClass   = 1886816817
 	lockMigrate = 0

@@ -296,6 +296,7 @@ type ChannelStats struct {
 	Channel           string
 	Pending           int64
 	PendingRestricted int64
+	PendingEstimated  bool // pending is the planner's estimate (over 100 000 rows)
 	InFlight          int64
 	Retrying          int64
 	OldestPending     *time.Time
@@ -317,14 +318,14 @@ type Queryer interface {
 // QueueStats returns pgrelay.queue_stats() from any connection.
 func QueueStats(ctx context.Context, q Queryer) ([]ChannelStats, error) {
 	rows, err := q.Query(ctx, `SELECT channel, pending, pending_restricted, in_flight, retrying,
-		oldest_pending, kind, concurrency_mode, paused FROM pgrelay.queue_stats()`)
+		oldest_pending, kind, concurrency_mode, paused, pending_estimated FROM pgrelay.queue_stats()`)
 	if err != nil {
 		return nil, fmt.Errorf("queue_stats: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ChannelStats, error) {
 		var c ChannelStats
 		err := r.Scan(&c.Channel, &c.Pending, &c.PendingRestricted, &c.InFlight, &c.Retrying,
-			&c.OldestPending, &c.Kind, &c.Mode, &c.Paused)
+			&c.OldestPending, &c.Kind, &c.Mode, &c.Paused, &c.PendingEstimated)
 		return c, err
 	})
 	if err != nil {

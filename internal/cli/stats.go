@@ -22,7 +22,11 @@ func writeStats(w io.Writer, stats []store.ChannelStats) {
 		if s.OldestPending != nil {
 			oldest = time.Since(*s.OldestPending).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", name, s.Kind, s.Mode, s.Pending,
+		pending := fmt.Sprint(s.Pending)
+		if s.PendingEstimated {
+			pending = "~" + pending
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", name, s.Kind, s.Mode, pending,
 			s.PendingRestricted, s.InFlight, s.Retrying, oldest)
 	}
 	if len(stats) == 0 {

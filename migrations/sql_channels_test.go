@@ -1,0 +1,327 @@
+package migrations_test
+
+// The admin API: pgrelay.register, pgrelay.update, pgrelay.unregister.
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRegisterDefaults(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	before := one[time.Time](t, d.pool, "SELECT now()")
+	d.exec("SELECT pgrelay.register('orders', 'SELECT length($1)')")
+
+	var (
+		handler, kind, mode       string
+		dedup, restricted, paused bool
+		maxAttempts               int32
+		retryS, timeoutS          float64
+		expireAfter               *string
+		createdAt, updatedAt      time.Time
+	)
+	require.NoError(t, d.pool.QueryRow(bg, `
+		SELECT handler, kind, concurrency_mode, deduplicate, node_restricted, paused, max_attempts,
+		       EXTRACT(epoch FROM retry_delay)::float8, EXTRACT(epoch FROM timeout)::float8,
+		       expire_after::text, created_at, updated_at
+		  FROM pgrelay.channels WHERE channel = 'orders'`).Scan(
+		&handler, &kind, &mode, &dedup, &restricted, &paused, &maxAttempts,
+		&retryS, &timeoutS, &expireAfter, &createdAt, &updatedAt))
+	require.Equal(t, "SELECT length($1)", handler)
+	require.Equal(t, "sql", kind)
+	require.Equal(t, "none", mode)
+	require.False(t, dedup)
+	require.False(t, restricted)
+	require.False(t, paused)
+	require.EqualValues(t, 5, maxAttempts)
+	require.Equal(t, 1.0, retryS)
+	require.Equal(t, 30.0, timeoutS)
+	require.Nil(t, expireAfter)
+	require.False(t, createdAt.Before(before))
+	require.Equal(t, createdAt, updatedAt)
+
+	// Every parameter by name is stored as given.
+	d.exec(`SELECT pgrelay.register('full', 'SELECT length($1);', p_kind := 'sql',
+		p_concurrency_mode := 'payload', p_deduplicate := true, p_node_restricted := true,
+		p_max_attempts := 9, p_retry_delay := '3 seconds', p_expire_after := '2 hours',
+		p_timeout := '5 seconds')`)
+	var row []any
+	rows, err := d.pool.Query(bg, `SELECT concurrency_mode, deduplicate, node_restricted, max_attempts,
+		retry_delay::text, expire_after::text, timeout::text FROM pgrelay.channels WHERE channel = 'full'`)
+	require.NoError(t, err)
+	require.True(t, rows.Next())
+	row, err = rows.Values()
+	require.NoError(t, err)
+	rows.Close()
+	require.Equal(t, []any{"payload", true, true, int32(9), "00:00:03", "02:00:00", "00:00:05"}, row)
+
+	// Other kinds: email takes any non-empty handler, nats a subject.
+	d.exec("SELECT pgrelay.register('mail', 'smtp-default', p_kind := 'email')")
+	d.exec("SELECT pgrelay.register('pub', 'orders.created', p_kind := 'nats')")
+	d.exec("SELECT pgrelay.register('pub2', 'orders', p_kind := 'nats')")
+	// The Processor binds $1 as text: handlers that need that type, or ignore
+	// the payload, run.
+	d.exec("SELECT pgrelay.register('typed', 'SELECT 1 WHERE $1 IS NOT NULL')")
+	d.exec("SELECT pgrelay.register('ignores', 'SELECT 1')")
+	d.exec("SELECT pgrelay.register('cast', 'SELECT $1::int')")
+	require.Equal(t, 8, d.count("SELECT count(*) FROM pgrelay.channels"))
+}
+
+func TestRegisterRejects(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("dup", "")
+	long := strings.Repeat("a", 101)
+	d.exec("SELECT pgrelay.register($1, 'SELECT length($1)')", long[:100]) // 100 is the maximum
+
+	cases := []struct {
+		name    string
+		sql     string
+		args    []any
+		code    string
+		mention string // the message names the bad value
+	}{
+		{"duplicate", "SELECT pgrelay.register('dup', 'SELECT length($1)')", nil, "PR003", "dup"},
+		{"duplicate, other settings", "SELECT pgrelay.register('dup', 'SELECT $1', p_concurrency_mode := 'channel')", nil, "PR003", "dup"},
+		{"unknown kind", "SELECT pgrelay.register('c', 'SELECT length($1)', p_kind := 'smtp')", nil, "PR011", "smtp"},
+		{"NULL kind", "SELECT pgrelay.register('c', 'SELECT length($1)', p_kind := NULL)", nil, "PR011", ""},
+		{"unknown mode", "SELECT pgrelay.register('c', 'SELECT length($1)', p_concurrency_mode := 'lane')", nil, "PR012", "lane"},
+		{"NULL mode", "SELECT pgrelay.register('c', 'SELECT length($1)', p_concurrency_mode := NULL)", nil, "PR012", ""},
+		{"zero attempts", "SELECT pgrelay.register('c', 'SELECT length($1)', p_max_attempts := 0)", nil, "PR013", ""},
+		{"negative attempts", "SELECT pgrelay.register('c', 'SELECT length($1)', p_max_attempts := -3)", nil, "PR013", "-3"},
+		{"NULL attempts", "SELECT pgrelay.register('c', 'SELECT length($1)', p_max_attempts := NULL)", nil, "PR013", ""},
+		{"zero timeout", "SELECT pgrelay.register('c', 'SELECT length($1)', p_timeout := '0')", nil, "PR014", ""},
+		{"negative timeout", "SELECT pgrelay.register('c', 'SELECT length($1)', p_timeout := '-1 second')", nil, "PR014", ""},
+		{"negative retry delay", "SELECT pgrelay.register('c', 'SELECT length($1)', p_retry_delay := '-1 second')", nil, "PR015", ""},
+		{"zero expiry", "SELECT pgrelay.register('c', 'SELECT length($1)', p_expire_after := '0')", nil, "PR016", ""},
+		{"negative expiry", "SELECT pgrelay.register('c', 'SELECT length($1)', p_expire_after := '-1 hour')", nil, "PR016", ""},
+		{"name with a dot", "SELECT pgrelay.register('a.b', 'SELECT length($1)')", nil, "PR010", "a.b"},
+		{"name with a space", "SELECT pgrelay.register('a b', 'SELECT length($1)')", nil, "PR010", "a b"},
+		{"empty name", "SELECT pgrelay.register('', 'SELECT length($1)')", nil, "PR010", ""},
+		{"NULL name", "SELECT pgrelay.register(NULL, 'SELECT length($1)')", nil, "PR010", ""},
+		{"name too long", "SELECT pgrelay.register($1, 'SELECT length($1)')", []any{long}, "PR010", ""},
+		{"name with a quote", "SELECT pgrelay.register('a''b', 'SELECT length($1)')", nil, "PR010", ""},
+		{"second parameter", "SELECT pgrelay.register('c', 'SELECT $2')", nil, "PR017", ""},
+		{"typed second parameter", "SELECT pgrelay.register('c', 'SELECT length($1) + $2::int')", nil, "PR017", ""},
+		{"syntax error", "SELECT pgrelay.register('c', 'SELEC 1')", nil, "PR017", ""},
+		{"two statements", "SELECT pgrelay.register('c', 'SELECT length($1); SELECT 2')", nil, "PR017", ""},
+		{"unknown table", "SELECT pgrelay.register('c', 'SELECT * FROM public.no_such_table WHERE x = $1')", nil, "PR017", ""},
+		{"not preparable", "SELECT pgrelay.register('c', 'VACUUM')", nil, "PR017", ""},
+		{"empty handler", "SELECT pgrelay.register('c', '  ')", nil, "PR017", ""},
+		{"NULL handler", "SELECT pgrelay.register('c', NULL)", nil, "PR017", ""},
+		{"email, empty handler", "SELECT pgrelay.register('c', '', p_kind := 'email')", nil, "PR017", ""},
+		{"nats, empty token", "SELECT pgrelay.register('c', 'orders..created', p_kind := 'nats')", nil, "PR017", "orders..created"},
+		{"nats, wildcard", "SELECT pgrelay.register('c', 'orders.*', p_kind := 'nats')", nil, "PR017", "orders.*"},
+		{"nats, full wildcard", "SELECT pgrelay.register('c', 'orders.>', p_kind := 'nats')", nil, "PR017", "orders.>"},
+		{"nats, space", "SELECT pgrelay.register('c', 'orders created', p_kind := 'nats')", nil, "PR017", "orders created"},
+		{"nats, leading dot", "SELECT pgrelay.register('c', '.orders', p_kind := 'nats')", nil, "PR017", ".orders"},
+		{"nats, trailing dot", "SELECT pgrelay.register('c', 'orders.', p_kind := 'nats')", nil, "PR017", "orders."},
+	}
+	for _, tc := range cases {
+		pgErr := requireCode(t, d.err(tc.sql, tc.args...), tc.code, tc.name)
+		if tc.mention != "" {
+			require.Contains(t, pgErr.Message, tc.mention, tc.name)
+		}
+	}
+	require.Equal(t, []string{long[:100], "dup"}, column[string](t, d.pool, "SELECT channel FROM pgrelay.channels ORDER BY channel"),
+		"no rejected call registered anything")
+}
+
+// The handler is spliced into a PREPARE run by register(), a SECURITY DEFINER
+// function: a second statement must be refused, not run as its owner.
+func TestRegisterRunsNoSecondStatement(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	for _, h := range []string{
+		"SELECT length($1); CREATE TABLE public.pwned (x int)",
+		"SELECT length($1);CREATE TABLE public.pwned (x int);",
+		"SELECT length($1) /* ; */ ; CREATE TABLE public.pwned (x int)",
+	} {
+		requireCode(t, d.err("SELECT pgrelay.register('c', $1)", h), "PR017", h)
+		require.Nil(t, one[*string](t, d.pool, "SELECT to_regclass('public.pwned')::text"), h)
+	}
+	// A trailing semicolon is one statement.
+	d.exec("SELECT pgrelay.register('c', 'SELECT length($1); ')")
+	// The check leaves no prepared statement behind in the caller's session.
+	c := d.conn(-1)
+	_, err := c.Exec(bg, "SELECT pgrelay.register('c2', 'SELECT length($1)')")
+	require.NoError(t, err)
+	requireCode(t, func() error { _, err := c.Exec(bg, "SELECT pgrelay.register('c3', 'SELEC')"); return err }(), "PR017")
+	require.Zero(t, one[int64](t, c, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'pgrelay%'"))
+}
+
+func TestUpdate(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec(`SELECT pgrelay.register('c', 'SELECT length($1)', p_max_attempts := 7,
+		p_retry_delay := '2 seconds', p_expire_after := '1 hour', p_timeout := '9 seconds')`)
+	snapshot := func() []any {
+		rows, err := d.pool.Query(bg, `SELECT handler, kind, concurrency_mode, deduplicate, node_restricted,
+			max_attempts, retry_delay::text, expire_after::text, timeout::text, paused
+			FROM pgrelay.channels WHERE channel = 'c'`)
+		require.NoError(t, err)
+		defer rows.Close()
+		require.True(t, rows.Next())
+		v, err := rows.Values()
+		require.NoError(t, err)
+		return v
+	}
+	orig := snapshot()
+
+	// Everything NULL (or left out): nothing changes but updated_at.
+	d.exec(`SELECT pgrelay.update('c', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
+	d.exec(`SELECT pgrelay.update('c')`)
+	require.Equal(t, orig, snapshot())
+	require.True(t, one[bool](t, d.pool, "SELECT updated_at > created_at FROM pgrelay.channels WHERE channel = 'c'"))
+
+	// One parameter: only that column changes.
+	d.exec(`SELECT pgrelay.update('c', p_max_attempts := 3)`)
+	want := append([]any(nil), orig...)
+	want[5] = int32(3)
+	require.Equal(t, want, snapshot())
+	d.exec(`SELECT pgrelay.update('c', p_handler := 'SELECT upper($1)', p_timeout := '1 minute')`)
+	want[0], want[8] = "SELECT upper($1)", "00:01:00"
+	require.Equal(t, want, snapshot())
+
+	// p_expire_after := '0' removes the expiry; another value sets it.
+	d.exec(`SELECT pgrelay.update('c', p_expire_after := '0')`)
+	require.Nil(t, one[*string](t, d.pool, "SELECT expire_after::text FROM pgrelay.channels WHERE channel = 'c'"))
+	d.exec(`SELECT pgrelay.update('c', p_expire_after := '5 minutes')`)
+	require.Equal(t, "00:05:00", one[string](t, d.pool, "SELECT expire_after::text FROM pgrelay.channels WHERE channel = 'c'"))
+
+	// p_paused: notify refuses a paused channel, and accepts it again after.
+	d.exec(`SELECT pgrelay.update('c', p_paused := true)`)
+	require.True(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
+	requireCode(t, d.err("SELECT pgrelay.notify('c', 'x')"), "PR002")
+	d.exec(`SELECT pgrelay.update('c', p_max_attempts := 4)`) // NULL p_paused keeps it paused
+	require.True(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
+	d.exec(`SELECT pgrelay.update('c', p_paused := false)`)
+	d.notify("c", "x")
+
+	// The same validation as register().
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_max_attempts := 0)`), "PR013")
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_timeout := '0')`), "PR014")
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_retry_delay := '-1 s')`), "PR015")
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_expire_after := '-1 s')`), "PR016")
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_kind := 'fax')`), "PR011")
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_concurrency_mode := 'fifo')`), "PR012")
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_handler := 'SELEC 1')`), "PR017")
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_handler := 'SELECT 1; SELECT 2')`), "PR017")
+	requireCode(t, d.err(`SELECT pgrelay.update('c', p_kind := 'nats')`), "PR017") // the SQL is no subject
+	require.EqualValues(t, 4, one[int32](t, d.pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'c'"))
+
+	// Unknown channel.
+	pgErr := requireCode(t, d.err(`SELECT pgrelay.update('nope', p_max_attempts := 3)`), "PR001")
+	require.Contains(t, pgErr.Message, "nope")
+	requireCode(t, d.err(`SELECT pgrelay.update(NULL, p_max_attempts := 3)`), "PR001")
+}
+
+// Changing concurrency_mode, deduplicate or node_restricted re-derives lane,
+// phash and run_in_node on rows not yet dispatched.
+func TestUpdateRederivesQueueRows(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	c := d.conn(3)
+	a1 := one[int64](t, c, "SELECT pgrelay.notify('c', 'a')")
+	b := one[int64](t, c, "SELECT pgrelay.notify('c', 'b')")
+	a2 := one[int64](t, c, "SELECT pgrelay.notify('c', 'a')")
+	// One row in flight.
+	got := claim(t, d.pool, 1, 1)
+	require.Equal(t, []int64{a1}, ids(got))
+
+	type derived struct {
+		Lane, Phash *int64
+		Node        *int32
+	}
+	rowOf := func(id int64) derived {
+		var r derived
+		require.NoError(t, d.pool.QueryRow(bg, "SELECT lane, phash, run_in_node FROM pgrelay.queue WHERE id = $1", id).
+			Scan(&r.Lane, &r.Phash, &r.Node))
+		return r
+	}
+	hash := func(s string) int64 { return one[int64](t, d.pool, "SELECT hashtextextended($1, 0)", s) }
+	for _, id := range []int64{a1, b, a2} {
+		require.Equal(t, derived{}, rowOf(id))
+	}
+
+	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'channel')")
+	for _, id := range []int64{b, a2} {
+		require.Equal(t, int64(0), *rowOf(id).Lane)
+	}
+	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'payload')")
+	require.Equal(t, hash("b"), *rowOf(b).Lane)
+	require.Equal(t, hash("a"), *rowOf(a2).Lane)
+
+	d.exec("SELECT pgrelay.update('c', p_deduplicate := true)")
+	require.Equal(t, hash("b"), *rowOf(b).Phash)
+	require.Equal(t, hash("a"), *rowOf(a2).Phash)
+	require.Nil(t, rowOf(a1).Phash, "an in-flight row is no dedup target")
+
+	d.exec("SELECT pgrelay.update('c', p_node_restricted := true)")
+	require.EqualValues(t, 3, *rowOf(b).Node, "pinned to the row's owner node")
+	require.EqualValues(t, 3, *rowOf(a2).Node)
+	require.Nil(t, rowOf(a1).Node)
+
+	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'none', p_deduplicate := false, p_node_restricted := false)")
+	for _, id := range []int64{b, a2} {
+		require.Equal(t, derived{}, rowOf(id))
+	}
+}
+
+// A channel made serialised while one of its rows is in flight counts that row
+// as its lane's in-flight row: no second row starts beside it.
+func TestUpdateToSerialisedKeepsInFlightRow(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	first := d.notify("c", "1")
+	d.notify("c", "2")
+	got := claim(t, d.pool, 1, 1)
+	require.Equal(t, []int64{first}, ids(got))
+
+	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'channel')")
+	require.Empty(t, claim(t, d.pool, 2, 10), "the row claimed before the change is still in flight")
+	require.Equal(t, 1, complete(t, d.pool, 1, got[0], "succeeded", ""))
+	require.Len(t, claim(t, d.pool, 2, 10), 1)
+}
+
+func TestUnregister(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("busy", "")
+	d.register("other", "")
+	d.register("empty", "")
+	d.notify("busy", "1")
+	d.notify("busy", "2")
+	keep := d.notify("other", "1")
+
+	pgErr := requireCode(t, d.err("SELECT pgrelay.unregister('busy')"), "PR004")
+	require.Contains(t, pgErr.Message, "busy")
+	requireCode(t, d.err("SELECT pgrelay.unregister('busy', p_force := false)"), "PR004")
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'busy'"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'busy'"))
+
+	// In-flight rows count too.
+	c := claim(t, d.pool, 1, 10)
+	require.Len(t, c, 3)
+	requireCode(t, d.err("SELECT pgrelay.unregister('busy')"), "PR004")
+
+	d.exec("SELECT pgrelay.unregister('busy', p_force := true)")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'busy'"))
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'busy'"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = $1", keep), "other channels untouched")
+
+	d.exec("SELECT pgrelay.unregister('empty')")
+	require.Equal(t, []string{"other"}, column[string](t, d.pool, "SELECT channel FROM pgrelay.channels"))
+
+	pgErr = requireCode(t, d.err("SELECT pgrelay.unregister('nope')"), "PR001")
+	require.Contains(t, pgErr.Message, "nope")
+	requireCode(t, d.err("SELECT pgrelay.unregister('empty')"), "PR001")
+	requireCode(t, d.err("SELECT pgrelay.unregister(NULL)"), "PR001")
+	requireCode(t, d.err("SELECT pgrelay.notify('busy', 'x')"), "PR001")
+}

@@ -1,0 +1,210 @@
+package migrations_test
+
+// The hot statements inside _claim (and notify's and status()'s lookups) use
+// their indexes on a large queue: as standalone SQL with literal values and
+// with the generic plans PL/pgSQL caches, and inside _claim itself (plans
+// captured with auto_explain).
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+)
+
+// bigQueue fills a queue the way the planner must not be fooled by: 12 000
+// pending rows in each of several channels, a few hundred in flight, many small
+// payload lanes and one hot one; then ANALYZE, as autovacuum would.
+func bigQueue(t *testing.T) *sqlDB {
+	d := newSQLDB(t)
+	d.register("none", "")
+	d.register("ser", "p_concurrency_mode := 'channel'")
+	d.register("pay", "p_concurrency_mode := 'payload'")
+	d.register("dd", "p_deduplicate := true")
+	d.register("other", "")
+	for _, ch := range []string{"none", "ser", "pay", "dd", "other"} {
+		column[int64](t, d.pool, "SELECT pgrelay.notify_many($1, array_agg((g % 3000)::text)) FROM generate_series(1, 12000) g", ch)
+	}
+	column[int64](t, d.pool, "SELECT pgrelay.notify_many('pay', array_agg('hot'::text)) FROM generate_series(1, 5000) g")
+	d.exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1
+		WHERE id IN (SELECT id FROM pgrelay.queue WHERE channel = 'other' ORDER BY id LIMIT 500)`)
+	d.exec("ANALYZE pgrelay.queue")
+	return d
+}
+
+var fullSort = regexp.MustCompile(`(?m)^\s*(->\s*)?Sort\s+\(`)
+
+func TestExplainHotStatementsUseIndexes(t *testing.T) {
+	t.Parallel()
+	d := bigQueue(t)
+	// c runs the claim's statements with _claim's settings, o the others.
+	c, o := d.conn(-1), d.conn(-1)
+	explainOn := func(q querier, sql string) string {
+		t.Helper()
+		return strings.Join(column[string](t, q, "EXPLAIN "+sql), "\n")
+	}
+	explain := func(sql string) string { t.Helper(); return explainOn(c, sql) }
+	requireIndex := func(plan, index string) {
+		t.Helper()
+		require.Contains(t, plan, index, plan)
+		require.NotContains(t, plan, "Seq Scan", plan)
+	}
+	// The claim's statements read their rows in index order: no Sort that
+	// would read a whole channel or lane first.
+	requireOrdered := func(plan, index string) {
+		t.Helper()
+		requireIndex(plan, index)
+		require.NotRegexp(t, fullSort, plan)
+		require.NotContains(t, plan, "Bitmap Heap Scan", plan)
+	}
+
+	const cand = `SELECT q.id FROM pgrelay.queue q
+		 WHERE q.channel = %[1]s AND q.dispatched_at IS NULL AND q.not_before <= now()
+		   AND (q.run_in_node = %[2]s OR (q.run_in_node IS NULL AND (%[3]s OR (%[4]s AND q.owner_node = %[2]s))))
+		 ORDER BY q.not_before, q.id
+		 LIMIT %[5]s
+		 FOR UPDATE SKIP LOCKED`
+	const head = `SELECT q.id, q.not_before FROM pgrelay.queue q
+		 WHERE q.channel = %[1]s AND q.lane = %[2]s AND q.dispatched_at IS NULL
+		   AND (q.run_in_node = %[3]s OR (q.run_in_node IS NULL AND (%[4]s OR (%[5]s AND q.owner_node = %[3]s))))
+		   AND NOT EXISTS (
+		     SELECT FROM pgrelay.queue f
+		      WHERE f.channel = %[1]s AND f.lane = %[2]s AND f.dispatched_at IS NOT NULL
+		        AND (f.run_in_node = %[3]s OR (f.run_in_node IS NULL AND (%[4]s OR (%[5]s AND f.owner_node = %[3]s)))))
+		 ORDER BY q.origin_id, q.id
+		 LIMIT 1`
+	const lanes = `SELECT q.lane FROM pgrelay.queue q
+		 WHERE q.channel = %s AND q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.lane > %s
+		 ORDER BY q.lane LIMIT 1`
+	const dedup = `SELECT q.id, q.origin_id, q.attempt FROM pgrelay.queue q
+		 WHERE q.channel = %s AND q.phash = %s AND q.dispatched_at IS NULL AND q.payload = %s
+		   AND (NOT %s OR q.run_in_node = %s)
+		 ORDER BY q.origin_id LIMIT 1`
+	const status = `SELECT q.attempt FROM pgrelay.queue q
+		 WHERE (q.id = %[1]s AND q.origin_id = %[1]s) OR (q.origin_id = %[1]s AND q.retry_of IS NOT NULL)
+		 ORDER BY q.attempt DESC LIMIT 1`
+	someID := one[int64](t, d.pool, "SELECT max(id) FROM pgrelay.queue WHERE channel = 'none'")
+	small := fmt.Sprint(one[int64](t, d.pool, "SELECT hashtextextended('7', 0)"))
+	hot := fmt.Sprint(one[int64](t, d.pool, "SELECT hashtextextended('hot', 0)"))
+
+	// The settings _claim runs its statements with (SET clauses of the function).
+	for _, kv := range column[string](t, c, "SELECT unnest(proconfig) FROM pg_proc WHERE oid = 'pgrelay._claim'::regproc") {
+		k, v, _ := strings.Cut(kv, "=")
+		_, err := c.Exec(bg, "SELECT set_config($1, $2, false)", k, v)
+		require.NoError(t, err)
+	}
+
+	// With literals (custom plans).
+	requireOrdered(explain(fmt.Sprintf(cand, "'none'", "0", "true", "false", "10")), "queue_ready")
+	requireOrdered(explain(fmt.Sprintf(cand, "'none'", "0", "false", "true", "500")), "queue_ready")
+	requireOrdered(explain(fmt.Sprintf(head, "'ser'", "0", "0", "true", "false")), "queue_lane")
+	requireOrdered(explain(fmt.Sprintf(head, "'pay'", small, "0", "true", "false")), "queue_lane")
+	requireOrdered(explain(fmt.Sprintf(head, "'pay'", hot, "0", "true", "false")), "queue_lane")
+	requireOrdered(explain(fmt.Sprintf(lanes, "'pay'", "-9000000000000000000")), "queue_lane")
+	requireIndex(explainOn(o, fmt.Sprintf(dedup, "'dd'", small, "'7'", "false", "0")), "queue_dedup")
+	plan := explainOn(o, fmt.Sprintf(status, fmt.Sprint(someID)))
+	requireIndex(plan, "queue_pkey")
+	require.Contains(t, plan, "queue_retry_origin")
+
+	// Generic plans, as PL/pgSQL reuses them: parameters instead of literals.
+	for _, q := range []querier{c, o} {
+		_, err := q.Exec(bg, "SET plan_cache_mode = force_generic_plan")
+		require.NoError(t, err)
+	}
+	prepare := func(q querier, name, sql string) {
+		t.Helper()
+		_, err := q.Exec(bg, "PREPARE "+name+" AS "+sql)
+		require.NoError(t, err, sql)
+	}
+	prepare(c, "cand(text, int, bool, bool, int)", fmt.Sprintf(cand, "$1", "$2", "$3", "$4", "$5"))
+	prepare(c, "head(text, bigint, int, bool, bool)", fmt.Sprintf(head, "$1", "$2", "$3", "$4", "$5"))
+	prepare(c, "lanes(text, bigint)", fmt.Sprintf(lanes, "$1", "$2"))
+	prepare(o, "dedup(text, bigint, text, bool, int)", fmt.Sprintf(dedup, "$1", "$2", "$3", "$4", "$5"))
+	prepare(o, "status(bigint)", fmt.Sprintf(status, "$1"))
+	requireOrdered(explain("EXECUTE cand('none', 0, true, false, 10)"), "queue_ready")
+	requireOrdered(explain("EXECUTE cand('none', 0, false, true, 100)"), "queue_ready")
+	requireOrdered(explain("EXECUTE head('ser', 0, 0, true, false)"), "queue_lane")
+	requireOrdered(explain("EXECUTE head('pay', "+hot+", 0, true, false)"), "queue_lane")
+	requireOrdered(explain("EXECUTE lanes('pay', 0)"), "queue_lane")
+	requireIndex(explainOn(o, "EXECUTE dedup('dd', "+small+", '7', false, 0)"), "queue_dedup")
+	plan = explainOn(o, fmt.Sprintf("EXECUTE status(%d)", someID))
+	requireIndex(plan, "queue_pkey")
+	require.Contains(t, plan, "queue_retry_origin")
+}
+
+// The plans _claim really runs, custom and generic, captured by auto_explain
+// (as notices) on a large queue.
+func TestExplainClaimPlans(t *testing.T) {
+	t.Parallel()
+	d := bigQueue(t)
+	cfg, err := pgx.ParseConfig(d.url)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		notices = append(notices, n.Message)
+		mu.Unlock()
+	}
+	c, err := pgx.ConnectConfig(bg, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(bg) })
+	for _, s := range []string{
+		"LOAD 'auto_explain'",
+		"SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on",
+		"SET auto_explain.log_level = notice",
+		"SET client_min_messages = notice",
+	} {
+		_, err := c.Exec(bg, s)
+		require.NoError(t, err, s)
+	}
+
+	claimOnly := func(channel, planMode string) []string {
+		t.Helper()
+		_, err := c.Exec(bg, "SET plan_cache_mode = "+planMode)
+		require.NoError(t, err)
+		mu.Lock()
+		notices = nil
+		mu.Unlock()
+		inTx(t, c, func(tx pgx.Tx) {
+			_, err := tx.Exec(bg, "UPDATE pgrelay.channels SET paused = (channel <> $1)", channel)
+			require.NoError(t, err)
+			got := claim(t, tx, 1, 20)
+			require.NotEmpty(t, got, channel)
+			for _, g := range got {
+				require.Equal(t, channel, g.Channel)
+			}
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		var plans []string
+		for _, n := range notices {
+			if strings.Contains(n, "pgrelay.queue") && !strings.Contains(n, "Function Scan on _claim") {
+				plans = append(plans, n)
+			}
+		}
+		require.NotEmpty(t, plans, "auto_explain logged the claim's statements")
+		return plans
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		for _, ch := range []string{"none", "ser", "pay"} {
+			for _, plan := range claimOnly(ch, mode) {
+				require.NotContains(t, plan, "Seq Scan on queue", "%s, %s:\n%s", ch, mode, plan)
+				require.NotContains(t, plan, "Bitmap Heap Scan on queue", "%s, %s:\n%s", ch, mode, plan)
+				require.NotRegexp(t, `Sort Key: q(_\d+)?\.origin_id`, plan, "%s, %s: the lane is sorted:\n%s", ch, mode, plan)
+				switch ch {
+				case "none":
+					require.Contains(t, plan, "queue_ready", "%s, %s:\n%s", ch, mode, plan)
+				default:
+					require.Contains(t, plan, "queue_lane", "%s, %s:\n%s", ch, mode, plan)
+				}
+			}
+		}
+	}
+}

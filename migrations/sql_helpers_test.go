@@ -1,0 +1,257 @@
+package migrations_test
+
+// Helpers shared by the SQL contract tests (sql_*_test.go): each test gets a
+// fresh migrated database, talks to it as the superuser unless it says
+// otherwise, and branches on SQLSTATE codes, never on message text.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+var bg = context.Background()
+
+// querier is what the helpers need: *pgx.Conn, pgx.Tx and *pgxpool.Pool all fit.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// sqlDB is a fresh migrated database for one test.
+type sqlDB struct {
+	t    *testing.T
+	url  string
+	pool *pgxpool.Pool
+}
+
+func newSQLDB(t *testing.T) *sqlDB {
+	t.Helper()
+	url := pg.DB(t)
+	pool, err := pgxpool.New(bg, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return &sqlDB{t: t, url: url, pool: pool}
+}
+
+// name is the database's name (unique in the cluster).
+func (d *sqlDB) name() string {
+	cfg, err := pgx.ParseConfig(d.url)
+	require.NoError(d.t, err)
+	return cfg.Database
+}
+
+func (d *sqlDB) exec(sql string, args ...any) {
+	d.t.Helper()
+	_, err := d.pool.Exec(bg, sql, args...)
+	require.NoError(d.t, err, sql)
+}
+
+// err runs sql and returns its error (nil when it succeeded).
+func (d *sqlDB) err(sql string, args ...any) error {
+	_, err := d.pool.Exec(bg, sql, args...)
+	return err
+}
+
+// conn opens a dedicated connection, closed when the test ends. node >= 0 sets
+// pg_relay.node_id on it.
+func (d *sqlDB) conn(node int) *pgx.Conn {
+	d.t.Helper()
+	return connectAs(d.t, d.url, "", node)
+}
+
+// connectAs opens a connection to url as user (the URL's user when empty).
+func connectAs(t *testing.T, url, user string, node int) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	if user != "" {
+		cfg.User = user
+	}
+	c, err := pgx.ConnectConfig(bg, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	if node >= 0 {
+		_, err := c.Exec(bg, fmt.Sprintf("SET pg_relay.node_id = '%d'", node))
+		require.NoError(t, err)
+	}
+	return c
+}
+
+// one runs a query returning a single value.
+func one[T any](t *testing.T, q querier, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	require.NoError(t, q.QueryRow(bg, sql, args...).Scan(&v), sql)
+	return v
+}
+
+// column runs a query returning one column.
+func column[T any](t *testing.T, q querier, sql string, args ...any) []T {
+	t.Helper()
+	rows, err := q.Query(bg, sql, args...)
+	require.NoError(t, err, sql)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
+	require.NoError(t, err, sql)
+	return out
+}
+
+// requireCode asserts that err is a PostgreSQL error with SQLSTATE code.
+func requireCode(t *testing.T, err error, code string, msgAndArgs ...any) *pgconn.PgError {
+	t.Helper()
+	require.Error(t, err, msgAndArgs...)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "want SQLSTATE %s, got a non-PostgreSQL error: %v", code, err)
+	require.Equal(t, code, pgErr.Code, "want SQLSTATE %s, got %v", code, err)
+	return pgErr
+}
+
+// register registers a sql channel whose handler does nothing with the payload
+// but use it; extra is appended to the argument list (named arguments).
+func (d *sqlDB) register(channel, extra string) {
+	d.t.Helper()
+	sql := "SELECT pgrelay.register($1, 'SELECT length($1)'"
+	if extra != "" {
+		sql += ", " + extra
+	}
+	d.exec(sql+")", channel)
+}
+
+func (d *sqlDB) notify(channel, payload string) int64 {
+	d.t.Helper()
+	return one[int64](d.t, d.pool, "SELECT pgrelay.notify($1, $2)", channel, payload)
+}
+
+func (d *sqlDB) count(sql string, args ...any) int {
+	d.t.Helper()
+	return int(one[int64](d.t, d.pool, sql, args...))
+}
+
+func (d *sqlDB) status(id int64) *string {
+	d.t.Helper()
+	return one[*string](d.t, d.pool, "SELECT pgrelay.status($1)", id)
+}
+
+func (d *sqlDB) requireStatus(id int64, want string) {
+	d.t.Helper()
+	got := d.status(id)
+	require.NotNil(d.t, got, "status(%d) is NULL, want %s", id, want)
+	require.Equal(d.t, want, *got, "status(%d)", id)
+}
+
+// startProcessor registers a Processor instance on the querier's node.
+func startProcessor(t *testing.T, q querier) int64 {
+	t.Helper()
+	return one[int64](t, q, "SELECT pgrelay._processor_start('single', 'host', 1, 'test')")
+}
+
+// claimedRow is one row pgrelay._claim returned.
+type claimedRow struct {
+	ID           int64
+	OriginID     int64
+	Channel      string
+	Payload      string
+	Attempt      int
+	DispatchedAt time.Time
+	Expired      bool
+}
+
+// claimMode calls pgrelay._claim(proc, mode, leader, limit, kinds).
+func claimMode(t *testing.T, q querier, proc int64, mode string, leader bool, limit int, kinds ...string) []claimedRow {
+	t.Helper()
+	if len(kinds) == 0 {
+		kinds = []string{"sql"}
+	}
+	rows, err := q.Query(bg, `SELECT id, origin_id, channel, payload, attempt, dispatched_at, expired
+		FROM pgrelay._claim($1, $2, $3, $4, $5)`, proc, mode, leader, limit, kinds)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimedRow, error) {
+		var c claimedRow
+		err := r.Scan(&c.ID, &c.OriginID, &c.Channel, &c.Payload, &c.Attempt, &c.DispatchedAt, &c.Expired)
+		return c, err
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// claim claims in 'single' mode.
+func claim(t *testing.T, q querier, proc int64, limit int, kinds ...string) []claimedRow {
+	t.Helper()
+	return claimMode(t, q, proc, "single", false, limit, kinds...)
+}
+
+// outcome is one argument row of pgrelay._complete.
+type outcome struct {
+	c     claimedRow
+	event string
+	err   *string
+}
+
+func completeAll(t *testing.T, q querier, proc int64, outs ...outcome) int {
+	t.Helper()
+	ids := make([]int64, len(outs))
+	at := make([]time.Time, len(outs))
+	evs := make([]string, len(outs))
+	errs := make([]*string, len(outs))
+	for i, o := range outs {
+		ids[i], at[i], evs[i], errs[i] = o.c.ID, o.c.DispatchedAt, o.event, o.err
+	}
+	return int(one[int32](t, q, "SELECT pgrelay._complete($1, $2, $3, $4, $5)", proc, ids, at, evs, errs))
+}
+
+// complete ends one claim with event (and error text when not empty).
+func complete(t *testing.T, q querier, proc int64, c claimedRow, event, errText string) int {
+	t.Helper()
+	o := outcome{c: c, event: event}
+	if errText != "" {
+		o.err = &errText
+	}
+	return completeAll(t, q, proc, o)
+}
+
+func ids(rows []claimedRow) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// inTx runs f in a transaction on c that is rolled back afterwards.
+func inTx(t *testing.T, c *pgx.Conn, f func(tx pgx.Tx)) {
+	t.Helper()
+	tx, err := c.Begin(bg)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(bg) }()
+	f(tx)
+}
+
+// waitUntilBlocked waits until the backend pid is waiting on a lock.
+func waitUntilBlocked(t *testing.T, q querier, pid uint32) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var w *string
+		if err := q.QueryRow(bg, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", int32(pid)).Scan(&w); err != nil {
+			return false
+		}
+		return w != nil && *w == "Lock"
+	}, 20*time.Second, 5*time.Millisecond, "backend %d never waited on a lock", pid)
+}
+
+// nowMS is the current time in the id layout's milliseconds (since 2026-01-01 UTC).
+func nowMS() int64 {
+	return time.Now().UnixMilli() - idEpochMS
+}
+
+const idEpochMS = 1767225600000 // 2026-01-01 00:00 UTC
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -1,0 +1,384 @@
+package migrations_test
+
+// The producer API: pgrelay.notify, pgrelay.notify_many, deduplication and
+// node-restricted channels.
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNotifyInsertsRow(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	id := d.notify("c", `{"order": 1}`)
+
+	var (
+		rowID, origin                  int64
+		channel, payload               string
+		owner                          int32
+		runIn, retryOf                 *int64
+		attempt                        int32
+		ready, noExpiry, notDispatched bool
+		enqueuedAt                     time.Time
+	)
+	require.NoError(t, d.pool.QueryRow(bg, `
+		SELECT id, origin_id, channel, payload, owner_node, run_in_node::int8, retry_of, attempt,
+		       not_before <= now(), expires_at IS NULL, dispatched_at IS NULL AND dispatched_by IS NULL,
+		       enqueued_at
+		  FROM pgrelay.queue`).Scan(&rowID, &origin, &channel, &payload, &owner, &runIn, &retryOf, &attempt,
+		&ready, &noExpiry, &notDispatched, &enqueuedAt))
+	require.Equal(t, id, rowID)
+	require.Equal(t, id, origin)
+	require.Equal(t, "c", channel)
+	require.Equal(t, `{"order": 1}`, payload)
+	require.Zero(t, owner)
+	require.Nil(t, runIn)
+	require.Nil(t, retryOf)
+	require.EqualValues(t, 1, attempt)
+	require.True(t, ready)
+	require.True(t, noExpiry)
+	require.True(t, notDispatched)
+	require.WithinDuration(t, time.Now(), enqueuedAt, time.Minute)
+
+	// An empty payload is a payload.
+	id2 := d.notify("c", "")
+	require.Greater(t, id2, id)
+	d.requireStatus(id2, "pending")
+}
+
+func TestNotifyRejects(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	d.register("paused", "")
+	d.exec("SELECT pgrelay.update('paused', p_paused := true)")
+
+	pgErr := requireCode(t, d.err("SELECT pgrelay.notify('nope', 'x')"), "PR001")
+	require.Contains(t, pgErr.Message, "nope")
+	requireCode(t, d.err("SELECT pgrelay.notify(NULL, 'x')"), "PR001")
+	pgErr = requireCode(t, d.err("SELECT pgrelay.notify('paused', 'x')"), "PR002")
+	require.Contains(t, pgErr.Message, "paused")
+	requireCode(t, d.err("SELECT pgrelay.notify('c', NULL)"), "PR005")
+	requireCode(t, d.err("SELECT pgrelay.notify('c', repeat('x', 1048577))"), "PR006")
+	// The limit is in bytes, not characters: 524289 two-byte characters.
+	requireCode(t, d.err("SELECT pgrelay.notify('c', repeat('é', 524289))"), "PR006")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted by a rejected call")
+
+	// Exactly 1 MiB is accepted.
+	id := one[int64](t, d.pool, "SELECT pgrelay.notify('c', repeat('x', 1048576))")
+	require.Equal(t, 1048576, d.count("SELECT octet_length(payload) FROM pgrelay.queue WHERE id = $1", id))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue"))
+}
+
+// The event exists only if the caller's transaction commits.
+func TestNotifyIsTransactional(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	producer := d.conn(-1)
+	other := d.conn(-1)
+
+	tx, err := producer.Begin(bg)
+	require.NoError(t, err)
+	id := one[int64](t, tx, "SELECT pgrelay.notify('c', 'x')")
+	require.Zero(t, one[int64](t, other, "SELECT count(*) FROM pgrelay.queue"), "invisible before commit")
+	require.Nil(t, one[*string](t, other, "SELECT pgrelay.status($1)", id))
+	require.NoError(t, tx.Rollback(bg))
+	require.Zero(t, one[int64](t, other, "SELECT count(*) FROM pgrelay.queue"))
+	require.Nil(t, one[*string](t, other, "SELECT pgrelay.status($1)", id))
+
+	tx, err = producer.Begin(bg)
+	require.NoError(t, err)
+	id = one[int64](t, tx, "SELECT pgrelay.notify('c', 'y')")
+	require.Zero(t, one[int64](t, other, "SELECT count(*) FROM pgrelay.queue"))
+	require.NoError(t, tx.Commit(bg))
+	require.Equal(t, id, one[int64](t, other, "SELECT id FROM pgrelay.queue"))
+	require.Equal(t, "pending", one[string](t, other, "SELECT pgrelay.status($1)", id))
+}
+
+// notify wakes a listening Processor on the 'pgrelay' channel, at commit.
+func TestNotifyWakesListeners(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	listener := d.conn(-1)
+	_, err := listener.Exec(bg, "LISTEN pgrelay")
+	require.NoError(t, err)
+	d.notify("c", "x")
+	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	n, err := listener.WaitForNotification(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "pgrelay", n.Channel)
+
+	// notify_many wakes too (once per statement is enough).
+	_, err = d.pool.Exec(bg, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
+	require.NoError(t, err)
+	n, err = listener.WaitForNotification(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "pgrelay", n.Channel)
+}
+
+func TestNotifyExpireAfter(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "p_expire_after := '90 minutes'")
+	d.register("forever", "")
+	id := d.notify("c", "x")
+	require.Equal(t, "01:30:00", one[string](t, d.pool, "SELECT (expires_at - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id))
+	id = d.notify("forever", "x")
+	require.Nil(t, one[*time.Time](t, d.pool, "SELECT expires_at FROM pgrelay.queue WHERE id = $1", id))
+	ids := column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = ANY($1) AND expires_at = enqueued_at + interval '90 minutes'", ids))
+}
+
+func TestNotifyMany(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	d.register("paused", "")
+	d.exec("SELECT pgrelay.update('paused', p_paused := true)")
+
+	// Ids come back in input order, one per payload, each its own origin.
+	in := make([]string, 500)
+	for i := range in {
+		in[i] = fmt.Sprintf("p%03d", (i*37)%500) // not in sorted order
+	}
+	got := column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', $1)", in)
+	require.Len(t, got, len(in))
+	for i, id := range got {
+		var payload string
+		var origin int64
+		require.NoError(t, d.pool.QueryRow(bg, "SELECT payload, origin_id FROM pgrelay.queue WHERE id = $1", id).Scan(&payload, &origin))
+		require.Equal(t, in[i], payload, "id %d of the result is payload %d of the input", i, i)
+		require.Equal(t, id, origin)
+	}
+	require.Equal(t, len(in), d.count("SELECT count(*) FROM pgrelay.queue"))
+
+	// Duplicates in the input without deduplicate: one row each.
+	got = column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['same', 'same'])")
+	require.Len(t, got, 2)
+	require.NotEqual(t, got[0], got[1])
+
+	// An empty array inserts and returns nothing.
+	require.Empty(t, column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY[]::text[])"))
+
+	// Same rules as notify: one bad payload rejects the whole call.
+	n := d.count("SELECT count(*) FROM pgrelay.queue")
+	requireCode(t, d.err("SELECT pgrelay.notify_many('c', ARRAY['ok', NULL, 'ok'])"), "PR005")
+	requireCode(t, d.err("SELECT pgrelay.notify_many('c', ARRAY['ok', repeat('x', 1048577)])"), "PR006")
+	requireCode(t, d.err("SELECT pgrelay.notify_many('c', NULL)"), "PR005")
+	requireCode(t, d.err("SELECT pgrelay.notify_many('nope', ARRAY['ok'])"), "PR001")
+	requireCode(t, d.err("SELECT pgrelay.notify_many(NULL, ARRAY['ok'])"), "PR001")
+	requireCode(t, d.err("SELECT pgrelay.notify_many('paused', ARRAY['ok'])"), "PR002")
+	require.Equal(t, n, d.count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted by a rejected call")
+	got = column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY[repeat('x', 1048576)])")
+	require.Len(t, got, 1)
+}
+
+// With deduplicate, an identical payload still pending absorbs the call.
+func TestNotifyDeduplicates(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "p_deduplicate := true")
+	d.register("c2", "p_deduplicate := true")
+	d.register("plain", "")
+
+	first := d.notify("c", "x")
+	again := d.notify("c", "x")
+	require.Equal(t, first, again, "the pending row's id is returned")
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted")
+
+	var queueID, origin int64
+	var event, channel string
+	var attempt int32
+	require.NoError(t, d.pool.QueryRow(bg, "SELECT queue_id, origin_id, event, channel, attempt FROM pgrelay.log").
+		Scan(&queueID, &origin, &event, &channel, &attempt))
+	require.Equal(t, "deduplicated", event)
+	require.Equal(t, first, queueID, "queue_id names the absorbing row")
+	require.Equal(t, "c", channel)
+	require.EqualValues(t, 1, attempt)
+	require.NotEqual(t, first, origin, "the suppressed call gets an id of its own")
+	require.Greater(t, origin, first)
+	d.requireStatus(origin, "deduplicated")
+	d.requireStatus(first, "pending")
+
+	// Other payloads, other channels and channels without deduplicate are not absorbed.
+	require.NotEqual(t, first, d.notify("c", "y"))
+	require.NotEqual(t, first, d.notify("c2", "x"))
+	p1 := d.notify("plain", "x")
+	require.NotEqual(t, p1, d.notify("plain", "x"))
+
+	// Once dispatched, the row no longer absorbs: a new row is inserted.
+	d.exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = $1", first)
+	third := d.notify("c", "x")
+	require.NotEqual(t, first, third)
+	require.Equal(t, third, d.notify("c", "x"), "and the new pending row absorbs the next one")
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'c' AND payload = 'x'"))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+
+	// notify_many follows the same rule, within the call too.
+	got := column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['x', 'z', 'z'])")
+	require.Len(t, got, 3)
+	require.Equal(t, third, got[0])
+	require.Equal(t, got[1], got[2])
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'c' AND payload = 'z'"))
+	require.Equal(t, 4, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+}
+
+// Two producers notifying the same payload at once, each in an open
+// transaction: the second waits for the first to commit and then returns its
+// row; exactly one row is inserted.
+func TestNotifyDeduplicatesConcurrently(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "p_deduplicate := true")
+	c1, c2 := d.conn(-1), d.conn(-1)
+
+	tx1, err := c1.Begin(bg)
+	require.NoError(t, err)
+	id1 := one[int64](t, tx1, "SELECT pgrelay.notify('c', 'same')")
+
+	tx2, err := c2.Begin(bg)
+	require.NoError(t, err)
+	type result struct {
+		id  int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var id int64
+		err := tx2.QueryRow(bg, "SELECT pgrelay.notify('c', 'same')").Scan(&id)
+		done <- result{id, err}
+	}()
+	waitUntilBlocked(t, d.pool, c2.PgConn().PID())
+	select {
+	case r := <-done:
+		t.Fatalf("the second notify returned before the first committed: %+v", r)
+	default:
+	}
+	require.NoError(t, tx1.Commit(bg))
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, id1, r.id)
+	require.NoError(t, tx2.Commit(bg))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated' AND queue_id = $1", id1))
+
+	// When the first rolls back instead, the second inserts its own row.
+	tx1, err = c1.Begin(bg)
+	require.NoError(t, err)
+	one[int64](t, tx1, "SELECT pgrelay.notify('c', 'other')")
+	tx2, err = c2.Begin(bg)
+	require.NoError(t, err)
+	go func() {
+		var id int64
+		err := tx2.QueryRow(bg, "SELECT pgrelay.notify('c', 'other')").Scan(&id)
+		done <- result{id, err}
+	}()
+	waitUntilBlocked(t, d.pool, c2.PgConn().PID())
+	require.NoError(t, tx1.Rollback(bg))
+	r = <-done
+	require.NoError(t, r.err)
+	require.NoError(t, tx2.Commit(bg))
+	require.Equal(t, r.id, one[int64](t, d.pool, "SELECT id FROM pgrelay.queue WHERE payload = 'other'"))
+}
+
+// Many producers racing on a few payloads: one pending row per payload.
+func TestNotifyDeduplicatesUnderLoad(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "p_deduplicate := true")
+	const producers, rounds = 4, 50
+	errs := make(chan error, producers)
+	for p := range producers {
+		c := d.conn(-1)
+		go func() {
+			for i := range rounds {
+				if _, err := c.Exec(bg, "SELECT pgrelay.notify('c', $1)", fmt.Sprint((i+p)%5)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range producers {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, 5, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, producers*rounds-5, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+}
+
+// Node-restricted channels: the pin comes from the session's node, never from
+// the caller, and deduplication is per node.
+func TestNotifyNodeRestricted(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pinned", "p_node_restricted := true")
+	d.register("pinned_dedup", "p_node_restricted := true, p_deduplicate := true")
+	d.register("free", "")
+	n1, n2 := d.conn(1), d.conn(2)
+
+	node := func(id int64) (owner int32, runIn *int32) {
+		require.NoError(t, d.pool.QueryRow(bg, "SELECT owner_node, run_in_node FROM pgrelay.queue WHERE id = $1", id).Scan(&owner, &runIn))
+		return
+	}
+	id := one[int64](t, n2, "SELECT pgrelay.notify('pinned', 'x')")
+	owner, runIn := node(id)
+	require.EqualValues(t, 2, owner)
+	require.NotNil(t, runIn)
+	require.EqualValues(t, 2, *runIn)
+
+	id = one[int64](t, n1, "SELECT pgrelay.notify('free', 'x')")
+	owner, runIn = node(id)
+	require.EqualValues(t, 1, owner)
+	require.Nil(t, runIn)
+
+	for _, id := range column[int64](t, n1, "SELECT pgrelay.notify_many('pinned', ARRAY['a', 'b'])") {
+		_, runIn := node(id)
+		require.NotNil(t, runIn)
+		require.EqualValues(t, 1, *runIn)
+	}
+
+	// A caller-supplied pin in a direct insert is overwritten by the trigger.
+	id = one[int64](t, n2, "INSERT INTO pgrelay.queue (channel, payload, run_in_node) VALUES ('pinned', 'y', 7) RETURNING id")
+	_, runIn = node(id)
+	require.EqualValues(t, 2, *runIn)
+	id = one[int64](t, n2, "INSERT INTO pgrelay.queue (channel, payload, run_in_node) VALUES ('free', 'y', 7) RETURNING id")
+	_, runIn = node(id)
+	require.Nil(t, runIn)
+	// The trigger also derives origin_id and rejects unknown channels.
+	require.Equal(t, id, one[int64](t, n2, "SELECT origin_id FROM pgrelay.queue WHERE id = $1", id))
+	_, err := n2.Exec(bg, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('nope', 'y')")
+	requireCode(t, err, "PR001")
+
+	// Deduplication only against pending rows of the same node.
+	a1 := one[int64](t, n1, "SELECT pgrelay.notify('pinned_dedup', 'p')")
+	a2 := one[int64](t, n2, "SELECT pgrelay.notify('pinned_dedup', 'p')")
+	require.NotEqual(t, a1, a2)
+	require.Equal(t, a1, one[int64](t, n1, "SELECT pgrelay.notify('pinned_dedup', 'p')"))
+	require.Equal(t, a2, one[int64](t, n2, "SELECT pgrelay.notify('pinned_dedup', 'p')"))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned_dedup'"))
+	require.Equal(t, []int32{1, 2}, column[int32](t, d.pool,
+		"SELECT node FROM pgrelay.log WHERE event = 'deduplicated' ORDER BY node"))
+}
+
+// A node id the id generator cannot encode stops notify with PR020.
+func TestNotifyBadNodeID(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	c := d.conn(-1)
+	_, err := c.Exec(bg, "SET pg_relay.node_id = '4096'")
+	require.NoError(t, err)
+	_, err = c.Exec(bg, "SELECT pgrelay.notify('c', 'x')")
+	requireCode(t, err, "PR020")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
+}

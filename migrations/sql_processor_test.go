@@ -1,0 +1,202 @@
+package migrations_test
+
+// The Processor's housekeeping: _processor_start, _heartbeat, _rescue,
+// _processor_stop, _trim_log.
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Claims of a Processor that stopped heartbeating go back to pending with the
+// attempt counted, logged 'rescued'; the dead instance's row is removed.
+func TestRescueDeadProcessor(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	dead := startProcessor(t, d.pool)
+	live := startProcessor(t, d.pool)
+	require.NotEqual(t, dead, live)
+	for _, p := range []string{"1", "2", "3"} {
+		d.notify("c", p)
+	}
+	deadClaims := claim(t, d.pool, dead, 2)
+	require.Len(t, deadClaims, 2)
+	liveClaims := claim(t, d.pool, live, 10)
+	require.Len(t, liveClaims, 1)
+
+	// Not dead yet: nothing to rescue.
+	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._rescue($1, '30 seconds', '1 hour')", live))
+	d.exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 minute' WHERE processor_id = $1", dead)
+	// The rescuer never takes its own claims as a dead processor's.
+	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._rescue($1, '30 seconds', '1 hour')", dead))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.processors WHERE processor_id = $1", dead))
+
+	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._rescue($1, '30 seconds', '1 hour')", live))
+	for _, c := range deadClaims {
+		require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL AND dispatched_by IS NULL AND attempt = 2", c.ID))
+		d.requireStatus(c.ID, "retrying")
+	}
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE dispatched_by = $1", live), "the live processor's claim is untouched")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.processors WHERE processor_id = $1", dead))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.processors WHERE processor_id = $1", live))
+	rows := column[int64](t, d.pool, "SELECT queue_id FROM pgrelay.log WHERE event = 'rescued' ORDER BY queue_id")
+	require.ElementsMatch(t, ids(deadClaims), rows)
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'rescued' AND attempt = 1 AND error LIKE 'processor ' || $1::bigint || ' stopped heartbeating while running attempt 1'", dead))
+
+	// The dead processor's late outcome does not apply; its heartbeat tells it.
+	require.Zero(t, complete(t, d.pool, dead, deadClaims[0], "succeeded", ""))
+	require.False(t, one[bool](t, d.pool, "SELECT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", dead))
+	require.True(t, one[bool](t, d.pool, "SELECT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", dead))
+
+	// Rescued rows are claimed again.
+	require.Len(t, claim(t, d.pool, live, 10), 2)
+	// A second rescue finds nothing.
+	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._rescue($1, '30 seconds', '1 hour')", live))
+}
+
+// A dead processor of another node is that node's business; a claim held past
+// its channel's timeout plus the grace is rescued whoever holds it on this
+// node, or when its holder is unknown.
+func TestRescueStuckClaims(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "p_timeout := '30 seconds'")
+	d.register("slow", "p_timeout := '10 minutes'")
+	live := startProcessor(t, d.pool)
+	other := startProcessor(t, d.conn(5)) // a live processor on node 5
+	for _, p := range []string{"1", "2", "3", "4"} {
+		d.notify("c", p)
+	}
+	d.notify("slow", "1")
+	got := claim(t, d.pool, live, 10)
+	require.Len(t, got, 5)
+	var fast []claimedRow
+	var slow claimedRow
+	for _, g := range got {
+		if g.Channel == "slow" {
+			slow = g
+		} else {
+			fast = append(fast, g)
+		}
+	}
+	held := func(c claimedRow, proc int64, ago string) {
+		d.exec("UPDATE pgrelay.queue SET dispatched_by = $2, dispatched_at = now() - $3::interval WHERE id = $1", c.ID, proc, ago)
+	}
+	held(fast[0], live, "80 seconds")   // within 30 s + 60 s
+	held(fast[1], live, "100 seconds")  // past it
+	held(fast[2], 999, "100 seconds")   // holder unknown
+	held(fast[3], other, "100 seconds") // held by a live processor of node 5
+	held(slow, live, "5 minutes")       // within its channel's longer timeout
+
+	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._rescue($1, '30 seconds', '60 seconds')", live))
+	pending := column[int64](t, d.pool, "SELECT id FROM pgrelay.queue WHERE dispatched_at IS NULL")
+	require.ElementsMatch(t, []int64{fast[1].ID, fast[2].ID}, pending)
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'rescued' AND error LIKE 'claim lease expired: processor % held attempt 1 past the channel timeout plus 00:01:00'"))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.processors"), "live processors are kept")
+
+	// Node 5 rescues its own processor's stuck claim.
+	require.EqualValues(t, 1, one[int32](t, d.conn(5), "SELECT pgrelay._rescue($1, '30 seconds', '60 seconds')", other))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL", fast[3].ID))
+	require.Equal(t, []int32{0, 0, 5}, column[int32](t, d.pool, "SELECT node FROM pgrelay.log ORDER BY node"))
+}
+
+// A rescue counts an attempt: an event whose Processor dies on its last
+// attempt gives up instead of looping forever.
+func TestRescueOnLastAttemptGivesUp(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "p_max_attempts := 2")
+	dead := startProcessor(t, d.pool)
+	live := startProcessor(t, d.pool)
+	id := d.notify("c", "poison")
+	for attempt := 1; attempt <= 2; attempt++ {
+		got := claim(t, d.pool, dead, 1)
+		require.Len(t, got, 1)
+		require.Equal(t, attempt, got[0].Attempt)
+		d.exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 minute' WHERE processor_id = $1", dead)
+		require.EqualValues(t, 1, one[int32](t, d.pool, "SELECT pgrelay._rescue($1, '30 seconds', '1 hour')", live))
+		require.True(t, one[bool](t, d.pool, "SELECT NOT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", dead))
+	}
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, []string{"rescued", "gave_up"}, column[string](t, d.pool,
+		"SELECT event FROM pgrelay.log WHERE origin_id = $1 ORDER BY id", id))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 2 AND error LIKE '%(its last attempt)'"))
+	d.requireStatus(id, "gave_up")
+}
+
+// A clean stop releases the instance's claims (no log rows) and removes it.
+func TestProcessorStop(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	p1 := startProcessor(t, d.pool)
+	p2 := startProcessor(t, d.pool)
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.processors"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.nodes WHERE node_id = 0 AND mode = 'single' AND hostname = 'host'"))
+	for _, p := range []string{"1", "2", "3", "4"} {
+		d.notify("c", p)
+	}
+	mine := claim(t, d.pool, p1, 3)
+	require.Len(t, mine, 3)
+	theirs := claim(t, d.pool, p2, 3)
+	require.Len(t, theirs, 1)
+
+	require.EqualValues(t, 3, one[int32](t, d.pool, "SELECT pgrelay._processor_stop($1)", p1))
+	for _, c := range mine {
+		d.requireStatus(c.ID, "pending")
+	}
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE dispatched_by = $1", p2))
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.log"))
+	require.Equal(t, []int64{p2}, column[int64](t, d.pool, "SELECT processor_id FROM pgrelay.processors"))
+	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._processor_stop($1)", p1), "stopping twice is harmless")
+	require.Zero(t, complete(t, d.pool, p1, mine[0], "succeeded", ""))
+}
+
+func TestHeartbeat(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	c := d.conn(4)
+	p := startProcessor(t, c)
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.processors WHERE processor_id = $1 AND node_id = 4", p))
+	d.exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 hour'")
+	d.exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '1 hour'")
+	require.True(t, one[bool](t, c, "SELECT pgrelay._heartbeat($1, 'multi-node', 'host2', 2, 'v2')", p))
+	require.True(t, one[bool](t, d.pool, "SELECT last_seen > now() - interval '1 minute' FROM pgrelay.processors WHERE processor_id = $1", p))
+	require.True(t, one[bool](t, d.pool, "SELECT last_seen > now() - interval '1 minute' AND mode = 'multi-node' AND hostname = 'host2' FROM pgrelay.nodes WHERE node_id = 4"))
+}
+
+// _trim_log deletes log rows older than the interval, oldest first, at most
+// p_batch of them, by id.
+func TestTrimLog(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	insertAt := func(age string, n int) []int64 {
+		return column[int64](t, d.pool, `INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event)
+			SELECT pgrelay._id_floor(now() - $1::interval) + g, 1, 1, 'c', 1, 'succeeded'
+			  FROM generate_series(0, $2 - 1) g
+			RETURNING id`, age, n)
+	}
+	old := insertAt("3 days", 5)
+	older := insertAt("10 days", 3)
+	recent := insertAt("12 hours", 2)
+	d.exec("INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event) VALUES (1, 1, 'c', 1, 'succeeded')")
+
+	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 2)"))
+	left := column[int64](t, d.pool, "SELECT id FROM pgrelay.log ORDER BY id")
+	require.NotContains(t, left, older[0], "oldest first")
+	require.NotContains(t, left, older[1])
+	require.Contains(t, left, older[2])
+
+	require.EqualValues(t, 6, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 100)"))
+	left = column[int64](t, d.pool, "SELECT id FROM pgrelay.log ORDER BY id")
+	require.Len(t, left, 3)
+	require.Equal(t, recent, left[:2])
+	for _, id := range old {
+		require.NotContains(t, left, id)
+	}
+	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 100)"))
+	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_log('6 hours', 100)"))
+	require.Len(t, column[int64](t, d.pool, "SELECT id FROM pgrelay.log"), 1)
+}

@@ -1,0 +1,216 @@
+package migrations_test
+
+// The roles a DBA grants: pgrelay_producer, pgrelay_processor, pgrelay_admin.
+// Each test creates LOGIN roles (cluster-wide, so named after the test's
+// database) and connects as them.
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/migrations"
+)
+
+const insufficientPrivilege = "42501"
+
+// loginAs creates a LOGIN role member of group (none when empty) and connects
+// as it.
+func (d *sqlDB) loginAs(suffix, group string) *pgx.Conn {
+	d.t.Helper()
+	role := d.name() + "_" + suffix
+	sql := "CREATE ROLE " + quoteIdent(role) + " LOGIN"
+	if group != "" {
+		sql += " IN ROLE " + group
+	}
+	d.exec(sql)
+	return connectAs(d.t, d.url, role, -1)
+}
+
+func execErr(c *pgx.Conn, sql string, args ...any) error {
+	_, err := c.Exec(bg, sql, args...)
+	return err
+}
+
+func TestRoleProducer(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	d.exec("CREATE TABLE public.app_side_effects (payload text)")
+	d.exec("GRANT ALL ON public.app_side_effects TO PUBLIC")
+	d.exec("SELECT pgrelay.register('h', 'INSERT INTO public.app_side_effects VALUES ($1)')")
+	p := d.loginAs("producer", "pgrelay_producer")
+
+	// What a producer may do. The first id of the database comes from here: the
+	// counter moves to the clock under the producer's call.
+	id := one[int64](t, p, "SELECT pgrelay.notify('c', 'x')")
+	require.InDelta(t, nowMS(), idMS(id), 5000)
+	ids := column[int64](t, p, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
+	require.Len(t, ids, 2)
+	require.Equal(t, "pending", one[string](t, p, "SELECT pgrelay.status($1)", id))
+	require.Zero(t, one[int32](t, p, "SELECT pgrelay._this_node()"))
+	// notify in the producer's own transaction, rolled back.
+	tx, err := p.Begin(bg)
+	require.NoError(t, err)
+	one[int64](t, tx, "SELECT pgrelay.notify('c', 'gone')")
+	require.NoError(t, tx.Rollback(bg))
+	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay.queue"))
+
+	// What it may not.
+	denied := []string{
+		"SELECT * FROM pgrelay.queue",
+		"INSERT INTO pgrelay.queue (channel, payload) VALUES ('c', 'x')",
+		"UPDATE pgrelay.queue SET not_before = now()",
+		"DELETE FROM pgrelay.queue",
+		"SELECT * FROM pgrelay.log",
+		"INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event) VALUES (1, 1, 'c', 1, 'succeeded')",
+		"SELECT * FROM pgrelay.channels",
+		"UPDATE pgrelay.channels SET paused = true",
+		"SELECT * FROM pgrelay.processors",
+		"SELECT * FROM pgrelay.nodes",
+		"SELECT pgrelay.register('mine', 'SELECT length($1)')",
+		"SELECT pgrelay.update('c', p_paused := true)",
+		"SELECT pgrelay.unregister('c', p_force := true)",
+		"SELECT * FROM pgrelay._claim(1, 'single', false, 10, '{sql}')",
+		"SELECT pgrelay._complete(1, ARRAY[1::bigint], ARRAY[now()], ARRAY['succeeded'], ARRAY[NULL::text])",
+		"SELECT pgrelay._processor_start('single', 'h', 1, 'v')",
+		"SELECT pgrelay._rescue(1, '1 s', '1 s')",
+		"SELECT pgrelay._trim_log('1 s', 10)",
+		"SELECT pgrelay._next_id()",
+		"SELECT pgrelay._next_id_at(0)",
+		"SELECT nextval('pgrelay._id_seq')",
+		"SELECT pgrelay.queue_stats()",
+		"SELECT pgrelay._enqueue_dedup(c, 'x') FROM pgrelay.channels c",
+	}
+	for _, sql := range denied {
+		requireCode(t, execErr(p, sql), insufficientPrivilege, sql)
+	}
+	// Nothing changed, and the handler's SQL never ran for the producer.
+	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL"))
+	require.Zero(t, d.count("SELECT count(*) FROM public.app_side_effects"))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.channels"))
+}
+
+func TestRolePublicHasNoAccess(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	nobody := d.loginAs("nobody", "")
+	for _, sql := range []string{
+		"SELECT pgrelay.notify('c', 'x')",
+		"SELECT pgrelay.status(1)",
+		"SELECT pgrelay.queue_stats()",
+		"SELECT * FROM pgrelay.queue",
+		"SELECT pgrelay._this_node()",
+	} {
+		requireCode(t, execErr(nobody, sql), insufficientPrivilege, sql)
+	}
+}
+
+func TestRoleAdmin(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	a := d.loginAs("admin", "pgrelay_admin")
+
+	require.NoError(t, execErr(a, "SELECT pgrelay.register('c', 'SELECT length($1)', p_concurrency_mode := 'channel')"))
+	require.NoError(t, execErr(a, "SELECT pgrelay.register('gone', 'SELECT length($1)')"))
+	require.NoError(t, execErr(a, "SELECT pgrelay.update('c', p_max_attempts := 2, p_concurrency_mode := 'payload')"))
+	id := one[int64](t, a, "SELECT pgrelay.notify('c', 'x')")
+	require.Equal(t, "pending", one[string](t, a, "SELECT pgrelay.status($1)", id))
+	require.EqualValues(t, 1, one[int64](t, a, "SELECT pending FROM pgrelay.queue_stats() WHERE channel = 'c'"))
+	require.EqualValues(t, 1, one[int64](t, a, "SELECT count(*) FROM pgrelay.queue"))
+	require.EqualValues(t, 0, one[int64](t, a, "SELECT count(*) FROM pgrelay.log"))
+	require.EqualValues(t, 2, one[int64](t, a, "SELECT count(*) FROM pgrelay.channels"))
+	require.NoError(t, execErr(a, "SELECT count(*) FROM pgrelay.nodes"))
+	require.NoError(t, execErr(a, "SELECT count(*) FROM pgrelay.processors"))
+	require.NoError(t, execErr(a, "SELECT count(*) FROM pgrelay.schema_migrations"))
+	requireCode(t, execErr(a, "SELECT pgrelay.unregister('c')"), "PR004")
+	require.NoError(t, execErr(a, "SELECT pgrelay.unregister('gone')"))
+	require.NoError(t, execErr(a, "SELECT pgrelay.unregister('c', p_force := true)"))
+
+	// An admin manages channels; it does not dispatch or edit the queue by hand.
+	for _, sql := range []string{
+		"INSERT INTO pgrelay.queue (channel, payload) VALUES ('c', 'x')",
+		"DELETE FROM pgrelay.log",
+		"UPDATE pgrelay.channels SET paused = true",
+		"SELECT * FROM pgrelay._claim(1, 'single', false, 10, '{sql}')",
+		"SELECT pgrelay._complete(1, ARRAY[1::bigint], ARRAY[now()], ARRAY['succeeded'], ARRAY[NULL::text])",
+	} {
+		requireCode(t, execErr(a, sql), insufficientPrivilege, sql)
+	}
+	// Validation errors still come as PR codes, not as permission errors.
+	requireCode(t, execErr(a, "SELECT pgrelay.register('bad', 'SELEC')"), "PR017")
+}
+
+// A processor claims, runs the handler and completes in one transaction (the
+// handler runs as the processor's role: the DBA grants it the app's tables),
+// retries, heartbeats, rescues and trims.
+func TestRoleProcessor(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec("CREATE SCHEMA app")
+	d.exec("CREATE TABLE app.done (payload text)")
+	d.exec("SELECT pgrelay.register('c', 'INSERT INTO app.done VALUES ($1)', p_retry_delay := '0')")
+	d.register("pinned", "p_node_restricted := true")
+	p := d.loginAs("processor", "pgrelay_processor")
+	role := d.name() + "_processor"
+
+	// The first id of the database is made by the processor: the counter moves
+	// to the clock under its privileges.
+	proc := one[int64](t, p, "SELECT pgrelay._processor_start('single', 'host', 1, 'test')")
+	require.InDelta(t, nowMS(), idMS(proc), 5000)
+	require.True(t, one[bool](t, p, "SELECT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", proc))
+	require.EqualValues(t, 2, one[int64](t, p, "SELECT count(*) FROM pgrelay.channels"))
+	require.Len(t, column[string](t, p, "SELECT channel FROM pgrelay.queue_stats()"), 2)
+	require.EqualValues(t, migrations.Latest(), one[int32](t, p, "SELECT max(version) FROM pgrelay.schema_migrations"))
+
+	id := d.notify("c", "x")
+	d.notify("c", "y")
+
+	// Without the DBA's grant on the app's table the handler fails...
+	got := claim(t, p, proc, 10)
+	require.Len(t, got, 2)
+	tx, err := p.Begin(bg)
+	require.NoError(t, err)
+	_, err = tx.Exec(bg, "INSERT INTO app.done VALUES ($1)", got[0].Payload)
+	requireCode(t, err, insufficientPrivilege)
+	require.NoError(t, tx.Rollback(bg))
+	// ... and the failure is recorded by the processor: a retry row, a log row.
+	require.Equal(t, 1, complete(t, p, proc, got[0], "failed", "permission denied"))
+	require.Equal(t, 1, complete(t, p, proc, got[1], "release", ""))
+
+	// With it, handler and completion commit together.
+	d.exec(fmt.Sprintf("GRANT USAGE ON SCHEMA app TO %s; GRANT INSERT ON app.done TO %s", quoteIdent(role), quoteIdent(role)))
+	got = claim(t, p, proc, 10)
+	require.Len(t, got, 2)
+	for _, g := range got {
+		inTxCommit(t, p, func(tx pgx.Tx) {
+			_, err := tx.Exec(bg, "INSERT INTO app.done VALUES ($1)", g.Payload)
+			require.NoError(t, err)
+			require.Equal(t, 1, complete(t, tx, proc, g, "succeeded", ""))
+		})
+	}
+	require.Equal(t, []string{"x", "y"}, column[string](t, d.pool, "SELECT payload FROM app.done ORDER BY payload"))
+	require.Equal(t, "succeeded", one[string](t, p, "SELECT pgrelay.status($1)", id))
+	require.Equal(t, []string{"failed", "succeeded", "succeeded"}, column[string](t, p, "SELECT event FROM pgrelay.log ORDER BY id"))
+
+	// Background duties.
+	require.NoError(t, execErr(p, "SELECT pgrelay._rescue($1, '1 minute', '1 minute')", proc))
+	require.NoError(t, execErr(p, "SELECT pgrelay._trim_log('0 seconds', 100)"))
+	require.NoError(t, execErr(p, "SELECT pgrelay._processor_stop($1)", proc))
+	require.False(t, one[bool](t, p, "SELECT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", proc))
+
+	// A processor does not manage channels.
+	for _, sql := range []string{
+		"SELECT pgrelay.register('mine', 'SELECT length($1)')",
+		"SELECT pgrelay.update('c', p_paused := true)",
+		"SELECT pgrelay.unregister('c', p_force := true)",
+		"UPDATE pgrelay.channels SET paused = true",
+		"INSERT INTO pgrelay.channels (channel, handler, kind) VALUES ('x', 'SELECT $1', 'sql')",
+	} {
+		requireCode(t, execErr(p, sql), insufficientPrivilege, sql)
+	}
+	require.False(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
+}

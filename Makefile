@@ -12,10 +12,14 @@ LDFLAGS := -X github.com/pgrelay/pgrelay/internal/cli.Version=$(VERSION)
 # Tests are sized for a 2-core machine: two packages at a time.
 TESTFLAGS ?= -count=1 -p 2 -timeout 15m
 
-.PHONY: dev test build lint deps
+.PHONY: dev test build lint deps deps-test
 
+# PostgreSQL 15 for dev; the tests also need pglogical (the two-node cluster).
 deps:
 	@./scripts/ensure-postgres.sh
+
+deps-test:
+	@./scripts/ensure-postgres.sh --pglogical
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pgrelay
@@ -28,6 +32,6 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-test: deps lint
+test: deps-test lint
 	$(GO) test $(TESTFLAGS) ./...
 	$(GO) test $(TESTFLAGS) -race -run 'Actor|Race' ./actors/...

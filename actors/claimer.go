@@ -136,7 +136,7 @@ func (c *claimer) maybeClaim(ctx actor.Context) {
 	go func() {
 		start := time.Now()
 		qctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		rows, err := d.store.Claim(qctx, d.processor, d.cfg.Mode, false, n, d.kinds)
+		rows, err := d.store.Claim(qctx, d.processor, d.cfg.Mode, d.leaderTerm.Load(), n, d.kinds)
 		cancel()
 		d.send(self, &claimResult{rows: rows, requested: n, err: err, took: time.Since(start)})
 	}()

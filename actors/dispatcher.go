@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,6 +30,9 @@ type (
 	drainChildren struct{}
 	drained       struct{}
 	checkDrained  struct{}
+	// idleCheck: the dispatcher's periodic tick down the tree; a child idle
+	// for IdleTimeout answers childIdle.
+	idleCheck struct{}
 )
 
 // router keeps an actor's children by key with the number of events each has
@@ -86,6 +90,7 @@ type dispatcher struct {
 	draining bool
 	waiters  []*actor.PID
 	stopTick func()
+	stopIdle func()
 }
 
 func dispatcherProps(d *deps) *actor.Props {
@@ -110,7 +115,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 			key := row.Channel + "\x00" + row.Mode
 			mode := row.Mode
 			p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
-				"channel-"+row.Channel+"-", &runEvent{ev: ev, key: key})
+				fmt.Sprintf("channel-%d-%s-", p.d.node, row.Channel), &runEvent{ev: ev, key: key})
 		}
 	case *eventEnded:
 		p.r.ended(m.key)
@@ -126,12 +131,21 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		p.checkDrained(ctx)
 	case *checkDrained:
 		p.checkDrained(ctx)
+	case *idleCheck:
+		p.r.broadcast(ctx, m)
+	case *actor.Started:
+		p.stopIdle = ticker(p.d, ctx.Self(), max(p.d.cfg.IdleTimeout/2, 10*time.Millisecond),
+			func() any { return &idleCheck{} })
 	case *actor.Stopping, *actor.Restarting:
 		if p.stopTick != nil {
 			p.stopTick()
 			p.stopTick = nil
 		}
-	case *actor.Started, *actor.Stopped, *actor.Terminated:
+		if p.stopIdle != nil {
+			p.stopIdle()
+			p.stopIdle = nil
+		}
+	case *actor.Stopped, *actor.Terminated:
 	default:
 		p.d.log.Warn("dispatcher: unexpected message", "type", typeName(ctx.Message()))
 	}

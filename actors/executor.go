@@ -37,6 +37,8 @@ type executor struct {
 	queue    []handlers.Event
 	running  int
 	draining bool
+	// lastActive is when an event last arrived or ended here.
+	lastActive time.Time
 }
 
 func executorProps(d *deps, key, mode string) *actor.Props {
@@ -55,8 +57,10 @@ func (e *executor) Receive(ctx actor.Context) {
 	e.d.hook(e.mode, ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ctx.SetReceiveTimeout(e.d.cfg.IdleTimeout)
+		e.lastActive = time.Now()
+		e.d.metrics.ChannelActors.Inc()
 	case *runEvent:
+		e.lastActive = time.Now()
 		switch {
 		case e.draining:
 			release(e.d, m.ev)
@@ -70,6 +74,7 @@ func (e *executor) Receive(ctx actor.Context) {
 			e.pump(ctx)
 		}
 	case *handlerFinished:
+		e.lastActive = time.Now()
 		if e.running > 0 {
 			e.running--
 		}
@@ -84,15 +89,24 @@ func (e *executor) Receive(ctx actor.Context) {
 		e.draining = true
 		e.releaseQueued(ctx)
 		e.r.broadcast(ctx, m)
-	case *actor.ReceiveTimeout:
-		if len(e.queue) == 0 && e.running == 0 && e.r.empty() {
+	case *idleCheck:
+		// (protoactor's receive timeout races with the mailbox under -race:
+		// idleness is checked on the parent's tick instead.)
+		e.r.broadcast(ctx, m)
+		if len(e.queue) == 0 && e.running == 0 && e.r.empty() &&
+			time.Since(e.lastActive) >= e.d.cfg.IdleTimeout {
 			ctx.Send(ctx.Parent(), &childIdle{key: e.key})
 		}
 	case *actor.Restarting, *actor.Stopping:
 		// Events this instance queued but never started would be lost with it:
 		// give their claims back.
 		e.releaseQueued(ctx)
-	case *actor.Stopped, *actor.Terminated:
+		if _, restarting := m.(*actor.Restarting); restarting {
+			e.d.metrics.ChannelActors.Dec()
+		}
+	case *actor.Stopped:
+		e.d.metrics.ChannelActors.Dec()
+	case *actor.Terminated:
 	default:
 		e.d.log.Warn("channel actor: unexpected message", "type", typeName(ctx.Message()), "key", e.key)
 	}
@@ -180,7 +194,7 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		// Shutdown cancelled the handler: not the event's fault.
 		d.metrics.Released.Inc()
 		out.Event = store.OutcomeRelease
-	case store.IsConnError(err):
+	case ev.Kind == "sql" && store.IsConnError(err):
 		// The database went away under the handler: the attempt did not
 		// really happen; the claim goes back once the database is back.
 		d.log.Warn("database connection lost while running a handler; releasing the event",

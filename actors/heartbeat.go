@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // Messages of the heartbeat actor.
@@ -13,17 +15,29 @@ type (
 	beatResult struct {
 		alive   bool
 		rescued int
+		adopted int
+		lease   *store.Lease // leader mode only
 		err     error
 	}
 )
 
-// heartbeat marks this instance alive in pgrelay.processors every
-// HeartbeatInterval and takes back the claims of this node's instances that
-// stopped heartbeating for DeadAfter, or that overran their lease.
+// heartbeat marks this instance (and its node) alive in pgrelay.processors
+// and pgrelay.nodes every HeartbeatInterval, then:
+//   - takes back the claims of this node's instances that stopped
+//     heartbeating for DeadAfter, or that overran their lease (rescue);
+//   - in multi-node and leader modes, adopts the unrestricted work of dead
+//     nodes when this node is the one to do it;
+//   - in leader mode, runs one step of the leader election and keeps
+//     deps.leaderTerm: a node that took the lease waits LeaderSettle, then
+//     leads only if the lease is still its own with the same term.
 type heartbeat struct {
 	d        *deps
 	busy     bool
 	stopTick func()
+	// Leader election: the term this node took and when (candidate), and
+	// whether it leads.
+	candidate   int64
+	candidateAt time.Time
 }
 
 func heartbeatProps(d *deps) *actor.Props {
@@ -34,6 +48,7 @@ func (h *heartbeat) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		h.stopTick = ticker(h.d, ctx.Self(), h.d.cfg.HeartbeatInterval, func() any { return &beat{} })
+		ctx.Send(ctx.Self(), &beat{})
 	case *actor.Stopping, *actor.Restarting:
 		h.stopTick()
 	case *beat:
@@ -44,33 +59,99 @@ func (h *heartbeat) Receive(ctx actor.Context) {
 		self := ctx.Self()
 		d := h.d
 		go func() {
-			bctx, cancel := context.WithTimeout(context.Background(), max(d.cfg.HeartbeatInterval, 5*time.Second))
-			defer cancel()
-			alive, err := d.store.Heartbeat(bctx, d.processor, d.info)
-			n := 0
-			if err == nil {
-				n, err = d.store.Rescue(bctx, d.processor, d.cfg.DeadAfter, d.cfg.LeaseGrace)
-			}
-			d.send(self, &beatResult{alive: alive, rescued: n, err: err})
+			d.send(self, beatOnce(d))
 		}()
 	case *beatResult:
 		h.busy = false
-		switch {
-		case m.err != nil:
-			h.d.metrics.DBErrors.WithLabelValues("heartbeat").Inc()
-			h.d.log.Error("heartbeat failed", "err", m.err)
-		case !m.alive:
-			h.d.log.Warn("this processor had been presumed dead (no heartbeat for dead-after); " +
-				"its claims were taken back and will run elsewhere")
-		}
-		if m.rescued > 0 {
-			h.d.metrics.Rescued.Add(float64(m.rescued))
-			h.d.log.Warn("rescued claims of dead or stuck processors", "events", m.rescued)
-			claimer, _, _ := h.d.pids()
-			ctx.Send(claimer, &wake{})
-		}
+		h.handle(ctx, m)
 	case *actor.Stopped:
 	default:
 		h.d.log.Warn("heartbeat: unexpected message", "type", typeName(ctx.Message()))
+	}
+}
+
+// beatOnce does one beat's database work.
+func beatOnce(d *deps) *beatResult {
+	bctx, cancel := context.WithTimeout(context.Background(), max(d.cfg.HeartbeatInterval, 5*time.Second))
+	defer cancel()
+	r := &beatResult{}
+	if r.alive, r.err = d.store.Heartbeat(bctx, d.processor, d.info); r.err != nil {
+		return r
+	}
+	if r.rescued, r.err = d.store.Rescue(bctx, d.processor, d.cfg.DeadAfter, d.cfg.LeaseGrace); r.err != nil {
+		return r
+	}
+	if d.cfg.Mode == ModeSingle {
+		return r
+	}
+	if r.adopted, r.err = d.store.Adopt(bctx, d.cfg.DeadAfter); r.err != nil {
+		return r
+	}
+	if d.cfg.Mode == ModeLeader {
+		l, err := d.store.LeaseStep(bctx, d.cfg.DeadAfter)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		r.lease = &l
+	}
+	return r
+}
+
+func (h *heartbeat) handle(ctx actor.Context, m *beatResult) {
+	d := h.d
+	claimer, _, _ := d.pids()
+	if m.err != nil {
+		d.metrics.DBErrors.WithLabelValues("heartbeat").Inc()
+		d.log.Error("heartbeat failed", "err", m.err)
+		// A leader that cannot renew keeps its term: the claim checks the
+		// lease in the database, so it stops taking unrestricted rows once
+		// the lease runs out there.
+		return
+	}
+	if !m.alive {
+		d.log.Warn("this processor had been presumed dead (no heartbeat for dead-after); " +
+			"its claims were taken back and will run elsewhere")
+	}
+	if m.rescued > 0 {
+		d.metrics.Rescued.Add(float64(m.rescued))
+		d.log.Warn("rescued claims of dead or stuck processors", "events", m.rescued)
+	}
+	if m.adopted > 0 {
+		d.log.Warn("adopted the work of a dead node", "events", m.adopted)
+	}
+	if m.rescued > 0 || m.adopted > 0 {
+		ctx.Send(claimer, &wake{})
+	}
+	if m.lease != nil {
+		h.elect(ctx, *m.lease)
+	}
+}
+
+// elect moves the leader state machine one step.
+func (h *heartbeat) elect(ctx actor.Context, l store.Lease) {
+	d := h.d
+	claimer, _, _ := d.pids()
+	leading := d.leaderTerm.Load()
+	switch {
+	case !l.Mine:
+		if leading > 0 {
+			d.log.Warn("lost the leader lease", "term", leading, "leader", l.Leader)
+		}
+		d.leaderTerm.Store(0)
+		h.candidate = 0
+	case leading == l.Term:
+		// Renewed.
+	case l.Taken || h.candidate != l.Term:
+		// Took it now, or holds it without having seen the take (a restart):
+		// wait for the lease to settle before leading.
+		d.leaderTerm.Store(0)
+		h.candidate, h.candidateAt = l.Term, time.Now()
+		d.log.Info("took the leader lease; settling before leading", "term", l.Term,
+			"settle", d.cfg.LeaderSettle)
+	case time.Since(h.candidateAt) >= d.cfg.LeaderSettle:
+		d.leaderTerm.Store(l.Term)
+		d.log.Info("leading", "term", l.Term)
+		ctx.Send(claimer, &wake{})
 	}
 }

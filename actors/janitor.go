@@ -51,6 +51,10 @@ func (j *janitor) Receive(ctx actor.Context) {
 			tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			n, err := d.store.TrimLog(tctx, d.cfg.LogRetention, trimBatch)
+			if err == nil {
+				// Payloads kept for status events go with the log rows.
+				_, err = d.store.TrimEventPayloads(tctx, d.cfg.LogRetention, trimBatch)
+			}
 			d.send(self, &trimResult{deleted: n, more: n == trimBatch, err: err})
 		}()
 	case *trimResult:

@@ -41,6 +41,11 @@ func TestActorMetrics(t *testing.T) {
 		return e.count(`SELECT count(*) FROM pgrelay.log`) == 4
 	})
 	m := p.Metrics()
+	// The counters move just after the outcome commits.
+	e.eventually(10*time.Second, "the counters", func() bool {
+		return testutil.ToFloat64(m.Succeeded.WithLabelValues("m")) == 3 &&
+			testutil.ToFloat64(m.GaveUp.WithLabelValues("bad")) == 1 && testutil.ToFloat64(m.InFlight) == 0
+	})
 	require.Equal(t, 3.0, testutil.ToFloat64(m.Succeeded.WithLabelValues("m")))
 	require.Equal(t, 3.0, testutil.ToFloat64(m.Claimed.WithLabelValues("m")))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.GaveUp.WithLabelValues("bad")))
@@ -48,4 +53,28 @@ func TestActorMetrics(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "pgrelay_claim_duration_seconds", "pgrelay_handler_duration_seconds")
 	require.NoError(t, err)
 	require.Positive(t, n)
+}
+
+// Channel and lane actors are spawned on demand and stopped when idle.
+func TestActorIdleChannelActorsStop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('i1', 'SELECT $1')`)
+	e.exec(`SELECT pgrelay.register('i2', 'SELECT $1', p_concurrency_mode := 'payload')`)
+	p := e.startProcessor(func(c *actors.Config) { c.IdleTimeout = 200 * time.Millisecond })
+	gauge := func() float64 { return testutil.ToFloat64(p.Metrics().ChannelActors) }
+	require.Zero(t, gauge())
+	e.exec(`SELECT pgrelay.notify_many('i1', ARRAY['a', 'b'])`)
+	e.exec(`SELECT pgrelay.notify_many('i2', ARRAY['x', 'y', 'z'])`)
+	e.eventually(10*time.Second, "5 events", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 5
+	})
+	// i1's actor, i2's actor and its lanes x, y, z were spawned...
+	// ...and all are stopped once idle.
+	e.eventually(10*time.Second, "idle actors to stop", func() bool { return gauge() == 0 })
+	// A new event spawns a fresh actor that runs it.
+	e.exec(`SELECT pgrelay.notify('i2', 'x')`)
+	e.eventually(10*time.Second, "the later event", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 6
+	})
 }

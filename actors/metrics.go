@@ -20,6 +20,9 @@ type Metrics struct {
 	CompleteLatency prometheus.Histogram
 	PendingOutcomes prometheus.Gauge
 	DBErrors        *prometheus.CounterVec
+	ChannelActors   prometheus.Gauge
+	// Events are the collectors of status events on NATS.
+	Events *EventMetrics
 }
 
 // NewMetrics creates the collectors and registers them on reg (when not nil).
@@ -64,14 +67,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		PendingOutcomes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "pgrelay", Name: "pending_outcomes", Help: "Outcomes waiting to be written to the log.",
 		}),
+		ChannelActors: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "channel_actors", Help: "Channel and lane actors alive (idle ones are stopped).",
+		}),
 		DBErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "pgrelay", Name: "db_errors_total", Help: "Database errors by operation.",
 		}, []string{"op"}),
+		Events: newEventMetrics(),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired,
+		for _, c := range append([]prometheus.Collector{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired,
 			m.Released, m.Rescued, m.InFlight, m.ClaimLatency, m.HandlerDuration, m.CompleteLatency,
-			m.PendingOutcomes, m.DBErrors} {
+			m.PendingOutcomes, m.DBErrors, m.ChannelActors}, m.Events.collectors()...) {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -10,7 +10,8 @@
 //	├── completer   writes outcomes to the log in batches
 //	├── heartbeat   keeps this instance alive in pgrelay.processors, rescues
 //	│               claims of dead instances
-//	└── janitor     trims pgrelay.log past its retention
+//	├── janitor     trims pgrelay.log past its retention
+//	└── publisher   publishes the log's events on NATS (only with NATS)
 //
 // The durable truth is always in PostgreSQL: actors hold only claims, and a
 // claim that an actor loses (crash, lost connection, kill -9 of the process)
@@ -21,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -33,19 +35,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/actors/handlers/email"
+	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // Modes a Processor runs in.
 const (
+	// ModeSingle: one primary (or several Processors on one database); every
+	// row is dispatched by whichever Processor claims it first.
 	ModeSingle = "single"
+	// ModeMultiNode: every node of an active-active cluster dispatches the
+	// rows it owns (enqueued on it, or adopted from a dead node) and the rows
+	// pinned to it.
+	ModeMultiNode = "multi-node"
+	// ModeLeader: the node holding the leader lease dispatches every
+	// unrestricted row; every node dispatches the rows pinned to it.
+	ModeLeader = "leader"
 )
 
 // Config configures a Processor. Zero values mean the documented defaults.
 type Config struct {
 	// DatabaseURL is the PostgreSQL connection URL (required).
 	DatabaseURL string
-	// Mode: "single" (default): dispatch every row of the database.
+	// Mode: "single" (default), "multi-node" or "leader".
 	Mode string
 	// NodeID, when set, is applied as pg_relay.node_id on the Processor's own
 	// sessions; otherwise the server's setting is used.
@@ -61,8 +74,14 @@ type Config struct {
 	// for dead instances' claims (default 1s).
 	HeartbeatInterval time.Duration
 	// DeadAfter: an instance with no heartbeat for this long is dead and its
-	// claims are rescued (default 10 × HeartbeatInterval).
+	// claims are rescued; a node with no heartbeat for this long is dead and
+	// its work is adopted (multi-node, leader); it is also the leader lease's
+	// duration (default 10 × HeartbeatInterval).
 	DeadAfter time.Duration
+	// LeaderSettle: how long a node that took the leader lease waits, then
+	// reads the lease again, before it dispatches as the leader. It must exceed
+	// the replication lag between nodes (default 2s).
+	LeaderSettle time.Duration
 	// LeaseGrace: a claim held longer than its channel's timeout plus this is
 	// rescued even from a live instance (default 1m).
 	LeaseGrace time.Duration
@@ -78,6 +97,18 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Handlers overrides or adds handlers by channel kind. "sql" is built in.
 	Handlers handlers.Registry
+	// NATS, with a URL, publishes every log event on NATS and runs the
+	// channels of kind nats (docs/events.md). Nil or no URL: no NATS.
+	NATS *NATSConfig
+	// SMTPURL is the SMTP server of email channels (smtp://user:pass@host:port,
+	// smtps://...; options in docs/notifier.md). With SMTPURL or SMTPChannels
+	// set the Processor runs email channels; without, it leaves them pending.
+	SMTPURL string
+	// SMTPChannels maps an email channel to its own SMTP URL.
+	SMTPChannels map[string]string
+	// MessageIDDomain is the right-hand side of the Message-IDs of emails
+	// (default "pgrelay").
+	MessageIDDomain string
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger
 	// Registerer receives the Processor's metrics (default: none).
@@ -97,8 +128,10 @@ func (c *Config) defaults() error {
 	if c.Mode == "" {
 		c.Mode = ModeSingle
 	}
-	if c.Mode != ModeSingle {
-		return fmt.Errorf("pgrelay: unknown mode %q (this version runs --mode single)", c.Mode)
+	switch c.Mode {
+	case ModeSingle, ModeMultiNode, ModeLeader:
+	default:
+		return fmt.Errorf("pgrelay: unknown mode %q (expected single, multi-node or leader)", c.Mode)
 	}
 	if c.NodeID != nil && (*c.NodeID < 0 || *c.NodeID > 1023) {
 		return fmt.Errorf("pgrelay: node id %d is outside 0..1023", *c.NodeID)
@@ -109,12 +142,19 @@ func (c *Config) defaults() error {
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.DeadAfter, 10*c.HeartbeatInterval)
 	setDefault(&c.LeaseGrace, time.Minute)
+	setDefault(&c.LeaderSettle, 2*time.Second)
 	setDefault(&c.ShutdownTimeout, 30*time.Second)
 	setDefault(&c.LogRetention, 7*24*time.Hour)
 	setDefault(&c.JanitorInterval, time.Minute)
 	setDefault(&c.IdleTimeout, 30*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if err := c.natsDefaults(); err != nil {
+		return err
+	}
+	if err := c.emailConfig().Validate(); err != nil {
+		return fmt.Errorf("pgrelay: %w", err)
 	}
 	if c.Concurrency < 1 || c.BatchSize < 1 {
 		return errors.New("pgrelay: concurrency and batch size must be positive")
@@ -124,6 +164,11 @@ func (c *Config) defaults() error {
 			c.DeadAfter, c.HeartbeatInterval)
 	}
 	return nil
+}
+
+func (c *Config) emailConfig() email.Config {
+	return email.Config{Default: c.SMTPURL, Channels: c.SMTPChannels, MessageIDDomain: c.MessageIDDomain,
+		Logger: c.Logger}
 }
 
 func setDefault[T comparable](v *T, d T) {
@@ -144,9 +189,16 @@ type deps struct {
 	log       *slog.Logger
 	system    *actor.ActorSystem
 	processor int64
+	node      int // pg_relay.node_id of the Processor's sessions
 	info      store.ProcessorInfo
 	runCtx    context.Context // cancelled when in-flight handlers must stop
 	inflight  atomic.Int64    // events claimed and not yet ended
+	// leaderTerm is the lease term this node leads with in leader mode, 0
+	// when it is not the leader. Set by the heartbeat actor, read by the
+	// claimer, which passes it to the claim (the database fences stale terms).
+	leaderTerm atomic.Int64
+	bus        *bus.Conn      // nil without NATS
+	work       sync.WaitGroup // goroutines Stop waits for before closing connections
 
 	mu         sync.RWMutex
 	claimer    *actor.PID
@@ -185,6 +237,8 @@ type Processor struct {
 	bgDone  sync.WaitGroup
 	stopped sync.Once
 	stopErr error
+	closers []io.Closer // handlers holding connections of their own
+	bus     *bus.Conn   // nil without NATS
 }
 
 // New validates cfg and prepares a Processor; it connects nothing yet.
@@ -257,13 +311,26 @@ func (p *Processor) Start(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	info := store.ProcessorInfo{Mode: p.cfg.Mode, Hostname: host, PID: os.Getpid(), Version: p.cfg.Version}
-	procID, err := st.StartProcessor(ctx, info)
+	procID, node, err := st.StartProcessor(ctx, info)
 	if err != nil {
 		p.closePools()
 		return fmt.Errorf("pgrelay: %w", err)
 	}
 
 	reg := handlers.Registry{"sql": handlers.SQL{Store: st}}
+	if ec := p.cfg.emailConfig(); ec.Enabled() {
+		h, err := email.New(st, ec)
+		if err != nil {
+			p.closePools()
+			return fmt.Errorf("pgrelay: %w", err)
+		}
+		reg["email"] = h
+		p.closers = append(p.closers, h)
+	}
+	if err := p.startNATS(reg, metrics); err != nil {
+		p.closePools()
+		return err
+	}
 	for k, h := range p.cfg.Handlers {
 		reg[k] = h
 	}
@@ -272,15 +339,18 @@ func (p *Processor) Start(ctx context.Context) error {
 		kinds = append(kinds, k)
 	}
 
-	logger := p.cfg.Logger.With("processor", procID)
+	logger := p.cfg.Logger.With("processor", procID, "node", node)
+	// The actor system's own messages (started, dead letters after a stop)
+	// are routine: only its warnings and errors reach the log.
+	actorLog := slog.New(minLevel{Handler: logger.Handler(), min: slog.LevelWarn}).With("component", "actor")
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return logger.With("component", "actor")
+		return actorLog
 	}))
 	runCtx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.d = &deps{
-		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, metrics: metrics, log: logger,
-		system: system, processor: procID, info: info, runCtx: runCtx,
+		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, metrics: metrics, log: logger, bus: p.bus,
+		system: system, processor: procID, node: node, info: info, runCtx: runCtx,
 	}
 
 	ready := make(chan struct{})
@@ -363,11 +433,18 @@ func (p *Processor) stop(ctx context.Context) error {
 	if err := root.PoisonFuture(p.root).Wait(); err != nil {
 		log.Warn("stop: actor tree", "err", err)
 	}
+	d.work.Wait()
 	d.system.Shutdown()
-	// 5. Release anything still held and unregister.
+	// 5. Release anything still held and unregister; hand the leader lease
+	// over at once rather than let it run out.
 	var err error
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if term := d.leaderTerm.Swap(0); term > 0 {
+		if lerr := d.store.LeaseRelease(sctx, term); lerr != nil {
+			log.Warn("stop: could not release the leader lease; it runs out after dead-after", "err", lerr)
+		}
+	}
 	released, serr := d.store.StopProcessor(sctx, d.processor)
 	if serr != nil {
 		err = fmt.Errorf("pgrelay: stop: %w", serr)
@@ -387,6 +464,7 @@ func (p *Processor) abortStart() {
 		if err := p.d.system.Root.PoisonFuture(p.root).Wait(); err != nil {
 			p.d.log.Warn("abort start: actor tree", "err", err)
 		}
+		p.d.work.Wait()
 		p.d.system.Shutdown()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -397,7 +475,12 @@ func (p *Processor) abortStart() {
 	})
 }
 
+// closePools closes the database pools and the handlers' own connections.
 func (p *Processor) closePools() {
+	for _, c := range p.closers {
+		_ = c.Close()
+	}
+	p.closers = nil
 	if p.hot != nil {
 		p.hot.Close()
 	}
@@ -412,4 +495,22 @@ func (p *Processor) Ping(ctx context.Context) error {
 		return errors.New("pgrelay: processor not started")
 	}
 	return p.bg.Ping(ctx)
+}
+
+// minLevel passes on records at min or above.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }

@@ -89,6 +89,9 @@ func (r *relay) Receive(ctx actor.Context) {
 		r.d.mu.Unlock()
 		spawn(heartbeatProps(r.d), "heartbeat")
 		spawn(janitorProps(r.d), "janitor")
+		if r.d.bus != nil {
+			spawn(publisherProps(r.d), "publisher")
+		}
 		ctx.Send(claimer, &wake{})
 		r.ready()
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:

@@ -68,9 +68,10 @@ CREATE SEQUENCE pgrelay._id_seq AS bigint MINVALUE 0 START 0 CACHE 1;
 -- target of a setval that moves the counter forward past it. The counter is
 -- moved forward to the clock only when it lags by more than 100 ms worth of
 -- values, and only by a session holding an advisory lock, so two sessions never
--- move it concurrently (a setval race could move it back); a session that cannot
--- take the lock just uses its nextval value. The lock is a session-level one
--- released at once: a transaction-level lock would be held until the caller's
+-- move it concurrently (a setval race could move it back); a session that finds
+-- the lock taken waits the few microseconds it is held, so no id lags the clock
+-- by more than 100 ms (the NATS publisher's horizon relies on that). The lock is
+-- a session-level one released at once: a transaction-level lock would be held until the caller's
 -- transaction ends (a producer's long transaction that happened to move the
 -- counter), and meanwhile no other session could move it, so every id of the
 -- database would fall behind the clock. A clock that steps back leaves the
@@ -84,8 +85,11 @@ DECLARE
   v bigint := pg_catalog.nextval('pgrelay._id_seq');
   t bigint := p_ms << 12;
 BEGIN
-  IF v < t - 409600 AND pg_catalog.pg_try_advisory_lock(1886816817, 1) THEN
+  IF v < t - 409600 THEN
     BEGIN
+      -- Taken inside the block, so a cancel that lands while it is held
+      -- still releases it.
+      PERFORM pg_catalog.pg_advisory_lock(1886816817, 1);
       v := pg_catalog.nextval('pgrelay._id_seq');
       IF v < t - 409600 THEN
         PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
@@ -135,6 +139,9 @@ CREATE TABLE pgrelay.channels (
   expire_after     interval NULL,
   timeout          interval NOT NULL DEFAULT '30 seconds',
   paused           bool NOT NULL DEFAULT false,
+  -- Events published on NATS carry the payload only when the channel opts in
+  -- (payloads may hold secrets).
+  publish_payload  bool NOT NULL DEFAULT false,
   created_at       timestamptz NOT NULL DEFAULT now(),
   updated_at       timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT channels_name CHECK (channel ~ '^[A-Za-z0-9_-]{1,100}$'),
@@ -221,15 +228,24 @@ CREATE TABLE pgrelay.log (
 );
 CREATE INDEX log_origin ON pgrelay.log (origin_id);
 
--- One row per node: heartbeat of the node's Processors, their mode.
+-- One row per node: heartbeat of the node's Processors, their mode. The row
+-- with node_id = -1 is the leader lease of --mode leader: leader_node holds it
+-- until lease_until; term grows by one at every take and fences a former
+-- leader's claims. A single row, so that two nodes taking it at once converge
+-- (under multi-master replication the later update wins on both nodes).
 CREATE TABLE pgrelay.nodes (
-  node_id    int PRIMARY KEY,
-  last_seen  timestamptz NOT NULL DEFAULT now(),
-  mode       text NOT NULL,
-  hostname   text NULL,
-  version    text NULL,
-  started_at timestamptz NOT NULL DEFAULT now(),
-  CONSTRAINT nodes_id CHECK (node_id BETWEEN 0 AND 1023)
+  node_id     int PRIMARY KEY,
+  last_seen   timestamptz NOT NULL DEFAULT now(),
+  mode        text NOT NULL,
+  hostname    text NULL,
+  version     text NULL,
+  started_at  timestamptz NOT NULL DEFAULT now(),
+  leader_node int NULL,
+  term        bigint NULL,
+  lease_until timestamptz NULL,
+  taken_at    timestamptz NULL,
+  adopted_at  timestamptz NULL,
+  CONSTRAINT nodes_id CHECK (node_id BETWEEN -1 AND 1023)
 );
 
 -- One row per running Processor instance. Claims name the instance
@@ -299,6 +315,25 @@ $$;
 CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue
   REFERENCING NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_wake();
+
+-- Rows that arrive through logical replication fire no ordinary trigger and no
+-- NOTIFY crosses nodes: this row trigger, enabled for the replication apply
+-- worker only (ENABLE REPLICA), wakes this node's Processors for them (a
+-- leader dispatches rows enqueued on other nodes). NOTIFY folds duplicates
+-- within a transaction, so a replicated batch costs one wake-up.
+CREATE FUNCTION pgrelay._queue_wake_replica() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pg_catalog.pg_notify('pgrelay', '');
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER queue_wake_replica AFTER INSERT OR UPDATE ON pgrelay.queue
+  FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_wake_replica();
+ALTER TABLE pgrelay.queue ENABLE REPLICA TRIGGER queue_wake_replica;
 
 -- ---------------------------------------------------------------------------
 -- Admin API
@@ -399,7 +434,8 @@ CREATE FUNCTION pgrelay.register(
   p_max_attempts int DEFAULT 5,
   p_retry_delay interval DEFAULT '1 second',
   p_expire_after interval DEFAULT NULL,
-  p_timeout interval DEFAULT '30 seconds'
+  p_timeout interval DEFAULT '30 seconds',
+  p_publish_payload bool DEFAULT false
 ) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -417,6 +453,7 @@ BEGIN
   c.retry_delay := p_retry_delay;
   c.expire_after := p_expire_after;
   c.timeout := p_timeout;
+  c.publish_payload := COALESCE(p_publish_payload, false);
   PERFORM pgrelay._check_channel(c);
   -- Serialise with a concurrent register() of the same name.
   PERFORM pg_catalog.pg_advisory_xact_lock(1886816817, pg_catalog.hashtext(p_channel));
@@ -425,9 +462,11 @@ BEGIN
       USING ERRCODE = 'PR003', HINT = 'Use pgrelay.update() to change it.';
   END IF;
   INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
-                                node_restricted, max_attempts, retry_delay, expire_after, timeout)
+                                node_restricted, max_attempts, retry_delay, expire_after, timeout,
+                                publish_payload)
   VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
-          c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout);
+          c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout,
+          c.publish_payload);
 END
 $$;
 
@@ -443,7 +482,8 @@ CREATE FUNCTION pgrelay.update(
   p_retry_delay interval DEFAULT NULL,
   p_expire_after interval DEFAULT NULL,
   p_timeout interval DEFAULT NULL,
-  p_paused bool DEFAULT NULL
+  p_paused bool DEFAULT NULL,
+  p_publish_payload bool DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -470,6 +510,7 @@ BEGIN
                          ELSE p_expire_after END;
   c.timeout := COALESCE(p_timeout, old.timeout);
   c.paused := COALESCE(p_paused, old.paused);
+  c.publish_payload := COALESCE(p_publish_payload, old.publish_payload);
   -- The handler is re-checked only when it or the kind changes: pausing a
   -- channel whose handler's function was dropped must still work.
   PERFORM pgrelay._check_channel(c, c.handler IS DISTINCT FROM old.handler OR c.kind IS DISTINCT FROM old.kind);
@@ -478,7 +519,7 @@ BEGIN
          deduplicate = c.deduplicate, node_restricted = c.node_restricted,
          max_attempts = c.max_attempts, retry_delay = c.retry_delay,
          expire_after = c.expire_after, timeout = c.timeout, paused = c.paused,
-         updated_at = now()
+         publish_payload = c.publish_payload, updated_at = now()
    WHERE x.channel = p_channel;
   -- Rows not yet dispatched follow the new settings.
   IF c.concurrency_mode IS DISTINCT FROM old.concurrency_mode
@@ -777,7 +818,7 @@ $$;
 -- Rows past their expires_at are claimed too and flagged: the Processor records
 -- them as expired without running them (expiry is checked at dispatch time).
 CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader bool, p_limit int,
-                               p_kinds text[] DEFAULT '{sql}')
+                               p_kinds text[] DEFAULT '{sql}', p_term bigint DEFAULT NULL)
 RETURNS TABLE (id bigint, origin_id bigint, channel text, payload text, attempt int,
                enqueued_at timestamptz, dispatched_at timestamptz, expired bool,
                kind text, handler text, concurrency_mode text, timeout_ms bigint,
@@ -814,6 +855,13 @@ BEGIN
   END IF;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
+  END IF;
+  -- Fencing: a leader that names its term claims unrestricted rows only while
+  -- the lease row still says it holds that term.
+  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
+    v_all := EXISTS (SELECT FROM pgrelay.nodes l
+                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
+                        AND l.lease_until > now());
   END IF;
   SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds);
   IF v_nch = 0 THEN
@@ -1160,6 +1208,194 @@ BEGIN
 END
 $$;
 
+-- _lease: one step of the leader election of --mode leader, run on every
+-- heartbeat. The holder renews its lease; anyone takes a lease that is free or
+-- has run out (term + 1). Returns the lease as this node now sees it; taken is
+-- true when this call took it. A node that took the lease must not act as the
+-- leader before it has waited longer than the replication lag and seen the
+-- lease still its own, with the same term (a take on another node at the same
+-- moment wins by last update, on both nodes).
+CREATE FUNCTION pgrelay._lease(p_duration interval)
+RETURNS TABLE (leader_node int, term bigint, lease_until timestamptz, mine bool, taken bool)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  l pgrelay.nodes;
+BEGIN
+  INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (-1, 'lease', now())
+  ON CONFLICT (node_id) DO NOTHING;
+  SELECT * INTO l FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+  taken := false;
+  IF l.leader_node = v_node AND l.lease_until > now() THEN
+    UPDATE pgrelay.nodes n SET lease_until = now() + p_duration, last_seen = now()
+     WHERE n.node_id = -1 RETURNING * INTO l;
+  ELSIF l.lease_until IS NULL OR l.lease_until <= now() THEN
+    UPDATE pgrelay.nodes n
+       SET leader_node = v_node, term = COALESCE(n.term, 0) + 1, lease_until = now() + p_duration,
+           taken_at = now(), last_seen = now()
+     WHERE n.node_id = -1 RETURNING * INTO l;
+    taken := true;
+  END IF;
+  leader_node := l.leader_node;
+  term := l.term;
+  lease_until := l.lease_until;
+  mine := l.leader_node = v_node AND l.lease_until > now();
+  RETURN NEXT;
+END
+$$;
+
+-- _lease_release: a leader stopping cleanly gives the lease up at once, so
+-- another node can take over without waiting for it to run out.
+CREATE FUNCTION pgrelay._lease_release(p_term bigint) RETURNS bool
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  UPDATE pgrelay.nodes n SET lease_until = now()
+   WHERE n.node_id = -1 AND n.leader_node = pgrelay._this_node() AND n.term = p_term
+     AND n.lease_until > now();
+  RETURN FOUND;
+END
+$$;
+
+-- _adopt: the unrestricted work of dead nodes (no heartbeat for p_dead_after)
+-- is taken over by exactly one live node: the live node with the smallest id,
+-- a choice every node makes the same from the same replicated nodes table.
+-- Adopted rows: those the dead node owned (owner_node becomes this node) and
+-- those its Processors had claimed (back to pending); each gets an 'adopted'
+-- log row. Rows pinned to the dead node (node-restricted channels) are never
+-- adopted: they wait for it, or for pgrelay.decommission(). A dead node is
+-- looked at again at most every p_dead_after, for rows that reached this node
+-- late through replication.
+CREATE FUNCTION pgrelay._adopt(p_dead_after interval) RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_dead int;
+  v_adopter int;
+  v_procs bigint[];
+  n int := 0;
+  m int;
+BEGIN
+  SELECT min(x.node_id) INTO v_adopter FROM pgrelay.nodes x
+   WHERE x.node_id >= 0 AND x.last_seen >= now() - p_dead_after AND x.mode <> 'single';
+  IF v_adopter IS DISTINCT FROM v_node THEN
+    RETURN 0;
+  END IF;
+  FOR v_dead IN
+    SELECT x.node_id FROM pgrelay.nodes x
+     WHERE x.node_id >= 0 AND x.node_id <> v_node AND x.last_seen < now() - p_dead_after
+       AND x.mode <> 'single'
+       AND (x.adopted_at IS NULL OR x.adopted_at < now() - p_dead_after)
+     ORDER BY x.node_id
+     FOR UPDATE SKIP LOCKED
+  LOOP
+    SELECT COALESCE(pg_catalog.array_agg(p.processor_id), '{}') INTO v_procs
+      FROM pgrelay.processors p WHERE p.node_id = v_dead;
+    WITH t AS (
+      SELECT q.id, q.origin_id, q.channel, q.attempt, q.owner_node, q.dispatched_at IS NOT NULL AS was_claimed
+        FROM pgrelay.queue q
+       WHERE q.run_in_node IS NULL
+         AND (q.owner_node = v_dead OR (q.dispatched_at IS NOT NULL AND q.dispatched_by = ANY (v_procs)))
+       FOR UPDATE OF q SKIP LOCKED
+    ), u AS (
+      UPDATE pgrelay.queue q
+         SET owner_node = CASE WHEN q.owner_node = v_dead THEN v_node ELSE q.owner_node END,
+             dispatched_at = CASE WHEN q.dispatched_by = ANY (v_procs) THEN NULL ELSE q.dispatched_at END,
+             dispatched_by = CASE WHEN q.dispatched_by = ANY (v_procs) THEN NULL ELSE q.dispatched_by END
+        FROM t
+       WHERE q.id = t.id
+      RETURNING q.id
+    ), lg AS (
+      INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+      SELECT t.id, t.origin_id, t.channel, t.attempt, 'adopted',
+             pg_catalog.format('node %s is dead (no heartbeat for %s); adopted by node %s%s', v_dead,
+                               p_dead_after, v_node,
+                               CASE WHEN t.was_claimed THEN ' (its claim was taken back)' ELSE '' END),
+             v_node
+        FROM t WHERE t.id IN (SELECT u.id FROM u)
+       ORDER BY t.id
+      RETURNING 1
+    )
+    SELECT count(*) INTO m FROM lg;
+    DELETE FROM pgrelay.processors p WHERE p.node_id = v_dead;
+    UPDATE pgrelay.nodes x SET adopted_at = now() WHERE x.node_id = v_dead;
+    n := n + m;
+  END LOOP;
+  RETURN n;
+END
+$$;
+
+-- decommission: node p_node is gone for good. Its pinned rows (node-restricted
+-- channels) can never run anywhere else: they are discarded, each logged
+-- 'gave_up' with the reason; its node and processor rows are removed.
+-- Refuses a node that heartbeated within p_dead_after. Run on any node: the
+-- deletes replicate.
+CREATE FUNCTION pgrelay.decommission(p_node int, p_dead_after interval DEFAULT '1 minute')
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_seen timestamptz;
+  n bigint;
+BEGIN
+  IF p_node IS NULL OR p_node < 0 OR p_node > 1023 THEN
+    RAISE EXCEPTION 'pgrelay.decommission: node id % is outside 0..1023', p_node USING ERRCODE = 'PR020';
+  END IF;
+  SELECT x.last_seen INTO v_seen FROM pgrelay.nodes x WHERE x.node_id = p_node;
+  IF v_seen >= now() - p_dead_after THEN
+    RAISE EXCEPTION 'pgrelay.decommission: node % heartbeated % ago; stop its Processors first',
+      p_node, now() - v_seen USING ERRCODE = 'PR022',
+      HINT = 'A node is decommissioned only once it has been silent for p_dead_after.';
+  END IF;
+  WITH d AS (
+    DELETE FROM pgrelay.queue q
+     WHERE q.run_in_node = p_node AND q.dispatched_at IS NULL
+    RETURNING q.id, q.origin_id, q.channel, q.attempt
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
+    SELECT d.id, d.origin_id, d.channel, d.attempt, 'gave_up',
+           pg_catalog.format('node %s was decommissioned: a row pinned to it can never run', p_node)
+      FROM d ORDER BY d.id
+    RETURNING 1
+  )
+  SELECT count(*) INTO n FROM lg;
+  DELETE FROM pgrelay.processors p WHERE p.node_id = p_node;
+  DELETE FROM pgrelay.nodes x WHERE x.node_id = p_node;
+  RETURN n;
+END
+$$;
+
+-- nodes_overview: what `pgrelay nodes` shows, one row per node.
+CREATE FUNCTION pgrelay.nodes_overview(p_dead_after interval DEFAULT '10 seconds')
+RETURNS TABLE (node_id int, mode text, last_seen timestamptz, alive bool, leader bool,
+               processors bigint, pending bigint, pinned bigint, hostname text, version text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH l AS (SELECT x.leader_node, x.lease_until FROM pgrelay.nodes x WHERE x.node_id = -1),
+  q AS (
+    SELECT COALESCE(q.run_in_node, q.owner_node) AS node,
+           count(*) FILTER (WHERE q.run_in_node IS NULL) AS pending,
+           count(*) FILTER (WHERE q.run_in_node IS NOT NULL) AS pinned
+      FROM pgrelay.queue q WHERE q.dispatched_at IS NULL
+     GROUP BY 1
+  )
+  SELECT n.node_id, n.mode, n.last_seen, n.last_seen >= now() - p_dead_after,
+         COALESCE((SELECT l.leader_node = n.node_id AND l.lease_until > now() FROM l), false),
+         (SELECT count(*) FROM pgrelay.processors p WHERE p.node_id = n.node_id),
+         COALESCE(q.pending, 0), COALESCE(q.pinned, 0), n.hostname, n.version
+    FROM pgrelay.nodes n LEFT JOIN q ON q.node = n.node_id
+   WHERE n.node_id >= 0
+   ORDER BY n.node_id
+$$;
+
 -- _trim_log: deletes up to p_batch log rows older than p_older_than, oldest
 -- first, by primary-key range (ids carry their creation time).
 CREATE FUNCTION pgrelay._trim_log(p_older_than interval, p_batch int) RETURNS int
@@ -1198,8 +1434,8 @@ GRANT EXECUTE ON FUNCTION pgrelay.notify(text, text), pgrelay.notify_many(text, 
 
 -- Admins: manage channels and watch the queue.
 GRANT EXECUTE ON FUNCTION
-  pgrelay.register(text, text, text, text, bool, bool, int, interval, interval, interval),
-  pgrelay.update(text, text, text, text, bool, bool, int, interval, interval, interval, bool),
+  pgrelay.register(text, text, text, text, bool, bool, int, interval, interval, interval, bool),
+  pgrelay.update(text, text, text, text, bool, bool, int, interval, interval, interval, bool, bool),
   pgrelay.unregister(text, bool),
   pgrelay.queue_stats(), pgrelay.status(bigint),
   pgrelay.notify(text, text), pgrelay.notify_many(text, text[]),
@@ -1218,12 +1454,16 @@ GRANT USAGE, UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_processor;
 GRANT EXECUTE ON FUNCTION
   pgrelay._this_node(), pgrelay._next_id(), pgrelay._next_id_at(bigint), pgrelay._id_floor(timestamptz),
   pgrelay._queue_before_insert(), pgrelay._queue_wake(),
-  pgrelay._claim(bigint, text, bool, int, text[]), pgrelay._backoff(interval, int),
+  pgrelay._claim(bigint, text, bool, int, text[], bigint), pgrelay._backoff(interval, int),
   pgrelay._complete(bigint, bigint[], timestamptz[], text[], text[]),
   pgrelay._processor_start(text, text, int, text),
   pgrelay._heartbeat(bigint, text, text, int, text),
   pgrelay._processor_stop(bigint),
   pgrelay._rescue(bigint, interval, interval),
   pgrelay._trim_log(interval, int),
-  pgrelay.queue_stats(), pgrelay.status(bigint)
+  pgrelay._lease(interval), pgrelay._lease_release(bigint), pgrelay._adopt(interval),
+  pgrelay._queue_wake_replica(),
+  pgrelay.queue_stats(), pgrelay.status(bigint), pgrelay.nodes_overview(interval)
   TO pgrelay_processor;
+GRANT EXECUTE ON FUNCTION pgrelay.decommission(int, interval), pgrelay.nodes_overview(interval)
+  TO pgrelay_admin;

@@ -60,9 +60,14 @@ type Claimed struct {
 }
 
 // Claim claims up to limit ready rows for processor proc (see pgrelay._claim).
-// Only channels of the given kinds are claimed.
-func (s *Store) Claim(ctx context.Context, proc int64, mode string, leader bool, limit int, kinds []string) ([]Claimed, error) {
-	rows, err := s.hot.Query(ctx, "SELECT * FROM pgrelay._claim($1, $2, $3, $4, $5)", proc, mode, leader, limit, kinds)
+// Only channels of the given kinds are claimed. In leader mode, term > 0 means
+// this node believes it holds the lease with that term; the claim checks it.
+func (s *Store) Claim(ctx context.Context, proc int64, mode string, term int64, limit int, kinds []string) ([]Claimed, error) {
+	var t *int64
+	if term > 0 {
+		t = &term
+	}
+	rows, err := s.hot.Query(ctx, "SELECT * FROM pgrelay._claim($1, $2, $3, $4, $5, $6)", proc, mode, term > 0, limit, kinds, t)
 	if err != nil {
 		return nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
@@ -239,15 +244,15 @@ type ProcessorInfo struct {
 	Version  string
 }
 
-// StartProcessor registers a Processor instance and returns its id.
-func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (int64, error) {
-	var id int64
-	err := s.bg.QueryRow(ctx, "SELECT pgrelay._processor_start($1, $2, $3, $4)",
-		info.Mode, info.Hostname, info.PID, info.Version).Scan(&id)
+// StartProcessor registers a Processor instance and returns its id and the
+// node id its sessions run as.
+func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int64, node int, err error) {
+	err = s.bg.QueryRow(ctx, "SELECT pgrelay._processor_start($1, $2, $3, $4), pgrelay._this_node()",
+		info.Mode, info.Hostname, info.PID, info.Version).Scan(&id, &node)
 	if err != nil {
-		return 0, fmt.Errorf("register processor (mode %s): %w", info.Mode, err)
+		return 0, 0, fmt.Errorf("register processor (mode %s): %w", info.Mode, err)
 	}
-	return id, nil
+	return id, node, nil
 }
 
 // Heartbeat marks the instance alive; alive is false when its row had been
@@ -287,6 +292,48 @@ func (s *Store) TrimLog(ctx context.Context, olderThan time.Duration, batch int)
 	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_log($1, $2)", olderThan, batch).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("trim log older than %s: %w", olderThan, err)
+	}
+	return n, nil
+}
+
+// Lease is the leader lease as this node sees it after one election step.
+type Lease struct {
+	Leader     *int
+	Term       int64
+	LeaseUntil *time.Time
+	Mine       bool // this node holds it
+	Taken      bool // this step took it (it must settle before use)
+}
+
+// LeaseStep renews or takes the leader lease (see pgrelay._lease).
+func (s *Store) LeaseStep(ctx context.Context, duration time.Duration) (Lease, error) {
+	var l Lease
+	var term *int64
+	err := s.bg.QueryRow(ctx, "SELECT leader_node, term, lease_until, mine, taken FROM pgrelay._lease($1)", duration).
+		Scan(&l.Leader, &term, &l.LeaseUntil, &l.Mine, &l.Taken)
+	if err != nil {
+		return Lease{}, fmt.Errorf("leader lease step: %w", err)
+	}
+	if term != nil {
+		l.Term = *term
+	}
+	return l, nil
+}
+
+// LeaseRelease gives up the lease of term, if this node still holds it.
+func (s *Store) LeaseRelease(ctx context.Context, term int64) error {
+	if _, err := s.bg.Exec(ctx, "SELECT pgrelay._lease_release($1)", term); err != nil {
+		return fmt.Errorf("release leader lease (term %d): %w", term, err)
+	}
+	return nil
+}
+
+// Adopt takes over the unrestricted work of dead nodes when this node is the
+// one to do it (see pgrelay._adopt); returns the rows adopted.
+func (s *Store) Adopt(ctx context.Context, deadAfter time.Duration) (int, error) {
+	var n int
+	if err := s.bg.QueryRow(ctx, "SELECT pgrelay._adopt($1)", deadAfter).Scan(&n); err != nil {
+		return 0, fmt.Errorf("adopt dead nodes' work: %w", err)
 	}
 	return n, nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strconv"
 	"time"
@@ -24,6 +25,8 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	url := fs.String("database-url", "", "benchmark against this database (default: a throwaway PostgreSQL with default durability)")
 	events := fs.Int("events", 100000, "events to enqueue and run")
 	batch := fs.Int("enqueue-batch", 1000, "payloads per notify_many call while enqueueing")
+	natsMode := fs.Bool("nats", false, "measure the burn-down twice, without NATS and with every status event published to JetStream (in process, or --nats-url), and report the ratio")
+	emailMode := fs.Bool("email", false, "send emails instead: notifications through an email channel to an in-process SMTP catcher (or --smtp-url)")
 	var f processorFlags
 	f.register(fs, false)
 	mkLog := logFlags(fs)
@@ -59,6 +62,12 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	defer pool.Close()
 	if _, err := migrations.Up(ctx, pool); err != nil {
 		return err
+	}
+	if *natsMode {
+		return benchNATS(ctx, a, pool, &f, *events, *batch, dbURL, logger)
+	}
+	if *emailMode {
+		return benchEmail(ctx, a, pool, dbURL, &f, *events, *batch, logger)
 	}
 	const channel = "pgrelay_bench_noop"
 	if _, err := pool.Exec(ctx, `SELECT pgrelay.unregister(channel, p_force := true) FROM pgrelay.channels WHERE channel = $1`, channel); err != nil {
@@ -125,5 +134,87 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		float64(*events)/enqTook.Seconds(), enqTook.Round(time.Millisecond))
 	fmt.Fprintf(a.stdout, "burn-down (claim, run, complete): %8.0f events/s (%s)\n",
 		float64(*events)/runTook.Seconds(), runTook.Round(time.Millisecond))
+	return nil
+}
+
+// benchEmail measures the email path: n notifications composed with
+// pgrelay_notifier.send() (batch per statement), then one Processor sends
+// them all through pooled SMTP connections; the figure is emails per second
+// from the Processor's start to the last 'sent' status.
+func benchEmail(ctx context.Context, a *app, pool *pgxpool.Pool, dbURL string, f *processorFlags, n, batch int,
+	logger *slog.Logger) error {
+	const channel = "pgrelay_bench_email"
+	var catcher *testenv.SMTP
+	if f.smtpURL == "" && (f.file == nil || f.file.SMTP == nil || f.file.SMTP.Default == "") {
+		var err error
+		if catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Logger: logger}); err != nil {
+			return err
+		}
+		defer func() { _ = catcher.Close() }()
+		f.smtpURL = catcher.URL()
+	}
+	if _, err := pool.Exec(ctx, `SELECT pgrelay.unregister(channel, p_force := true) FROM pgrelay.channels WHERE channel = $1`, channel); err != nil {
+		return fmt.Errorf("reset the bench channel: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT pgrelay_notifier.create_channel($1, 'bench@pgrelay.localhost')`, channel); err != nil {
+		return fmt.Errorf("create the bench channel: %w", err)
+	}
+	var startID int64
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(max(notification_id), 0) FROM pgrelay_notifier.notifications`).Scan(&startID); err != nil {
+		return err
+	}
+	enqStart := time.Now()
+	for i := 0; i < n; i += batch {
+		k := min(batch, n-i)
+		if _, err := pool.Exec(ctx, `SELECT count(pgrelay_notifier.send($1, ARRAY['user' || g || '@example.com'],
+			'Order ' || g || ' confirmed', 'Thank you for order ' || g || '.', '<p>Thank you for order <b>' || g || '</b>.</p>'))
+			FROM generate_series($2::int, $3::int) g`, channel, i+1, i+k); err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+	}
+	enqTook := time.Since(enqStart)
+	if _, err := pool.Exec(ctx, `ANALYZE pgrelay.queue`); err != nil {
+		return err
+	}
+
+	f.databaseURL = dbURL
+	cfg := f.config(logger, prometheus.NewRegistry())
+	p, err := actors.New(cfg)
+	if err != nil {
+		return err
+	}
+	runStart := time.Now()
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	var done, failed int
+	for done+failed < n {
+		select {
+		case <-ctx.Done():
+			_ = p.Stop(context.WithoutCancel(ctx))
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FILTER (WHERE status = 'failed')
+			FROM pgrelay_notifier.notifications WHERE notification_id > $1 AND channel = $2`, startID, channel).Scan(&done, &failed); err != nil {
+			return err
+		}
+	}
+	runTook := time.Since(runStart)
+	if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	var pgVersion string
+	_ = pool.QueryRow(ctx, `SHOW server_version`).Scan(&pgVersion)
+	fmt.Fprintf(a.stdout, "pgrelay %s bench --email: %d notifications, PostgreSQL %s, %d CPUs, concurrency %d, batch %d\n",
+		Version, n, pgVersion, runtime.NumCPU(), cfg.Concurrency, cfg.BatchSize)
+	fmt.Fprintf(a.stdout, "compose (pgrelay_notifier.send x %d per statement): %8.0f emails/s (%s)\n", batch,
+		float64(n)/enqTook.Seconds(), enqTook.Round(time.Millisecond))
+	fmt.Fprintf(a.stdout, "send (fetch, SMTP, set_status, complete): %8.0f emails/s (%s), %d sent, %d failed\n",
+		float64(n)/runTook.Seconds(), runTook.Round(time.Millisecond), done, failed)
+	if catcher != nil {
+		fmt.Fprintf(a.stdout, "SMTP catcher: %d messages received over %d SMTP sessions (connections reused)\n",
+			catcher.Count(), catcher.Sessions())
+	}
 	return nil
 }

@@ -38,6 +38,8 @@ func commands() []command {
 		{"run", "run the Processor: claim queued events and dispatch them", runRun},
 		{"dev", "run everything on embedded defaults with a demo channel and a live view", runDev},
 		{"stats", "show pgrelay.queue_stats() as a table", runStats},
+		{"nodes", "list nodes (heartbeat, mode, leader, pending, pinned); 'nodes decommission N --yes'", runNodes},
+		{"watch", "follow the status events on NATS", runWatch},
 		{"bench", "measure throughput: enqueue and burn down no-op sql events", runBench},
 		{"version", "print the version", runVersion},
 	}

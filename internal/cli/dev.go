@@ -52,6 +52,9 @@ BEGIN
     PERFORM pgrelay.register('demo_flaky', 'SELECT demo.flaky($1)',
       p_max_attempts := 3, p_retry_delay := '500 milliseconds');
   END IF;
+  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel = 'demo_email') THEN
+    PERFORM pgrelay_notifier.create_channel('demo_email', 'pgrelay demo <demo@pgrelay.localhost>');
+  END IF;
 END $d$;
 `
 
@@ -60,6 +63,8 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	dataDir := fs.String("data-dir", "", "keep the PostgreSQL cluster in this directory (default: a temporary one, removed on exit)")
 	port := fs.Int("port", 0, "PostgreSQL port on 127.0.0.1 (default: a free port)")
 	rate := fs.Float64("rate", 20, "demo events enqueued per second (0: none)")
+	smtpPort := fs.Int("smtp-port", 0, "port of the in-process SMTP catcher on 127.0.0.1 (default: a free port; unused with --smtp-url)")
+	natsPort := fs.Int("nats-port", 0, "port of the in-process NATS server on 127.0.0.1 (default: 4222 when free, else a free port; unused with --nats-url)")
 	refresh := fs.Duration("refresh", time.Second, "live view refresh interval")
 	var f processorFlags
 	f.register(fs, false)
@@ -113,6 +118,27 @@ func runDev(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("create the demo channels: %w", err)
 	}
 
+	// Email channels go to an in-process SMTP catcher unless an SMTP server
+	// was configured.
+	var catcher *testenv.SMTP
+	if f.smtpURL == "" && (f.file == nil || f.file.SMTP == nil || f.file.SMTP.Default == "") {
+		catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Addr: fmt.Sprintf("127.0.0.1:%d", *smtpPort), Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = catcher.Close() }()
+		f.smtpURL = catcher.URL()
+	}
+
+	// Status events go to an in-process NATS server with JetStream unless
+	// --nats-url names one.
+	stopNATS, err := startDevNATS(&f.nats, *natsPort)
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	fmt.Fprintf(a.stdout, "nats: %s (follow the events: %s)\n", natsURLShown(f.nats.url), watchCommand(f.nats.url))
+
 	f.databaseURL = url
 	reg := prometheus.NewRegistry()
 	p, err := actors.New(f.config(logger, reg))
@@ -149,7 +175,7 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	}()
 	defer func() { stopProducer(); <-prodDone }()
 
-	view := &devView{out: a.stdout, url: url, tty: isTTY(a.stdout), rate: *rate}
+	view := &devView{out: a.stdout, url: url, tty: isTTY(a.stdout), rate: *rate, smtp: catcher, nats: f.nats.url}
 	t := time.NewTicker(*refresh)
 	defer t.Stop()
 	for {
@@ -179,7 +205,7 @@ func produceDemo(ctx context.Context, pool *pgxpool.Pool, rate float64, logger *
 	interval := time.Duration(float64(time.Second) / rate)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	channels := []string{"demo_orders", "demo_orders", "demo_ledger", "demo_flaky"}
+	channels := []string{"demo_orders", "demo_orders", "demo_ledger", "demo_flaky", "demo_email"}
 	seq := 0
 	for {
 		select {
@@ -189,8 +215,18 @@ func produceDemo(ctx context.Context, pool *pgxpool.Pool, rate float64, logger *
 		}
 		seq++
 		ch := channels[rand.IntN(len(channels))]
-		payload := fmt.Sprintf(`{"seq": %d, "amount": %d}`, seq, rand.IntN(10000))
-		if _, err := pool.Exec(ctx, "SELECT pgrelay.notify($1, $2)", ch, payload); err != nil && ctx.Err() == nil {
+		amount := rand.IntN(10000)
+		var err error
+		if ch == "demo_email" {
+			_, err = pool.Exec(ctx, `SELECT pgrelay_notifier.send('demo_email', ARRAY[$1], $2, $3, $4)`,
+				fmt.Sprintf("Customer %d <customer%d@example.com>", seq, seq), fmt.Sprintf("Order %d confirmed", seq),
+				fmt.Sprintf("Thank you for your order of %d.%02d EUR.", amount/100, amount%100),
+				fmt.Sprintf("<p>Thank you for your order of <b>%d.%02d EUR</b>.</p>", amount/100, amount%100))
+		} else {
+			payload := fmt.Sprintf(`{"seq": %d, "amount": %d}`, seq, amount)
+			_, err = pool.Exec(ctx, "SELECT pgrelay.notify($1, $2)", ch, payload)
+		}
+		if err != nil && ctx.Err() == nil {
 			logger.Warn("demo producer", "err", err)
 		}
 	}
@@ -202,6 +238,8 @@ type devView struct {
 	url  string
 	tty  bool
 	rate float64
+	smtp *testenv.SMTP // the SMTP catcher; nil with --smtp-url
+	nats string        // the NATS server status events go to
 }
 
 type doneCounts struct{ succeeded, failed, gaveUp, expired int64 }
@@ -238,6 +276,8 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	fmt.Fprintf(&b, "pgrelay dev — %s — Ctrl-C to stop\n", time.Now().Format("15:04:05"))
 	fmt.Fprintf(&b, "database: %s\n", v.url)
 	fmt.Fprintf(&b, "try:      psql '%s' -c \"SELECT pgrelay.notify('demo_orders', '{\\\"hello\\\": 1}')\"\n", v.url)
+	fmt.Fprintf(&b, "          psql '%s' -c \"SELECT pgrelay_notifier.send('demo_email', ARRAY['you@example.com'], 'Hi', 'Hello')\"\n", v.url)
+	fmt.Fprintf(&b, "nats:     %s (follow the events: %s)\n", natsURLShown(v.nats), watchCommand(v.nats))
 	fmt.Fprintf(&b, "demo producer: %.0f events/s\n\n", v.rate)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "CHANNEL\tMODE\tPENDING\tIN FLIGHT\tRETRYING\tSUCCEEDED\tFAILED\tGAVE UP\tEXPIRED\t")
@@ -247,6 +287,13 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 			s.Retrying, d.succeeded, d.failed, d.gaveUp, d.expired)
 	}
 	_ = tw.Flush()
+	if v.smtp != nil {
+		fmt.Fprintf(&b, "\nSMTP catcher smtp://%s: %d emails captured", v.smtp.Addr(), v.smtp.Count())
+		if m, ok := v.smtp.Last(); ok {
+			fmt.Fprintf(&b, ", last: %q to %s", m.Subject(), strings.Join(m.To, ", "))
+		}
+		b.WriteString("\n")
+	}
 	if !v.tty {
 		b.WriteString("\n")
 	}

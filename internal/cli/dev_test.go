@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,9 +59,14 @@ func TestDev(t *testing.T) {
 	out := p.stdout.String()
 	assert.Contains(t, out, "starting a throwaway PostgreSQL")
 	assert.Contains(t, out, "Ctrl-C to stop")
-	for _, ch := range []string{"demo_orders", "demo_ledger", "demo_flaky"} {
+	for _, ch := range []string{"demo_orders", "demo_ledger", "demo_flaky", "demo_email"} {
 		assert.Regexp(t, `(?m)^ *`+ch+` +(none|channel) +\d+`, out, "the live view lists %s", ch)
 	}
+	// The demo emails reach dev's in-process SMTP catcher.
+	captured := regexp.MustCompile(`SMTP catcher smtp://127\.0\.0\.1:\d+: [1-9]\d* emails captured, last: "Order \d+ confirmed"`)
+	eventually(t, 60*time.Second, "the live view to show captured emails", func() bool {
+		return captured.MatchString(p.stdout.String()) || p.exited()
+	})
 	assert.NotContains(t, out, "\033[", "no terminal escapes when stdout is not a terminal")
 
 	u, err := url.Parse(dbURL)

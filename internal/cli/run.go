@@ -33,25 +33,34 @@ type processorFlags struct {
 	heartbeatInterval time.Duration
 	deadAfter         time.Duration
 	leaseGrace        time.Duration
+	leaderSettle      time.Duration
 	shutdownTimeout   time.Duration
 	logRetention      time.Duration
+	smtpURL           string
+	configFile        string
+	file              *fileConfig // the --config file, loaded by validate
+	nats              natsFlags
 }
 
 func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 	if withDB {
 		fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL, e.g. postgres://user:pass@host:5432/db (required)")
 	}
-	fs.StringVar(&f.mode, "mode", "single", "dispatch mode: single")
+	fs.StringVar(&f.mode, "mode", "single", "dispatch mode: single (one primary), multi-node (every node dispatches its own rows) or leader (the lease holder dispatches all unrestricted rows)")
 	fs.IntVar(&f.nodeID, "node-id", -1, "set pg_relay.node_id (0-1023) on the Processor's sessions (default: the server's setting)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address, e.g. :9187 (default: off)")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "most events in flight at once")
 	fs.IntVar(&f.batchSize, "batch-size", 100, "most rows one claim takes")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "fallback poll when no NOTIFY arrives (also picks up due retries)")
 	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", time.Second, "how often this instance marks itself alive")
-	fs.DurationVar(&f.deadAfter, "dead-after", 0, "an instance silent this long is dead and its claims are rescued (default 10 × heartbeat-interval)")
+	fs.DurationVar(&f.deadAfter, "dead-after", 0, "an instance or node silent this long is dead: its claims are rescued, its work adopted; also the leader lease's length (default 10 × heartbeat-interval)")
+	fs.DurationVar(&f.leaderSettle, "leader-settle", 2*time.Second, "leader mode: wait this long after taking the lease, then check it again, before leading (must exceed the replication lag)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", time.Minute, "a claim held longer than its channel's timeout plus this is rescued")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight handlers may finish before they are cancelled")
 	fs.DurationVar(&f.logRetention, "log-retention", 7*24*time.Hour, "delete pgrelay.log rows older than this")
+	fs.StringVar(&f.smtpURL, "smtp-url", "", "SMTP server of email channels: smtp://user:pass@host:port (STARTTLS when offered) or smtps://... (implicit TLS), options in docs/notifier.md (default: email channels stay pending)")
+	f.nats.register(fs)
+	fs.StringVar(&f.configFile, "config", "", "JSON configuration file: SMTP servers per channel and more (docs/notifier.md)")
 }
 
 func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) actors.Config {
@@ -64,6 +73,7 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		HeartbeatInterval: f.heartbeatInterval,
 		DeadAfter:         f.deadAfter,
 		LeaseGrace:        f.leaseGrace,
+		LeaderSettle:      f.leaderSettle,
 		ShutdownTimeout:   f.shutdownTimeout,
 		LogRetention:      f.logRetention,
 		Logger:            logger,
@@ -74,6 +84,15 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		n := f.nodeID
 		cfg.NodeID = &n
 	}
+	if f.file != nil && f.file.SMTP != nil {
+		cfg.SMTPURL = f.file.SMTP.Default
+		cfg.SMTPChannels = f.file.SMTP.Channels
+		cfg.MessageIDDomain = f.file.SMTP.MessageIDDomain
+	}
+	if f.smtpURL != "" {
+		cfg.SMTPURL = f.smtpURL
+	}
+	cfg.NATS = f.nats.config()
 	return cfg
 }
 
@@ -94,8 +113,18 @@ func (f *processorFlags) validate() error {
 			return &usageError{msg: fmt.Sprintf("--%s must be positive", name)}
 		}
 	}
-	if f.deadAfter < 0 || f.leaseGrace < 0 {
+	if f.deadAfter < 0 || f.leaseGrace < 0 || f.leaderSettle < 0 {
 		return &usageError{msg: "--dead-after and --lease-grace must not be negative"}
+	}
+	if err := f.nats.validate(); err != nil {
+		return err
+	}
+	if f.configFile != "" {
+		c, err := loadConfigFile(f.configFile)
+		if err != nil {
+			return &usageError{msg: err.Error()}
+		}
+		f.file = c
 	}
 	return nil
 }
@@ -262,5 +291,10 @@ func runStats(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	writeStats(a.stdout, stats)
+	backlog, err := store.PublishBacklog(cctx, conn)
+	if err != nil {
+		return err
+	}
+	writeBacklog(a.stdout, backlog)
 	return nil
 }

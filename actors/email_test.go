@@ -1,0 +1,489 @@
+package actors_test
+
+// The email handler run by the Processor against real SMTP servers (the
+// in-process catcher of internal/testenv on 127.0.0.1:0).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/actors/handlers/email"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// catcher starts an SMTP catcher, closed when t ends.
+func catcher(t *testing.T, cfg testenv.SMTPConfig) *testenv.SMTP {
+	t.Helper()
+	s, err := testenv.StartSMTP(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// notification is a row of pgrelay_notifier.notifications.
+type notification struct {
+	ID            int64
+	Channel, From string
+	To, Cc, Bcc   []string
+	Subject, Text string
+	HTML          *string
+	Headers       map[string]string
+	Status        string
+	Attempts      int
+	LastError     *string
+	CreatedAt     time.Time
+}
+
+func (e *env) notifications(where string, args ...any) map[int64]notification {
+	e.t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT notification_id, channel, from_addr, to_addrs, cc_addrs,
+		bcc_addrs, subject, body_text, body_html, headers, status, attempts, last_error, created_at
+		FROM pgrelay_notifier.notifications `+where, args...)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	out := map[int64]notification{}
+	for rows.Next() {
+		var n notification
+		require.NoError(e.t, rows.Scan(&n.ID, &n.Channel, &n.From, &n.To, &n.Cc, &n.Bcc, &n.Subject, &n.Text,
+			&n.HTML, &n.Headers, &n.Status, &n.Attempts, &n.LastError, &n.CreatedAt))
+		out[n.ID] = n
+	}
+	require.NoError(e.t, rows.Err())
+	return out
+}
+
+func (e *env) statusCount(status string) int {
+	e.t.Helper()
+	return e.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = $1`, status)
+}
+
+// idOf is the notification id of a Message-ID <id@pgrelay>.
+func idOf(t *testing.T, msgID string) int64 {
+	t.Helper()
+	s := strings.TrimSuffix(strings.TrimPrefix(msgID, "<"), "@pgrelay>")
+	id, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err, "Message-ID %q", msgID)
+	return id
+}
+
+func bare(addr string) string {
+	a, err := mail.ParseAddress(addr)
+	if err != nil {
+		return strings.Trim(addr, "<>")
+	}
+	return a.Address
+}
+
+// 500 notifications through 2 channels on 2 SMTP servers (the default target
+// and a per-channel one): each arrives exactly once with the right envelope,
+// headers and bodies, over a few reused connections; every status ends sent.
+func TestActorEmail500ThroughTwoChannels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s1 := catcher(t, testenv.SMTPConfig{})
+	s2 := catcher(t, testenv.SMTPConfig{})
+	e.exec(`SELECT pgrelay_notifier.create_channel('orders', 'Orders <orders@shop.example>')`)
+	e.exec(`SELECT pgrelay_notifier.create_channel('alerts', 'alerts@shop.example', p_concurrency_mode := 'payload')`)
+	const per = 250
+	for _, ch := range []string{"orders", "alerts"} {
+		e.exec(`SELECT pgrelay_notifier.send($1, ARRAY['User ' || g || ' <user' || g || '@example.org>'],
+			$1 || ' #' || g || ' Grüße', 'Hello ' || g || E'\nline two',
+			CASE WHEN g % 2 = 0 THEN '<p>Hello <b>' || g || '</b></p>' END,
+			CASE WHEN g % 3 = 0 THEN ARRAY['cc' || g || '@example.org', 'cc2-' || g || '@example.net'] END,
+			CASE WHEN g % 5 = 0 THEN ARRAY['bcc' || g || '@example.org'] END,
+			jsonb_build_object('X-Seq', g::text, 'Reply-To', 'help@shop.example'))
+			FROM generate_series(1, $2::int) g`, ch, per)
+	}
+	e.startProcessor(func(c *actors.Config) {
+		c.SMTPURL = s1.URL()
+		c.SMTPChannels = map[string]string{"alerts": s2.URL()}
+	})
+	e.eventually(2*time.Minute, "500 notifications to be sent", func() bool {
+		return e.statusCount("sent") == 2*per
+	})
+	want := e.notifications("")
+	require.Len(t, want, 2*per)
+	for name, s := range map[string]*testenv.SMTP{"orders": s1, "alerts": s2} {
+		msgs := s.Messages()
+		require.Len(t, msgs, per, "%s: every notification once, no duplicates", name)
+		seen := map[int64]bool{}
+		for _, m := range msgs {
+			id := idOf(t, m.MessageID())
+			require.False(t, seen[id], "message %d arrived twice", id)
+			seen[id] = true
+			n, ok := want[id]
+			require.True(t, ok, "unknown Message-ID %s", m.MessageID())
+			require.Equal(t, name, n.Channel, "message %d went to the channel's own server", id)
+			require.Equal(t, bare(n.From), strings.Trim(m.From, "<>"))
+			var rcpts []string
+			for _, a := range append(append(append([]string{}, n.To...), n.Cc...), n.Bcc...) {
+				rcpts = append(rcpts, bare(a))
+			}
+			var got []string
+			for _, a := range m.To {
+				got = append(got, strings.Trim(a, "<>"))
+			}
+			require.ElementsMatch(t, rcpts, got, "envelope recipients of %d", id)
+			require.Equal(t, n.Subject, m.Subject())
+			to, err := m.Header.AddressList("To")
+			require.NoError(t, err)
+			require.Equal(t, bare(n.To[0]), to[0].Address)
+			if len(n.Cc) > 0 {
+				cc, err := m.Header.AddressList("Cc")
+				require.NoError(t, err)
+				require.Len(t, cc, len(n.Cc))
+			} else {
+				require.Empty(t, m.Header.Get("Cc"))
+			}
+			require.Empty(t, m.Header.Get("Bcc"), "Bcc is never a header")
+			require.Equal(t, n.Headers["X-Seq"], m.Header.Get("X-Seq"))
+			require.Equal(t, "help@shop.example", m.Header.Get("Reply-To"))
+			date, err := m.Header.Date()
+			require.NoError(t, err)
+			require.WithinDuration(t, n.CreatedAt, date, time.Second, "Date is when the notification was composed")
+			text, html, err := m.Bodies()
+			require.NoError(t, err)
+			require.Equal(t, n.Text, strings.TrimRight(text, "\n"))
+			if n.HTML != nil {
+				require.Equal(t, *n.HTML, strings.TrimRight(html, "\n"))
+			} else {
+				require.Empty(t, html)
+			}
+		}
+		// Connection reuse: a handful of pooled sessions carried all of them
+		// (pool=4 per target by default).
+		assert.LessOrEqual(t, s.Sessions(), 8, "%s: SMTP sessions", name)
+	}
+	for id := range want {
+		require.Equal(t, "sent", e.notifierStatus(id))
+	}
+	e.eventually(time.Minute, "500 successes in the log", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2*per
+	})
+	require.Equal(t, 2*per, e.count(`SELECT count(DISTINCT notification_id) FROM pgrelay_notifier.status_events WHERE status = 'sent'`))
+	require.Equal(t, 3*2*per, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events`), "queued, sending, sent: one event each")
+}
+
+func (e *env) notifierStatus(id int64) string {
+	e.t.Helper()
+	var s *string
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), "SELECT pgrelay_notifier.get_status($1)", id).Scan(&s))
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+// concurrency_mode = 'channel': never two SMTP transactions of the channel
+// at once, even with two Processors, while a 'none' channel beside it sends
+// in parallel; and the channel's emails go out in send() order.
+func TestActorEmailChannelModeNeverOverlaps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{DataDelay: 3 * time.Millisecond})
+	e.exec(`SELECT pgrelay_notifier.create_channel('serial', 'serial@shop.example', p_concurrency_mode := 'channel')`)
+	e.exec(`SELECT pgrelay_notifier.create_channel('bulk', 'bulk@shop.example')`)
+	var ids []int64
+	rows, err := e.pool.Query(context.Background(), `SELECT pgrelay_notifier.send('serial', ARRAY['u' || g || '@example.org'], 's' || g, 'b')
+		FROM generate_series(1, 80) g`)
+	require.NoError(t, err)
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	e.exec(`SELECT pgrelay_notifier.send('bulk', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 200) g`)
+	mod := func(c *actors.Config) { c.SMTPURL = s.URL() + "?pool=8" }
+	e.startProcessor(mod)
+	e.startProcessor(mod)
+	e.eventually(2*time.Minute, "280 notifications to be sent", func() bool { return e.statusCount("sent") == 280 })
+	require.Equal(t, 1, s.MaxConcurrent("serial@shop.example"), "two SMTP transactions of a 'channel' channel at once")
+	var order []int64
+	for _, m := range s.Messages() {
+		if strings.Contains(m.From, "serial@") {
+			order = append(order, idOf(t, m.MessageID()))
+		}
+	}
+	require.Equal(t, ids, order, "serial emails out of send() order")
+	t.Logf("bulk channel: up to %d transactions at once", s.MaxConcurrent("bulk@shop.example"))
+}
+
+// The SMTP server goes down while pooled connections are open and comes back
+// later: every notification is sent, attempts and reasons are recorded.
+func TestActorEmailServerDownThenBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{})
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 50,
+		p_retry_delay := '100 milliseconds')`)
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() + "?timeout=2s" })
+	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['early' || g || '@example.org'], 's', 'b') FROM generate_series(1, 20) g`)
+	e.eventually(time.Minute, "the first 20 to be sent", func() bool { return e.statusCount("sent") == 20 })
+
+	require.NoError(t, s.Stop()) // the pooled connections drop with it
+	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['late' || g || '@example.org'], 's', 'b') FROM generate_series(1, 30) g`)
+	e.eventually(time.Minute, "failed attempts while the server is down", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`) >= 30 &&
+			e.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE attempts >= 2`) >= 10
+	})
+	require.Zero(t, e.statusCount("failed"), "a transient failure does not fail the notification")
+	require.NoError(t, s.Start())
+	e.eventually(time.Minute, "all 50 to be sent", func() bool { return e.statusCount("sent") == 50 })
+
+	require.Equal(t, 50, s.Count())
+	late := e.notifications("WHERE to_addrs[1] LIKE 'late%'")
+	retried := 0
+	for _, n := range late {
+		require.Equal(t, "sent", n.Status)
+		if n.Attempts > 1 {
+			retried++
+		}
+	}
+	require.Positive(t, retried, "attempts are counted")
+	notes := e.count(`SELECT count(*) FROM pgrelay_notifier.debug_log WHERE message LIKE 'attempt % failed: smtp://127.0.0.1:%'`)
+	require.Positive(t, notes, "the reasons of failed attempts are in the debug log")
+	e.eventually(time.Minute, "50 successes in the log", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 50
+	})
+}
+
+// A permanent 5xx for one recipient domain: those notifications fail at
+// once with the reason and are not retried; the rest are sent. A 4xx domain
+// is retried until the server accepts it.
+func TestActorEmailPermanentAndTransientReplies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{})
+	s.RejectDomain("bad.example", 550, "no such domain here")
+	s.RejectDomain("later.example", 451, "try again later")
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 20,
+		p_retry_delay := '100 milliseconds')`)
+	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || CASE WHEN g % 4 = 0 THEN '@bad.example' ELSE '@good.example' END],
+		's', 'b', p_cc := CASE WHEN g % 4 = 0 THEN ARRAY['fine@good.example'] END) FROM generate_series(1, 40) g`)
+	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u@later.example'], 's', 'b')`)
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
+	e.eventually(time.Minute, "30 sent and 10 failed", func() bool {
+		return e.statusCount("sent") == 30 && e.statusCount("failed") == 10
+	})
+	for _, n := range e.notifications("WHERE status = 'failed'") {
+		require.True(t, strings.HasSuffix(n.To[0], "@bad.example"), n.To[0])
+		require.Equal(t, 1, n.Attempts, "a 5xx is not retried")
+		require.NotNil(t, n.LastError)
+		require.Contains(t, *n.LastError, "550")
+		require.Contains(t, *n.LastError, "no such domain here")
+	}
+	e.eventually(time.Minute, "10 give-ups at the first attempt in the log", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 1 AND error LIKE '%550%'`) == 10
+	})
+	require.Equal(t, 10, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'failed' AND error LIKE '%550%'`))
+
+	e.eventually(time.Minute, "the 4xx recipient to be retried", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE to_addrs[1] = 'u@later.example' AND attempts >= 3`) == 1
+	})
+	require.Equal(t, "sending", e.one(`SELECT status FROM pgrelay_notifier.notifications WHERE to_addrs[1] = 'u@later.example'`))
+	s.RejectDomain("later.example", 0, "")
+	e.eventually(time.Minute, "the 4xx recipient to be sent", func() bool { return e.statusCount("sent") == 31 })
+	require.Equal(t, 31, s.Count())
+	for _, m := range s.Messages() {
+		for _, to := range m.To {
+			require.NotContains(t, to, "bad.example")
+		}
+	}
+}
+
+func (e *env) one(sql string, args ...any) string {
+	e.t.Helper()
+	var v string
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&v), sql)
+	return v
+}
+
+// A notification cancelled or deleted before it is sent is skipped cleanly:
+// the event succeeds, nothing is sent.
+func TestActorEmailSkipsCancelledAndDeleted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{})
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	send := func(to string) int64 {
+		var id int64
+		require.NoError(t, e.pool.QueryRow(context.Background(),
+			`SELECT pgrelay_notifier.send('mail', ARRAY[$1], 's', 'b')`, to).Scan(&id))
+		return id
+	}
+	keep, cancel, del := send("keep@example.org"), send("cancel@example.org"), send("delete@example.org")
+	e.exec(`SELECT pgrelay_notifier.cancel($1)`, cancel)
+	e.exec(`DELETE FROM pgrelay_notifier.notifications WHERE notification_id = $1`, del)
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
+	e.eventually(time.Minute, "3 events to succeed", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3
+	})
+	require.Equal(t, 1, s.Count())
+	m, _ := s.Last()
+	require.Equal(t, keep, idOf(t, m.MessageID()))
+	require.Equal(t, "sent", e.notifierStatus(keep))
+	require.Equal(t, "cancelled", e.notifierStatus(cancel))
+	require.Equal(t, "<nil>", e.notifierStatus(del))
+}
+
+// syncLog collects log output from several goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// AUTH PLAIN, LOGIN, CRAM-MD5 and auto over STARTTLS, and PLAIN and auto
+// over implicit TLS, all work; a wrong password fails its notifications after max_attempts,
+// and no password shows up in any log line, error, database row or status
+// event.
+func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tlsCfg, err := testenv.SelfSignedTLS()
+	require.NoError(t, err)
+	const pw = "Sup3r-s3cret-PW"
+	const wrong = "Wr0ng-s3cret-PW"
+	starttls := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw, TLS: tlsCfg})
+	implicit := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw, TLS: tlsCfg, ImplicitTLS: true})
+	base := func(s *testenv.SMTP, scheme, pass, query string) string {
+		return fmt.Sprintf("%s://relay:%s@%s?insecure_skip_verify=true&%s", scheme, pass, s.Addr(), query)
+	}
+	targets := map[string]string{
+		"plain":     base(starttls, "smtp", pw, "auth=plain&tls=mandatory"),
+		"login":     base(starttls, "smtp", pw, "auth=login&tls=mandatory"),
+		"cram":      base(starttls, "smtp", pw, "auth=cram-md5&tls=mandatory"),
+		"implicit":  base(implicit, "smtps", pw, "auth=plain"),
+		"autotls":   base(implicit, "smtps", pw, "auth=auto"),
+		"autostart": base(starttls, "smtp", pw, "auth=auto&tls=mandatory"),
+		"wrong":     base(starttls, "smtp", wrong, "auth=plain&tls=mandatory"),
+	}
+	names := make([]string, 0, len(targets))
+	for ch := range targets {
+		names = append(names, ch)
+		e.exec(`SELECT pgrelay_notifier.create_channel($1, $1 || '@shop.example', p_max_attempts := 2,
+			p_retry_delay := '50 milliseconds')`, ch)
+		e.exec(`SELECT pgrelay_notifier.send($1, ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 3) g`, ch)
+	}
+	sort.Strings(names)
+	logs := &syncLog{}
+	e.startProcessor(func(c *actors.Config) {
+		c.SMTPChannels = targets
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	e.eventually(time.Minute, "18 sent and 3 failed", func() bool {
+		return e.statusCount("sent") == 18 && e.statusCount("failed") == 3
+	})
+	require.Equal(t, 12, starttls.Count())
+	require.Equal(t, 6, implicit.Count())
+	for _, m := range append(starttls.Messages(), implicit.Messages()...) {
+		require.True(t, m.TLS, "sent over TLS")
+		require.Equal(t, "relay", m.AuthUser)
+	}
+	for _, n := range e.notifications("WHERE status = 'failed'") {
+		require.Equal(t, "wrong", n.Channel)
+		require.Equal(t, 2, n.Attempts)
+		require.Contains(t, *n.LastError, "gave up after 2 attempts")
+		require.Contains(t, *n.LastError, "535")
+	}
+
+	// Nowhere: not in logs (debug level), not in any table the Processor or
+	// the notifier writes, not in errors.
+	for _, secret := range []string{pw, wrong} {
+		require.NotContains(t, logs.String(), secret)
+		for _, q := range []string{
+			`SELECT count(*) FROM pgrelay.log WHERE error LIKE '%' || $1 || '%'`,
+			`SELECT count(*) FROM pgrelay_notifier.notifications WHERE last_error LIKE '%' || $1 || '%'`,
+			`SELECT count(*) FROM pgrelay_notifier.debug_log WHERE message LIKE '%' || $1 || '%'`,
+			`SELECT count(*) FROM pgrelay_notifier.status_events WHERE error LIKE '%' || $1 || '%'`,
+			`SELECT count(*) FROM pgrelay.processors WHERE hostname LIKE '%' || $1 || '%'`,
+		} {
+			require.Zero(t, e.count(q, secret), q)
+		}
+	}
+	require.Contains(t, logs.String(), "smtp://127.0.0.1:", "targets are named, without credentials")
+
+	// A configuration mistake is reported without the password.
+	_, err = actors.New(actors.Config{DatabaseURL: e.url, SMTPURL: "smtp://relay:" + pw + "@host:bad"})
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), pw)
+	require.ErrorIs(t, err, email.ErrInvalidTarget)
+}
+
+// With NATS configured every status change of a notification is published
+// on pgrelay.notifier.<channel>.<status>, in order, and no NATS event (of the
+// notifier or of the log) carries the SMTP password.
+func TestActorEmailStatusEventsOnNATS(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	e := newEnv(t)
+	const pw = "Nats-leak-s3cret"
+	s := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw})
+	s.RejectDomain("bad.example", 550, "no such user")
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.exec(`SELECT pgrelay_notifier.create_channel('locked', 'locked@shop.example', p_max_attempts := 1)`)
+	var ok int64
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')`).Scan(&ok))
+	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['b@bad.example'], 's', 'b')`)
+	e.exec(`SELECT pgrelay_notifier.send('locked', ARRAY['c@example.org'], 's', 'b')`)
+	u := s.URL() // smtp://relay:<pw>@127.0.0.1:port?auth=plain
+	e.startProcessor(func(c *actors.Config) {
+		withNATS(n.URL())(c)
+		c.SMTPURL = u
+		c.SMTPChannels = map[string]string{"locked": strings.Replace(u, pw, "Wrong-"+pw, 1)}
+	})
+	// 9 notifier events (3 per notification) and 3 log events.
+	e.eventually(time.Minute, "12 events on NATS", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 12 })
+	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "all", "pgrelay.>", 12)
+	bySubject := map[string][]int64{}
+	for _, m := range msgs {
+		raw, err := json.Marshal(m.doc)
+		require.NoError(t, err)
+		require.NotContains(t, string(raw), pw, m.subject)
+		if strings.HasPrefix(m.subject, "pgrelay.notifier.") {
+			id, err := m.doc["notification_id"].(json.Number).Int64()
+			require.NoError(t, err)
+			bySubject[m.subject] = append(bySubject[m.subject], id)
+		}
+	}
+	require.Len(t, bySubject["pgrelay.notifier.mail.queued"], 2)
+	require.Len(t, bySubject["pgrelay.notifier.mail.sending"], 2)
+	require.Equal(t, []int64{ok}, bySubject["pgrelay.notifier.mail.sent"])
+	require.Len(t, bySubject["pgrelay.notifier.mail.failed"], 1)
+	require.Len(t, bySubject["pgrelay.notifier.locked.queued"], 1)
+	require.Len(t, bySubject["pgrelay.notifier.locked.sending"], 1)
+	require.Len(t, bySubject["pgrelay.notifier.locked.failed"], 1)
+	for _, m := range msgs {
+		if m.subject == "pgrelay.notifier.mail.failed" {
+			require.Contains(t, m.doc["error"], "550")
+		}
+		if m.subject == "pgrelay.notifier.locked.failed" {
+			require.Contains(t, m.doc["error"], "535")
+		}
+	}
+}

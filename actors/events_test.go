@@ -1,0 +1,343 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/events"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// Status events on NATS (docs/events.md): real PostgreSQL, real in-process
+// NATS servers with JetStream.
+
+// startNATS starts an in-process NATS server for t, stopped when t ends.
+func startNATS(t *testing.T, cfg testenv.NATSConfig) *testenv.NATS {
+	t.Helper()
+	n, err := testenv.StartNATS(cfg)
+	require.NoError(t, err)
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// natsClient connects a test client to url, closed when t ends.
+func natsClient(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return nc, js
+}
+
+// withNATS sets the Processor's NATS configuration.
+func withNATS(url string) func(*actors.Config) {
+	return func(c *actors.Config) {
+		c.NATS = &actors.NATSConfig{URL: url, PublishInterval: 50 * time.Millisecond}
+	}
+}
+
+// streamMsgs is the number of messages in stream (-1 while it cannot be read).
+func streamMsgs(js jetstream.JetStream, stream string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return -1
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return -1
+	}
+	return int(info.State.Msgs)
+}
+
+// received is one message a consumer got.
+type received struct {
+	subject string
+	msgID   string
+	doc     map[string]any
+}
+
+func (r received) id() int64 {
+	v, _ := r.doc["id"].(json.Number).Int64()
+	return v
+}
+
+// consumeAll reads every message of stream on subjects filter with a new
+// durable pull consumer, acking each, until want arrived and a short wait
+// brings no more.
+func consumeAll(t *testing.T, js jetstream.JetStream, stream, durable, filter string, want int) []received {
+	t.Helper()
+	ctx := context.Background()
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: filter,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	require.NoError(t, err)
+	var out []received
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		wait := 2 * time.Second
+		if len(out) >= want {
+			wait = 300 * time.Millisecond // anything beyond want is a duplicate
+		}
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(wait))
+		require.NoError(t, err)
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			dec := json.NewDecoder(strings.NewReader(string(m.Data())))
+			dec.UseNumber()
+			var doc map[string]any
+			require.NoError(t, dec.Decode(&doc), string(m.Data()))
+			out = append(out, received{subject: m.Subject(), msgID: m.Headers().Get(jetstream.MsgIDHeader), doc: doc})
+			require.NoError(t, m.Ack())
+		}
+		if n == 0 && len(out) >= want {
+			return out
+		}
+		require.True(t, time.Now().Before(deadline), "consumer got %d of %d messages", len(out), want)
+	}
+}
+
+// logIDs returns the ids of the log rows, in id order.
+func (e *env) logIDs(where string) []int64 {
+	e.t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT id FROM pgrelay.log `+where+` ORDER BY id`)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		require.NoError(e.t, rows.Scan(&id))
+		out = append(out, id)
+	}
+	require.NoError(e.t, rows.Err())
+	return out
+}
+
+// requireExactlyOnce checks that msgs hold exactly one message per log row,
+// in log id order per channel.
+func requireExactlyOnce(t *testing.T, e *env, msgs []received) {
+	t.Helper()
+	want := e.logIDs("")
+	got := make([]int64, 0, len(msgs))
+	seen := map[int64]bool{}
+	last := map[string]int64{}
+	for _, m := range msgs {
+		id := m.id()
+		require.False(t, seen[id], "log row %d published twice", id)
+		seen[id] = true
+		got = append(got, id)
+		ch := m.doc["channel"].(string)
+		require.Greater(t, id, last[ch], "channel %s: events out of log order", ch)
+		last[ch] = id
+		require.Equal(t, strconv.FormatInt(id, 10), m.msgID, "Nats-Msg-Id is the log id")
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	require.Equal(t, len(want), len(got), "one message per log row")
+	require.Equal(t, want, got, "the messages are the log rows, no gaps")
+}
+
+// 5 000 events through the Processor: a durable JetStream consumer receives
+// exactly one message per log row, in log order per channel, with the
+// documented fields; payloads only for the channel that opted in. Two
+// Processors run on the node: the lease makes one of them the publisher.
+func TestActorEventsToJetStream5000(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	e := newEnv(t)
+	e.exec(`CREATE FUNCTION public.fail(p text) RETURNS void LANGUAGE plpgsql AS
+	$$ BEGIN RAISE EXCEPTION 'no luck for %', p; END $$`)
+	e.exec(`SELECT pgrelay.register('a', 'SELECT length($1)')`)
+	e.exec(`SELECT pgrelay.register('b', 'SELECT length($1)', p_concurrency_mode := 'channel')`)
+	e.exec(`SELECT pgrelay.register('f', 'SELECT public.fail($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
+	e.exec(`SELECT pgrelay.register('p', 'SELECT length($1)', p_publish_payload := true)`)
+	p1 := e.startProcessor(withNATS(n.URL()))
+	p2 := e.startProcessor(withNATS(n.URL()))
+	e.exec(`SELECT pgrelay.notify_many('a', $1)`, payloads("a", 3000))
+	e.exec(`SELECT pgrelay.notify_many('b', $1)`, payloads("b", 1000))
+	e.exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("f", 200))
+	e.exec(`SELECT pgrelay.notify_many('p', $1)`, payloads("p", 600))
+	// 'f' fails twice: failed, then gave_up. 5 000 log rows in all.
+	e.eventually(3*time.Minute, "5 000 log rows", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 5000
+	})
+	e.eventually(time.Minute, "5 000 messages in the stream", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") >= 5000
+	})
+	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "test", "pgrelay.events.>", 5000)
+	requireExactlyOnce(t, e, msgs)
+	require.Equal(t, 5000, streamMsgs(js, "PGRELAY_EVENTS"), "no duplicate stored")
+
+	kinds := map[string]int{}
+	for _, m := range msgs {
+		d := m.doc
+		for _, f := range []string{"schema", "id", "queue_id", "origin_id", "channel", "attempt", "event", "error", "node", "at"} {
+			require.Contains(t, d, f, "field %s", f)
+		}
+		require.Equal(t, json.Number(strconv.Itoa(events.SchemaVersion)), d["schema"])
+		ch, ev := d["channel"].(string), d["event"].(string)
+		require.Equal(t, "pgrelay.events."+ch+"."+ev, m.subject)
+		kinds[ch+"/"+ev]++
+		_, err := time.Parse(time.RFC3339Nano, d["at"].(string))
+		require.NoError(t, err)
+		require.Equal(t, json.Number("0"), d["node"])
+		if ch == "p" {
+			require.IsType(t, "", d["payload"], "channel p publishes payloads")
+			require.True(t, strings.HasPrefix(d["payload"].(string), "p-"))
+		} else {
+			require.NotContains(t, d, "payload", "channel %s keeps its payloads off NATS", ch)
+		}
+		if ev == "succeeded" {
+			require.Nil(t, d["error"])
+		} else {
+			require.Contains(t, d["error"], "no luck for f-")
+		}
+	}
+	require.Equal(t, map[string]int{"a/succeeded": 3000, "b/succeeded": 1000, "f/failed": 200, "f/gave_up": 200,
+		"p/succeeded": 600}, kinds)
+
+	// One of the two Processors published everything; the other stood by.
+	published := testutil.ToFloat64(p1.Metrics().Events.Published.WithLabelValues("log")) +
+		testutil.ToFloat64(p2.Metrics().Events.Published.WithLabelValues("log"))
+	require.Equal(t, 5000.0, published)
+	e.eventually(10*time.Second, "the backlog gauge to reach 0", func() bool {
+		return testutil.ToFloat64(p1.Metrics().Events.Backlog.WithLabelValues("log"))+
+			testutil.ToFloat64(p2.Metrics().Events.Backlog.WithLabelValues("log")) == 0
+	})
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source = 'log'`))
+	require.Equal(t, e.logIDs("")[4999], int64(e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)))
+}
+
+// NATS shut down after about a third of the events and started again after
+// dispatch finished: dispatch went on meanwhile, the backlog showed, and
+// after the restart every log row's event arrives exactly once.
+func TestActorEventsSurviveNATSOutage(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	e := newEnv(t)
+	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.001) $$`)
+	e.exec(`SELECT pgrelay.register('o', 'SELECT public.work($1)')`)
+	p := e.startProcessor(withNATS(n.URL()))
+	const total = 3000
+	e.exec(`SELECT pgrelay.notify_many('o', $1)`, payloads("o", total))
+	succeeded := func() int { return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) }
+	e.eventually(time.Minute, "a third of the events", func() bool { return succeeded() >= total/3 })
+	n.Shutdown()
+	atOutage := succeeded()
+	require.Less(t, atOutage, total, "the outage began before dispatch finished")
+	inStream := 0
+	e.eventually(2*time.Minute, "dispatch to finish while NATS is down", func() bool { return succeeded() == total })
+	t.Logf("NATS down after %d of %d events; dispatch finished without it", atOutage, total)
+
+	// The backlog shows in the gauge and in publish_backlog().
+	e.eventually(10*time.Second, "the backlog gauge to show the unpublished events", func() bool {
+		return testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) > 0
+	})
+	backlog := e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`)
+	require.Greater(t, backlog, 0)
+	require.Equal(t, 0.0, testutil.ToFloat64(p.Metrics().Events.Connected))
+
+	require.NoError(t, n.Start())
+	e.eventually(time.Minute, "every event in the stream", func() bool {
+		inStream = streamMsgs(js, "PGRELAY_EVENTS")
+		return inStream >= total
+	})
+	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "after-outage", "pgrelay.events.>", total)
+	requireExactlyOnce(t, e, msgs)
+	require.Equal(t, total, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+	e.eventually(10*time.Second, "the backlog to drain", func() bool {
+		return e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	})
+}
+
+// A NATS URL nothing answers at start: the Processor starts, dispatches and
+// reports the backlog; once a server appears there, the events arrive.
+func TestActorEventsNATSUnreachableAtStart(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('u', 'SELECT length($1)')`)
+	p := e.startProcessor(withNATS(fmt.Sprintf("nats://127.0.0.1:%d", port)))
+	e.exec(`SELECT pgrelay.notify_many('u', $1)`, payloads("u", 300))
+	e.eventually(time.Minute, "dispatch without NATS", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
+	})
+	e.eventually(10*time.Second, "the backlog gauge to count the 300 events", func() bool {
+		return testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) == 300
+	})
+	require.Equal(t, 300, e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`))
+
+	n := startNATS(t, testenv.NATSConfig{Port: port})
+	_, js := natsClient(t, n.URL())
+	e.eventually(time.Minute, "the events once NATS is there", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == 300
+	})
+	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "late", "pgrelay.events.>", 300))
+}
+
+// A long producer transaction holds publishing back (the horizon) and never
+// loses its event: a log row written in a transaction that is still open
+// while later rows commit is published once it commits, in id order.
+func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('h', 'SELECT length($1)')`)
+	p := e.startProcessor(withNATS(n.URL()))
+	e.exec(`SELECT pgrelay.notify_many('h', $1)`, payloads("before", 50))
+	e.eventually(time.Minute, "the first events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 50 })
+
+	// An open transaction writes a log row (its id is taken now, below the
+	// ids of the rows below).
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var held int64
+	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event)
+		VALUES (1, 1, 'h', 1, 'succeeded') RETURNING id`).Scan(&held))
+
+	// Later events run and commit meanwhile.
+	e.exec(`SELECT pgrelay.notify_many('h', $1)`, payloads("after", 50))
+	e.eventually(time.Minute, "the later events to run", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 100
+	})
+	require.Equal(t, 50, e.count(`SELECT count(*) FROM pgrelay.log WHERE id > $1`, held))
+	// A round that saw them (the backlog counts them) did not publish them:
+	// the cursor stays below the open transaction's row.
+	e.eventually(30*time.Second, "a round to count the 50 later events as backlog", func() bool {
+		return testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) == 50
+	})
+	require.Less(t, int64(e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)), held,
+		"the cursor passed a row of a transaction still open")
+	require.Equal(t, 50, streamMsgs(js, "PGRELAY_EVENTS"))
+
+	require.NoError(t, tx.Commit(ctx))
+	e.eventually(time.Minute, "every event, the held one included", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == 101
+	})
+	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "all", "pgrelay.events.>", 101))
+}

@@ -1,0 +1,250 @@
+// Package email is the handler of email channels (kind 'email', the
+// notifier): for each event it fetches the notification from
+// pgrelay_notifier, builds the message with go-mail, sends it through a
+// pooled SMTP connection and records the status with set_status(). Those
+// interface calls (fetch, set_status, debug_log) are all it does in the
+// database.
+//
+// Failure classes: a 5xx reply to the message (MAIL, RCPT, DATA) is
+// permanent: the notification is failed at once with the reply as reason and
+// the event gives up. 4xx replies, network errors and failures to open a
+// session (dial, STARTTLS, AUTH) are transient: the event is retried with the
+// channel's backoff, the reason goes to debug_log(), and the last attempt
+// fails the notification.
+package email
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events/store"
+)
+
+// Config configures the email handler. Zero values mean defaults.
+type Config struct {
+	// Default is the SMTP URL of every email channel not in Channels (see
+	// Target for the forms); empty means none.
+	Default string
+	// Channels maps a channel to its own SMTP URL.
+	Channels map[string]string
+	// MessageIDDomain is the right-hand side of Message-IDs (default "pgrelay").
+	MessageIDDomain string
+	// Logger receives the handler's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+var dotAtom = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+/=?^_` + "`" + `{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_` + "`" + `{|}~-]+)*$`)
+
+// Validate checks cfg without connecting anything. Its errors never contain
+// a password.
+func (cfg Config) Validate() error {
+	if cfg.MessageIDDomain != "" && !dotAtom.MatchString(cfg.MessageIDDomain) {
+		return fmt.Errorf("email: Message-ID domain %q is not a domain name", cfg.MessageIDDomain)
+	}
+	if cfg.Default != "" {
+		if _, err := ParseTarget(cfg.Default); err != nil {
+			return fmt.Errorf("default SMTP target: %w", err)
+		}
+	}
+	for _, ch := range sortedKeys(cfg.Channels) {
+		if _, err := ParseTarget(cfg.Channels[ch]); err != nil {
+			return fmt.Errorf("SMTP target of channel %q: %w", ch, err)
+		}
+	}
+	return nil
+}
+
+// Enabled reports whether cfg names any SMTP target.
+func (cfg Config) Enabled() bool { return cfg.Default != "" || len(cfg.Channels) > 0 }
+
+// Handler sends the events of email channels. It is safe for concurrent use.
+type Handler struct {
+	store    *store.Store
+	log      *slog.Logger
+	domain   string
+	def      *pool
+	channels map[string]*pool
+	pools    []*pool
+}
+
+// New returns a handler over st; it dials nothing until the first message.
+// Channels that share a URL share a pool.
+func New(st *store.Store, cfg Config) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{store: st, log: cfg.Logger, domain: cfg.MessageIDDomain, channels: map[string]*pool{}}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.domain == "" {
+		h.domain = DefaultMessageIDDomain
+	}
+	byURL := map[string]*pool{}
+	get := func(raw string) (*pool, error) {
+		if p, ok := byURL[raw]; ok {
+			return p, nil
+		}
+		t, err := ParseTarget(raw)
+		if err != nil {
+			return nil, err
+		}
+		p, err := newPool(t, h.log)
+		if err != nil {
+			return nil, err
+		}
+		byURL[raw] = p
+		h.pools = append(h.pools, p)
+		return p, nil
+	}
+	var err error
+	if cfg.Default != "" {
+		if h.def, err = get(cfg.Default); err != nil {
+			return nil, err
+		}
+	}
+	for _, ch := range sortedKeys(cfg.Channels) {
+		if h.channels[ch], err = get(cfg.Channels[ch]); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Close ends the pooled SMTP sessions.
+func (h *Handler) Close() error {
+	for _, p := range h.pools {
+		p.close()
+	}
+	return nil
+}
+
+func (h *Handler) poolFor(channel string) *pool {
+	if p, ok := h.channels[channel]; ok {
+		return p
+	}
+	return h.def
+}
+
+// bookkeeping bounds the status writes that follow a send: they must happen
+// even when the handler's context ended meanwhile.
+const bookkeeping = 10 * time.Second
+
+// Handle sends the notification the event names (its payload is the
+// notification_id).
+func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
+	id, err := strconv.ParseInt(ev.Payload, 10, 64)
+	if err != nil {
+		return false, handlers.Permanent(fmt.Errorf("email channel %q: payload %q is not a notification id", ev.Channel, ev.Payload))
+	}
+	// fetch() and set_status('sending') go together: one round trip.
+	n, err := h.store.FetchNotificationForSending(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if n == nil {
+		// Deleted, cancelled, or already ended (a redelivered event).
+		h.log.Debug("email: nothing to send; skipped", "channel", ev.Channel, "notification", id)
+		return false, nil
+	}
+	p := h.poolFor(n.Channel)
+	if p == nil {
+		return false, h.transient(ctx, ev, id, fmt.Errorf("no SMTP target for channel %q: set --smtp-url or map the channel in the --config file", n.Channel))
+	}
+	msg, env, err := buildMessage(n, h.domain)
+	if err != nil {
+		return false, h.permanent(ctx, id, fmt.Errorf("build the message: %w", err))
+	}
+	err = p.send(ctx, msg, env)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+		defer cancel()
+		if _, err := h.store.SetNotificationStatus(wctx, id, store.NotificationSent, ""); err != nil {
+			// The event is retried and the message sent again, with the
+			// same Message-ID.
+			return false, fmt.Errorf("notification %d was sent but recording it failed: %w", id, err)
+		}
+		return false, nil
+	}
+	failure := &SendError{msg: fmt.Sprintf("%s: %v", p.t, err), permanent: Permanent(err)}
+	if failure.permanent {
+		return false, h.permanent(ctx, id, failure)
+	}
+	return false, h.transient(ctx, ev, id, failure)
+}
+
+// SendError is a failed SMTP send as the Processor sees it: the text of the
+// cause without the cause itself, so that a network error of the SMTP
+// connection never passes for a lost database connection (which would
+// release the event instead of counting a failed attempt).
+type SendError struct {
+	msg       string
+	permanent bool
+}
+
+func (e *SendError) Error() string { return e.msg }
+
+// IsPermanent reports whether the failure was a 5xx reply to the message.
+func (e *SendError) IsPermanent() bool { return e.permanent }
+
+// Permanent reports whether a send error is a 5xx reply to the message:
+// retrying cannot help. Session set-up failures are never permanent.
+func Permanent(err error) bool {
+	var ce *connectError
+	if errors.As(err, &ce) {
+		return false
+	}
+	var re *rcptError
+	if errors.As(err, &re) {
+		return re.permanent()
+	}
+	return code(err)/100 == 5
+}
+
+// permanent fails the notification with err as reason; the event gives up.
+func (h *Handler) permanent(ctx context.Context, id int64, err error) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+	defer cancel()
+	if _, serr := h.store.SetNotificationStatus(wctx, id, store.NotificationFailed, err.Error()); serr != nil {
+		h.log.Warn("email: could not record a permanent failure", "notification", id, "err", serr)
+	}
+	return handlers.Permanent(err)
+}
+
+// transient notes err in the notification's debug log; the event is retried,
+// and on its last attempt the notification is failed.
+func (h *Handler) transient(ctx context.Context, ev handlers.Event, id int64, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The Processor is stopping: the event is released, not failed.
+		return err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+	defer cancel()
+	note := fmt.Sprintf("attempt %d of %d failed: %v", ev.Attempt, ev.MaxAttempts, err)
+	if lerr := h.store.NotificationDebugLog(wctx, id, note); lerr != nil {
+		h.log.Warn("email: could not write the debug log", "notification", id, "err", lerr)
+	}
+	if ev.Attempt >= ev.MaxAttempts {
+		reason := fmt.Sprintf("gave up after %d attempts: %v", ev.Attempt, err)
+		if _, serr := h.store.SetNotificationStatus(wctx, id, store.NotificationFailed, reason); serr != nil {
+			h.log.Warn("email: could not record the failure", "notification", id, "err", serr)
+		}
+	}
+	return err
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,344 @@
+package email
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/textproto"
+	"strings"
+	"sync"
+	"time"
+
+	mail "github.com/wneessen/go-mail"
+	"github.com/wneessen/go-mail/smtp"
+)
+
+// pool keeps up to Target.PoolSize SMTP connections to one target open and
+// reuses them for message after message: a connection is dialled (greeting,
+// EHLO, STARTTLS, AUTH) once, not per message. A connection that fails is
+// closed and a new one dialled on next use.
+type pool struct {
+	t      *Target
+	client *mail.Client // holds the options; dials connections
+	log    *slog.Logger
+	slots  chan struct{} // one token per connection in use (idle ones hold none)
+
+	mu     sync.Mutex
+	idle   []*conn
+	closed bool
+}
+
+// conn is one open SMTP session.
+type conn struct {
+	c        *smtp.Client
+	raw      net.Conn // for deadlines: the smtp client's own lock is held during a read
+	lastUsed time.Time
+	uses     int // transactions started on it
+}
+
+type connKey struct{}
+
+// connHolder receives the net.Conn the dial function made.
+type connHolder struct{ c net.Conn }
+
+func newPool(t *Target, log *slog.Logger) (*pool, error) {
+	tlsCfg := &tls.Config{ServerName: t.Host, MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if t.ImplicitTLS {
+			tc := tls.Client(c, tlsCfg.Clone())
+			if err := tc.HandshakeContext(ctx); err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+			c = tc
+		}
+		if h, ok := ctx.Value(connKey{}).(*connHolder); ok {
+			h.c = c
+		}
+		return c, nil
+	}
+	opts := []mail.Option{
+		mail.WithPort(t.Port),
+		mail.WithTimeout(t.Timeout),
+		mail.WithTLSConfig(tlsCfg),
+		mail.WithDialContextFunc(dial),
+		mail.WithSMTPAuth(t.Auth),
+	}
+	if t.ImplicitTLS && t.Auth == mail.SMTPAuthAutoDiscover {
+		// go-mail's discovery cannot see that our own dialer already did TLS
+		// and would rule out PLAIN and LOGIN: name the order ourselves.
+		opts = append(opts, mail.WithOpportunisticSMTPAuth(mail.SMTPAuthSCRAMSHA256, mail.SMTPAuthSCRAMSHA1,
+			mail.SMTPAuthCramMD5, mail.SMTPAuthPlain, mail.SMTPAuthLogin))
+	}
+	if t.ImplicitTLS {
+		opts = append(opts, mail.WithSSL()) // no STARTTLS on top; the dial function did TLS
+	} else {
+		opts = append(opts, mail.WithTLSPolicy(t.TLSPolicy))
+	}
+	if t.Username != "" {
+		opts = append(opts, mail.WithUsername(t.Username), mail.WithPassword(t.password))
+	}
+	if t.HELO != "" {
+		opts = append(opts, mail.WithHELO(t.HELO))
+	}
+	client, err := mail.NewClient(t.Host, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("email: SMTP client for %s: %w", t, err)
+	}
+	return &pool{t: t, client: client, log: log, slots: make(chan struct{}, t.PoolSize)}, nil
+}
+
+// connectError is a failure to open a session (dial, greeting, EHLO,
+// STARTTLS, AUTH): it says nothing about the message, so it is transient
+// whatever the server's reply code.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return "connect: " + e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
+
+// errStale: a pooled connection did not answer NOOP; nothing was sent on it.
+var errStale = errors.New("email: pooled SMTP connection is gone")
+
+// acquire returns a connection for one message: an idle one, or a new one
+// while fewer than PoolSize are in use; otherwise it waits.
+func (p *pool) acquire(ctx context.Context) (*conn, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.slots
+		return nil, errors.New("email: handler closed")
+	}
+	var c *conn
+	for len(p.idle) > 0 && c == nil {
+		c = p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if time.Since(c.lastUsed) > p.t.IdleTimeout {
+			// Servers drop idle sessions (RFC 5321 allows after 5 minutes,
+			// many sooner): rather dial than find out mid-message.
+			go c.close(time.Second)
+			c = nil
+		}
+	}
+	p.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err := p.dial(ctx)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	return c, nil
+}
+
+func (p *pool) dial(ctx context.Context) (*conn, error) {
+	h := &connHolder{}
+	dctx := context.WithValue(ctx, connKey{}, h)
+	sc, err := p.client.DialToSMTPClientWithContext(dctx)
+	if err != nil {
+		// go-mail leaves the connection open when EHLO, STARTTLS or AUTH fail.
+		if h.c != nil {
+			_ = h.c.Close()
+		}
+		return nil, &connectError{err: err}
+	}
+	if h.c == nil { // cannot happen: the dial function always records it
+		_ = sc.Close()
+		return nil, &connectError{err: errors.New("no connection recorded")}
+	}
+	p.log.Debug("smtp: connected", "target", p.t.String())
+	return &conn{c: sc, raw: h.c, lastUsed: time.Now()}, nil
+}
+
+// release puts a healthy connection back, or closes it.
+func (p *pool) release(c *conn, healthy bool) {
+	c.lastUsed = time.Now()
+	p.mu.Lock()
+	if healthy && !p.closed {
+		p.idle = append(p.idle, c)
+		c = nil
+	}
+	p.mu.Unlock()
+	if c != nil {
+		c.close(time.Second)
+	}
+	<-p.slots
+}
+
+// close ends every idle connection; connections in use are closed when
+// released.
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range idle {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.close(2 * time.Second)
+		}()
+	}
+	wg.Wait()
+}
+
+// close says QUIT (bounded by wait) and closes the connection.
+func (c *conn) close(wait time.Duration) {
+	_ = c.raw.SetDeadline(time.Now().Add(wait))
+	_ = c.c.Quit()
+	_ = c.raw.Close()
+}
+
+// envelope is the SMTP envelope of a message: MAIL FROM and RCPT TO.
+type envelope struct {
+	from  string
+	rcpts []string
+}
+
+// rcptError is the refusal of one or more recipients.
+type rcptError struct {
+	rcpts []string
+	errs  []error
+}
+
+func (e *rcptError) Error() string {
+	parts := make([]string, len(e.rcpts))
+	for i := range e.rcpts {
+		parts[i] = fmt.Sprintf("%s: %v", e.rcpts[i], e.errs[i])
+	}
+	return "RCPT TO " + strings.Join(parts, "; ")
+}
+
+// permanent: every refusal is a 5xx reply.
+func (e *rcptError) permanent() bool {
+	for _, err := range e.errs {
+		if code(err)/100 != 5 {
+			return false
+		}
+	}
+	return len(e.errs) > 0
+}
+
+// code is the SMTP reply code carried by err, 0 when there is none.
+func code(err error) int {
+	var tp *textproto.Error
+	if errors.As(err, &tp) {
+		return tp.Code
+	}
+	return 0
+}
+
+// send sends one message on a pooled connection. A pooled connection found
+// dead before anything was sent (NOOP fails) is replaced once.
+func (p *pool) send(ctx context.Context, msg *mail.Msg, env envelope) error {
+	for attempt := 0; ; attempt++ {
+		c, err := p.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		reused := c.uses > 0
+		c.uses++
+		err = c.transaction(ctx, msg, env, reused, p.t.Timeout)
+		switch {
+		case err == nil:
+			p.release(c, true)
+			return nil
+		case errors.Is(err, errStale) && attempt == 0:
+			p.log.Debug("smtp: pooled connection gone; dialling a new one", "target", p.t.String())
+			p.release(c, false)
+			continue
+		}
+		// After a reply (4xx, 5xx) the session is still in step: RSET ended
+		// the transaction. After anything else it is not.
+		healthy := code(err) != 0 && !errors.Is(err, errStale)
+		var re *rcptError
+		if errors.As(err, &re) {
+			healthy = true
+		}
+		p.release(c, healthy)
+		return err
+	}
+}
+
+// transaction runs MAIL, RCPT..., DATA on c within the channel's deadline
+// (ctx) and the target's timeout; cancelling ctx interrupts it.
+func (c *conn) transaction(ctx context.Context, msg *mail.Msg, env envelope, reused bool, timeout time.Duration) (err error) {
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := c.raw.SetDeadline(deadline); err != nil {
+		return fmt.Errorf("set deadline: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.raw.SetDeadline(time.Unix(1, 0)) })
+	defer func() {
+		stop()
+		if err == nil {
+			return
+		}
+		cerr := ctx.Err()
+		if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+			// The connection's deadline was the context's; its timer may
+			// not have fired yet.
+			cerr = context.DeadlineExceeded
+		}
+		if cerr != nil {
+			err = fmt.Errorf("%w (%v)", cerr, err)
+		}
+	}()
+	if reused {
+		if err := c.c.Noop(); err != nil {
+			return errStale
+		}
+	}
+	if err := c.c.Mail(env.from); err != nil {
+		c.reset()
+		return fmt.Errorf("MAIL FROM %s: %w", env.from, err)
+	}
+	var re rcptError
+	for _, r := range env.rcpts {
+		if err := c.c.Rcpt(r); err != nil {
+			if code(err) == 0 { // not a reply: the session is broken
+				return fmt.Errorf("RCPT TO %s: %w", r, err)
+			}
+			re.rcpts = append(re.rcpts, r)
+			re.errs = append(re.errs, err)
+		}
+	}
+	if len(re.errs) > 0 {
+		c.reset()
+		return &re
+	}
+	w, err := c.c.Data()
+	if err != nil {
+		if code(err) != 0 {
+			c.reset()
+		}
+		return fmt.Errorf("DATA: %w", err)
+	}
+	if _, err := msg.WriteTo(w); err != nil {
+		return fmt.Errorf("DATA: write the message: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("DATA: end of message: %w", err)
+	}
+	return nil
+}
+
+// reset ends a refused transaction so the session can carry the next one.
+func (c *conn) reset() { _ = c.c.Reset() }

@@ -1,0 +1,170 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/actors"
+)
+
+// These tests run several Processors with different node ids on one
+// database: the partitioning, leader election, adoption and pinning logic
+// without replication (the real two-node cluster tests are in internal/cli).
+
+// enqueueOn enqueues payloads as if on node (its session's pg_relay.node_id).
+func (e *env) enqueueOn(node int, channel string, payloads []string) {
+	e.t.Helper()
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(e.t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, fmt.Sprintf("SET LOCAL pg_relay.node_id = '%d'", node))
+	require.NoError(e.t, err)
+	_, err = tx.Exec(ctx, "SELECT pgrelay.notify_many($1, $2)", channel, payloads)
+	require.NoError(e.t, err)
+	require.NoError(e.t, tx.Commit(ctx))
+}
+
+func (e *env) startNode(node int, mode string, mod func(*actors.Config)) *actors.Processor {
+	return e.startProcessor(func(c *actors.Config) {
+		c.NodeID = &node
+		c.Mode = mode
+		c.LeaderSettle = 300 * time.Millisecond
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+// multi-node: each node dispatches the rows it owns, none runs elsewhere.
+func TestActorMultiNodeOwnRowsOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.exec(`SELECT pgrelay.register('m', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.enqueueOn(1, "m", payloads("one", 500))
+	e.enqueueOn(2, "m", payloads("two", 500))
+	e.startNode(1, actors.ModeMultiNode, nil)
+	e.eventually(30*time.Second, "node 1's rows", func() bool {
+		return e.count(`SELECT count(*) FROM ran`) == 500
+	})
+	require.Equal(t, 500, e.count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'one-%'`),
+		"node 1 ran only its own rows")
+	e.startNode(2, actors.ModeMultiNode, nil)
+	e.eventually(30*time.Second, "node 2's rows", func() bool {
+		return e.count(`SELECT count(*) FROM ran`) == 1000
+	})
+	require.Equal(t, 500, e.count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'two-%'`))
+	require.Equal(t, 1000, e.count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+}
+
+// leader: one node leads and dispatches every unrestricted row, wherever it
+// was enqueued; the other dispatches only rows pinned to it; when the leader
+// stops, the other takes over.
+func TestActorLeaderElectionAndTakeover(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
+	fast := func(c *actors.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Second
+	}
+	p1 := e.startNode(1, actors.ModeLeader, fast)
+	e.eventually(10*time.Second, "node 1 to lead", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+	})
+	e.startNode(2, actors.ModeLeader, fast)
+	e.enqueueOn(1, "u", payloads("a", 100))
+	e.enqueueOn(2, "u", payloads("b", 100))
+	e.enqueueOn(2, "pinned", payloads("p2", 20))
+	e.enqueueOn(1, "pinned", payloads("p1", 20))
+	e.eventually(30*time.Second, "240 events", func() bool {
+		return e.count(`SELECT count(*) FROM ran`) == 240
+	})
+	require.Equal(t, 200, e.count(`SELECT count(*) FROM ran WHERE node = 1 AND (payload LIKE 'a-%' OR payload LIKE 'b-%')`),
+		"the leader ran every unrestricted row, from both nodes")
+	require.Equal(t, 20, e.count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'p2-%'`),
+		"the non-leader ran the rows pinned to it")
+	require.Equal(t, 20, e.count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'p1-%'`))
+
+	// The leader stops (cleanly: it hands the lease over); node 2 takes over.
+	require.NoError(t, p1.Stop(context.Background()))
+	e.enqueueOn(1, "u", payloads("c", 50))
+	e.eventually(30*time.Second, "node 2 to take over and run the new rows", func() bool {
+		return e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'c-%'`) == 50
+	})
+	require.Equal(t, 50, e.count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'c-%'`))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 2 AND term >= 2`))
+	require.Equal(t, 290, e.count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 290, e.count(`SELECT count(*) FROM ran`), "nothing ran twice")
+}
+
+// A former leader's claim is fenced: with a stale term the claim takes no
+// unrestricted row.
+func TestActorLeaderFencing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('u', 'SELECT $1')`)
+	e.enqueueOn(1, "u", []string{"x"})
+	e.exec(`INSERT INTO pgrelay.nodes (node_id, mode, leader_node, term, lease_until) VALUES (-1, 'lease', 1, 7, now() + interval '1 minute')`)
+	ctx := context.Background()
+	claim := func(term int64) int {
+		tx, err := e.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, "SET LOCAL pg_relay.node_id = '1'")
+		require.NoError(t, err)
+		var n int
+		require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM pgrelay._claim(1, 'leader', true, 10, '{sql}', $1)", term).Scan(&n))
+		return n
+	}
+	require.Zero(t, claim(6), "a stale term claims nothing")
+	require.Equal(t, 1, claim(7), "the current term claims")
+	e.exec(`UPDATE pgrelay.nodes SET lease_until = now() - interval '1 second' WHERE node_id = -1`)
+	require.Zero(t, claim(7), "an expired lease claims nothing")
+}
+
+// Adoption: a dead node's unrestricted rows are adopted by the live node and
+// run; its pinned rows are not, and show as pending_restricted until
+// decommissioned.
+func TestActorAdoptionAndDecommission(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
+	fast := func(c *actors.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Second
+	}
+	// Node 2 was alive, then stopped with work pending.
+	p2 := e.startNode(2, actors.ModeMultiNode, fast)
+	require.NoError(t, p2.Stop(context.Background()))
+	e.enqueueOn(2, "u", payloads("orphan", 300))
+	e.enqueueOn(2, "pinned", payloads("stuck", 5))
+	e.startNode(1, actors.ModeMultiNode, fast)
+	e.eventually(30*time.Second, "node 1 to adopt and run node 2's rows", func() bool {
+		return e.count(`SELECT count(*) FROM ran`) == 300
+	})
+	require.Equal(t, 300, e.count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'orphan-%'`))
+	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted' AND error LIKE 'node 2 is dead%adopted by node 1'`))
+	require.Equal(t, 5, e.count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 2 AND dispatched_at IS NULL`),
+		"pinned rows are never adopted")
+	require.Equal(t, 5, e.count(`SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'pinned'`))
+	var n int64
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.decommission(2, '1 second')`).Scan(&n))
+	require.EqualValues(t, 5, n)
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Equal(t, 5, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE 'node 2 was decommissioned%'`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2`))
+	// A live node cannot be decommissioned.
+	_, err := e.pool.Exec(context.Background(), `SELECT pgrelay.decommission(1, '1 minute')`)
+	require.ErrorContains(t, err, "PR022")
+}

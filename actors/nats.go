@@ -1,0 +1,87 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events/bus"
+)
+
+// NATSConfig connects a Processor to NATS (docs/events.md): its publisher
+// publishes every log event (and notifier status change) of its node, and it
+// runs the channels of kind nats. Zero values mean the documented defaults.
+type NATSConfig struct {
+	// URL of the NATS server (or a comma-separated list). Empty: no NATS.
+	URL string
+	// CredsFile is a NATS credentials file.
+	CredsFile string
+	// TLSCert, TLSKey: a client certificate and its key; TLSCA: the CA bundle
+	// to verify the server with.
+	TLSCert, TLSKey, TLSCA string
+	// Stream is the JetStream stream of the events (default PGRELAY_EVENTS).
+	Stream string
+	// MaxAge of the stream's messages: applied to the stream when set; when
+	// zero a new stream gets 7 days and an existing one keeps its own.
+	MaxAge time.Duration
+	// PublishBatch is the most events published per round (default 500):
+	// one log query, one burst of publishes, one wait for the acks and one
+	// cursor update each.
+	PublishBatch int
+	// PublishInterval is how often the publisher looks for new events when
+	// it has caught up (default 200ms).
+	PublishInterval time.Duration
+}
+
+// natsOn reports whether NATS is configured.
+func (c *Config) natsOn() bool { return c.NATS != nil && strings.TrimSpace(c.NATS.URL) != "" }
+
+// natsDefaults validates and completes the NATS settings.
+func (c *Config) natsDefaults() error {
+	if !c.natsOn() {
+		return nil
+	}
+	n := *c.NATS // a copy: the caller's struct stays as given
+	c.NATS = &n
+	setDefault(&n.Stream, bus.DefaultStream)
+	setDefault(&n.PublishBatch, 500)
+	setDefault(&n.PublishInterval, 200*time.Millisecond)
+	switch {
+	case n.PublishBatch < 1 || n.PublishBatch > 4000:
+		// 4000: below the client's limit of unacknowledged async publishes.
+		return fmt.Errorf("pgrelay: NATS publish batch must be between 1 and 4000, got %d", n.PublishBatch)
+	case n.PublishInterval < 0:
+		return errors.New("pgrelay: NATS publish interval must be positive")
+	case n.MaxAge < 0:
+		return errors.New("pgrelay: NATS max age must not be negative")
+	case strings.ContainsAny(n.Stream, " \t\r\n.*>/\\"):
+		return fmt.Errorf("pgrelay: NATS stream name %q is invalid: no spaces, '.', '*', '>', '/' or '\\'", n.Stream)
+	case (n.TLSCert == "") != (n.TLSKey == ""):
+		return errors.New("pgrelay: a NATS TLS client certificate needs its key, and the key its certificate")
+	}
+	return nil
+}
+
+// startNATS connects to NATS (an unreachable server is retried in the
+// background: the Processor starts and dispatches regardless) and adds the
+// nats handler kind to reg.
+func (p *Processor) startNATS(reg handlers.Registry, metrics *Metrics) error {
+	if !p.cfg.natsOn() {
+		return nil
+	}
+	n := p.cfg.NATS
+	conn, err := bus.Connect(bus.Options{URL: n.URL, CredsFile: n.CredsFile, TLSCert: n.TLSCert,
+		TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: "pgrelay " + p.cfg.Version,
+		Logger: p.cfg.Logger.With("component", "nats")})
+	if err != nil {
+		return fmt.Errorf("pgrelay: %w", err)
+	}
+	p.bus = conn
+	p.closers = append(p.closers, conn)
+	reg["nats"] = handlers.NATS{Bus: conn, OnTooLarge: func(ev handlers.Event) {
+		metrics.Events.HandlerTooLarge.WithLabelValues(ev.Channel).Inc()
+	}}
+	return nil
+}

@@ -1,0 +1,309 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// The nats handler kind and the publisher's faults.
+
+// flakyNATS is the nats handler with injected faults on first attempts:
+// events whose origin_id ends in 0 fail before publishing, those ending in 1
+// publish and then fail, as when the ack is lost.
+type flakyNATS struct {
+	h      handlers.NATS
+	mu     sync.Mutex
+	before int
+	after  int
+}
+
+func (f *flakyNATS) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
+	if ev.Attempt == 1 && ev.OriginID%10 == 0 {
+		f.mu.Lock()
+		f.before++
+		f.mu.Unlock()
+		return false, errors.New("injected: NATS unavailable")
+	}
+	committed, err := f.h.Handle(ctx, ev)
+	if err == nil && ev.Attempt == 1 && ev.OriginID%10 == 1 {
+		f.mu.Lock()
+		f.after++
+		f.mu.Unlock()
+		return false, errors.New("injected: the ack was lost")
+	}
+	return committed, err
+}
+
+// 2 000 outbox events published to a subject of a JetStream stream: a
+// consumer sees each origin_id exactly once, although the first attempt of a
+// fifth of them failed, half of those after the message was stored.
+func TestActorNATSHandler2000(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	require.NoError(t, err)
+	conn, err := bus.Connect(bus.Options{URL: n.URL()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	flaky := &flakyNATS{h: handlers.NATS{Bus: conn}}
+
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('orders_out', 'orders.created', p_kind := 'nats',
+		p_retry_delay := '10 milliseconds')`)
+	e.startProcessor(func(c *actors.Config) {
+		withNATS(n.URL())(c)
+		c.Handlers = handlers.Registry{"nats": flaky}
+	})
+	var ids []int64
+	rows, err := e.pool.Query(context.Background(), `SELECT pgrelay.notify_many('orders_out', $1)`, payloads("order", 2000))
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	e.eventually(2*time.Minute, "2 000 events to succeed", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000
+	})
+	flaky.mu.Lock()
+	before, after := flaky.before, flaky.after
+	flaky.mu.Unlock()
+	require.Positive(t, before)
+	require.Positive(t, after)
+	require.Equal(t, before+after, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`))
+	t.Logf("first attempts failed: %d before publishing, %d after", before, after)
+
+	msgs := consumeRaw(t, js, "ORDERS", 2000)
+	require.Len(t, msgs, 2000)
+	got := map[int64]string{}
+	for _, m := range msgs {
+		id, err := strconv.ParseInt(m.Headers().Get(jetstream.MsgIDHeader), 10, 64)
+		require.NoError(t, err)
+		require.Equal(t, m.Headers().Get(handlers.HeaderOriginID), strconv.FormatInt(id, 10))
+		require.Equal(t, "orders_out", m.Headers().Get(handlers.HeaderChannel))
+		require.Equal(t, "orders.created", m.Subject())
+		_, dup := got[id]
+		require.False(t, dup, "origin_id %d published twice", id)
+		got[id] = string(m.Data())
+	}
+	for i, id := range ids {
+		require.Equal(t, "order-"+strconv.Itoa(i), got[id], "origin_id %d", id)
+	}
+	require.Equal(t, 2000, streamMsgs(js, "ORDERS"))
+}
+
+// consumeRaw reads want messages of stream with an ephemeral consumer, and
+// checks nothing follows.
+func consumeRaw(t *testing.T, js jetstream.JetStream, stream string, want int) []jetstream.Msg {
+	t.Helper()
+	cons, err := js.CreateConsumer(context.Background(), stream, jetstream.ConsumerConfig{
+		AckPolicy: jetstream.AckNonePolicy})
+	require.NoError(t, err)
+	var out []jetstream.Msg
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		wait := 2 * time.Second
+		if len(out) >= want {
+			wait = 300 * time.Millisecond
+		}
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(wait))
+		require.NoError(t, err)
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			out = append(out, m)
+		}
+		if n == 0 && len(out) >= want {
+			return out
+		}
+		require.True(t, time.Now().Before(deadline), "got %d of %d messages", len(out), want)
+	}
+}
+
+// A nats channel whose subject no stream captures publishes on core NATS; a
+// payload over the server's max payload gives up at once (not retried),
+// counted; a status event over it is published without its payload.
+func TestActorNATSCoreAndTooLarge(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{MaxPayload: 8192})
+	nc, js := natsClient(t, n.URL())
+	sub, err := nc.SubscribeSync("plain.subject")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('plain', 'plain.subject', p_kind := 'nats')`)
+	e.exec(`SELECT pgrelay.register('big', 'plain.big', p_kind := 'nats', p_retry_delay := '10 milliseconds')`)
+	e.exec(`SELECT pgrelay.register('bigp', 'SELECT length($1)', p_publish_payload := true)`)
+	p := e.startProcessor(withNATS(n.URL()))
+	e.exec(`SELECT pgrelay.notify_many('plain', $1)`, payloads("plain", 20))
+	for i := range 20 {
+		m, err := sub.NextMsg(30 * time.Second)
+		require.NoError(t, err, "message %d", i)
+		require.True(t, strings.HasPrefix(string(m.Data), "plain-"))
+		require.NotEmpty(t, m.Header.Get(jetstream.MsgIDHeader))
+	}
+
+	huge := strings.Repeat("x", 10000)
+	e.exec(`SELECT pgrelay.notify('big', $1)`, huge)
+	e.exec(`SELECT pgrelay.notify('bigp', $1)`, huge)
+	e.eventually(time.Minute, "the oversized nats event to give up", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'big'`) == 1
+	})
+	var ev, msg string
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT event, error FROM pgrelay.log WHERE channel = 'big'`).Scan(&ev, &msg))
+	require.Equal(t, "gave_up", ev, "a payload too large is not retried")
+	require.Contains(t, msg, "max payload")
+	require.Equal(t, 1.0, testutil.ToFloat64(p.Metrics().Events.HandlerTooLarge.WithLabelValues("big")))
+
+	// Every status event arrives, the big one without its payload.
+	e.eventually(time.Minute, "every status event", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == e.count(`SELECT count(*) FROM pgrelay.log`)
+	})
+	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "big", "pgrelay.events.bigp.>", 1)
+	require.Len(t, msgs, 1)
+	require.Equal(t, true, msgs[0].doc["payload_omitted"])
+	require.NotContains(t, msgs[0].doc, "payload")
+	require.Equal(t, 1.0, testutil.ToFloat64(p.Metrics().Events.Oversize.WithLabelValues("log")))
+}
+
+// JetStream stream trouble: another stream already captures the events'
+// subjects (a clear error, dispatch goes on, the backlog grows, and the
+// events arrive once that is fixed); the stream deleted under a running
+// Processor (created again); an existing stream with other subjects
+// (pgrelay.> added, its own settings kept).
+func TestActorEventsStreamConflictAndMissing(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"pgrelay.events.>"}})
+	require.NoError(t, err)
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)
+	p := e.startProcessor(withNATS(n.URL()))
+	e.exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("s", 100))
+	e.eventually(time.Minute, "dispatch despite the conflict", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 100
+	})
+	e.eventually(30*time.Second, "publish errors and the backlog", func() bool {
+		return testutil.ToFloat64(p.Metrics().Events.PublishErrors) > 0 &&
+			testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) == 100
+	})
+	_, err = js.Stream(ctx, "PGRELAY_EVENTS")
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+	require.Equal(t, 0, streamMsgs(js, "OTHER"), "nothing went to the other stream")
+
+	require.NoError(t, js.DeleteStream(ctx, "OTHER"))
+	e.eventually(time.Minute, "the events once the conflict is gone", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == 100
+	})
+	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "c1", "pgrelay.events.>", 100))
+
+	// Missing: deleted while the Processor runs, it is created again.
+	require.NoError(t, js.DeleteStream(ctx, "PGRELAY_EVENTS"))
+	e.exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("again", 100))
+	e.eventually(time.Minute, "the new events in a new stream", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == 100
+	})
+	after := consumeAll(t, js, "PGRELAY_EVENTS", "c2", "pgrelay.events.>", 100)
+	require.Len(t, after, 100)
+	for _, m := range after {
+		require.Greater(t, m.id(), e.logIDs("")[99], "only the new events")
+	}
+}
+
+// An existing events stream with its own subjects and max age: pgrelay adds
+// pgrelay.> and keeps the rest.
+func TestActorEventsStreamReconciled(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PGRELAY_EVENTS", Subjects: []string{"app.>"},
+		MaxAge: time.Hour, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('r', 'SELECT length($1)')`)
+	e.startProcessor(withNATS(n.URL()))
+	e.exec(`SELECT pgrelay.notify_many('r', $1)`, payloads("r", 10))
+	e.eventually(time.Minute, "the events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 10 })
+	s, err := js.Stream(ctx, "PGRELAY_EVENTS")
+	require.NoError(t, err)
+	cfg := s.CachedInfo().Config
+	require.ElementsMatch(t, []string{"app.>", "pgrelay.>"}, cfg.Subjects)
+	require.Equal(t, time.Hour, cfg.MaxAge)
+	require.Equal(t, jetstream.MemoryStorage, cfg.Storage)
+}
+
+// A server without JetStream: the events go out on core NATS.
+func TestActorEventsCoreNATS(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{NoJetStream: true})
+	nc, _ := natsClient(t, n.URL())
+	sub, err := nc.SubscribeSync("pgrelay.events.>")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('c', 'SELECT length($1)')`)
+	e.startProcessor(withNATS(n.URL()))
+	e.exec(`SELECT pgrelay.notify_many('c', $1)`, payloads("c", 200))
+	seen := map[string]bool{}
+	for range 200 {
+		m, err := sub.NextMsg(30 * time.Second)
+		require.NoError(t, err)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal(m.Data, &doc))
+		require.Equal(t, "succeeded", doc["event"])
+		require.False(t, seen[m.Header.Get(jetstream.MsgIDHeader)])
+		seen[m.Header.Get(jetstream.MsgIDHeader)] = true
+	}
+	_, err = sub.NextMsg(300 * time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout)
+}
+
+// The notifier's status changes are published on
+// pgrelay.notifier.<channel>.<status>, with a cursor of their own.
+func TestActorNotifierStatusEvents(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	e := newEnv(t)
+	e.exec(`INSERT INTO pgrelay_notifier.status_events (notification_id, channel, status, error)
+	        VALUES (7, 'mail', 'sending', NULL), (7, 'mail', 'failed', 'smtp: 550 no such user')`)
+	e.startProcessor(withNATS(n.URL()))
+	e.eventually(time.Minute, "the status events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 2 })
+	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "n", "pgrelay.notifier.>", 2)
+	require.Len(t, msgs, 2)
+	require.Equal(t, "pgrelay.notifier.mail.sending", msgs[0].subject)
+	require.Equal(t, "pgrelay.notifier.mail.failed", msgs[1].subject)
+	for _, m := range msgs {
+		for _, f := range []string{"schema", "id", "notification_id", "channel", "status", "error", "node", "at"} {
+			require.Contains(t, m.doc, f)
+		}
+		require.Equal(t, json.Number("7"), m.doc["notification_id"])
+		require.Equal(t, strconv.FormatInt(m.id(), 10), m.msgID)
+	}
+	require.Nil(t, msgs[0].doc["error"])
+	require.Equal(t, "smtp: 550 no such user", msgs[1].doc["error"])
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source = 'notifier'
+		AND last_id = (SELECT max(id) FROM pgrelay_notifier.status_events)`))
+}

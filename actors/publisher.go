@@ -1,0 +1,527 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgrelay/pgrelay/events"
+	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/events/store"
+)
+
+// Messages of the publisher.
+type (
+	// publishTick: look for events to publish (ticker, or more are waiting).
+	publishTick struct{}
+	// publishDone: a publishing round ended.
+	publishDone struct{ r roundResult }
+)
+
+// publisher follows this node's rows of pgrelay.log (and of the notifier's
+// status_events) and publishes each as JSON on NATS (docs/events.md). Its
+// position is a cursor row in pgrelay.publish_cursors, moved only once NATS
+// acknowledged everything up to it, so a restart or an outage loses nothing:
+// what was not acknowledged is published again, and JetStream drops the
+// copies by Nats-Msg-Id. Dispatch never waits on it; while NATS is away the
+// events wait in the log and the backlog shows in a gauge and `pgrelay stats`.
+//
+// A round (lease, horizon, batch, publish, wait for acks, move the cursor)
+// runs in a goroutine on the publisher's own connection, one at a time;
+// rounds follow each other at once while a batch comes back full.
+type publisher struct {
+	d         *deps
+	w         *pubWorker
+	busy      bool
+	failures  int
+	notBefore time.Time
+	stopTick  func()
+	cancel    context.CancelFunc
+	lastErr   string
+	lastLog   time.Time
+	state     string
+}
+
+func publisherProps(d *deps) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &publisher{d: d} })
+}
+
+func (p *publisher) Receive(ctx actor.Context) {
+	p.d.hook("publisher", ctx.Message())
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.w = newPubWorker(p.d)
+		p.stopTick = ticker(p.d, ctx.Self(), p.d.cfg.NATS.PublishInterval, func() any { return &publishTick{} })
+		ctx.Send(ctx.Self(), &publishTick{})
+	case *actor.Stopping, *actor.Restarting:
+		p.stopTick()
+		if p.cancel != nil {
+			p.cancel()
+		}
+		// The connection is closed once a running round has ended; Stop
+		// waits for that before it closes the pools.
+		w := p.w
+		p.d.work.Add(1)
+		go func() {
+			defer p.d.work.Done()
+			w.close()
+		}()
+	case *publishTick:
+		if p.busy || time.Now().Before(p.notBefore) {
+			return
+		}
+		p.busy = true
+		rctx, cancel := context.WithCancel(context.Background())
+		p.cancel = cancel
+		self, w, d := ctx.Self(), p.w, p.d
+		d.work.Add(1)
+		go func() {
+			defer d.work.Done()
+			defer cancel()
+			d.send(self, &publishDone{r: w.round(rctx)})
+		}()
+	case *publishDone:
+		p.busy = false
+		p.record(m.r)
+		if m.r.err != nil {
+			p.failures++
+			p.notBefore = time.Now().Add(backoff(p.failures))
+			return
+		}
+		p.failures = 0
+		if m.r.more {
+			ctx.Send(ctx.Self(), &publishTick{})
+		}
+	case *actor.Stopped:
+	default:
+		p.d.log.Warn("publisher: unexpected message", "type", typeName(ctx.Message()))
+	}
+}
+
+// record counts a round's outcome and logs what changed. A failure that
+// repeats is logged once a minute, not at every retry.
+func (p *publisher) record(r roundResult) {
+	m := p.d.metrics.Events
+	for src, n := range r.published {
+		m.Published.WithLabelValues(src).Add(float64(n))
+	}
+	for src, n := range r.oversize {
+		m.Oversize.WithLabelValues(src).Add(float64(n))
+	}
+	m.Duplicates.Add(float64(r.duplicates))
+	for src, n := range r.backlog {
+		m.Backlog.WithLabelValues(src).Set(float64(n))
+	}
+	if p.d.bus.Connected() {
+		m.Connected.Set(1)
+	} else {
+		m.Connected.Set(0)
+	}
+	if r.err != nil {
+		m.PublishErrors.Inc()
+		msg := r.err.Error()
+		if msg != p.lastErr || time.Since(p.lastLog) > time.Minute {
+			p.d.log.Error("publishing events to NATS failed; retrying (dispatch goes on, the events wait in the log)",
+				"err", r.err)
+			p.lastErr, p.lastLog = msg, time.Now()
+		}
+		return
+	}
+	if p.lastErr != "" {
+		p.d.log.Info("publishing events to NATS again")
+		p.lastErr = ""
+	}
+	if r.state != p.state {
+		p.d.log.Info("event publisher: "+r.state, "stream", r.stream)
+		p.state = r.state
+	}
+}
+
+// roundResult is what one round did.
+type roundResult struct {
+	state      string
+	stream     string
+	published  map[string]int
+	oversize   map[string]int
+	duplicates int
+	backlog    map[string]int64 // nil when not measured this round
+	more       bool
+	err        error
+}
+
+// Publisher states, as logged.
+const (
+	statePublishing = "publishing"
+	stateStandby    = "standby: another Processor of this node holds the publisher lease"
+	stateNoNATS     = "waiting for NATS"
+)
+
+// backlogEvery is how often the backlog gauge is refreshed: counting is cheap
+// (an index range, capped) but not free.
+const backlogEvery = time.Second
+
+// pubWorker is the publisher's state that rounds use. Only one round runs at
+// a time (mu), and the actor hands it to each round's goroutine.
+type pubWorker struct {
+	d  *deps
+	mu sync.Mutex
+
+	closed    bool
+	conn      *pgx.Conn
+	leased    bool
+	node      int
+	sources   []*pubSource
+	setUp     bool      // the stream (or core NATS) was chosen ...
+	streamGen uint64    // ... in this bus generation ...
+	setUpAt   time.Time // ... at this time
+	stream    string    // "" while publishing on core NATS
+	backlogAt time.Time
+}
+
+type pubSource struct {
+	name   string
+	cursor int64
+}
+
+func newPubWorker(d *deps) *pubWorker { return &pubWorker{d: d} }
+
+// close ends the worker's session (and with it the lease), after any round.
+func (w *pubWorker) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	w.dropConn()
+}
+
+func (w *pubWorker) dropConn() {
+	if w.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = w.conn.Close(ctx)
+		cancel()
+	}
+	w.conn, w.leased, w.sources = nil, false, nil
+}
+
+// round publishes one batch per source. Database errors drop the session
+// (the next round opens a new one); NATS errors leave the cursor where the
+// acknowledgements stopped.
+func (w *pubWorker) round(ctx context.Context) (r roundResult) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return r
+	}
+	qctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	r = w.publish(qctx)
+	if r.err != nil && store.IsConnError(r.err) || errors.Is(r.err, errSession) {
+		w.dropConn()
+	}
+	if ctx.Err() != nil && r.err != nil {
+		r.err = nil // stopping: not a failure
+	}
+	return r
+}
+
+// errSession marks a database error after which the session is reopened.
+var errSession = errors.New("publisher session")
+
+func (w *pubWorker) publish(ctx context.Context) (r roundResult) {
+	if err := w.open(ctx); err != nil {
+		r.err = err
+		return r
+	}
+	if !w.leased {
+		ok, err := store.TryPublishLease(ctx, w.conn, w.node)
+		if err != nil {
+			r.err = fmt.Errorf("%w: %w", errSession, err)
+			return r
+		}
+		w.leased = ok
+	}
+	if !w.leased {
+		r.state = stateStandby
+		return r
+	}
+	r.state = statePublishing
+	r.err = w.step(ctx, &r)
+	// The backlog is measured whatever happened with NATS (that is when it
+	// matters), unless the session broke.
+	if r.err == nil || !(errors.Is(r.err, errSession) || store.IsConnError(r.err)) {
+		if berr := w.measureBacklog(ctx, &r, r.err == nil && !r.more); r.err == nil {
+			r.err = berr
+		}
+	}
+	return r
+}
+
+// step publishes one batch per source.
+func (w *pubWorker) step(ctx context.Context, r *roundResult) error {
+	bc := w.d.bus
+	if !bc.Connected() {
+		r.state = stateNoNATS
+		return nil
+	}
+	// The generation is read before the set-up: a (re)connection that is
+	// reported meanwhile sets it up again.
+	// On core NATS, JetStream is looked for again now and then: a server
+	// that gains it (or answered late) gets the stream.
+	if gen := bc.Generation(); !w.setUp || gen != w.streamGen ||
+		(w.stream == "" && time.Since(w.setUpAt) > coreRecheck) {
+		if err := w.setUpStream(ctx); err != nil {
+			return err
+		}
+		w.setUp, w.streamGen, w.setUpAt = true, gen, time.Now()
+	}
+	r.stream = w.stream
+	if r.stream == "" {
+		r.stream = "(core NATS)"
+	}
+	horizon, err := store.PublishHorizon(ctx, w.conn)
+	if err != nil {
+		return err
+	}
+	r.published, r.oversize = map[string]int{}, map[string]int{}
+	for _, src := range w.sources {
+		more, err := w.publishSource(ctx, src, horizon, r)
+		if err != nil {
+			if !errors.Is(err, bus.ErrNotConnected) && !errors.Is(err, errSession) {
+				w.setUp = false // set the stream up again: it may be gone
+			}
+			return err
+		}
+		r.more = r.more || more
+	}
+	return nil
+}
+
+// open opens the publisher's session and reads its node and cursors.
+func (w *pubWorker) open(ctx context.Context) error {
+	if w.conn != nil {
+		return nil
+	}
+	cfg := w.d.store.Background().Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = "pgrelay-publisher"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("publisher: connect to the database: %w", err)
+	}
+	w.conn = conn
+	fail := func(err error) error {
+		w.dropConn()
+		return fmt.Errorf("publisher: %w", err)
+	}
+	if w.node, err = store.ThisNode(ctx, conn); err != nil {
+		return fail(err)
+	}
+	names := []string{events.SourceLog}
+	notifier, err := store.NotifierEventsExist(ctx, conn)
+	if err != nil {
+		return fail(err)
+	}
+	if notifier {
+		names = append(names, events.SourceNotifier)
+	}
+	w.sources = nil
+	for _, name := range names {
+		cur, err := store.OpenCursor(ctx, conn, w.node, name)
+		if err != nil {
+			return fail(err)
+		}
+		w.sources = append(w.sources, &pubSource{name: name, cursor: cur})
+	}
+	return nil
+}
+
+// setUpStream decides between JetStream and core NATS and, with JetStream,
+// creates or reconciles the events stream.
+func (w *pubWorker) setUpStream(ctx context.Context) error {
+	bc, n := w.d.bus, w.d.cfg.NATS
+	js, err := bc.JetStreamEnabled(ctx)
+	if err != nil {
+		return err
+	}
+	if !js {
+		if w.stream != "" || !w.setUp {
+			w.d.log.Warn("the NATS server has no JetStream: publishing events on core NATS, at most once " +
+				"(a subscriber that is away misses them); see docs/events.md")
+		}
+		w.stream = ""
+		return nil
+	}
+	did, err := bc.EnsureStream(ctx, bus.StreamConfig{Name: n.Stream, MaxAge: n.MaxAge})
+	if err != nil {
+		return err
+	}
+	if did != "ok" {
+		w.d.log.Info("events stream "+did, "stream", n.Stream, "subjects", events.StreamSubjects)
+	}
+	w.stream = n.Stream
+	return nil
+}
+
+// coreRecheck is how often a publisher on core NATS asks for JetStream again.
+const coreRecheck = 30 * time.Second
+
+// headroom is what a message's headers (Nats-Msg-Id, Nats-Expected-Stream)
+// take of the server's max payload, generously.
+const headroom = 512
+
+// publishSource publishes one batch of src and moves its cursor to the last
+// acknowledged row. more reports a full batch (there is likely more).
+func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon int64, r *roundResult) (more bool, err error) {
+	limit := w.d.cfg.NATS.PublishBatch
+	maxPayload := w.d.bus.MaxPayload()
+	if maxPayload == 0 {
+		return false, bus.ErrNotConnected
+	}
+	var ids []int64
+	var msgs []bus.Msg
+	add := func(id int64, subject string, data []byte, shrunk, ok bool) {
+		if shrunk {
+			r.oversize[src.name]++
+		}
+		if !ok {
+			// Not even the bare event fits: it cannot be published at all.
+			// Counted and logged, then passed over (a stuck cursor would
+			// stop every event after it).
+			w.d.log.Error("event too large for the NATS server's max payload even without payload and error; not published",
+				"source", src.name, "id", id, "max_payload", maxPayload)
+			return
+		}
+		ids = append(ids, id)
+		msgs = append(msgs, bus.Msg{Subject: subject, Data: data, ID: strconv.FormatInt(id, 10)})
+	}
+	var last int64 // the batch's last row, published or passed over
+	var n int
+	switch src.name {
+	case events.SourceLog:
+		rows, err := store.LogBatch(ctx, w.conn, w.node, src.cursor, horizon, limit)
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", errSession, err)
+		}
+		for _, row := range rows {
+			var payload *string
+			if row.PublishPayload {
+				payload = row.Payload
+			}
+			doc := events.NewPublished(row.LogEvent, payload)
+			doc.PayloadOmitted = row.PublishPayload && row.Payload == nil
+			data, shrunk, ok := events.Fit(doc, maxPayload-headroom)
+			add(row.ID, doc.Subject(), data, shrunk, ok)
+			last = row.ID
+		}
+		n = len(rows)
+	case events.SourceNotifier:
+		rows, err := store.NotifierBatch(ctx, w.conn, w.node, src.cursor, horizon, limit)
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", errSession, err)
+		}
+		for _, doc := range rows {
+			data, shrunk, ok := events.FitNotifier(doc, maxPayload-headroom)
+			add(doc.ID, doc.Subject(), data, shrunk, ok)
+			last = doc.ID
+		}
+		n = len(rows)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	res, perr := w.d.bus.PublishBatch(ctx, w.stream, msgs)
+	r.published[src.name] += res.Acked
+	r.duplicates += res.Duplicates
+	upTo := last
+	if res.Acked < len(msgs) {
+		// Up to the last acknowledged message; rows passed over before it
+		// are behind it too.
+		upTo = 0
+		if res.Acked > 0 {
+			upTo = ids[res.Acked-1]
+		}
+	}
+	if upTo > src.cursor {
+		cur, err := store.AdvanceCursor(ctx, w.conn, w.node, src.name, upTo)
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", errSession, err)
+		}
+		src.cursor = cur
+	}
+	if perr != nil {
+		return false, perr
+	}
+	return n == limit, nil
+}
+
+// measureBacklog refreshes the backlog of every source, at most every
+// backlogEvery unless force.
+func (w *pubWorker) measureBacklog(ctx context.Context, r *roundResult, force bool) error {
+	if !force && time.Since(w.backlogAt) < backlogEvery {
+		return nil
+	}
+	r.backlog = map[string]int64{}
+	for _, src := range w.sources {
+		n, err := store.Backlog(ctx, w.conn, w.node, src.name, src.cursor)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errSession, err)
+		}
+		r.backlog[src.name] = n
+	}
+	w.backlogAt = time.Now()
+	return nil
+}
+
+// EventMetrics are the collectors of status events on NATS and of the nats
+// handler kind.
+type EventMetrics struct {
+	Published       *prometheus.CounterVec
+	PublishErrors   prometheus.Counter
+	Backlog         *prometheus.GaugeVec
+	Oversize        *prometheus.CounterVec
+	Duplicates      prometheus.Counter
+	Connected       prometheus.Gauge
+	HandlerTooLarge *prometheus.CounterVec
+}
+
+func newEventMetrics() *EventMetrics {
+	return &EventMetrics{
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "events_published_total",
+			Help: "Events published on NATS (acknowledged by JetStream, or flushed on core NATS), by source.",
+		}, []string{"source"}),
+		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "events_publish_errors_total",
+			Help: "Publishing rounds that failed (NATS or database errors); they are retried.",
+		}),
+		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "events_backlog",
+			Help: "Events of this node not yet published on NATS, by source (counted up to 100001).",
+		}, []string{"source"}),
+		Oversize: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "events_oversize_total",
+			Help: "Events over the NATS max payload: published without payload (or with the error cut), by source.",
+		}, []string{"source"}),
+		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "events_duplicates_total",
+			Help: "Events published again after an unacknowledged attempt and dropped by JetStream as duplicates.",
+		}),
+		Connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "nats_connected", Help: "1 while connected to NATS.",
+		}),
+		HandlerTooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "nats_handler_too_large_total",
+			Help: "Events of nats channels given up because the payload exceeds the server's max payload, by channel.",
+		}, []string{"channel"}),
+	}
+}
+
+func (m *EventMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Published, m.PublishErrors, m.Backlog, m.Oversize, m.Duplicates,
+		m.Connected, m.HandlerTooLarge}
+}

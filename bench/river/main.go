@@ -1,0 +1,739 @@
+// Command river measures the peer queue River (github.com/riverqueue/river
+// with its pgx v5 driver) on a PostgreSQL database, so that pgrelay's bench
+// can compare it with pgrelay in the same run on the same server.
+//
+// It lives in its own Go module so that River never enters the dependencies
+// of the main pgrelay module. From the repository root:
+//
+//	go -C bench/river run . --database-url postgres://... --scenario burn-down
+//
+// Scenarios:
+//
+//   - burn-down: N no-op jobs are pre-inserted with InsertMany in batches (not
+//     counted in the throughput; their rate is reported as insert_per_sec),
+//     then a River client with a no-op worker drains them; events_per_sec is
+//     N over the time from the client's Start to the last completion, the
+//     completions being counted from River's event subscription.
+//   - enqueue: InsertMany in batches of --insert-batch (insert_per_sec), then
+//     single Insert calls, one job per transaction, for min(N, 10000) jobs
+//     (single_insert_per_sec).
+//   - latency: jobs are inserted one at a time (one Insert, one transaction
+//     each) at --rate per second into a running client, on a schedule that
+//     does not wait for earlier inserts (open loop); latency is the handler's
+//     start time minus the time just after Insert returned (the insert
+//     transaction committed). insert_per_sec is the insert rate achieved,
+//     which shows whether the database kept up with --rate.
+//
+// River's tables live in the database's default schema (its search_path), so
+// the database should be a dedicated benchmark database: the harness runs
+// River's migrations there and empties river_job before and after each
+// scenario.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+const (
+	riverModule = "github.com/riverqueue/river"
+	// riverVersionPinned is the River version in go.mod; the binary's build
+	// information is preferred when it is available.
+	riverVersionPinned = "v0.51.2"
+
+	scenarioBurnDown = "burn-down"
+	scenarioEnqueue  = "enqueue"
+	scenarioLatency  = "latency"
+
+	// singleInsertMax bounds the single-Insert part of the enqueue scenario.
+	singleInsertMax = 10000
+	// defaultPoolMaxConns is used unless the URL sets pool_max_conns.
+	defaultPoolMaxConns = 10
+	// stallCheck is how long the burn-down waits without a completion event
+	// before it asks the database whether events were lost.
+	stallCheck = 10 * time.Second
+)
+
+// config holds the parsed flags.
+type config struct {
+	DatabaseURL       string
+	Scenario          string
+	Events            int
+	Rate              float64
+	Workers           int
+	FetchCooldown     time.Duration
+	FetchPollInterval time.Duration
+	InsertBatch       int
+	JSON              bool
+	Timeout           time.Duration
+}
+
+// usageError is a bad command line: main prints it with the usage and exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+const usageHeader = `Usage: go run . --database-url URL [flags]   (from bench/river)
+       go -C bench/river run . --database-url URL [flags]   (from the repository root)
+
+Measures the peer queue River %s (pgx v5 driver) on PostgreSQL, with the
+same protocol as pgrelay bench: burn-down, enqueue or latency.
+
+WARNING: River's tables (river_job, river_queue, river_leader, ...) are
+created in the database's default schema by River's migrations, and every
+row of river_job is deleted before and after each scenario. Point
+--database-url at a dedicated benchmark database, never at one whose River
+jobs matter. Nothing outside that database is touched.
+
+Flags:
+`
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("river-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &config{}
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL or DSN of a dedicated benchmark database (required); a pool_max_conns parameter in it is honoured, else the pool has 10 connections")
+	fs.StringVar(&c.Scenario, "scenario", scenarioBurnDown, "burn-down, enqueue or latency")
+	fs.IntVar(&c.Events, "events", 0, "jobs to run (default 100000 for burn-down and enqueue, 2000 for latency)")
+	fs.Float64Var(&c.Rate, "rate", 200, "latency: jobs inserted per second")
+	fs.IntVar(&c.Workers, "workers", 2000, "River MaxWorkers of the default queue (1..10000)")
+	fs.DurationVar(&c.FetchCooldown, "fetch-cooldown", 2*time.Millisecond, "River FetchCooldown (at least 1ms)")
+	fs.DurationVar(&c.FetchPollInterval, "fetch-poll-interval", 20*time.Millisecond, "River FetchPollInterval (at least --fetch-cooldown)")
+	fs.IntVar(&c.InsertBatch, "insert-batch", 1000, "jobs per InsertMany call (burn-down pre-insert and enqueue)")
+	fs.BoolVar(&c.JSON, "json", false, "print one JSON object with the results instead of text")
+	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "give up on the scenario after this long")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), usageHeader, riverVersion())
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, &usageError{msg: fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	}
+	if c.DatabaseURL == "" {
+		return nil, &usageError{msg: "--database-url is required (a dedicated benchmark database)"}
+	}
+	switch c.Scenario {
+	case scenarioBurnDown, scenarioEnqueue:
+		if c.Events == 0 {
+			c.Events = 100000
+		}
+	case scenarioLatency:
+		if c.Events == 0 {
+			c.Events = 2000
+		}
+	default:
+		return nil, &usageError{msg: fmt.Sprintf("--scenario must be burn-down, enqueue or latency, not %q", c.Scenario)}
+	}
+	switch {
+	case c.Events < 1:
+		return nil, &usageError{msg: "--events must be positive"}
+	case c.InsertBatch < 1:
+		return nil, &usageError{msg: "--insert-batch must be positive"}
+	case c.Workers < 1 || c.Workers > river.QueueNumWorkersMax:
+		return nil, &usageError{msg: fmt.Sprintf("--workers must be between 1 and %d", river.QueueNumWorkersMax)}
+	case c.FetchCooldown < river.FetchCooldownMin:
+		return nil, &usageError{msg: fmt.Sprintf("--fetch-cooldown must be at least %s", river.FetchCooldownMin)}
+	case c.FetchPollInterval < c.FetchCooldown:
+		return nil, &usageError{msg: "--fetch-poll-interval must be at least --fetch-cooldown"}
+	case !(c.Rate > 0) || math.IsInf(c.Rate, 0):
+		return nil, &usageError{msg: "--rate must be a positive number"}
+	case c.Timeout <= 0:
+		return nil, &usageError{msg: "--timeout must be positive"}
+	}
+	return c, nil
+}
+
+// riverVersion is the River module version this binary was built with.
+func riverVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == riverModule {
+				if m.Replace != nil && m.Replace.Version != "" {
+					return m.Replace.Version
+				}
+				if m.Version != "" {
+					return m.Version
+				}
+			}
+		}
+	}
+	return riverVersionPinned
+}
+
+// latencyMS are the latency percentiles in milliseconds.
+type latencyMS struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// result is the JSON object printed with --json. Fields a scenario does not
+// produce are omitted.
+type result struct {
+	Peer               string         `json:"peer"`
+	Version            string         `json:"version"`
+	Scenario           string         `json:"scenario"`
+	Events             int            `json:"events"`
+	Seconds            float64        `json:"seconds"`
+	EventsPerSec       *float64       `json:"events_per_sec,omitempty"`
+	InsertPerSec       *float64       `json:"insert_per_sec,omitempty"`
+	SingleInsertPerSec *float64       `json:"single_insert_per_sec,omitempty"`
+	SingleInserts      *int           `json:"single_inserts,omitempty"`
+	LatencyMS          *latencyMS     `json:"latency_ms,omitempty"`
+	Settings           map[string]any `json:"settings"`
+}
+
+// benchArgs is the no-op job. Seq numbers the jobs of a latency run; -1 marks
+// the warm-up job.
+type benchArgs struct {
+	Seq int `json:"seq"`
+}
+
+func (benchArgs) Kind() string { return "pgrelay_bench_noop" }
+
+// noopWorker does nothing; when rec is set it records its start time first.
+type noopWorker struct {
+	river.WorkerDefaults[benchArgs]
+	rec *startRecorder
+}
+
+func (w *noopWorker) Work(_ context.Context, job *river.Job[benchArgs]) error {
+	now := time.Now()
+	if w.rec != nil {
+		w.rec.record(job.Args.Seq, now)
+	}
+	return nil
+}
+
+// startRecorder keeps the handler start time of each latency job.
+type startRecorder struct {
+	starts  []time.Time
+	n       atomic.Int64
+	all     chan struct{} // closed when every job has started
+	warm    chan struct{} // closed when the warm-up job has started
+	warmed  atomic.Bool
+	retried atomic.Int64 // a job started twice (should not happen)
+}
+
+func newStartRecorder(n int) *startRecorder {
+	return &startRecorder{starts: make([]time.Time, n), all: make(chan struct{}), warm: make(chan struct{})}
+}
+
+func (r *startRecorder) record(seq int, now time.Time) {
+	if seq < 0 {
+		if r.warmed.CompareAndSwap(false, true) {
+			close(r.warm)
+		}
+		return
+	}
+	if seq >= len(r.starts) {
+		return
+	}
+	if job := &r.starts[seq]; job.IsZero() {
+		*job = now
+	} else {
+		r.retried.Add(1)
+		return
+	}
+	if r.n.Add(1) == int64(len(r.starts)) {
+		close(r.all)
+	}
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(os.Stderr, "river-bench:", err)
+			fmt.Fprintln(os.Stderr, "Run with -h for the flags.")
+		}
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := run(ctx, cfg, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "river-bench:", err)
+		os.Exit(1)
+	}
+	if err := report(os.Stdout, cfg, res); err != nil {
+		fmt.Fprintln(os.Stderr, "river-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run connects, migrates, empties river_job, runs the scenario and empties
+// river_job again.
+func run(ctx context.Context, cfg *config, logger *slog.Logger) (*result, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse --database-url: %w", err)
+	}
+	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
+		pcfg.MaxConns = defaultPoolMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("river migrator: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return nil, fmt.Errorf("river migrations: %w", err)
+	}
+
+	settings, err := settingsOf(ctx, pool, cfg)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{
+		Peer:     "river",
+		Version:  riverVersion(),
+		Scenario: cfg.Scenario,
+		Events:   cfg.Events,
+		Settings: settings,
+	}
+
+	if err := emptyJobs(ctx, pool); err != nil {
+		return nil, err
+	}
+	// Leave no completed rows behind for autovacuum to chew on while the next
+	// measurement (pgrelay's, say) runs on the same server.
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer ccancel()
+		if err := emptyJobs(cctx, pool); err != nil {
+			logger.Warn("empty river_job after the run", "error", err)
+		}
+	}()
+
+	switch cfg.Scenario {
+	case scenarioBurnDown:
+		err = burnDown(ctx, cfg, pool, logger, res)
+	case scenarioEnqueue:
+		err = enqueue(ctx, cfg, pool, logger, res)
+	case scenarioLatency:
+		err = latency(ctx, cfg, pool, logger, res)
+	}
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: gave up after --timeout %s: %w", cfg.Scenario, cfg.Timeout, err)
+		}
+		return nil, fmt.Errorf("%s: %w", cfg.Scenario, err)
+	}
+	return res, nil
+}
+
+// emptyJobs deletes every row of river_job (TRUNCATE, so that no dead rows
+// of an earlier run slow this one down).
+func emptyJobs(ctx context.Context, pool *pgxpool.Pool) error {
+	if _, err := pool.Exec(ctx, "TRUNCATE river_job"); err != nil {
+		return fmt.Errorf("empty river_job: %w", err)
+	}
+	return nil
+}
+
+// settingsOf records the harness settings and the server's durability
+// settings, which the figures depend on.
+func settingsOf(ctx context.Context, pool *pgxpool.Pool, cfg *config) (map[string]any, error) {
+	s := map[string]any{
+		"workers":                cfg.Workers,
+		"fetch_cooldown_ms":      ms(cfg.FetchCooldown),
+		"fetch_poll_interval_ms": ms(cfg.FetchPollInterval),
+		"pool_max_conns":         pool.Config().MaxConns,
+		"go":                     runtime.Version(),
+		"gomaxprocs":             runtime.GOMAXPROCS(0),
+	}
+	switch cfg.Scenario {
+	case scenarioBurnDown, scenarioEnqueue:
+		s["insert_batch"] = cfg.InsertBatch
+	case scenarioLatency:
+		s["rate"] = cfg.Rate
+	}
+	var version, fsync, syncCommit string
+	err := pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')`).
+		Scan(&version, &fsync, &syncCommit)
+	if err != nil {
+		return nil, fmt.Errorf("read server settings: %w", err)
+	}
+	s["postgres_version"] = version
+	s["postgres_fsync"] = fsync
+	s["postgres_synchronous_commit"] = syncCommit
+	return s, nil
+}
+
+// newClient builds a River client on pool with one no-op worker and the
+// default queue configured from the flags.
+func newClient(pool *pgxpool.Pool, cfg *config, logger *slog.Logger, rec *startRecorder) (*river.Client[pgx.Tx], error) {
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &noopWorker{rec: rec}); err != nil {
+		return nil, err
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		FetchCooldown:     cfg.FetchCooldown,
+		FetchPollInterval: cfg.FetchPollInterval,
+		Logger:            logger,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Workers:           workers,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return client, nil
+}
+
+// newInsertClient builds a River client that only inserts (no queues).
+func newInsertClient(pool *pgxpool.Pool, cfg *config, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &noopWorker{}); err != nil {
+		return nil, err
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		FetchCooldown: cfg.FetchCooldown, // also spaces its insert notifications
+		Logger:        logger,
+		Workers:       workers,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river insert client: %w", err)
+	}
+	return client, nil
+}
+
+// insertBatches inserts n no-op jobs with InsertMany in batches and returns
+// the time it took.
+func insertBatches(ctx context.Context, client *river.Client[pgx.Tx], n, batch int) (time.Duration, error) {
+	params := make([]river.InsertManyParams, 0, min(n, batch))
+	start := time.Now()
+	for done := 0; done < n; {
+		k := min(batch, n-done)
+		params = params[:0]
+		for i := range k {
+			params = append(params, river.InsertManyParams{Args: benchArgs{Seq: done + i}})
+		}
+		if _, err := client.InsertMany(ctx, params); err != nil {
+			return 0, fmt.Errorf("InsertMany: %w", err)
+		}
+		done += k
+	}
+	return time.Since(start), nil
+}
+
+// stopClient stops the client gracefully, bounded in time.
+func stopClient(ctx context.Context, client *river.Client[pgx.Tx], logger *slog.Logger) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := client.Stop(sctx); err != nil {
+		logger.Warn("stop the River client", "error", err)
+	}
+}
+
+func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.Logger, res *result) error {
+	client, err := newClient(pool, cfg, logger, nil)
+	if err != nil {
+		return err
+	}
+	insertTook, err := insertBatches(ctx, client, cfg.Events, cfg.InsertBatch)
+	if err != nil {
+		return err
+	}
+	res.InsertPerSec = ptr(rate(cfg.Events, insertTook))
+
+	// River drops events when a subscriber's buffer is full, and its completer
+	// hands them over in batches of up to 5000, so the buffer is sized for
+	// every job of the run rather than Subscribe's default of 1000.
+	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: cfg.Events + 1000,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted},
+	})
+	defer cancelSub()
+	var completed atomic.Int64
+	var last atomic.Int64 // unix nanoseconds of the last completion seen
+	done := make(chan time.Time, 1)
+	go func() {
+		for ev := range events {
+			if ev.Kind != river.EventKindJobCompleted {
+				continue
+			}
+			last.Store(time.Now().UnixNano())
+			if completed.Add(1) == int64(cfg.Events) {
+				done <- time.Now()
+				return
+			}
+		}
+	}()
+
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return fmt.Errorf("start the River client: %w", err)
+	}
+	defer stopClient(ctx, client, logger)
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastCount, lastChange := int64(0), time.Now()
+	for {
+		select {
+		case end := <-done:
+			took := end.Sub(start)
+			res.Seconds = round(took.Seconds(), 3)
+			res.EventsPerSec = ptr(rate(cfg.Events, took))
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d completions seen: %w", completed.Load(), cfg.Events, ctx.Err())
+		case <-tick.C:
+			if n := completed.Load(); n != lastCount {
+				lastCount, lastChange = n, time.Now()
+				continue
+			}
+			if time.Since(lastChange) < stallCheck {
+				continue
+			}
+			var left int64
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state <> 'completed'`).Scan(&left); err != nil {
+				return fmt.Errorf("count unfinished jobs: %w", err)
+			}
+			if left == 0 {
+				return fmt.Errorf("every job is completed in river_job but only %d of %d completion events arrived: River dropped subscription events", lastCount, cfg.Events)
+			}
+			logger.Warn("burn-down: no completion for a while", "completed_events", lastCount, "unfinished_rows", left)
+			lastChange = time.Now()
+		}
+	}
+}
+
+func enqueue(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.Logger, res *result) error {
+	client, err := newClient(pool, cfg, logger, nil)
+	if err != nil {
+		return err
+	}
+	took, err := insertBatches(ctx, client, cfg.Events, cfg.InsertBatch)
+	if err != nil {
+		return err
+	}
+	res.Seconds = round(took.Seconds(), 3)
+	res.InsertPerSec = ptr(rate(cfg.Events, took))
+
+	singles := min(cfg.Events, singleInsertMax)
+	start := time.Now()
+	for i := range singles {
+		// Insert runs in a transaction of its own: one job per commit.
+		if _, err := client.Insert(ctx, benchArgs{Seq: i}, nil); err != nil {
+			return fmt.Errorf("Insert: %w", err)
+		}
+	}
+	res.SingleInsertPerSec = ptr(rate(singles, time.Since(start)))
+	res.SingleInserts = ptr(singles)
+	return nil
+}
+
+func latency(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.Logger, res *result) error {
+	rec := newStartRecorder(cfg.Events)
+	client, err := newClient(pool, cfg, logger, rec)
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return fmt.Errorf("start the River client: %w", err)
+	}
+	defer stopClient(ctx, client, logger)
+
+	// One warm-up job, not counted, so that the first measured job does not
+	// pay for the client's start-up (listener, leader election).
+	if _, err := client.Insert(ctx, benchArgs{Seq: -1}, nil); err != nil {
+		return fmt.Errorf("Insert: %w", err)
+	}
+	select {
+	case <-rec.warm:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the warm-up job: %w", ctx.Err())
+	}
+
+	// The inserts go through a client of their own on a pool of their own,
+	// as an application's would, so that inserts waiting for a connection
+	// do not hold up the worker client's fetches and completions.
+	insPool, err := pgxpool.NewWithConfig(ctx, pool.Config())
+	if err != nil {
+		return fmt.Errorf("connect the insert pool: %w", err)
+	}
+	defer insPool.Close()
+	inserter, err := newInsertClient(insPool, cfg, logger)
+	if err != nil {
+		return err
+	}
+
+	// Open loop: job i is inserted at start + i/rate in a goroutine of its
+	// own (one job per transaction), whatever the earlier inserts cost, so a
+	// slow commit does not lower the offered rate.
+	inserted := make([]time.Time, cfg.Events)
+	insertErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	start := time.Now()
+	for i := range cfg.Events {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				wg.Wait()
+				return ctx.Err()
+			case err := <-insertErr:
+				t.Stop()
+				wg.Wait()
+				return err
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := inserter.Insert(ctx, benchArgs{Seq: i}, nil); err != nil {
+				select {
+				case insertErr <- fmt.Errorf("Insert: %w", err):
+				default:
+				}
+				return
+			}
+			inserted[i] = time.Now()
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-insertErr:
+		return err
+	default:
+	}
+	lastInsert := slices.MaxFunc(inserted, time.Time.Compare)
+	res.InsertPerSec = ptr(rate(cfg.Events, lastInsert.Sub(start)))
+	select {
+	case <-rec.all:
+	case <-ctx.Done():
+		return fmt.Errorf("%d of %d jobs started: %w", rec.n.Load(), cfg.Events, ctx.Err())
+	}
+	if n := rec.retried.Load(); n > 0 {
+		logger.Warn("latency: some jobs started more than once; their first start was kept", "count", n)
+	}
+
+	lat := make([]time.Duration, cfg.Events)
+	lastStart := rec.starts[0]
+	for i := range lat {
+		lat[i] = rec.starts[i].Sub(inserted[i])
+		if rec.starts[i].After(lastStart) {
+			lastStart = rec.starts[i]
+		}
+	}
+	slices.Sort(lat)
+	res.Seconds = round(lastStart.Sub(start).Seconds(), 3)
+	res.LatencyMS = &latencyMS{
+		P50: ms(percentile(lat, 50)),
+		P95: ms(percentile(lat, 95)),
+		P99: ms(percentile(lat, 99)),
+		Max: ms(lat[len(lat)-1]),
+	}
+	return nil
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return round(float64(n)/d.Seconds(), 1)
+}
+
+// ms is d in milliseconds, rounded to the microsecond.
+func ms(d time.Duration) float64 { return round(float64(d)/float64(time.Millisecond), 3) }
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// report prints the result as JSON (--json) or as text.
+func report(w io.Writer, cfg *config, res *result) error {
+	if cfg.JSON {
+		enc := json.NewEncoder(w)
+		return enc.Encode(res)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "River %s, scenario %s (PostgreSQL %v, fsync=%v, synchronous_commit=%v)\n",
+		res.Version, res.Scenario, res.Settings["postgres_version"], res.Settings["postgres_fsync"], res.Settings["postgres_synchronous_commit"])
+	switch res.Scenario {
+	case scenarioBurnDown:
+		fmt.Fprintf(&b, "  pre-insert:  %d jobs with InsertMany (batches of %d): %.0f jobs/s (not counted)\n", res.Events, cfg.InsertBatch, deref(res.InsertPerSec))
+		fmt.Fprintf(&b, "  burn-down:   %d jobs in %.3f s: %.0f events/s\n", res.Events, res.Seconds, deref(res.EventsPerSec))
+		fmt.Fprintf(&b, "  settings:    workers=%d fetch-cooldown=%s fetch-poll-interval=%s pool_max_conns=%v\n", cfg.Workers, cfg.FetchCooldown, cfg.FetchPollInterval, res.Settings["pool_max_conns"])
+	case scenarioEnqueue:
+		fmt.Fprintf(&b, "  InsertMany:  %d jobs (batches of %d) in %.3f s: %.0f jobs/s\n", res.Events, cfg.InsertBatch, res.Seconds, deref(res.InsertPerSec))
+		if res.SingleInserts != nil {
+			fmt.Fprintf(&b, "  Insert:      %d jobs, one per transaction: %.0f jobs/s\n", *res.SingleInserts, deref(res.SingleInsertPerSec))
+		}
+		fmt.Fprintf(&b, "  settings:    pool_max_conns=%v\n", res.Settings["pool_max_conns"])
+	case scenarioLatency:
+		l := res.LatencyMS
+		fmt.Fprintf(&b, "  latency:     %d jobs offered at %g/s (achieved %.1f/s) over %.3f s, insert commit to handler start\n", res.Events, cfg.Rate, deref(res.InsertPerSec), res.Seconds)
+		fmt.Fprintf(&b, "               p50 %.3f ms  p95 %.3f ms  p99 %.3f ms  max %.3f ms\n", l.P50, l.P95, l.P99, l.Max)
+		fmt.Fprintf(&b, "  settings:    workers=%d fetch-cooldown=%s fetch-poll-interval=%s pool_max_conns=%v\n", cfg.Workers, cfg.FetchCooldown, cfg.FetchPollInterval, res.Settings["pool_max_conns"])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

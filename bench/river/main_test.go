@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// testDatabaseURL is the database the scenarios run against; the main
+// module's test harness provides it. River's tables are created there and
+// river_job is emptied, so it must be a throwaway database.
+const testDatabaseEnv = "RIVER_BENCH_DATABASE_URL"
+
+func testDatabaseURL(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv(testDatabaseEnv)
+	if url == "" {
+		t.Skipf("%s is not set: set it to a throwaway PostgreSQL database (River's tables are created there and river_job is emptied) to run the River benchmark scenarios", testDatabaseEnv)
+	}
+	return url
+}
+
+// runJSON parses args as the command line would, runs the scenario and
+// decodes its --json output.
+func runJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	cfg, err := parseFlags(append(args, "--json", "--timeout", "2m"), io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags(%v): %v", args, err)
+	}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := run(context.Background(), cfg, logger)
+	if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	var out bytes.Buffer
+	if err := report(&out, cfg, res); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.TrimSpace(out.String()), "\n"); n != 0 {
+		t.Fatalf("--json printed %d lines, want one object:\n%s", n+1, out.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("decode %s: %v", out.String(), err)
+	}
+	if got["peer"] != "river" || got["version"] != "v0.51.2" || got["scenario"] != cfg.Scenario {
+		t.Errorf("peer/version/scenario = %v/%v/%v", got["peer"], got["version"], got["scenario"])
+	}
+	if got["events"] != float64(cfg.Events) {
+		t.Errorf("events = %v, want %d", got["events"], cfg.Events)
+	}
+	if _, ok := got["settings"].(map[string]any); !ok {
+		t.Errorf("settings missing: %s", out.String())
+	}
+	var text bytes.Buffer
+	cfg.JSON = false
+	if err := report(&text, cfg, res); err != nil || !strings.Contains(text.String(), "River v0.51.2") {
+		t.Errorf("text report (%v):\n%s", err, text.String())
+	}
+	return got
+}
+
+func positive(t *testing.T, got map[string]any, field string) {
+	t.Helper()
+	if v, ok := got[field].(float64); !ok || !(v > 0) {
+		t.Errorf("%s = %v, want a positive number", field, got[field])
+	}
+}
+
+func absent(t *testing.T, got map[string]any, fields ...string) {
+	t.Helper()
+	for _, f := range fields {
+		if _, ok := got[f]; ok {
+			t.Errorf("%s is present, want it omitted for scenario %v", f, got["scenario"])
+		}
+	}
+}
+
+func TestScenarios(t *testing.T) {
+	url := testDatabaseURL(t)
+	t.Run("burn-down", func(t *testing.T) {
+		got := runJSON(t, "--database-url", url, "--scenario", "burn-down", "--events", "500", "--insert-batch", "100", "--workers", "50")
+		positive(t, got, "seconds")
+		positive(t, got, "events_per_sec")
+		positive(t, got, "insert_per_sec")
+		absent(t, got, "single_insert_per_sec", "latency_ms")
+	})
+	t.Run("enqueue", func(t *testing.T) {
+		got := runJSON(t, "--database-url", url, "--scenario", "enqueue", "--events", "300", "--insert-batch", "100")
+		positive(t, got, "seconds")
+		positive(t, got, "insert_per_sec")
+		positive(t, got, "single_insert_per_sec")
+		if got["single_inserts"] != float64(300) {
+			t.Errorf("single_inserts = %v, want 300", got["single_inserts"])
+		}
+		absent(t, got, "events_per_sec", "latency_ms")
+	})
+	t.Run("latency", func(t *testing.T) {
+		got := runJSON(t, "--database-url", url, "--scenario", "latency", "--events", "50", "--rate", "100", "--workers", "10")
+		positive(t, got, "seconds")
+		lat, ok := got["latency_ms"].(map[string]any)
+		if !ok {
+			t.Fatalf("latency_ms missing: %v", got)
+		}
+		p50, p95, p99, mx := lat["p50"].(float64), lat["p95"].(float64), lat["p99"].(float64), lat["max"].(float64)
+		if !(p50 <= p95 && p95 <= p99 && p99 <= mx) || mx <= 0 || mx > 60000 {
+			t.Errorf("latency_ms = %v, want 0 < p50 <= p95 <= p99 <= max < 60 s", lat)
+		}
+		positive(t, got, "insert_per_sec")
+		absent(t, got, "events_per_sec", "single_insert_per_sec", "single_inserts")
+	})
+	// Every scenario leaves river_job empty behind it.
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var left int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM river_job").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("river_job holds %d rows after the scenarios, want 0", left)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+		want int
+	}{
+		{[]string{"--database-url", "x"}, true, 100000},
+		{[]string{"--database-url", "x", "--scenario", "enqueue"}, true, 100000},
+		{[]string{"--database-url", "x", "--scenario", "latency"}, true, 2000},
+		{[]string{"--database-url", "x", "--scenario", "latency", "--events", "7"}, true, 7},
+		{[]string{}, false, 0},
+		{[]string{"--database-url", "x", "--scenario", "nope"}, false, 0},
+		{[]string{"--database-url", "x", "--workers", "0"}, false, 0},
+		{[]string{"--database-url", "x", "--fetch-cooldown", "10ms", "--fetch-poll-interval", "5ms"}, false, 0},
+		{[]string{"--database-url", "x", "--rate", "0"}, false, 0},
+	} {
+		cfg, err := parseFlags(tc.args, io.Discard)
+		if (err == nil) != tc.ok {
+			t.Errorf("parseFlags(%v) error = %v, want ok=%v", tc.args, err, tc.ok)
+			continue
+		}
+		if tc.ok && cfg.Events != tc.want {
+			t.Errorf("parseFlags(%v).Events = %d, want %d", tc.args, cfg.Events, tc.want)
+		}
+	}
+	cfg, err := parseFlags([]string{"--database-url", "x"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Workers != 2000 || cfg.FetchCooldown != 2*time.Millisecond || cfg.FetchPollInterval != 20*time.Millisecond || cfg.InsertBatch != 1000 || cfg.Rate != 200 {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	var help bytes.Buffer
+	if _, err := parseFlags([]string{"-h"}, &help); err == nil || !strings.Contains(help.String(), "dedicated benchmark database") {
+		t.Errorf("-h: err=%v, output:\n%s", err, help.String())
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	for p, want := range map[float64]time.Duration{50: 50 * time.Millisecond, 95: 95 * time.Millisecond, 99: 99 * time.Millisecond, 100: 100 * time.Millisecond} {
+		if got := percentile(d, p); got != want {
+			t.Errorf("percentile(%g) = %s, want %s", p, got, want)
+		}
+	}
+	if got := percentile(d[:1], 99); got != time.Millisecond {
+		t.Errorf("percentile of one = %s", got)
+	}
+}
+
+// testWriter sends River's warnings to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

@@ -1,0 +1,467 @@
+// Package bus is pgrelay's connection to NATS: connecting (and reconnecting
+// for ever), the events stream on JetStream, batched publishing with
+// acknowledgements, and the single publishes of the nats handler kind. It is
+// the only package that talks to NATS; what is published (subjects and JSON)
+// is package events'.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pgrelay/pgrelay/events"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNotConnected: NATS is not reachable right now (the connection keeps
+	// retrying in the background).
+	ErrNotConnected = errors.New("bus: not connected to NATS")
+	// ErrTooLarge: the message exceeds the server's max payload; sending it
+	// again cannot succeed.
+	ErrTooLarge = errors.New("bus: message larger than the NATS server's max payload")
+	// ErrStreamConfig: the events stream exists with a configuration pgrelay
+	// cannot publish to or reconcile.
+	ErrStreamConfig = errors.New("bus: events stream configuration conflict")
+)
+
+// Options configures a connection. Only URL is required.
+type Options struct {
+	// URL is the NATS server URL, or a comma-separated list of them.
+	URL string
+	// CredsFile is a NATS credentials file (JWT and NKey seed).
+	CredsFile string
+	// TLSCert and TLSKey are a client certificate and its key (both or none).
+	TLSCert, TLSKey string
+	// TLSCA is a CA bundle to verify the server with.
+	TLSCA string
+	// Name is the client name the server shows (default "pgrelay").
+	Name string
+	// ReconnectWait is the pause between reconnect attempts (default 500ms).
+	ReconnectWait time.Duration
+	// Logger receives connection state changes (default: discard).
+	Logger *slog.Logger
+}
+
+// Conn is a NATS connection that never gives up: an unreachable server at
+// start or later is retried for ever in the background, while publishes fail
+// fast with ErrNotConnected (nothing is buffered: pgrelay's durable truth is
+// in PostgreSQL, and a message buffered during an outage could not be
+// acknowledged).
+type Conn struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	log *slog.Logger
+	gen atomic.Uint64
+
+	mu     sync.Mutex
+	routes map[string]route
+}
+
+// route caches where the nats handler publishes a subject.
+type route struct {
+	stream string // "" for core NATS
+	until  time.Time
+}
+
+// routeTTL is how long a subject's stream lookup is trusted: streams change
+// rarely, and a stale entry only costs one failed attempt.
+const routeTTL = 10 * time.Second
+
+// Connect connects to NATS. It fails only on invalid options: an unreachable
+// server is retried in the background (Connected reports false until then).
+func Connect(o Options) (*Conn, error) {
+	if strings.TrimSpace(o.URL) == "" {
+		return nil, errors.New("bus: a NATS URL is required")
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return nil, errors.New("bus: a TLS client certificate needs its key and the key its certificate")
+	}
+	if o.Name == "" {
+		o.Name = "pgrelay"
+	}
+	if o.ReconnectWait <= 0 {
+		o.ReconnectWait = 500 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Conn{log: o.Logger, routes: map[string]route{}}
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(o.ReconnectWait),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.ReconnectBufSize(-1), // fail fast while disconnected: see Conn
+		nats.Timeout(5 * time.Second),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			c.gen.Add(1)
+			c.log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.gen.Add(1)
+			c.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.gen.Add(1)
+			if err != nil {
+				c.log.Warn("disconnected from NATS; reconnecting", "err", err)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.log.Warn("NATS error", "err", err)
+		}),
+	}
+	if o.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(o.CredsFile))
+	}
+	if o.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	nc, err := nats.Connect(o.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect to %s: %w", redact(o.URL), err)
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncTimeout(10*time.Second),
+		jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithDefaultTimeout(5*time.Second))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	c.nc, c.js = nc, js
+	if nc.IsConnected() {
+		c.gen.Add(1)
+	}
+	return c, nil
+}
+
+// redact hides a password in a URL for messages.
+func redact(url string) string {
+	if at := strings.LastIndex(url, "@"); at >= 0 {
+		if s := strings.Index(url, "://"); s >= 0 && s < at {
+			return url[:s+3] + "***" + url[at:]
+		}
+	}
+	return url
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	c.nc.Close()
+	return nil
+}
+
+// Connected reports whether the connection is up now.
+func (c *Conn) Connected() bool { return c.nc.IsConnected() }
+
+// Generation changes whenever the connection goes down or comes up: a
+// caller that set something up on the server (the stream) does it again
+// when the generation it did it in is gone.
+func (c *Conn) Generation() uint64 { return c.gen.Load() }
+
+// MaxPayload is the server's max payload in bytes (0 before the first
+// connection).
+func (c *Conn) MaxPayload() int {
+	if !c.nc.IsConnected() {
+		return 0
+	}
+	return int(c.nc.MaxPayload())
+}
+
+// NATS is the underlying connection.
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// JetStream is the JetStream context of the connection.
+func (c *Conn) JetStream() jetstream.JetStream { return c.js }
+
+// JetStreamEnabled reports whether the server (and account) has JetStream.
+func (c *Conn) JetStreamEnabled(ctx context.Context) (bool, error) {
+	if !c.nc.IsConnected() {
+		return false, ErrNotConnected
+	}
+	_, err := c.js.AccountInfo(ctx)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return false, nil
+	}
+	return false, fmt.Errorf("bus: ask for JetStream: %w", err)
+}
+
+// StreamConfig is what pgrelay asks of the events stream.
+type StreamConfig struct {
+	// Name of the stream (default DefaultStream).
+	Name string
+	// MaxAge: messages older than this are removed. 0 when creating means
+	// DefaultMaxAge; 0 for an existing stream leaves its max age as it is.
+	MaxAge time.Duration
+}
+
+// Defaults of the events stream.
+const (
+	DefaultStream = "PGRELAY_EVENTS"
+	DefaultMaxAge = 7 * 24 * time.Hour
+	// DuplicateWindow is the stream's de-duplication window: a message
+	// published again with the same Nats-Msg-Id within it is dropped. It
+	// covers replays after an outage or a restart (the publisher republishes
+	// what it could not see acknowledged).
+	DuplicateWindow = 2 * time.Minute
+)
+
+// EnsureStream creates the events stream, or reconciles an existing one:
+// subjects pgrelay.> are added when the stream does not capture them (its
+// narrower pgrelay.* subjects are replaced) and MaxAge is applied when set;
+// everything else (storage, replicas, limits) is left as the operator set
+// it. A stream pgrelay cannot publish to (sealed, a mirror, no acks) or a
+// change the server refuses (another stream captures pgrelay.>) is an
+// ErrStreamConfig error saying what to fix. It returns what it did:
+// "created", "updated" or "ok".
+func (c *Conn) EnsureStream(ctx context.Context, cfg StreamConfig) (string, error) {
+	if cfg.Name == "" {
+		cfg.Name = DefaultStream
+	}
+	s, err := c.js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		age := cfg.MaxAge
+		if age <= 0 {
+			age = DefaultMaxAge
+		}
+		_, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.Name,
+			Description: "pgrelay status events (docs/events.md)",
+			Subjects:    []string{events.StreamSubjects},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      age,
+			Duplicates:  min(DuplicateWindow, age),
+		})
+		if err != nil {
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNameInUse {
+				return "", err // created concurrently: try again
+			}
+			return "", fmt.Errorf("%w: create stream %s with subjects %s: %w", ErrStreamConfig, cfg.Name,
+				events.StreamSubjects, err)
+		}
+		return "created", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("bus: look up stream %s: %w", cfg.Name, err)
+	}
+	conf := s.CachedInfo().Config
+	switch {
+	case conf.Sealed:
+		return "", fmt.Errorf("%w: stream %s is sealed (it accepts no messages): delete it or set another --nats-stream", ErrStreamConfig, cfg.Name)
+	case conf.Mirror != nil:
+		return "", fmt.Errorf("%w: stream %s is a mirror (it accepts no published messages): delete it or set another --nats-stream", ErrStreamConfig, cfg.Name)
+	case conf.NoAck:
+		return "", fmt.Errorf("%w: stream %s has no_ack set; pgrelay needs acknowledged publishes: clear it or set another --nats-stream", ErrStreamConfig, cfg.Name)
+	}
+	changed := false
+	if !slicesContainsAny(conf.Subjects, events.StreamSubjects, ">") {
+		keep := conf.Subjects[:0:0]
+		for _, sub := range conf.Subjects {
+			if !strings.HasPrefix(sub, events.SubjectRoot+".") {
+				keep = append(keep, sub)
+			}
+		}
+		conf.Subjects = append(keep, events.StreamSubjects)
+		changed = true
+	}
+	if cfg.MaxAge > 0 && conf.MaxAge != cfg.MaxAge {
+		conf.MaxAge = cfg.MaxAge
+		if conf.Duplicates > cfg.MaxAge {
+			conf.Duplicates = cfg.MaxAge
+		}
+		changed = true
+	}
+	if !changed {
+		return "ok", nil
+	}
+	if _, err := c.js.UpdateStream(ctx, conf); err != nil {
+		return "", fmt.Errorf("%w: update stream %s (subjects %v, max age %s): %w", ErrStreamConfig, cfg.Name,
+			conf.Subjects, conf.MaxAge, err)
+	}
+	return "updated", nil
+}
+
+func slicesContainsAny(s []string, vs ...string) bool {
+	for _, x := range s {
+		for _, v := range vs {
+			if x == v {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Msg is one message of a batch.
+type Msg struct {
+	Subject string
+	Data    []byte
+	// ID is the Nats-Msg-Id: JetStream drops a second message with the same
+	// id within the stream's duplicate window.
+	ID string
+}
+
+// BatchResult tells how a batch went.
+type BatchResult struct {
+	// Acked is how many messages from the start of the batch are known to be
+	// stored (JetStream) or flushed to the server (core NATS).
+	Acked int
+	// Duplicates is how many of those the stream had already (a replay).
+	Duplicates int
+}
+
+// PublishBatch publishes msgs in order. With stream set it publishes to
+// JetStream, expecting that stream, and waits for every acknowledgement;
+// with stream empty it publishes on core NATS and flushes. The result counts
+// the messages from the start of the batch that made it; err tells why the
+// rest did not.
+func (c *Conn) PublishBatch(ctx context.Context, stream string, msgs []Msg) (BatchResult, error) {
+	var res BatchResult
+	if len(msgs) == 0 {
+		return res, nil
+	}
+	if !c.nc.IsConnected() {
+		return res, ErrNotConnected
+	}
+	if stream == "" {
+		for _, m := range msgs {
+			msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+			msg.Header.Set(jetstream.MsgIDHeader, m.ID)
+			if err := c.nc.PublishMsg(msg); err != nil {
+				return res, c.wrap(err, m.Subject)
+			}
+		}
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := c.nc.FlushWithContext(fctx); err != nil {
+			return res, fmt.Errorf("bus: flush: %w", c.wrap(err, ""))
+		}
+		res.Acked = len(msgs)
+		return res, nil
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	var sendErr error
+	for _, m := range msgs {
+		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Data},
+			jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(stream))
+		if err != nil {
+			sendErr = c.wrap(err, m.Subject)
+			break
+		}
+		futures = append(futures, f)
+	}
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			res.Acked++
+			if ack.Duplicate {
+				res.Duplicates++
+			}
+		case err := <-f.Err():
+			return res, fmt.Errorf("bus: publish %s (message %d of %d): %w", msgs[i].Subject, i+1, len(msgs), c.wrap(err, ""))
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+	return res, sendErr
+}
+
+// wrap turns nats errors callers branch on into this package's.
+func (c *Conn) wrap(err error, subject string) error {
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("%w (%d bytes) on %s: %w", ErrTooLarge, c.nc.MaxPayload(), subject, err)
+	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrDisconnected):
+		return fmt.Errorf("%w: %w", ErrNotConnected, err)
+	}
+	return err
+}
+
+// Publish publishes one message for the nats handler kind: to JetStream with
+// Nats-Msg-Id msgID when a stream captures subject (and waits for the ack),
+// else on core NATS (flushed). hdr may be nil.
+func (c *Conn) Publish(ctx context.Context, subject string, data []byte, msgID string, hdr nats.Header) error {
+	if !c.nc.IsConnected() {
+		return ErrNotConnected
+	}
+	stream, err := c.route(ctx, subject)
+	if err != nil {
+		return err
+	}
+	if hdr == nil {
+		hdr = nats.Header{}
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: hdr}
+	if stream != "" {
+		_, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream),
+			jetstream.WithRetryAttempts(0))
+		if err != nil {
+			c.forget(subject)
+			return fmt.Errorf("bus: publish to %s (stream %s): %w", subject, stream, c.wrap(err, subject))
+		}
+		return nil
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, msgID)
+	if err := c.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("bus: publish to %s: %w", subject, c.wrap(err, subject))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("bus: publish to %s: flush: %w", subject, c.wrap(err, subject))
+	}
+	return nil
+}
+
+// route returns the stream that captures subject ("" for none: core NATS).
+func (c *Conn) route(ctx context.Context, subject string) (string, error) {
+	c.mu.Lock()
+	r, ok := c.routes[subject]
+	c.mu.Unlock()
+	if ok && time.Now().Before(r.until) {
+		return r.stream, nil
+	}
+	name, err := c.js.StreamNameBySubject(ctx, subject)
+	switch {
+	case err == nil:
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount), errors.Is(err, nats.ErrNoResponders):
+		name = ""
+	default:
+		return "", fmt.Errorf("bus: look up the stream of %s: %w", subject, c.wrap(err, subject))
+	}
+	c.mu.Lock()
+	c.routes[subject] = route{stream: name, until: time.Now().Add(routeTTL)}
+	c.mu.Unlock()
+	return name, nil
+}
+
+func (c *Conn) forget(subject string) {
+	c.mu.Lock()
+	delete(c.routes, subject)
+	c.mu.Unlock()
+}

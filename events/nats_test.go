@@ -1,0 +1,91 @@
+package events_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/events"
+)
+
+func TestSubjects(t *testing.T) {
+	require.Equal(t, "pgrelay.events.orders.succeeded", events.EventSubject("orders", events.Succeeded))
+	require.Equal(t, "pgrelay.notifier.mail.sent", events.NotifierSubject("mail", "sent"))
+	// Whatever a name holds, it stays one token.
+	require.Equal(t, "pgrelay.events.a_b_c_d.gave_up", events.EventSubject("a.b*c>d", events.GaveUp))
+	require.Equal(t, "pgrelay.notifier._.x_y", events.NotifierSubject("", "x y"))
+	require.Equal(t, "pgrelay.events.*.*", events.FilterSubject(events.EventsPrefix, "", ""))
+	require.Equal(t, "pgrelay.events.orders.*", events.FilterSubject(events.EventsPrefix, "orders", ""))
+	require.Equal(t, "pgrelay.notifier.*.sent", events.FilterSubject(events.NotifierPrefix, "", "sent"))
+	for s, ok := range map[string]bool{"orders.created": true, "a": true, "a-b_c.D1": true, "": false,
+		"a..b": false, ".a": false, "a.": false, "a.*": false, "a.>": false, "a b": false, "a\tb": false} {
+		require.Equal(t, ok, events.ValidSubject(s), "%q", s)
+	}
+}
+
+func TestPublishedJSON(t *testing.T) {
+	at := time.Date(2026, 5, 4, 10, 0, 0, 123456000, time.FixedZone("x", 3600))
+	e := events.LogEvent{ID: 1 << 60, QueueID: 2, OriginID: 3, Channel: "orders", Attempt: 1,
+		Event: events.Succeeded, Node: 7, At: at}
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(mustFit(t, events.NewPublished(e, nil), 0), &doc))
+	require.Equal(t, map[string]any{"schema": 1.0, "id": float64(int64(1) << 60), "queue_id": 2.0, "origin_id": 3.0,
+		"channel": "orders", "attempt": 1.0, "event": "succeeded", "error": nil, "node": 7.0,
+		"at": "2026-05-04T09:00:00.123456Z"}, doc)
+	require.Equal(t, "pgrelay.events.orders.succeeded", events.NewPublished(e, nil).Subject())
+
+	p := "secret"
+	require.Contains(t, string(mustFit(t, events.NewPublished(e, &p), 0)), `"payload":"secret"`)
+}
+
+func mustFit(t *testing.T, p events.Published, limit int) []byte {
+	t.Helper()
+	b, _, ok := events.Fit(p, limit)
+	require.True(t, ok)
+	return b
+}
+
+// Fit drops the payload first, then cuts the error, and says so.
+func TestFit(t *testing.T) {
+	big := strings.Repeat("p", 5000)
+	msg := strings.Repeat(`"é"`, 2000) // escapes and multi-byte runes
+	doc := events.NewPublished(events.LogEvent{ID: 1, Channel: "c", Event: events.Failed, Error: &msg, At: time.Now()}, &big)
+
+	b, shrunk, ok := events.Fit(doc, 100000)
+	require.True(t, ok)
+	require.False(t, shrunk)
+	require.Contains(t, string(b), big)
+
+	b, shrunk, ok = events.Fit(doc, 13000)
+	require.True(t, ok)
+	require.True(t, shrunk)
+	require.LessOrEqual(t, len(b), 13000)
+	var got events.Published
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.Nil(t, got.Payload)
+	require.True(t, got.PayloadOmitted)
+	require.False(t, got.ErrorTruncated)
+	require.Equal(t, msg, *got.Error)
+
+	b, shrunk, ok = events.Fit(doc, 1000)
+	require.True(t, ok)
+	require.True(t, shrunk)
+	require.LessOrEqual(t, len(b), 1000)
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.True(t, got.ErrorTruncated)
+	require.True(t, strings.HasPrefix(msg, *got.Error))
+	require.NotEmpty(t, *got.Error)
+
+	_, _, ok = events.Fit(doc, 50)
+	require.False(t, ok, "not even the bare event fits")
+
+	st := events.NotifierStatus{Schema: 1, ID: 9, NotificationID: 8, Channel: "m", Status: "failed", Error: &msg}
+	b, shrunk, ok = events.FitNotifier(st, 500)
+	require.True(t, ok)
+	require.True(t, shrunk)
+	require.LessOrEqual(t, len(b), 500)
+	require.Equal(t, "pgrelay.notifier.m.failed", st.Subject())
+}

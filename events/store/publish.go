@@ -1,0 +1,228 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgrelay/pgrelay/events"
+)
+
+// The event publisher's SQL. It runs on the publisher's own connection (a
+// *pgx.Conn it holds for its session-level lease), so these functions take a
+// connection rather than using the pools.
+
+// Conn is what the publisher's queries need: a *pgx.Conn, a pool or a tx.
+type Conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// publishLeaseClass is the advisory lock class ("pgr4") of the per-node
+// publisher lease; the second key is the node id. Other classes: 1886816817
+// (migrations, the id counter, register), 1886816818 (deduplication),
+// 1886816819 (serialised lanes).
+const publishLeaseClass = 1886816820
+
+// TryPublishLease takes the session-level lease that makes this connection
+// the only active publisher of node (several Processors may run per node);
+// false when another session holds it. It lasts as long as the session.
+func TryPublishLease(ctx context.Context, c Conn, node int) (bool, error) {
+	var ok bool
+	if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, $2)", publishLeaseClass, node).Scan(&ok); err != nil {
+		return false, fmt.Errorf("take the publisher lease of node %d: %w", node, err)
+	}
+	return ok, nil
+}
+
+// ThisNode is pgrelay._this_node() on c's session.
+func ThisNode(ctx context.Context, c Conn) (int, error) {
+	var n int32
+	if err := c.QueryRow(ctx, "SELECT pgrelay._this_node()").Scan(&n); err != nil {
+		return 0, fmt.Errorf("read this node's id: %w", err)
+	}
+	return int(n), nil
+}
+
+// NotifierEventsExist reports whether the notifier's status event table
+// exists (the notifier's migration was applied).
+func NotifierEventsExist(ctx context.Context, c Conn) (bool, error) {
+	var ok bool
+	if err := c.QueryRow(ctx, "SELECT to_regclass('pgrelay_notifier.status_events') IS NOT NULL").Scan(&ok); err != nil {
+		return false, fmt.Errorf("look for pgrelay_notifier.status_events: %w", err)
+	}
+	return ok, nil
+}
+
+// OpenCursor creates the cursor of (node, source) when missing (at 0: the
+// whole retained log is published) and returns its position.
+func OpenCursor(ctx context.Context, c Conn, node int, source string) (int64, error) {
+	if _, err := c.Exec(ctx, `INSERT INTO pgrelay.publish_cursors (node_id, source) VALUES ($1, $2)
+		ON CONFLICT (node_id, source) DO NOTHING`, node, source); err != nil {
+		return 0, fmt.Errorf("create the %s publish cursor of node %d: %w", source, node, err)
+	}
+	var last int64
+	if err := c.QueryRow(ctx, `SELECT last_id FROM pgrelay.publish_cursors WHERE node_id = $1 AND source = $2`,
+		node, source).Scan(&last); err != nil {
+		return 0, fmt.Errorf("read the %s publish cursor of node %d: %w", source, node, err)
+	}
+	return last, nil
+}
+
+// AdvanceCursor moves the cursor of (node, source) forward to id (never
+// back) and returns its position.
+func AdvanceCursor(ctx context.Context, c Conn, node int, source string, id int64) (int64, error) {
+	var last int64
+	err := c.QueryRow(ctx, `UPDATE pgrelay.publish_cursors
+		SET last_id = GREATEST(last_id, $3), updated_at = now()
+		WHERE node_id = $1 AND source = $2 RETURNING last_id`, node, source, id).Scan(&last)
+	if err != nil {
+		return 0, fmt.Errorf("advance the %s publish cursor of node %d to %d: %w", source, node, id, err)
+	}
+	return last, nil
+}
+
+// PublishHorizon is pgrelay._publish_horizon(): every row with a smaller id
+// is committed or gone. It must be read in a statement of its own, before
+// the rows it bounds are read in another (a later snapshot).
+func PublishHorizon(ctx context.Context, c Conn) (int64, error) {
+	var h int64
+	if err := c.QueryRow(ctx, "SELECT pgrelay._publish_horizon()").Scan(&h); err != nil {
+		return 0, fmt.Errorf("compute the publish horizon: %w", err)
+	}
+	return h, nil
+}
+
+// LogRow is a log row to publish, with its payload when its channel
+// publishes payloads.
+type LogRow struct {
+	events.LogEvent
+	// PublishPayload: the channel publishes payloads.
+	PublishPayload bool
+	// Payload: the kept payload (nil when none was kept).
+	Payload *string
+}
+
+// LogBatch returns up to limit log rows of node with after < id < before, in
+// id order. Payloads come from event_payloads (kept at enqueue time), or the
+// queue row while it still exists.
+func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit int) ([]LogRow, error) {
+	rows, err := c.Query(ctx, `
+		SELECT l.id, l.queue_id, l.origin_id, l.channel, l.attempt, l.event, l.error, l.node, l.at,
+		       COALESCE(ch.publish_payload, false),
+		       CASE WHEN ch.publish_payload THEN
+		         COALESCE((SELECT p.payload FROM pgrelay.event_payloads p WHERE p.queue_id = l.queue_id),
+		                  (SELECT q.payload FROM pgrelay.queue q WHERE q.id = l.queue_id))
+		       END
+		  FROM pgrelay.log l
+		  LEFT JOIN pgrelay.channels ch ON ch.channel = l.channel
+		 WHERE l.node = $1 AND l.id > $2 AND l.id < $3
+		 ORDER BY l.id
+		 LIMIT $4`, node, after, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read log rows of node %d after %d: %w", node, after, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LogRow, error) {
+		var l LogRow
+		var ev string
+		var attempt, n int32
+		err := r.Scan(&l.ID, &l.QueueID, &l.OriginID, &l.Channel, &attempt, &ev, &l.Error, &n, &l.At,
+			&l.PublishPayload, &l.Payload)
+		l.Event, l.Attempt, l.Node = events.Kind(ev), int(attempt), int(n)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read log rows of node %d after %d: %w", node, after, err)
+	}
+	return out, nil
+}
+
+// NotifierBatch returns up to limit notifier status events of node with
+// after < id < before, in id order.
+func NotifierBatch(ctx context.Context, c Conn, node int, after, before int64, limit int) ([]events.NotifierStatus, error) {
+	rows, err := c.Query(ctx, `SELECT id, notification_id, channel, status, error, node, at
+		FROM pgrelay._notifier_status_batch($1, $2, $3, $4)`, node, after, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read notifier status events of node %d after %d: %w", node, after, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (events.NotifierStatus, error) {
+		s := events.NotifierStatus{Schema: events.SchemaVersion}
+		var n int32
+		err := r.Scan(&s.ID, &s.NotificationID, &s.Channel, &s.Status, &s.Error, &n, &s.At)
+		s.Node, s.At = int(n), s.At.UTC()
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read notifier status events of node %d after %d: %w", node, after, err)
+	}
+	return out, nil
+}
+
+// BacklogCap bounds the backlog count: counting stops past it, so the count
+// stays cheap however far behind publishing is.
+const BacklogCap = 100000
+
+// Backlog counts the rows of source written by node past cursor, up to
+// BacklogCap + 1 (a count above BacklogCap means "more than that").
+func Backlog(ctx context.Context, c Conn, node int, source string, after int64) (int64, error) {
+	var q string
+	switch source {
+	case events.SourceLog:
+		q = `SELECT count(*) FROM (SELECT FROM pgrelay.log l WHERE l.node = $1 AND l.id > $2 LIMIT $3) x`
+	case events.SourceNotifier:
+		q = `SELECT count(*) FROM (SELECT FROM pgrelay_notifier.status_events s
+			WHERE s.node = $1 AND s.id > $2 LIMIT $3) x`
+	default:
+		return 0, fmt.Errorf("unknown publish source %q", source)
+	}
+	var n int64
+	if err := c.QueryRow(ctx, q, node, after, BacklogCap+1).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the %s backlog of node %d: %w", source, node, err)
+	}
+	return n, nil
+}
+
+// CursorBacklog is one row of pgrelay.publish_backlog().
+type CursorBacklog struct {
+	Node      int
+	Source    string
+	LastID    int64
+	Backlog   int64 // above BacklogCap: more than BacklogCap
+	UpdatedAt time.Time
+}
+
+// PublishBacklog returns pgrelay.publish_backlog(): per node and source, the
+// events not yet published on NATS. Empty when no publisher ever ran.
+func PublishBacklog(ctx context.Context, q Queryer) ([]CursorBacklog, error) {
+	rows, err := q.Query(ctx, `SELECT node_id, source, last_id, backlog, updated_at
+		FROM pgrelay.publish_backlog($1)`, BacklogCap)
+	if err != nil {
+		return nil, fmt.Errorf("publish_backlog: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (CursorBacklog, error) {
+		var c CursorBacklog
+		var n int32
+		err := r.Scan(&n, &c.Source, &c.LastID, &c.Backlog, &c.UpdatedAt)
+		c.Node = int(n)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("publish_backlog: %w", err)
+	}
+	return out, nil
+}
+
+// TrimEventPayloads deletes up to batch kept payloads older than olderThan
+// whose queue rows are gone.
+func (s *Store) TrimEventPayloads(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
+	var n int
+	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_event_payloads($1, $2)", olderThan, batch).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("trim kept payloads older than %s: %w", olderThan, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,149 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+func smtpCatcher(t *testing.T, cfg testenv.SMTPConfig) *testenv.SMTP {
+	t.Helper()
+	s, err := testenv.StartSMTP(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestRunEmailKilledMidBatch: a Processor killed with SIGKILL while it sends
+// a batch of emails; a second one finishes. Every notification ends sent and
+// arrived at least once; a notification that arrived twice (sent, then killed
+// before the status was recorded) carries the same Message-ID each time.
+func TestRunEmailKilledMidBatch(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	d := newDB(t)
+	s := smtpCatcher(t, testenv.SMTPConfig{DataDelay: 2 * time.Millisecond})
+	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	ids := d.ids(`SELECT pgrelay_notifier.send('mail', ARRAY['n' || g || '@example.org'], 'Order ' || g, 'b')
+		FROM generate_series(1, $1::int) g`, n)
+	// The recipient names the notification, whatever the Message-ID says.
+	byRcpt := map[string]int64{}
+	for i, id := range ids {
+		byRcpt["n"+strconv.Itoa(i+1)+"@example.org"] = id
+	}
+	env := []string{"PGRELAY_SMTP_URL=" + s.URL()}
+	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
+		"--concurrency", "16"}
+
+	first := startCLI(t, env, args...)
+	eventually(t, 60*time.Second, "50 emails from the first processor", func() bool {
+		return s.Count() >= 50 || first.exited()
+	})
+	require.False(t, first.exited(), "the first processor exited on its own")
+	first.signal(syscall.SIGKILL)
+	assert.Equal(t, -1, first.wait(10*time.Second))
+	sentBefore := d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`)
+	require.Less(t, sentBefore, n, "the batch outlasted the first processor")
+	t.Logf("killed after %d of %d emails were recorded sent (%d received)", sentBefore, n, s.Count())
+
+	second := startCLI(t, env, args...)
+	eventually(t, 90*time.Second, "every notification to be sent", func() bool {
+		return d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == n || second.exited()
+	})
+	require.False(t, second.exited(), "the second processor exited on its own")
+	second.signal(syscall.SIGTERM)
+	require.Equal(t, 0, second.wait(60*time.Second))
+
+	got := map[int64][]string{}
+	for _, m := range s.Messages() {
+		require.Len(t, m.To, 1)
+		id, ok := byRcpt[strings.Trim(m.To[0], "<>")]
+		require.True(t, ok, "unexpected recipient %v", m.To)
+		got[id] = append(got[id], m.MessageID())
+	}
+	dups := 0
+	for _, id := range ids {
+		require.NotEmpty(t, got[id], "notification %d never arrived", id)
+		for _, mid := range got[id] {
+			require.Equal(t, "<"+strconv.FormatInt(id, 10)+"@pgrelay>", mid, "every copy carries the notification's Message-ID")
+		}
+		dups += len(got[id]) - 1
+	}
+	t.Logf("%d duplicates (at-least-once), all with their notification's Message-ID", dups)
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status <> 'sent'`))
+	d.assertClean()
+}
+
+// TestRunEmailConfigFile: --config maps a channel to its own SMTP server and
+// sets the Message-ID domain, PGRELAY_SMTP_URL is the default; mistakes in
+// either are usage errors that never show the password.
+func TestRunEmailConfigFile(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	def := smtpCatcher(t, testenv.SMTPConfig{})
+	own := smtpCatcher(t, testenv.SMTPConfig{Username: "u", Password: "Cfg-s3cret"})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "pgrelay.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"smtp": {
+		"channels": {"mapped": "`+own.URL()+`"},
+		"message_id_domain": "shop.example"}}`), 0o600))
+	d.exec(`SELECT pgrelay_notifier.create_channel('mapped', 'mapped@shop.example')`)
+	d.exec(`SELECT pgrelay_notifier.create_channel('other', 'other@shop.example')`)
+	mapped := d.ids(`SELECT pgrelay_notifier.send('mapped', ARRAY['a@example.org'], 's', 'b') FROM generate_series(1, 5)`)
+	d.ids(`SELECT pgrelay_notifier.send('other', ARRAY['b@example.org'], 's', 'b') FROM generate_series(1, 5)`)
+
+	p := startCLI(t, []string{"PGRELAY_SMTP_URL=" + def.URL()}, "run", "--database-url", d.url, "--config", cfg)
+	eventually(t, 60*time.Second, "10 emails", func() bool {
+		return d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 10 || p.exited()
+	})
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second))
+	require.Equal(t, 5, own.Count())
+	require.Equal(t, 5, def.Count())
+	var want, got []string
+	for _, id := range mapped {
+		want = append(want, "<"+strconv.FormatInt(id, 10)+"@shop.example>")
+	}
+	for _, m := range own.Messages() {
+		require.Equal(t, "u", m.AuthUser)
+		require.Contains(t, m.From, "mapped@")
+		got = append(got, m.MessageID())
+	}
+	require.ElementsMatch(t, want, got, "Message-IDs use the configured domain")
+	require.NotContains(t, p.stderr.String(), "Cfg-s3cret")
+
+	// Mistakes: exit 2 before connecting anything, without the password.
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"smtp": {"default": "smtp://u:Cfg-s3cret@host:99999"}}`), 0o600))
+	notJSON := filepath.Join(dir, "notjson.json")
+	require.NoError(t, os.WriteFile(notJSON, []byte(`{"smtp": {"default": "smtp://u:Cfg-s3cret@host"`), 0o600))
+	unknown := filepath.Join(dir, "unknown.json")
+	require.NoError(t, os.WriteFile(unknown, []byte(`{"smpt": {}}`), 0o600))
+	for name, args := range map[string][]string{
+		"bad URL in file":     {"--config", bad},
+		"not JSON":            {"--config", notJSON},
+		"unknown section":     {"--config", unknown},
+		"missing file":        {"--config", filepath.Join(dir, "missing.json")},
+		"bad --smtp-url":      {"--smtp-url", "smtp://u:Cfg-s3cret@host?tls=sometimes"},
+		"wrong --smtp-url":    {"--smtp-url", "http://u:Cfg-s3cret@host"},
+		"unparseable smtpurl": {"--smtp-url", "smtp://u:Cfg-s3cret@ho st"},
+	} {
+		code, out, errOut := cliMain(append([]string{"run", "--database-url", closedPortURL(t)}, args...)...)
+		assert.Equal(t, 2, code, name)
+		assert.Empty(t, out, name)
+		assert.Len(t, lines(errOut), 1, "%s: %s", name, errOut)
+		assert.NotContains(t, errOut, "Cfg-s3cret", name)
+	}
+	code, _, errOut := cliMain("run", "--database-url", closedPortURL(t), "--config", unknown)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `unknown field "smpt"`)
+}

@@ -1,0 +1,234 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// mmDeadAfter is the Processors' --dead-after in the cluster tests: long
+// enough that a heartbeat delayed by a loaded 2-core machine, plus the
+// replication lag, never makes a live node look dead (which would have its
+// work adopted while it runs).
+const mmDeadAfter = 6 * time.Second
+
+// mmNode is one node of the real two-node cluster.
+type mmNode struct {
+	t    *testing.T
+	n    int
+	url  string
+	pool *pgxpool.Pool
+}
+
+func (m *mmNode) exec(sql string, args ...any) {
+	m.t.Helper()
+	_, err := m.pool.Exec(context.Background(), sql, args...)
+	require.NoError(m.t, err, "node %d: %s", m.n, sql)
+}
+
+func (m *mmNode) count(sql string, args ...any) int {
+	m.t.Helper()
+	var n int
+	require.NoError(m.t, m.pool.QueryRow(context.Background(), sql, args...).Scan(&n), "node %d: %s", m.n, sql)
+	return n
+}
+
+func (m *mmNode) enqueue(channel, prefix string, n int) {
+	m.t.Helper()
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	m.exec(`SELECT pgrelay.notify_many($1, $2)`, channel, ps)
+}
+
+// run starts `pgrelay run` against this node in mode.
+func (m *mmNode) run(mode string, extra ...string) *proc {
+	args := append([]string{"run", "--database-url", m.url, "--mode", mode,
+		"--heartbeat-interval", "250ms", "--dead-after", mmDeadAfter.String(), "--leader-settle", "1s",
+		"--poll-interval", "200ms", "--concurrency", "16", "--log-level", "warn"}, extra...)
+	return startCLI(m.t, nil, args...)
+}
+
+// The cluster tests share one real two-node active-active cluster
+// (PostgreSQL 15 + pglogical, last-update-wins) and run one after the other.
+func TestMultiMasterCluster(t *testing.T) {
+	ctx := context.Background()
+	cluster, err := testenv.StartCluster(ctx, testenv.ClusterConfig{})
+	require.NoError(t, err)
+	t.Cleanup(cluster.Stop)
+	// The handler records where it ran; its table is local to each node (not
+	// replicated), as a materialised view's heap would be.
+	require.NoError(t, cluster.ExecBoth(ctx, `CREATE SCHEMA app;
+		CREATE TABLE app.ran (channel text, payload text, node int, at timestamptz DEFAULT clock_timestamp());
+		CREATE FUNCTION app.work(ch text, p text) RETURNS void LANGUAGE sql AS
+		  $$ INSERT INTO app.ran(channel, payload, node) VALUES (ch, p, pgrelay._this_node()) $$;`))
+	nodes := make([]*mmNode, 3)
+	for n := 1; n <= 2; n++ {
+		pool, err := pgxpool.New(ctx, cluster.URL(n))
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		nodes[n] = &mmNode{t: t, n: n, url: cluster.URL(n), pool: pool}
+	}
+	n1, n2 := nodes[1], nodes[2]
+	// register on node 1 replicates the channel to node 2.
+	register := func(channel, extra string) {
+		n1.exec(fmt.Sprintf(`SELECT pgrelay.register('%s', 'SELECT app.work(''%s'', $1)'%s)`, channel, channel, extra))
+		eventually(t, 20*time.Second, "channel "+channel+" on node 2", func() bool {
+			return n2.count(`SELECT count(*) FROM pgrelay.channels WHERE channel = $1`, channel) == 1
+		})
+	}
+	// succeeded counts the succeeded log rows of channel seen on node n (the
+	// log replicates: each node sees both nodes' rows).
+	succeeded := func(m *mmNode, channel string) int {
+		return m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = $1 AND event = 'succeeded'`, channel)
+	}
+
+	t.Run("multi-node", func(t *testing.T) {
+		register("mn", "")
+		n1.enqueue("mn", "one", 5000)
+		n2.enqueue("mn", "two", 5000)
+		p1, p2 := n1.run("multi-node"), n2.run("multi-node")
+		eventually(t, 3*time.Minute, "10 000 events on both nodes", func() bool {
+			return succeeded(n1, "mn") >= 10000 && succeeded(n2, "mn") >= 10000
+		})
+		require.Equal(t, 10000, succeeded(n1, "mn"))
+		// Each event ran on its owner node, once.
+		require.Equal(t, 5000, n1.count(`SELECT count(DISTINCT payload) FROM app.ran WHERE channel = 'mn' AND node = 1 AND payload LIKE 'one-%'`))
+		require.Equal(t, 5000, n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'mn'`))
+		require.Equal(t, 5000, n2.count(`SELECT count(DISTINCT payload) FROM app.ran WHERE channel = 'mn' AND node = 2 AND payload LIKE 'two-%'`))
+		require.Equal(t, 5000, n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'mn'`))
+		// The log agrees: each origin succeeded once, on the node in its id.
+		require.Equal(t, 10000, n1.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'mn' AND event = 'succeeded' AND node = (origin_id >> 12) & 1023`))
+		require.Equal(t, 0, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mn' AND event <> 'succeeded'`))
+		p1.signal(syscall.SIGTERM)
+		p2.signal(syscall.SIGTERM)
+		require.Equal(t, 0, p1.wait(30*time.Second))
+		require.Equal(t, 0, p2.wait(30*time.Second))
+	})
+
+	t.Run("leader", func(t *testing.T) {
+		register("ld", "")
+		p1 := n1.run("leader")
+		eventually(t, 30*time.Second, "node 1 to lead", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+		})
+		p2 := n2.run("leader")
+		n1.enqueue("ld", "a", 1000)
+		n2.enqueue("ld", "b", 1000) // enqueued on the follower: replicated to the leader
+		eventually(t, 2*time.Minute, "2 000 events", func() bool { return succeeded(n1, "ld") >= 2000 })
+		require.Equal(t, 2000, succeeded(n1, "ld"))
+		require.Equal(t, 2000, n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ld' AND node = 1`),
+			"the leader ran every unrestricted event, from both nodes")
+		require.Equal(t, 0, n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'ld'`))
+
+		// Replication lag, end to end: events enqueued on node 2 run on the
+		// leader, node 1.
+		start := time.Now()
+		n2.enqueue("ld", "lag", 1)
+		eventually(t, 30*time.Second, "the lag probe", func() bool {
+			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ld' AND payload = 'lag-0'`) == 1
+		})
+		t.Logf("enqueued on node 2, ran on the leader (node 1) after %s", time.Since(start).Round(time.Millisecond))
+
+		// Kill the leader: node 2 takes over (lease = dead-after, + settle 1s + a beat).
+		p1.signal(syscall.SIGKILL)
+		p1.wait(10 * time.Second)
+		killed := time.Now()
+		n2.enqueue("ld", "c", 500)
+		eventually(t, time.Minute, "node 2 to take over and run the new events", func() bool {
+			return n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'ld' AND payload LIKE 'c-%'`) == 500
+		})
+		t.Logf("leader killed; the new leader finished 500 events %s later", time.Since(killed).Round(time.Millisecond))
+		eventually(t, 30*time.Second, "every event to succeed", func() bool { return succeeded(n2, "ld") >= 2501 })
+		require.Equal(t, 2501, n2.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'ld' AND event = 'succeeded'`))
+		p2.signal(syscall.SIGTERM)
+		require.Equal(t, 0, p2.wait(30*time.Second))
+	})
+
+	t.Run("node-restricted", func(t *testing.T) {
+		register("mv", ", p_node_restricted := true, p_deduplicate := true")
+		// No Processor runs yet: the same payload queued on each node, twice.
+		for _, m := range []*mmNode{n1, n2} {
+			m.exec(`SELECT pgrelay.notify('mv', 'orders_summary')`)
+			m.exec(`SELECT pgrelay.notify('mv', 'orders_summary')`)
+		}
+		eventually(t, 20*time.Second, "both pinned rows on both nodes", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv'`) == 2 &&
+				n2.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv'`) == 2
+		})
+		// Dedup is per node: one row pinned to each.
+		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 1`))
+		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 2`))
+		// Leader mode on both: each node runs its own refresh, once.
+		p1, p2 := n1.run("leader"), n2.run("leader")
+		eventually(t, time.Minute, "a refresh on each node", func() bool {
+			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv'`) == 1 &&
+				n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv'`) == 1
+		})
+		require.Equal(t, 1, n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv' AND node = 1`))
+		require.Equal(t, 1, n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv' AND node = 2`))
+
+		// Node 2 stops for good; a row pinned to it is never run elsewhere.
+		p2.signal(syscall.SIGTERM)
+		require.Equal(t, 0, p2.wait(30*time.Second))
+		n2.exec(`SELECT pgrelay.notify('mv', 'stranded')`)
+		eventually(t, 20*time.Second, "the stranded row on node 1", func() bool {
+			return n1.count(`SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'mv'`) == 1
+		})
+		time.Sleep(mmDeadAfter + time.Second) // node 2 is dead now
+		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 2 AND dispatched_at IS NULL`))
+		require.Equal(t, 0, n1.count(`SELECT count(*) FROM app.ran WHERE payload = 'stranded'`))
+		code, out, errOut := cliMain("nodes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "dead")
+		code, out, errOut = cliMain("nodes", "decommission", "2", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
+		require.Equal(t, 2, code, "decommission needs --yes: %s %s", out, errOut)
+		code, out, errOut = cliMain("nodes", "decommission", "2", "--yes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "1 pinned rows discarded")
+		eventually(t, 20*time.Second, "the decommission to replicate", func() bool {
+			return n2.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv'`) == 0
+		})
+		p1.signal(syscall.SIGTERM)
+		require.Equal(t, 0, p1.wait(30*time.Second))
+	})
+
+	t.Run("adoption", func(t *testing.T) {
+		register("ad", "")
+		// Node 2's Processor ran once (so node 2 is a known multi-node node),
+		// then stopped; 1 000 rows wait on node 2.
+		p2 := n2.run("multi-node")
+		eventually(t, 20*time.Second, "node 2 to heartbeat", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND mode = 'multi-node' AND last_seen > now() - interval '1 second'`) == 1
+		})
+		p2.signal(syscall.SIGKILL)
+		p2.wait(10 * time.Second)
+		n2.enqueue("ad", "orphan", 1000)
+		p1 := n1.run("multi-node")
+		eventually(t, 2*time.Minute, "node 1 to adopt and run node 2's rows", func() bool {
+			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`) == 1000
+		})
+		require.Equal(t, 1000, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'adopted'`))
+		// Node 2 comes back: nothing runs twice because of it.
+		p2 = n2.run("multi-node")
+		eventually(t, 20*time.Second, "node 2 to heartbeat again", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND last_seen > now() - interval '1 second'`) == 1
+		})
+		time.Sleep(time.Second)
+		require.Equal(t, 0, n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`))
+		require.Equal(t, 1000, n1.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+		require.Equal(t, 1000, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+		for _, p := range []*proc{p1, p2} {
+			p.signal(syscall.SIGTERM)
+			require.Equal(t, 0, p.wait(30*time.Second))
+		}
+	})
+}

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/events"
+	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// natsFlags are the NATS flags of `pgrelay run` and `pgrelay dev` (and, in
+// part, `pgrelay watch`).
+type natsFlags struct {
+	url, creds, tlsCert, tlsKey, tlsCA string
+	stream                             string
+	maxAge                             time.Duration
+	batch                              int
+	interval                           time.Duration
+}
+
+// registerConn adds the flags that say how to reach NATS.
+func (n *natsFlags) registerConn(fs *flag.FlagSet, urlHelp string) {
+	fs.StringVar(&n.url, "nats-url", "", urlHelp)
+	fs.StringVar(&n.creds, "nats-creds", "", "NATS credentials file (JWT and NKey seed)")
+	fs.StringVar(&n.tlsCert, "nats-tls-cert", "", "client certificate for NATS over TLS (with --nats-tls-key)")
+	fs.StringVar(&n.tlsKey, "nats-tls-key", "", "key of --nats-tls-cert")
+	fs.StringVar(&n.tlsCA, "nats-tls-ca", "", "CA bundle to verify the NATS server with")
+	fs.StringVar(&n.stream, "nats-stream", bus.DefaultStream, "JetStream stream of the status events")
+}
+
+// register adds the Processor's NATS flags.
+func (n *natsFlags) register(fs *flag.FlagSet) {
+	n.registerConn(fs, "NATS server URL: publish every status event on pgrelay.events.<channel>.<event> "+
+		"and run nats channels (default: no NATS; docs/events.md)")
+	fs.DurationVar(&n.maxAge, "nats-max-age", 0, "max age of the stream's messages (default: 168h for a new stream, an existing stream's own)")
+	fs.IntVar(&n.batch, "nats-publish-batch", 500, "most events published per round (1-4000)")
+	fs.DurationVar(&n.interval, "nats-publish-interval", 200*time.Millisecond, "how often the publisher looks for new events once caught up")
+}
+
+// validate checks the flags as given.
+func (n *natsFlags) validate() error {
+	if n.url == "" {
+		return nil
+	}
+	switch {
+	case n.batch < 1 || n.batch > 4000:
+		return &usageError{msg: fmt.Sprintf("--nats-publish-batch %d: expected 1..4000", n.batch)}
+	case n.interval <= 0:
+		return &usageError{msg: "--nats-publish-interval must be positive"}
+	case n.maxAge < 0:
+		return &usageError{msg: "--nats-max-age must not be negative"}
+	case (n.tlsCert == "") != (n.tlsKey == ""):
+		return &usageError{msg: "--nats-tls-cert and --nats-tls-key go together"}
+	}
+	return nil
+}
+
+// config is the Processor's NATS configuration (nil without --nats-url).
+func (n *natsFlags) config() *actors.NATSConfig {
+	if n.url == "" {
+		return nil
+	}
+	return &actors.NATSConfig{URL: n.url, CredsFile: n.creds, TLSCert: n.tlsCert, TLSKey: n.tlsKey,
+		TLSCA: n.tlsCA, Stream: n.stream, MaxAge: n.maxAge, PublishBatch: n.batch, PublishInterval: n.interval}
+}
+
+// busOptions are the connection options of the flags.
+func (n *natsFlags) busOptions(logger *slog.Logger) bus.Options {
+	return bus.Options{URL: n.url, CredsFile: n.creds, TLSCert: n.tlsCert, TLSKey: n.tlsKey, TLSCA: n.tlsCA,
+		Name: "pgrelay watch", Logger: logger}
+}
+
+// devNATSPort is where `pgrelay dev` runs its NATS server when it is free:
+// NATS's default port, so `pgrelay watch` finds it without flags.
+const devNATSPort = 4222
+
+// startDevNATS starts `pgrelay dev`'s in-process NATS server with JetStream
+// (on port, or 4222 when free, else any free port) unless --nats-url names
+// one, and points the Processor at it. stop is never nil.
+func startDevNATS(f *natsFlags, port int) (stop func(), err error) {
+	if f.url != "" {
+		return func() {}, nil
+	}
+	var n *testenv.NATS
+	if port == 0 {
+		// 4222 when free; when it is taken (or taken meanwhile), any port.
+		if l, lerr := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", devNATSPort)); lerr == nil {
+			_ = l.Close()
+			n, err = testenv.StartNATS(testenv.NATSConfig{Port: devNATSPort})
+		}
+		if n == nil {
+			n, err = testenv.StartNATS(testenv.NATSConfig{})
+		}
+	} else {
+		n, err = testenv.StartNATS(testenv.NATSConfig{Port: port})
+	}
+	if err != nil {
+		return func() {}, err
+	}
+	f.url = n.URL()
+	return n.Stop, nil
+}
+
+// watchCommand is how to follow a NATS server's events.
+func watchCommand(url string) string {
+	if url == "nats://127.0.0.1:4222" || url == "nats://localhost:4222" {
+		return "pgrelay watch"
+	}
+	return "pgrelay watch --nats-url " + url
+}
+
+// natsURLShown is url without credentials, for display.
+func natsURLShown(url string) string {
+	if at := strings.LastIndex(url, "@"); at >= 0 {
+		if s := strings.Index(url, "://"); s >= 0 && s < at {
+			return url[:s+3] + url[at+1:]
+		}
+	}
+	return url
+}
+
+var errNoJetStream = errors.New("the NATS server has no JetStream: replaying (--since-id, --since) needs it")
+
+// writeBacklog prints, under the stats table, the events each node's
+// publisher has not yet published on NATS (nothing when no publisher ran).
+func writeBacklog(w io.Writer, rows []store.CursorBacklog) {
+	for _, r := range rows {
+		n := strconv.FormatInt(r.Backlog, 10)
+		if r.Backlog > store.BacklogCap {
+			n = "more than " + strconv.Itoa(store.BacklogCap)
+		}
+		what := "unpublished events"
+		if r.Source != events.SourceLog {
+			what = "unpublished " + r.Source + " events"
+		}
+		fmt.Fprintf(w, "%s (node %d): %s\n", what, r.Node, n)
+	}
+}

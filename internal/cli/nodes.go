@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// runNodes lists the cluster's nodes, or decommissions one:
+//
+//	pgrelay nodes --database-url URL
+//	pgrelay nodes decommission N --yes --database-url URL
+func runNodes(ctx context.Context, a *app, args []string) error {
+	if len(args) > 0 && args[0] == "decommission" {
+		return runDecommission(ctx, a, args[1:])
+	}
+	fs := a.newFlags("nodes")
+	url := fs.String("database-url", "", "PostgreSQL URL of any node (required)")
+	deadAfter := fs.Duration("dead-after", 10*time.Second, "a node silent this long is shown dead")
+	if err := a.parse(fs, args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
+	}
+	conn, err := connectMigrated(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT node_id, mode, last_seen, alive, leader, processors, pending, pinned,
+		COALESCE(hostname, ''), COALESCE(version, '') FROM pgrelay.nodes_overview($1)`, *deadAfter)
+	if err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+	defer rows.Close()
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tMODE\tLAST HEARTBEAT\tSTATE\tLEADER\tPROCESSORS\tPENDING\tPINNED\tHOST\tVERSION")
+	n := 0
+	for rows.Next() {
+		var (
+			id                     int
+			mode, host, version    string
+			seen                   time.Time
+			alive, leader          bool
+			procs, pending, pinned int64
+		)
+		if err := rows.Scan(&id, &mode, &seen, &alive, &leader, &procs, &pending, &pinned, &host, &version); err != nil {
+			return fmt.Errorf("nodes: %w", err)
+		}
+		state, lead := "dead", ""
+		if alive {
+			state = "alive"
+		}
+		if leader {
+			lead = "leader"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s ago\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", id, mode,
+			time.Since(seen).Round(time.Second), state, lead, procs, pending, pinned, host, version)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+	if n == 0 {
+		fmt.Fprintln(tw, "(no node has run a Processor yet)")
+	}
+	return tw.Flush()
+}
+
+func runDecommission(ctx context.Context, a *app, args []string) error {
+	fs := a.newFlags("nodes decommission")
+	url := fs.String("database-url", "", "PostgreSQL URL of any live node (required)")
+	yes := fs.Bool("yes", false, "confirm: discard the node's pinned rows for good")
+	deadAfter := fs.Duration("dead-after", time.Minute, "refuse a node that heartbeated more recently than this")
+	// The node id comes first: pgrelay nodes decommission N [flags].
+	if len(args) == 0 {
+		return &usageError{msg: "usage: pgrelay nodes decommission N --yes --database-url URL"}
+	}
+	node, err := strconv.Atoi(args[0])
+	if err != nil || node < 0 || node > 1023 {
+		return &usageError{msg: fmt.Sprintf("node id %q: expected 0..1023", args[0])}
+	}
+	if err := a.parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if *url == "" {
+		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
+	}
+	if !*yes {
+		return &usageError{msg: fmt.Sprintf("decommissioning node %d discards the rows pinned to it for good; "+
+			"pass --yes to confirm", node)}
+	}
+	conn, err := connectMigrated(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT pgrelay.decommission($1, $2)", node, *deadAfter).Scan(&n); err != nil {
+		return fmt.Errorf("decommission node %d: %w", node, err)
+	}
+	fmt.Fprintf(a.stdout, "node %d decommissioned: %d pinned rows discarded (logged gave_up)\n", node, n)
+	return nil
+}
+
+// connectMigrated connects and checks the schema version.
+func connectMigrated(ctx context.Context, url string) (*pgx.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to the database: invalid --database-url: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to the database: %w", err)
+	}
+	if err := schemaUpToDate(cctx, conn); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
+}

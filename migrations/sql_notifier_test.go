@@ -1,0 +1,308 @@
+package migrations_test
+
+// The notifier's SQL interface (schema pgrelay_notifier, migration 0004):
+// create_channel, send and its validation, the status that never moves
+// back, the bounded debug log, the roles, and the ownership split (the
+// notifier never touches pgrelay.queue or pgrelay.log).
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// emailChannel creates an email channel whose From is app@example.com.
+func (d *sqlDB) emailChannel(channel, extra string) {
+	d.t.Helper()
+	sql := "SELECT pgrelay_notifier.create_channel($1, 'App <app@example.com>'"
+	if extra != "" {
+		sql += ", " + extra
+	}
+	d.exec(sql+")", channel)
+}
+
+func TestNotifierCreateChannelPassesRegisterParameters(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com',
+		p_concurrency_mode := 'channel', p_deduplicate := true, p_node_restricted := true,
+		p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour',
+		p_timeout := '7 seconds')`)
+	type row struct {
+		Handler, Kind, Mode    string
+		Dedup, Restricted      bool
+		Attempts               int32
+		Retry, Expire, Timeout string
+	}
+	var r row
+	require.NoError(t, d.pool.QueryRow(bg, `SELECT handler, kind, concurrency_mode, deduplicate, node_restricted,
+		max_attempts, retry_delay::text, expire_after::text, timeout::text FROM pgrelay.channels WHERE channel = 'mail'`).
+		Scan(&r.Handler, &r.Kind, &r.Mode, &r.Dedup, &r.Restricted, &r.Attempts, &r.Retry, &r.Expire, &r.Timeout))
+	require.Equal(t, row{"app@example.com", "email", "channel", true, true, 3, "00:00:02", "01:00:00", "00:00:07"}, r)
+
+	// Defaults: an unrestricted channel, register()'s defaults.
+	d.emailChannel("plain", "")
+	require.False(t, one[bool](t, d.pool, "SELECT node_restricted FROM pgrelay.channels WHERE channel = 'plain'"))
+	require.Equal(t, "none", one[string](t, d.pool, "SELECT concurrency_mode FROM pgrelay.channels WHERE channel = 'plain'"))
+
+	// register()'s own checks still apply, and the From address is checked.
+	requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')"), "PR003")
+	requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('x', 'app@example.com', p_max_attempts := 0)"), "PR013")
+	e := requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('y', 'not an address')"), "PR102")
+	require.Contains(t, e.Message, "'not an address'")
+}
+
+func TestNotifierSendStoresAndEnqueuesInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.emailChannel("mail", "")
+	id := one[int64](t, d.pool, `SELECT pgrelay_notifier.send('mail', ARRAY['Bob <bob@example.org>'], 'Hello',
+		'text body', p_body_html := '<p>html</p>', p_cc := ARRAY['cc@example.org'], p_bcc := ARRAY['bcc@example.org'],
+		p_headers := '{"Reply-To": "help@example.com", "X-Order": "42"}')`)
+	require.InDelta(t, nowMS(), idMS(id), 5000, "notification_id comes from pgrelay._next_id()")
+
+	var from, subject, text, html, status, headers string
+	var to, cc, bcc []string
+	var attempts int32
+	require.NoError(t, d.pool.QueryRow(bg, `SELECT from_addr, to_addrs, cc_addrs, bcc_addrs, subject, body_text,
+		body_html, headers::text, status, attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1`, id).
+		Scan(&from, &to, &cc, &bcc, &subject, &text, &html, &headers, &status, &attempts))
+	require.Equal(t, "App <app@example.com>", from)
+	require.Equal(t, []string{"Bob <bob@example.org>"}, to)
+	require.Equal(t, []string{"cc@example.org"}, cc)
+	require.Equal(t, []string{"bcc@example.org"}, bcc)
+	require.Equal(t, "Hello", subject)
+	require.Equal(t, "text body", text)
+	require.Equal(t, "<p>html</p>", html)
+	require.JSONEq(t, `{"Reply-To": "help@example.com", "X-Order": "42"}`, headers)
+	require.Equal(t, "queued", status)
+	require.Zero(t, attempts)
+	require.Equal(t, "queued", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", id))
+	require.Nil(t, one[*string](t, d.pool, "SELECT pgrelay_notifier.get_status(12345)"))
+
+	// The queue row carries the id as its payload; the status change is an event.
+	require.Equal(t, []string{"mail|" + itoa(id)}, column[string](t, d.pool, "SELECT channel || '|' || payload FROM pgrelay.queue"))
+	require.Equal(t, []string{"queued"}, column[string](t, d.pool, "SELECT status FROM pgrelay_notifier.status_events WHERE notification_id = $1", id))
+
+	// A rolled-back transaction leaves nothing behind.
+	c := d.conn(-1)
+	inTx(t, c, func(tx pgx.Tx) {
+		one[int64](t, tx, "SELECT pgrelay_notifier.send('mail', ARRAY['x@example.org'], 's', 'b')")
+	})
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay_notifier.notifications"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay_notifier.status_events"))
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// Every rejection of send() has its code and names the bad value; nothing is
+// stored or enqueued.
+func TestNotifierSendRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.emailChannel("mail", "")
+	d.register("sqlchan", "")
+	big := strings.Repeat("x", 1048577)
+	cases := []struct {
+		name, sql, code, mention string
+		args                     []any
+	}{
+		{"unknown channel", "SELECT pgrelay_notifier.send('nope', ARRAY['a@b.c'], 's', 'b')", "PR100", "'nope'", nil},
+		{"not an email channel", "SELECT pgrelay_notifier.send('sqlchan', ARRAY['a@b.c'], 's', 'b')", "PR100", "'sqlchan'", nil},
+		{"NULL recipients", "SELECT pgrelay_notifier.send('mail', NULL, 's', 'b')", "PR101", "empty", nil},
+		{"empty recipients", "SELECT pgrelay_notifier.send('mail', '{}', 's', 'b')", "PR101", "empty", nil},
+		{"bad to", "SELECT pgrelay_notifier.send('mail', ARRAY['ok@example.org', 'bad@@example.org'], 's', 'b')", "PR102", "to address 'bad@@example.org'", nil},
+		{"bad cc", "SELECT pgrelay_notifier.send('mail', ARRAY['ok@example.org'], 's', 'b', p_cc := ARRAY['no-at-sign'])", "PR102", "cc address 'no-at-sign'", nil},
+		{"bad bcc", "SELECT pgrelay_notifier.send('mail', ARRAY['ok@example.org'], 's', 'b', p_bcc := ARRAY['a b@example.org'])", "PR102", "bcc address 'a b@example.org'", nil},
+		{"NULL address", "SELECT pgrelay_notifier.send('mail', ARRAY[NULL::text], 's', 'b')", "PR102", "NULL", nil},
+		{"header injection in address", "SELECT pgrelay_notifier.send('mail', ARRAY[E'a@example.org\\nBcc: x@evil.example'], 's', 'b')", "PR102", "a@example.org", nil},
+		{"local part over 64", "SELECT pgrelay_notifier.send('mail', ARRAY[repeat('a', 65) || '@example.org'], 's', 'b')", "PR102", "too long", nil},
+		{"too many recipients", "SELECT pgrelay_notifier.send('mail', (SELECT array_agg('r' || g || '@example.org') FROM generate_series(1, 101) g), 's', 'b')", "PR106", "101", nil},
+		{"subject with LF", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], E'hi\\nBcc: x@evil.example', 'b')", "PR103", "CR or LF", nil},
+		{"subject with CR", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], E'hi\\rthere', 'b')", "PR103", "CR or LF", nil},
+		{"NULL subject", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], NULL, 'b')", "PR103", "NULL", nil},
+		{"NULL body", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', NULL)", "PR107", "NULL", nil},
+		{"text body over 1 MiB", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', $1)", "PR104", "1048577 bytes", []any{big}},
+		{"HTML body over 1 MiB", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_body_html := $1)", "PR104", "1048577 bytes", []any{big}},
+		{"headers not an object", `SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := '["X-A"]')`, "PR105", "array", nil},
+		{"reserved header", `SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := '{"bcc": "x@evil.example"}')`, "PR105", "'bcc'", nil},
+		{"header value with CRLF", `SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := '{"X-A": "1\r\nBcc: x@evil.example"}')`, "PR105", "'X-A'", nil},
+		{"header value not a string", `SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := '{"X-A": 1}')`, "PR105", "number", nil},
+		{"header name with colon", `SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := '{"X:A": "1"}')`, "PR105", "'X:A'", nil},
+	}
+	for _, c := range cases {
+		e := requireCode(t, d.err(c.sql, c.args...), c.code, c.name)
+		require.Contains(t, e.Message, c.mention, c.name)
+	}
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay_notifier.notifications"))
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
+
+	// The valid forms next to the invalid ones.
+	for _, a := range []string{"a@example.org", "Bob Q. Public <bob@example.org>", `"quoted name" <q@example.org>`,
+		`"odd local"@example.org`, "x+tag@[192.0.2.1]", "José <jose@example.org>"} {
+		require.NoError(t, d.err("SELECT pgrelay_notifier.send('mail', ARRAY[$1], '', '')", a), a)
+	}
+}
+
+// set_status only moves forward: queued -> sending -> sent | failed. A late
+// 'sending' after 'sent' changes nothing, and no event is recorded for it.
+func TestNotifierStatusNeverMovesBackwards(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.emailChannel("mail", "")
+	send := func() int64 {
+		return one[int64](t, d.pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	}
+	set := func(id int64, status string, errText any) bool {
+		return one[bool](t, d.pool, "SELECT pgrelay_notifier.set_status($1, $2, $3)", id, status, errText)
+	}
+	status := func(id int64) (string, int32) {
+		var s string
+		var n int32
+		require.NoError(t, d.pool.QueryRow(bg, "SELECT status, attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", id).Scan(&s, &n))
+		return s, n
+	}
+	events := func(id int64) []string {
+		return column[string](t, d.pool, "SELECT status || coalesce(':' || error, '') FROM pgrelay_notifier.status_events WHERE notification_id = $1 ORDER BY id", id)
+	}
+
+	a := send()
+	require.True(t, set(a, "sending", nil))
+	require.False(t, set(a, "sending", nil), "a second attempt is not a status change")
+	s, n := status(a)
+	require.Equal(t, "sending", s)
+	require.EqualValues(t, 2, n, "each 'sending' is an attempt")
+	require.True(t, set(a, "sent", nil))
+	// Downgrade attempts change nothing.
+	require.False(t, set(a, "sending", nil))
+	require.False(t, set(a, "queued", nil))
+	require.False(t, set(a, "failed", "late failure"))
+	require.False(t, set(a, "sent", nil))
+	s, n = status(a)
+	require.Equal(t, "sent", s)
+	require.EqualValues(t, 2, n)
+	require.Equal(t, "sent", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", a))
+	require.Nil(t, one[*string](t, d.pool, "SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
+	require.NotNil(t, one[*string](t, d.pool, "SELECT sent_at::text FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
+	require.Equal(t, []string{"queued", "sending", "sent"}, events(a))
+	require.Empty(t, column[int64](t, d.pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", a), "a sent notification has nothing to send")
+
+	b := send()
+	require.True(t, set(b, "sending", nil))
+	require.True(t, set(b, "failed", "550 5.1.1 no such user"))
+	require.False(t, set(b, "sent", nil), "failed is final")
+	s, _ = status(b)
+	require.Equal(t, "failed", s)
+	require.Equal(t, "550 5.1.1 no such user", one[string](t, d.pool, "SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1", b))
+	require.Equal(t, []string{"queued", "sending", "failed:550 5.1.1 no such user"}, events(b))
+
+	// Cancel: only while queued; fetch then has nothing to send.
+	c := send()
+	require.Len(t, column[int64](t, d.pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", c), 1)
+	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.cancel($1)", c))
+	require.False(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.cancel($1)", c))
+	require.False(t, set(c, "sending", nil))
+	require.Equal(t, "cancelled", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", c))
+	require.Empty(t, column[int64](t, d.pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", c))
+	require.False(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.cancel($1)", a), "a sent notification cannot be cancelled")
+	require.Equal(t, []string{"queued", "cancelled"}, events(c))
+
+	// Unknown statuses and ids.
+	requireCode(t, d.err("SELECT pgrelay_notifier.set_status($1, 'delivered')", a), "PR110")
+	requireCode(t, d.err("SELECT pgrelay_notifier.set_status($1, NULL)", a), "PR110")
+	require.False(t, set(42, "sent", nil))
+	require.Empty(t, column[int64](t, d.pool, "SELECT notification_id FROM pgrelay_notifier.fetch(42)"))
+}
+
+// debug_log keeps the 20 newest notes of each notification.
+func TestNotifierDebugLogIsBounded(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.emailChannel("mail", "")
+	a := one[int64](t, d.pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	b := one[int64](t, d.pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	for i := range 50 {
+		d.exec("SELECT pgrelay_notifier.debug_log($1, $2)", a, "note "+strconv.Itoa(i))
+	}
+	for i := range 3 {
+		d.exec("SELECT pgrelay_notifier.debug_log($1, $2)", b, "b "+strconv.Itoa(i))
+	}
+	d.exec("SELECT pgrelay_notifier.debug_log(42, 'nobody')")
+	got := column[string](t, d.pool, "SELECT message FROM pgrelay_notifier.debug_log WHERE notification_id = $1 ORDER BY id", a)
+	require.Len(t, got, 20)
+	require.Equal(t, "note 30", got[0])
+	require.Equal(t, "note 49", got[19])
+	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay_notifier.debug_log WHERE notification_id = $1", b))
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay_notifier.debug_log WHERE notification_id = 42"))
+}
+
+// The notifier never reads or writes pgrelay.queue or pgrelay.log: its
+// functions run as pgrelay_notifier, which holds no privilege on them (the
+// test revokes everything to be sure), and the whole flow still works for a
+// producer and a processor.
+func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec("REVOKE ALL ON pgrelay.queue, pgrelay.log FROM pgrelay_notifier")
+	for _, tbl := range []string{"pgrelay.queue", "pgrelay.log"} {
+		require.False(t, one[bool](t, d.pool, "SELECT has_table_privilege('pgrelay_notifier', $1, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')", tbl), tbl)
+	}
+	// Every function of the schema runs as pgrelay_notifier (definer) or as its
+	// caller, and none names the two tables.
+	require.Equal(t, []string{"pgrelay_notifier"},
+		column[string](t, d.pool, "SELECT DISTINCT pg_get_userbyid(proowner)::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace"))
+	require.Empty(t, column[string](t, d.pool, `SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace
+		AND (prosrc ~* 'pgrelay\.(queue|log)\M')`))
+	require.ElementsMatch(t, []string{"send", "get_status", "cancel", "fetch", "set_status", "debug_log"},
+		column[string](t, d.pool, "SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace AND prosecdef"),
+		"SECURITY DEFINER only where a less privileged caller needs it")
+
+	admin := d.loginAs("admin", "pgrelay_admin")
+	require.NoError(t, execErr(admin, "SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')"))
+	producer := d.loginAs("producer", "pgrelay_producer")
+	processor := d.loginAs("processor", "pgrelay_processor")
+
+	id := one[int64](t, producer, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	require.Equal(t, "queued", one[string](t, producer, "SELECT pgrelay_notifier.get_status($1)", id))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE payload = $1", itoa(id)), "send() enqueued through pgrelay.notify()")
+	require.Equal(t, id, one[int64](t, processor, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", id))
+	require.True(t, one[bool](t, processor, "SELECT pgrelay_notifier.set_status($1, 'sending')", id))
+	require.NoError(t, execErr(processor, "SELECT pgrelay_notifier.debug_log($1, 'note')", id))
+	require.True(t, one[bool](t, processor, "SELECT pgrelay_notifier.set_status($1, 'sent')", id))
+	require.Equal(t, "sent", one[string](t, producer, "SELECT pgrelay_notifier.get_status($1)", id))
+	require.EqualValues(t, 3, one[int64](t, processor, "SELECT count(*) FROM pgrelay_notifier.status_events WHERE notification_id = $1", id),
+		"the processor (the NATS publisher) reads status events")
+	id2 := one[int64](t, producer, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	require.True(t, one[bool](t, producer, "SELECT pgrelay_notifier.cancel($1)", id2))
+
+	// What each role may not do.
+	for _, sql := range []string{
+		"SELECT * FROM pgrelay_notifier.notifications",
+		"UPDATE pgrelay_notifier.notifications SET status = 'queued'",
+		"SELECT * FROM pgrelay_notifier.fetch(1)",
+		"SELECT pgrelay_notifier.set_status(1, 'sent')",
+		"SELECT pgrelay_notifier.debug_log(1, 'x')",
+		"SELECT pgrelay_notifier.create_channel('mine', 'a@example.org')",
+	} {
+		requireCode(t, execErr(producer, sql), insufficientPrivilege, sql)
+	}
+	for _, sql := range []string{
+		"SELECT * FROM pgrelay_notifier.notifications",
+		"UPDATE pgrelay_notifier.notifications SET status = 'queued'",
+		"DELETE FROM pgrelay_notifier.status_events",
+		"SELECT pgrelay_notifier.create_channel('mine', 'a@example.org')",
+	} {
+		requireCode(t, execErr(processor, sql), insufficientPrivilege, sql)
+	}
+	nobody := d.loginAs("nobody", "")
+	for _, sql := range []string{
+		"SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')",
+		"SELECT pgrelay_notifier.get_status(1)",
+	} {
+		requireCode(t, execErr(nobody, sql), insufficientPrivilege, sql)
+	}
+}

@@ -339,3 +339,36 @@ func TestActorConfigErrors(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, errors.Is(err, context.Canceled))
 }
+
+// A 'none' sql channel runs events in batches, one transaction each with a
+// savepoint per event: a failing handler rolls back alone, the others commit
+// once.
+func TestActorSQLBatchIsolatesFailures(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text)`)
+	e.exec(`CREATE FUNCTION public.picky(p text) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+	  INSERT INTO public.ran VALUES (p);
+	  IF p LIKE 'bad-%' THEN RAISE EXCEPTION 'refused %', p; END IF;
+	END $$`)
+	e.exec(`SELECT pgrelay.register('b', 'SELECT public.picky($1)', p_max_attempts := 1)`)
+	var ps []string
+	for i := range 300 {
+		if i%10 == 3 {
+			ps = append(ps, fmt.Sprintf("bad-%d", i))
+		} else {
+			ps = append(ps, fmt.Sprintf("good-%d", i))
+		}
+	}
+	e.exec(`SELECT pgrelay.notify_many('b', $1)`, ps)
+	e.startProcessor(func(c *actors.Config) { c.SQLBatch = 32 })
+	e.eventually(60*time.Second, "300 outcomes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 300
+	})
+	require.Equal(t, 270, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 30, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE '%refused bad-%'`))
+	require.Equal(t, 270, e.count(`SELECT count(*) FROM ran`), "a failed handler's insert rolled back; others committed once")
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'bad-%'`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+}

@@ -67,6 +67,10 @@ type Config struct {
 	Concurrency int
 	// BatchSize is the most rows one claim takes (default 100).
 	BatchSize int
+	// SQLBatch is the most events of one 'none' sql channel run in one
+	// transaction, each under its own savepoint (default 16; 1 runs every
+	// event in its own transaction). Batches share one commit.
+	SQLBatch int
 	// PollInterval is the fallback poll when no NOTIFY arrives (default 1s); it
 	// also picks up retries whose backoff has passed.
 	PollInterval time.Duration
@@ -138,6 +142,7 @@ func (c *Config) defaults() error {
 	}
 	setDefault(&c.Concurrency, 64)
 	setDefault(&c.BatchSize, 100)
+	setDefault(&c.SQLBatch, 16)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.DeadAfter, 10*c.HeartbeatInterval)

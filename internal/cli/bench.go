@@ -26,6 +26,9 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	events := fs.Int("events", 100000, "events to enqueue and run")
 	batch := fs.Int("enqueue-batch", 1000, "payloads per notify_many call while enqueueing")
 	natsMode := fs.Bool("nats", false, "measure the burn-down twice, without NATS and with every status event published to JetStream (in process, or --nats-url), and report the ratio")
+	peer := fs.String("peer", "", "also run the same burn-down with this peer queue on the same database and print the ratio: river (needs the repository's bench/river module and the go command)")
+	peerDir := fs.String("peer-dir", "", "the peer harness's module directory (default bench/river)")
+	clusterMode := fs.Bool("cluster", false, "measure multi-node throughput on a throwaway two-node cluster: one node, then two (needs pglogical)")
 	emailMode := fs.Bool("email", false, "send emails instead: notifications through an email channel to an in-process SMTP catcher (or --smtp-url)")
 	var f processorFlags
 	f.register(fs, false)
@@ -39,9 +42,15 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	if *events < 1 || *batch < 1 {
 		return &usageError{msg: "--events and --enqueue-batch must be positive"}
 	}
+	if *peer != "" && *peer != "river" {
+		return &usageError{msg: fmt.Sprintf("--peer %q: the only peer is river", *peer)}
+	}
 	logger, err := mkLog(a.stderr)
 	if err != nil {
 		return err
+	}
+	if *clusterMode {
+		return benchCluster(ctx, a, f, *events, logger)
 	}
 	dbURL := *url
 	if dbURL == "" {
@@ -132,8 +141,18 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		Version, *events, pgVersion, runtime.NumCPU(), cfg.Concurrency, cfg.BatchSize)
 	fmt.Fprintf(a.stdout, "enqueue (notify_many x %d): %8.0f events/s (%s)\n", *batch,
 		float64(*events)/enqTook.Seconds(), enqTook.Round(time.Millisecond))
+	rate := float64(*events) / runTook.Seconds()
 	fmt.Fprintf(a.stdout, "burn-down (claim, run, complete): %8.0f events/s (%s)\n",
-		float64(*events)/runTook.Seconds(), runTook.Round(time.Millisecond))
+		rate, runTook.Round(time.Millisecond))
+	if *peer == "river" {
+		r, err := benchRiver(ctx, riverDir(*peerDir), dbURL, *events)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "river %s burn-down (same database, 2000 workers, fetch cooldown 2ms, poll 20ms): %8.0f jobs/s (%.3fs)\n",
+			r.Version, r.EventsPerSec, r.Seconds)
+		fmt.Fprintf(a.stdout, "ratio pgrelay/river: %.2f\n", rate/r.EventsPerSec)
+	}
 	return nil
 }
 

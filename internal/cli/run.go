@@ -29,6 +29,7 @@ type processorFlags struct {
 	metricsAddr       string
 	concurrency       int
 	batchSize         int
+	sqlBatch          int
 	pollInterval      time.Duration
 	heartbeatInterval time.Duration
 	deadAfter         time.Duration
@@ -51,6 +52,7 @@ func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address, e.g. :9187 (default: off)")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "most events in flight at once")
 	fs.IntVar(&f.batchSize, "batch-size", 100, "most rows one claim takes")
+	fs.IntVar(&f.sqlBatch, "sql-batch", 16, "most events of one 'none' sql channel run in one transaction, a savepoint each (1: a transaction per event)")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "fallback poll when no NOTIFY arrives (also picks up due retries)")
 	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", time.Second, "how often this instance marks itself alive")
 	fs.DurationVar(&f.deadAfter, "dead-after", 0, "an instance or node silent this long is dead: its claims are rescued, its work adopted; also the leader lease's length (default 10 × heartbeat-interval)")
@@ -69,6 +71,7 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		Mode:              f.mode,
 		Concurrency:       f.concurrency,
 		BatchSize:         f.batchSize,
+		SQLBatch:          f.sqlBatch,
 		PollInterval:      f.pollInterval,
 		HeartbeatInterval: f.heartbeatInterval,
 		DeadAfter:         f.deadAfter,
@@ -105,6 +108,9 @@ func (f *processorFlags) validate() error {
 	}
 	if f.batchSize < 1 {
 		return &usageError{msg: "--batch-size must be at least 1"}
+	}
+	if f.sqlBatch < 1 {
+		return &usageError{msg: "--sql-batch must be at least 1"}
 	}
 	for name, d := range map[string]time.Duration{"poll-interval": f.pollInterval,
 		"heartbeat-interval": f.heartbeatInterval, "shutdown-timeout": f.shutdownTimeout,

@@ -76,8 +76,10 @@ func TestRunKillAndRestart(t *testing.T) {
 	d.exec(appSetup)
 	ids := d.enqueue("work", "SELECT app.work($1)", n)
 
+	// One transaction per event (--sql-batch 1): the gate below counts one
+	// running handler per claim.
 	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
-		"--concurrency", "16", "--shutdown-timeout", "10s"}
+		"--concurrency", "16", "--shutdown-timeout", "10s", "--sql-batch", "1"}
 	succeeded := func() int {
 		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
 	}

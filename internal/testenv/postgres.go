@@ -250,6 +250,9 @@ func (p *Postgres) start(ctx context.Context) error {
 	defer runtime.UnlockOSThread()
 	cmd := p.command(context.Background(), "postgres", "-D", p.dataDir, "-p", strconv.Itoa(p.port))
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
+	// Its own process group: a Ctrl-C at the terminal reaches pgrelay, which
+	// stops its Processor first and the server after, not the server at once.
+	cmd.SysProcAttr.Setpgid = true
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {

@@ -102,21 +102,12 @@ func ValidSubject(s string) bool {
 }
 
 // Published is the JSON document of a log event on NATS, version
-// SchemaVersion. Field names are the columns of pgrelay.log.
+// SchemaVersion: the pgrelay.log row (its fields are the log's columns) and
+// what publishing adds. The log id is also the message's Nats-Msg-Id.
 type Published struct {
 	// Schema is SchemaVersion.
 	Schema int `json:"schema"`
-	// ID is the log row's id, also the message's Nats-Msg-Id.
-	ID       int64  `json:"id"`
-	QueueID  int64  `json:"queue_id"`
-	OriginID int64  `json:"origin_id"`
-	Channel  string `json:"channel"`
-	Attempt  int    `json:"attempt"`
-	Event    Kind   `json:"event"`
-	// Error is the failure's text, null when there was none.
-	Error *string   `json:"error"`
-	Node  int       `json:"node"`
-	At    time.Time `json:"at"`
+	LogEvent
 	// Payload is the event's payload, present only when the channel was
 	// registered with p_publish_payload.
 	Payload *string `json:"payload,omitempty"`
@@ -131,9 +122,8 @@ type Published struct {
 // NewPublished is the document for a log event; payload is nil when the
 // channel does not publish payloads.
 func NewPublished(e LogEvent, payload *string) Published {
-	return Published{Schema: SchemaVersion, ID: e.ID, QueueID: e.QueueID, OriginID: e.OriginID,
-		Channel: e.Channel, Attempt: e.Attempt, Event: e.Event, Error: e.Error, Node: e.Node,
-		At: e.At.UTC(), Payload: payload}
+	e.At = e.At.UTC()
+	return Published{Schema: SchemaVersion, LogEvent: e, Payload: payload}
 }
 
 // Subject is where p is published.

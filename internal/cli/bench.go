@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,56 +84,12 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	if _, err := pool.Exec(ctx, `SELECT pgrelay.register($1, 'SELECT $1')`, channel); err != nil {
 		return fmt.Errorf("register the bench channel: %w", err)
 	}
-	var startLog int64
-	if err := pool.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM pgrelay.log`).Scan(&startLog); err != nil {
-		return err
-	}
-
-	// Enqueue.
-	payloads := make([]string, 0, *batch)
-	enqStart := time.Now()
-	for i := 0; i < *events; {
-		payloads = payloads[:0]
-		for j := 0; j < *batch && i < *events; j, i = j+1, i+1 {
-			payloads = append(payloads, strconv.Itoa(i))
-		}
-		if _, err := pool.Exec(ctx, `SELECT pgrelay.notify_many($1, $2)`, channel, payloads); err != nil {
-			return fmt.Errorf("enqueue: %w", err)
-		}
-	}
-	enqTook := time.Since(enqStart)
-	if _, err := pool.Exec(ctx, `ANALYZE pgrelay.queue`); err != nil {
-		return err
-	}
-
-	// Burn down.
-	f.databaseURL = dbURL
-	cfg := f.config(logger, prometheus.NewRegistry())
-	p, err := actors.New(cfg)
+	enqTook, runTook, err := burnDown(ctx, f, []*pgxpool.Pool{pool}, []string{dbURL}, f.mode, channel,
+		*events, *batch, logger)
 	if err != nil {
 		return err
 	}
-	runStart := time.Now()
-	if err := p.Start(ctx); err != nil {
-		return err
-	}
-	var done int
-	for done < *events {
-		select {
-		case <-ctx.Done():
-			_ = p.Stop(context.WithoutCancel(ctx))
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pgrelay.log WHERE id > $1 AND channel = $2 AND event = 'succeeded'`,
-			startLog, channel).Scan(&done); err != nil {
-			return err
-		}
-	}
-	runTook := time.Since(runStart)
-	if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
+	cfg := f.config(logger, nil)
 	var pgVersion string
 	_ = pool.QueryRow(ctx, `SHOW server_version`).Scan(&pgVersion)
 	fmt.Fprintf(a.stdout, "pgrelay %s bench: %d no-op sql events, PostgreSQL %s, %d CPUs, concurrency %d, batch %d\n",

@@ -55,40 +55,47 @@ func lastLine(s string) string {
 	return string(b)
 }
 
-// burnDown enqueues n no-op events on each of pools (its node) and runs one
-// Processor per url in mode until every event succeeded; it returns the time
-// from the Processors' start to the last success.
+// burnDown enqueues n no-op events, spread over pools (one per node), with
+// notify_many in batches of batch, and runs one Processor per url in mode
+// until every event succeeded; it returns how long the enqueue took and the
+// time from the Processors' start to the last success.
 func burnDown(ctx context.Context, f processorFlags, pools []*pgxpool.Pool, urls []string, mode, channel string,
-	n int, logger *slog.Logger) (time.Duration, error) {
+	n, batch int, logger *slog.Logger) (enqueue, run time.Duration, err error) {
 	var startLog int64
 	if err := pools[0].QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM pgrelay.log`).Scan(&startLog); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	per := n / len(pools)
-	payloads := make([]string, 0, 1000)
+	payloads := make([]string, 0, batch)
+	enqStart := time.Now()
 	for node, pool := range pools {
 		for i := 0; i < per; {
 			payloads = payloads[:0]
-			for j := 0; j < 1000 && i < per; j, i = j+1, i+1 {
+			for j := 0; j < batch && i < per; j, i = j+1, i+1 {
 				payloads = append(payloads, fmt.Sprintf("%d-%d", node, i))
 			}
 			if _, err := pool.Exec(ctx, `SELECT pgrelay.notify_many($1, $2)`, channel, payloads); err != nil {
-				return 0, fmt.Errorf("enqueue: %w", err)
+				return 0, 0, fmt.Errorf("enqueue: %w", err)
 			}
 		}
 	}
+	enqueue = time.Since(enqStart)
 	total := per * len(pools)
-	// Every node must see every row before the clock starts.
+	// Every node must see every row, with fresh statistics, before the clock
+	// starts.
 	for _, pool := range pools {
 		for {
 			var c int
 			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pgrelay.queue WHERE channel = $1`, channel).Scan(&c); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			if c >= total {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+		if _, err := pool.Exec(ctx, `ANALYZE pgrelay.queue`); err != nil {
+			return 0, 0, err
 		}
 	}
 	var procs []*actors.Processor
@@ -97,10 +104,10 @@ func burnDown(ctx context.Context, f processorFlags, pools []*pgxpool.Pool, urls
 		f.databaseURL, f.mode = url, mode
 		p, err := actors.New(f.config(logger, prometheus.NewRegistry()))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if err := p.Start(ctx); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		procs = append(procs, p)
 	}
@@ -113,14 +120,14 @@ func burnDown(ctx context.Context, f processorFlags, pools []*pgxpool.Pool, urls
 		var done int
 		if err := pools[0].QueryRow(ctx, `SELECT count(*) FROM pgrelay.log WHERE id > $1 AND channel = $2 AND event = 'succeeded'`,
 			startLog, channel).Scan(&done); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if done >= total {
-			return time.Since(start), nil
+			return enqueue, time.Since(start), nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -161,11 +168,11 @@ func benchCluster(ctx context.Context, a *app, f processorFlags, n int, logger *
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	one, err := burnDown(ctx, f, pools[:1], []string{c.URL(1)}, actors.ModeMultiNode, channel, n, logger)
+	_, one, err := burnDown(ctx, f, pools[:1], []string{c.URL(1)}, actors.ModeMultiNode, channel, n, 1000, logger)
 	if err != nil {
 		return err
 	}
-	two, err := burnDown(ctx, f, pools, []string{c.URL(1), c.URL(2)}, actors.ModeMultiNode, channel, n, logger)
+	_, two, err := burnDown(ctx, f, pools, []string{c.URL(1), c.URL(2)}, actors.ModeMultiNode, channel, n, 1000, logger)
 	if err != nil {
 		return err
 	}

@@ -183,7 +183,10 @@ func TestMultiMasterCluster(t *testing.T) {
 		eventually(t, 20*time.Second, "the stranded row on node 1", func() bool {
 			return n1.count(`SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'mv'`) == 1
 		})
-		time.Sleep(mmDeadAfter + time.Second) // node 2 is dead now
+		eventually(t, 30*time.Second, "node 2 to count as dead", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND last_seen < now() - $1::interval`,
+				mmDeadAfter.String()) == 1
+		})
 		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 2 AND dispatched_at IS NULL`))
 		require.Equal(t, 0, n1.count(`SELECT count(*) FROM app.ran WHERE payload = 'stranded'`))
 		code, out, errOut := cliMain("nodes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())

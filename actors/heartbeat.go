@@ -58,7 +58,11 @@ func (h *heartbeat) Receive(ctx actor.Context) {
 		h.busy = true
 		self := ctx.Self()
 		d := h.d
+		// Stop waits for a beat in progress before it unregisters the
+		// instance: a late heartbeat would register it again.
+		d.work.Add(1)
 		go func() {
+			defer d.work.Done()
 			d.send(self, beatOnce(d))
 		}()
 	case *beatResult:

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -41,11 +42,15 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 	code, body := get("/healthz")
 	require.Equal(t, 200, code)
 	require.Equal(t, "ok\n", body)
-	code, body = get("/metrics")
-	require.Equal(t, 200, code)
-	require.Contains(t, body, `pgrelay_succeeded_total{channel="m"} 1`)
+	// The counters move just after the commit that the log query sees, so
+	// poll the endpoint until they show the finished event.
+	eventually(t, 30*time.Second, "the metrics to count the event", func() bool {
+		code, body = get("/metrics")
+		require.Equal(t, 200, code)
+		return strings.Contains(body, `pgrelay_succeeded_total{channel="m"} 1`) &&
+			strings.Contains(body, "pgrelay_in_flight 0")
+	})
 	require.Contains(t, body, "pgrelay_claim_duration_seconds_bucket")
-	require.Contains(t, body, "pgrelay_in_flight 0")
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(30*time.Second))
 }

@@ -11,8 +11,9 @@ import (
 
 // Messages of the claimer.
 type (
-	// wake: rows may be ready (NOTIFY, poll, a completion, a rescue).
-	wake struct{}
+	// wake: rows may be ready (NOTIFY, poll, a completion, a rescue). A
+	// poll claims into any free slot, however few.
+	wake struct{ poll bool }
 	// slotsFreed: events ended; their slots can be claimed again.
 	slotsFreed struct{}
 	// stopClaiming: stop for good; answered once no claim is in progress.
@@ -20,6 +21,7 @@ type (
 	// claimResult: a claim query returned.
 	claimResult struct {
 		rows      []store.Claimed
+		ready     []string // 'none' sql channels with rows ready for batches
 		requested int
 		err       error
 		took      time.Duration
@@ -49,16 +51,16 @@ func claimerProps(d *deps) *actor.Props {
 func (c *claimer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		c.stopTick = ticker(c.d, ctx.Self(), c.d.cfg.PollInterval, func() any { return &wake{} })
+		c.stopTick = ticker(c.d, ctx.Self(), c.d.cfg.PollInterval, func() any { return &wake{poll: true} })
 	case *actor.Stopping, *actor.Restarting:
 		c.stopTick()
 		if c.retryTimer != nil {
 			c.retryTimer.Stop()
 		}
 	case *wake:
-		c.maybeClaim(ctx)
+		c.maybeClaim(ctx, m.poll)
 	case *slotsFreed:
-		c.maybeClaim(ctx)
+		c.maybeClaim(ctx, false)
 	case *claimResult:
 		c.claiming = false
 		c.d.metrics.ClaimLatency.Observe(m.took.Seconds())
@@ -79,6 +81,12 @@ func (c *claimer) Receive(ctx actor.Context) {
 					ctx.Send(dispatcher, &dispatchOne{row: row})
 				}
 			}
+			if len(m.ready) > 0 {
+				_, dispatcher, _ := c.d.pids()
+				for _, ch := range m.ready {
+					ctx.Send(dispatcher, &batchReady{channel: ch})
+				}
+			}
 			if len(m.rows) == m.requested {
 				c.again = true // the queue likely holds more
 			}
@@ -92,7 +100,7 @@ func (c *claimer) Receive(ctx actor.Context) {
 		}
 		if c.again && m.err == nil {
 			c.again = false
-			c.maybeClaim(ctx)
+			c.maybeClaim(ctx, false)
 		}
 	case *stopClaiming:
 		c.stopping = true
@@ -115,7 +123,7 @@ func (c *claimer) retryLater(ctx actor.Context) {
 	c.retryTimer = time.AfterFunc(backoff(c.failures), func() { c.d.send(self, &wake{}) })
 }
 
-func (c *claimer) maybeClaim(ctx actor.Context) {
+func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 	if c.stopping {
 		return
 	}
@@ -125,8 +133,13 @@ func (c *claimer) maybeClaim(ctx actor.Context) {
 	}
 	// The count of events in flight lives in deps, not here, so a restarted
 	// claimer still knows it.
-	free := c.d.cfg.Concurrency - int(c.d.inflight.Load())
-	if free <= 0 {
+	// While busy, wait until a fair number of slots is free: a claim visits
+	// channels whatever it takes home, so claiming slot by slot as events end
+	// would cost a claim per event. The poll fills whatever is free, so a
+	// slot never stays empty for longer than a poll interval.
+	inflight := int(c.d.inflight.Load())
+	free := c.d.cfg.Concurrency - inflight
+	if free <= 0 || (!anyFree && inflight > 0 && free < claimAtLeast(c.d.cfg)) {
 		return
 	}
 	n := min(free, c.d.cfg.BatchSize)
@@ -136,8 +149,15 @@ func (c *claimer) maybeClaim(ctx actor.Context) {
 	go func() {
 		start := time.Now()
 		qctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		rows, err := d.store.Claim(qctx, d.processor, d.cfg.Mode, d.leaderTerm.Load(), n, d.kinds)
+		rows, ready, err := d.store.Claim(qctx, d.processor, store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()},
+			n, d.kinds, d.direct)
 		cancel()
-		d.send(self, &claimResult{rows: rows, requested: n, err: err, took: time.Since(start)})
+		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: time.Since(start)})
 	}()
+}
+
+// claimAtLeast is how many slots must be free before a busy Processor claims
+// again: an eighth of the concurrency, at most a batch.
+func claimAtLeast(cfg Config) int {
+	return max(1, min(cfg.BatchSize, cfg.Concurrency/8))
 }

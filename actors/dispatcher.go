@@ -117,6 +117,13 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 			p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
 				fmt.Sprintf("channel-%d-%s-", p.d.node, row.Channel), &runEvent{ev: ev, key: key})
 		}
+	case *batchReady:
+		if !p.draining {
+			key := m.channel + "\x00batch"
+			channel := m.channel
+			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel) },
+				fmt.Sprintf("batch-%d-%s-", p.d.node, channel), m)
+		}
 	case *eventEnded:
 		p.r.ended(m.key)
 	case *childIdle:

@@ -20,12 +20,6 @@ type handlerFinished struct {
 	took time.Duration // the handler's time (its share of a batch's)
 }
 
-// batchBelow: a channel whose handlers take less than this on average (as the
-// Processor sees them: a round trip under load included) runs
-// its events in batches; slower handlers gain nothing from sharing a commit
-// and would lose their parallelism.
-const batchBelow = 100 * time.Millisecond
-
 // executor is a channel actor (one per channel, and per concurrency mode) or,
 // under a 'payload' channel actor, a lane actor (one per payload). It runs its
 // events' handlers, each in its own goroutine so the mailbox never blocks:
@@ -48,14 +42,7 @@ type executor struct {
 	draining bool
 	// lastActive is when an event last arrived or ended here.
 	lastActive time.Time
-	pumpQueued bool
-	// avg is a moving average of this channel's handler time; 0 until the
-	// first event ends (the first events run one by one and measure it).
-	avg time.Duration
 }
-
-// pumpNow: start what is queued (sent to itself after a burst's first event).
-type pumpNow struct{}
 
 func executorProps(d *deps, key, mode string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
@@ -87,26 +74,10 @@ func (e *executor) Receive(ctx actor.Context) {
 				&runEvent{ev: m.ev, key: lane})
 		default:
 			e.queue = append(e.queue, m.ev)
-			if e.mode == "none" && e.d.cfg.SQLBatch > 1 {
-				// Let the rest of a burst, already in the mailbox, join the
-				// queue before it is pumped.
-				if !e.pumpQueued {
-					e.pumpQueued = true
-					ctx.Send(ctx.Self(), &pumpNow{})
-				}
-			} else {
-				e.pump(ctx)
-			}
+			e.pump(ctx)
 		}
-	case *pumpNow:
-		e.pump(ctx)
 	case *handlerFinished:
 		e.lastActive = time.Now()
-		if e.avg == 0 {
-			e.avg = max(m.took, time.Microsecond)
-		} else {
-			e.avg = (e.avg*7 + m.took) / 8
-		}
 		if e.running > 0 {
 			e.running--
 		}
@@ -159,35 +130,7 @@ func (e *executor) releaseQueued(ctx actor.Context) {
 	e.queue = nil
 }
 
-// batchable reports whether this actor's queued events can run as batches:
-// a 'none' channel whose handler runs batches (sql), with batching on.
-func (e *executor) batchable() (handlers.BatchHandler, bool) {
-	if e.mode != "none" || e.d.cfg.SQLBatch < 2 || len(e.queue) < 2 || e.avg == 0 || e.avg >= batchBelow {
-		return nil, false
-	}
-	h, err := e.d.handlers.Lookup(e.queue[0].Kind)
-	if err != nil {
-		return nil, false
-	}
-	bh, ok := h.(handlers.BatchHandler)
-	return bh, ok
-}
-
 func (e *executor) pump(ctx actor.Context) {
-	e.pumpQueued = false
-	if bh, ok := e.batchable(); ok && !e.draining {
-		// Events of a burst arrive one message each: they are collected and
-		// run SQLBatch at a time, each batch in one transaction.
-		for len(e.queue) > 0 {
-			n := min(len(e.queue), e.d.cfg.SQLBatch)
-			batch := append([]handlers.Event(nil), e.queue[:n]...)
-			e.queue = e.queue[n:]
-			e.running += n
-			self := ctx.Self()
-			go runBatch(e.d, bh, batch, self)
-		}
-		return
-	}
 	for len(e.queue) > 0 && !e.draining && (!e.serial || e.running == 0) {
 		ev := e.queue[0]
 		e.queue = e.queue[1:]
@@ -208,45 +151,6 @@ func run(d *deps, ev handlers.Event, self *actor.PID) {
 	d.send(self, &handlerFinished{ev: ev, took: took})
 }
 
-// runBatch runs a batch of one channel's events through h and hands each
-// outcome on. A panic costs every event of the batch one failed attempt.
-func runBatch(d *deps, h handlers.BatchHandler, evs []handlers.Event, self *actor.PID) {
-	start := time.Now()
-	errs := invokeBatch(d, h, evs)
-	took := time.Since(start)
-	for i, ev := range evs {
-		d.metrics.HandlerDuration.WithLabelValues(ev.Channel).Observe(took.Seconds() / float64(len(evs)))
-		finish(d, ev, outcomeOf(d, ev, errs[i] == nil, errs[i], took))
-		d.send(self, &handlerFinished{ev: ev, took: took / time.Duration(len(evs))})
-	}
-}
-
-func invokeBatch(d *deps, h handlers.BatchHandler, evs []handlers.Event) (errs []error) {
-	defer func() {
-		if r := recover(); r != nil {
-			d.log.Error("batch handler panicked", "channel", evs[0].Channel, "events", len(evs), "panic", r,
-				"stack", string(debug.Stack()))
-			errs = make([]error, len(evs))
-			for i := range errs {
-				errs[i] = fmt.Errorf("handler panicked: %v", r)
-			}
-		}
-	}()
-	// Each statement is cut by its own statement_timeout; the deadline is
-	// the backstop for a network that does not answer.
-	var total time.Duration
-	for _, ev := range evs {
-		total += ev.Timeout
-	}
-	ctx, cancel := context.WithTimeout(d.runCtx, total+time.Second)
-	defer cancel()
-	errs = h.HandleBatch(ctx, evs)
-	if len(errs) != len(evs) {
-		panic(fmt.Sprintf("batch handler returned %d results for %d events", len(errs), len(evs)))
-	}
-	return errs
-}
-
 func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -259,13 +163,14 @@ func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	// A sql handler is cut by statement_timeout; the context deadline is the
-	// backstop for a handler (or a network) that does not return.
-	timeout := ev.Timeout
+	// A sql handler is cut by statement_timeout, and sets its own deadline,
+	// the backstop for a network that does not answer, once it has a
+	// connection: waiting for one is not the handler's time.
+	ctx, cancel := context.WithTimeout(d.runCtx, ev.Timeout)
 	if ev.Kind == "sql" {
-		timeout += time.Second
+		cancel()
+		ctx, cancel = context.WithCancel(d.runCtx)
 	}
-	ctx, cancel := context.WithTimeout(d.runCtx, timeout)
 	defer cancel()
 	committed, err = h.Handle(ctx, ev)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && d.runCtx.Err() == nil {

@@ -14,3 +14,9 @@ func RunEventPayload(msg any) (string, bool) {
 	}
 	return "", false
 }
+
+// IsBatchDone reports whether msg is a batcher's batchDone.
+func IsBatchDone(msg any) bool {
+	_, ok := msg.(*batchDone)
+	return ok
+}

@@ -40,6 +40,11 @@ import (
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
+// maxHotConns bounds the hot-path pool (plus a few for claims and
+// completions) whatever the concurrency: handlers waiting for a connection
+// wait without their timeout running.
+const maxHotConns = 64
+
 // Modes a Processor runs in.
 const (
 	// ModeSingle: one primary (or several Processors on one database); every
@@ -63,13 +68,16 @@ type Config struct {
 	// NodeID, when set, is applied as pg_relay.node_id on the Processor's own
 	// sessions; otherwise the server's setting is used.
 	NodeID *int
-	// Concurrency is the most events in flight at once (default 64).
+	// Concurrency is the most events in flight at once (default 256): claimed
+	// and running, or held by a batch until it commits.
 	Concurrency int
 	// BatchSize is the most rows one claim takes (default 100).
 	BatchSize int
 	// SQLBatch is the most events of one 'none' sql channel run in one
-	// transaction, each under its own savepoint (default 16; 1 runs every
-	// event in its own transaction). Batches share one commit.
+	// transaction, each under its own savepoint (default 64). Such a batch
+	// claims its rows by locking them and records their outcomes in the same
+	// transaction: one commit for the batch. 1 runs those channels like the
+	// others: a claim, then a transaction per event.
 	SQLBatch int
 	// PollInterval is the fallback poll when no NOTIFY arrives (default 1s); it
 	// also picks up retries whose backoff has passed.
@@ -140,9 +148,9 @@ func (c *Config) defaults() error {
 	if c.NodeID != nil && (*c.NodeID < 0 || *c.NodeID > 1023) {
 		return fmt.Errorf("pgrelay: node id %d is outside 0..1023", *c.NodeID)
 	}
-	setDefault(&c.Concurrency, 64)
+	setDefault(&c.Concurrency, 256)
 	setDefault(&c.BatchSize, 100)
-	setDefault(&c.SQLBatch, 16)
+	setDefault(&c.SQLBatch, 64)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.DeadAfter, 10*c.HeartbeatInterval)
@@ -186,10 +194,13 @@ func setDefault[T comparable](v *T, d T) {
 // deps is what every actor of one Processor shares. Its fields are set before
 // the tree starts and not changed after, except the PIDs (guarded by mu).
 type deps struct {
-	cfg       Config
-	store     *store.Store
-	handlers  handlers.Registry
-	kinds     []string
+	cfg      Config
+	store    *store.Store
+	handlers handlers.Registry
+	kinds    []string
+	// direct: 'none' sql channels run in direct batches (batcher), not
+	// through claims.
+	direct    bool
 	metrics   *Metrics
 	log       *slog.Logger
 	system    *actor.ActorSystem
@@ -289,7 +300,10 @@ func (p *Processor) poolConfig(maxConns int32, app string) (*pgxpool.Config, err
 // Start connects, registers the instance and starts the actor tree. It
 // returns once the Processor is claiming.
 func (p *Processor) Start(ctx context.Context) error {
-	hotCfg, err := p.poolConfig(int32(p.cfg.Concurrency+4), "pgrelay")
+	// Slots are events, and a batch runs many on one connection: the hot
+	// pool need not grow with the slots past what the server and the
+	// handlers can use at once.
+	hotCfg, err := p.poolConfig(int32(min(p.cfg.Concurrency, maxHotConns)+4), "pgrelay")
 	if err != nil {
 		return err
 	}
@@ -343,6 +357,9 @@ func (p *Processor) Start(ctx context.Context) error {
 	for k := range reg {
 		kinds = append(kinds, k)
 	}
+	// Direct batches run the built-in sql handler's statements themselves.
+	_, builtinSQL := reg["sql"].(handlers.SQL)
+	direct := builtinSQL && p.cfg.SQLBatch > 1
 
 	logger := p.cfg.Logger.With("processor", procID, "node", node)
 	// The actor system's own messages (started, dead letters after a stop)
@@ -354,7 +371,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.d = &deps{
-		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, metrics: metrics, log: logger, bus: p.bus,
+		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, direct: direct, metrics: metrics, log: logger, bus: p.bus,
 		system: system, processor: procID, node: node, info: info, runCtx: runCtx,
 	}
 

@@ -107,6 +107,11 @@ func TestRolePublicHasNoAccess(t *testing.T) {
 	} {
 		requireCode(t, execErr(nobody, sql), insufficientPrivilege, sql)
 	}
+	// No function of pgrelay's schemas is executable by PUBLIC (new
+	// functions are, unless a migration revokes it).
+	require.Empty(t, column[string](t, d.pool, `SELECT p.oid::regprocedure::text FROM pg_proc p
+		WHERE p.pronamespace IN ('pgrelay'::regnamespace, 'pgrelay_notifier'::regnamespace)
+		  AND has_function_privilege('public', p.oid, 'EXECUTE')`))
 }
 
 func TestRoleAdmin(t *testing.T) {

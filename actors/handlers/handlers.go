@@ -24,14 +24,6 @@ type Handler interface {
 	Handle(ctx context.Context, ev Event) (committed bool, err error)
 }
 
-// BatchHandler is a Handler that can also run several events of one channel
-// together (a sql handler runs them in one transaction). errs[i] is nil when
-// event i succeeded and its success is already recorded.
-type BatchHandler interface {
-	Handler
-	HandleBatch(ctx context.Context, evs []Event) (errs []error)
-}
-
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, ev Event) (bool, error)
 
@@ -70,19 +62,6 @@ func (h SQL) Handle(ctx context.Context, ev Event) (bool, error) {
 		return false, err
 	}
 	return true, nil
-}
-
-// HandleBatch runs the events' statements in one transaction, each under
-// its own savepoint, and records their successes in it.
-func (h SQL) HandleBatch(ctx context.Context, evs []Event) []error {
-	claims := make([]store.Claimed, len(evs))
-	for i, ev := range evs {
-		claims[i] = ev.Claimed
-	}
-	if len(evs) == 0 {
-		return nil
-	}
-	return h.Store.RunSQLBatch(ctx, evs[0].ProcessorID, claims)
 }
 
 // Registry maps a channel kind to its handler.

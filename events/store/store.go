@@ -60,18 +60,34 @@ type Claimed struct {
 }
 
 // Claim claims up to limit ready rows for processor proc (see pgrelay._claim).
-// Only channels of the given kinds are claimed. In leader mode, term > 0 means
-// this node believes it holds the lease with that term; the claim checks it.
-func (s *Store) Claim(ctx context.Context, proc int64, mode string, term int64, limit int, kinds []string) ([]Claimed, error) {
-	var t *int64
-	if term > 0 {
-		t = &term
+// Only channels of the given kinds are claimed. In leader mode, scope.Term > 0
+// means this node believes it holds the lease with that term; the claim checks
+// it. With direct, the 'none' sql channels are left to direct batches
+// (RunDirect) and ready lists those of them with rows ready, in the same
+// round trip.
+func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit int, kinds []string,
+	direct bool) (claimed []Claimed, ready []string, err error) {
+	leader, term := scope.args()
+	b := &pgx.Batch{}
+	// The statements run in one implicit transaction. Its commit need not
+	// wait for the disk: a claim lost in a crash leaves its rows pending, and
+	// whatever the claim leads to commits later, durably, which writes the
+	// claim's commit to disk first.
+	b.Queue("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)")
+	b.Queue("SELECT * FROM pgrelay._claim($1, $2, $3, $4, $5, $6, $7)", proc, scope.Mode, leader, limit, kinds, term, direct)
+	if direct {
+		b.Queue("SELECT * FROM pgrelay._ready_direct($1, $2)", scope.Mode, leader)
 	}
-	rows, err := s.hot.Query(ctx, "SELECT * FROM pgrelay._claim($1, $2, $3, $4, $5, $6)", proc, mode, term > 0, limit, kinds, t)
+	br := s.hot.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
+	}
+	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
+		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
+	claimed, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
 		var timeoutMS int64
 		err := r.Scan(&c.ID, &c.OriginID, &c.Channel, &c.Payload, &c.Attempt, &c.EnqueuedAt,
@@ -80,9 +96,23 @@ func (s *Store) Claim(ctx context.Context, proc int64, mode string, term int64, 
 		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
+		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
-	return out, nil
+	if direct {
+		rows, err := br.Query()
+		if err == nil {
+			ready, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			// The claim rolled back with it.
+			return nil, nil, fmt.Errorf("list channels ready for batches: %w", err)
+		}
+	}
+	// The claim is only made once its transaction commits, at the end.
+	if err := br.Close(); err != nil {
+		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
+	}
+	return claimed, ready, nil
 }
 
 // Outcome ends one claim.
@@ -173,6 +203,8 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		return fmt.Errorf("acquire a connection for event %d: %w", c.ID, err)
 	}
 	defer conn.Release()
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout+time.Second)
+	defer cancel()
 	ms := c.Timeout.Milliseconds()
 	if ms <= 0 {
 		ms = 1
@@ -191,13 +223,7 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		[]uint32{pgtype.Int8OID, pgtype.Int8OID, pgtype.TimestamptzOID}, nil, nil)
 	b.ExecParams("COMMIT", nil, nil, nil, nil)
 	results, err := conn.Conn().PgConn().ExecBatch(ctx, b).ReadAll()
-	failed := -1 // which statement failed
-	for i, r := range results {
-		if r.Err != nil {
-			failed, err = i, r.Err
-			break
-		}
-	}
+	failed, err := firstError(results, err) // which statement failed
 	if err == nil && len(results) != 6 {
 		err = fmt.Errorf("expected 6 results, got %d", len(results))
 	}
@@ -379,108 +405,4 @@ func QueueStats(ctx context.Context, q Queryer) ([]ChannelStats, error) {
 		return nil, fmt.Errorf("queue_stats: %w", err)
 	}
 	return out, nil
-}
-
-// RunSQLBatch runs the handlers of several events of one sql channel in one
-// transaction, each under its own savepoint and statement_timeout, and
-// completes the successful ones in the same transaction: one round trip and
-// one commit for the batch instead of one per event. It returns, per event,
-// nil (succeeded, committed), a *HandlerError (the handler failed: nothing of
-// it committed, the caller records the failure), or another error.
-//
-// The pipeline is optimistic: when a handler fails, everything after it in
-// the pipeline is skipped and the transaction rolls back, so the batch runs
-// again without that event (its error is kept). A batch with more than two
-// failures, or any other error, falls back to one transaction per event.
-func (s *Store) RunSQLBatch(ctx context.Context, proc int64, evs []Claimed) []error {
-	out := make([]error, len(evs))
-	idx := make([]int, len(evs)) // positions in evs still to run
-	for i := range idx {
-		idx[i] = i
-	}
-	for failures := 0; len(idx) > 0; {
-		k, err := s.runSQLPipeline(ctx, proc, evs, idx)
-		if err == nil {
-			return out
-		}
-		if k >= 0 && failures < 2 {
-			out[idx[k]] = err
-			idx = append(idx[:k:k], idx[k+1:]...)
-			failures++
-			continue
-		}
-		// Anything else: one event at a time sorts it out.
-		for _, i := range idx {
-			out[i] = s.RunSQL(ctx, proc, evs[i])
-		}
-		return out
-	}
-	return out
-}
-
-// runSQLPipeline runs evs[idx...] in one pipelined transaction. On a handler
-// failure it returns that event's position in idx and a *HandlerError; on any
-// other failure -1 and the error.
-func (s *Store) runSQLPipeline(ctx context.Context, proc int64, evs []Claimed, idx []int) (int, error) {
-	conn, err := s.hot.Acquire(ctx)
-	if err != nil {
-		return -1, fmt.Errorf("acquire a connection for %d events: %w", len(idx), err)
-	}
-	defer conn.Release()
-	text := func(v string) []byte { return []byte(v) }
-	ids := make([]string, len(idx))
-	ats := make([]string, len(idx))
-	for j, i := range idx {
-		ids[j] = strconv.FormatInt(evs[i].ID, 10)
-		ats[j] = `"` + evs[i].DispatchedAt.UTC().Format(time.RFC3339Nano) + `"`
-	}
-	idArr := text("{" + strings.Join(ids, ",") + "}")
-	atArr := text("{" + strings.Join(ats, ",") + "}")
-	procText := text(strconv.FormatInt(proc, 10))
-	b := &pgconn.Batch{}
-	b.ExecParams("BEGIN", nil, nil, nil, nil)
-	// Lock the claims first: a claim taken back meanwhile fails the batch
-	// (PR030) before any handler runs, and no rescue can take one while the
-	// batch holds it.
-	b.ExecParams("SELECT pgrelay._lock_claims($1, $2, $3)", [][]byte{procText, idArr, atArr},
-		[]uint32{pgtype.Int8OID, pgtype.Int8ArrayOID, pgtype.TimestamptzArrayOID}, nil, nil)
-	for _, i := range idx {
-		ms := max(evs[i].Timeout.Milliseconds(), 1)
-		b.ExecParams("SAVEPOINT pgrelay_event", nil, nil, nil, nil)
-		b.ExecParams(fmt.Sprintf("SET LOCAL statement_timeout = %d", ms), nil, nil, nil, nil)
-		b.ExecParams(evs[i].Handler, [][]byte{text(evs[i].Payload)}, []uint32{pgtype.TextOID}, nil, nil)
-		b.ExecParams("RELEASE SAVEPOINT pgrelay_event", nil, nil, nil, nil)
-	}
-	b.ExecParams("SET LOCAL statement_timeout = 0", nil, nil, nil, nil)
-	evsArr := text("{" + strings.TrimSuffix(strings.Repeat("succeeded,", len(idx)), ",") + "}")
-	b.ExecParams("SELECT pgrelay._complete($1, $2, $3, $4, NULL)", [][]byte{procText, idArr, atArr, evsArr},
-		[]uint32{pgtype.Int8OID, pgtype.Int8ArrayOID, pgtype.TimestamptzArrayOID, pgtype.TextArrayOID}, nil, nil)
-	b.ExecParams("COMMIT", nil, nil, nil, nil)
-	want := 2 + 4*len(idx) + 3
-	results, err := conn.Conn().PgConn().ExecBatch(ctx, b).ReadAll()
-	failed := -1
-	for j, r := range results {
-		if r.Err != nil {
-			failed, err = j, r.Err
-			break
-		}
-	}
-	if err == nil && len(results) != want {
-		err = fmt.Errorf("expected %d results, got %d", want, len(results))
-	}
-	if err == nil {
-		if tag := results[want-1].CommandTag.String(); tag != "COMMIT" {
-			err = fmt.Errorf("the transaction ended with %s", tag)
-		}
-	}
-	if err == nil {
-		return -1, nil
-	}
-	if conn.Conn().PgConn().TxStatus() != 'I' {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-	}
-	if failed >= 2 && failed < 2+4*len(idx) && (failed-2)%4 == 2 {
-		return (failed - 2) / 4, &HandlerError{Err: err}
-	}
-	return -1, fmt.Errorf("run a batch of %d handlers: %w", len(idx), err)
 }

@@ -250,3 +250,14 @@ func runCLI(t *testing.T, env []string, args ...string) (code int, stdout, stder
 	code = p.wait(60 * time.Second)
 	return code, p.stdout.String(), p.stderr.String()
 }
+
+// text returns the single text value sql yields ("" for NULL).
+func (d *db) text(sql string, args ...any) string {
+	d.t.Helper()
+	var s *string
+	require.NoError(d.t, d.pool.QueryRow(context.Background(), sql, args...).Scan(&s), sql)
+	if s == nil {
+		return ""
+	}
+	return *s
+}

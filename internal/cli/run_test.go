@@ -136,7 +136,7 @@ func TestRunKillAndRestart(t *testing.T) {
 	assert.Equal(t, n, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
 	                             WHERE event = 'succeeded' AND origin_id = ANY($1)`, ids))
 	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event NOT IN ('succeeded', 'rescued')`),
-		"no failures, give-ups or other events")
+		"no failures, give-ups or other events: %s", d.text(`SELECT string_agg(event || ': ' || coalesce(error, ''), '; ') FROM pgrelay.log WHERE event NOT IN ('succeeded', 'rescued')`))
 	// The claims the dead processor held were rescued, each once.
 	assert.Equal(t, held, d.ids(`SELECT origin_id FROM pgrelay.log WHERE event = 'rescued' ORDER BY 1`))
 	// The handler's effects and the completions committed together: every
@@ -158,8 +158,9 @@ func TestRunSIGTERMFinishesRunningHandlers(t *testing.T) {
 	d.exec(appSetup)
 	ids := d.enqueue("slow", "SELECT app.slow($1)", n)
 
+	// One transaction per event (--sql-batch 1), so the claims are visible.
 	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "4",
-		"--shutdown-timeout", "10s", "--heartbeat-interval", "200ms")
+		"--shutdown-timeout", "10s", "--heartbeat-interval", "200ms", "--sql-batch", "1")
 	eventually(t, 60*time.Second, "4 handlers to run", func() bool {
 		return d.handlersRunning("slow") >= 4 || p.exited()
 	})
@@ -195,7 +196,7 @@ func TestRunSIGTERMCancelsAtShutdownTimeout(t *testing.T) {
 	ids := d.enqueue("stuck", "SELECT app.stuck($1)", n)
 
 	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "2",
-		"--shutdown-timeout", "1s", "--heartbeat-interval", "200ms")
+		"--shutdown-timeout", "1s", "--heartbeat-interval", "200ms", "--sql-batch", "1")
 	eventually(t, 60*time.Second, "2 handlers to run", func() bool {
 		return d.handlersRunning("stuck") >= 2 || p.exited()
 	})
@@ -215,6 +216,130 @@ func TestRunSIGTERMCancelsAtShutdownTimeout(t *testing.T) {
 		return d.handlersRunning("stuck") == 0
 	})
 	assert.Contains(t, p.stderr.String(), "cancelling them")
+}
+
+// TestRunKillDirectBatches is the crash test for direct batches (the default
+// for 'none' sql channels): their rows are locked, never marked claimed, so a
+// Processor killed with SIGKILL leaves nothing to rescue. Its batches either
+// commit whole in the server or roll back; either way every event runs
+// exactly once.
+func TestRunKillDirectBatches(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	d := newDB(t)
+	d.exec(appSetup)
+	ids := d.enqueue("work", "SELECT app.work($1)", n)
+	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
+		"--concurrency", "16", "--shutdown-timeout", "10s"}
+	succeeded := func() int {
+		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	}
+
+	first := startCLI(t, nil, args...)
+	eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
+		return succeeded() >= 300 || first.exited()
+	})
+	require.False(t, first.exited(), "the first processor exited on its own")
+	gate, err := pgx.Connect(context.Background(), d.url)
+	require.NoError(t, err)
+	defer gate.Close(context.Background())
+	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_lock(1)")
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, "the first processor's batches to wait at the gate", func() bool {
+		return d.handlersRunning("work") >= 1
+	})
+	first.signal(syscall.SIGKILL)
+	assert.Equal(t, -1, first.wait(10*time.Second), "killed by the signal")
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`),
+		"direct batches mark no claims")
+	doneBefore := succeeded()
+	require.Less(t, doneBefore, n, "the backlog outlasted the first processor")
+
+	// The second processor skips the rows the dead one's batches still hold
+	// locked and starts on others, which wait at the gate too.
+	second := startCLI(t, nil, args...)
+	before := d.handlersRunning("work")
+	eventually(t, 60*time.Second, "the second processor's batches to wait at the gate", func() bool {
+		return d.handlersRunning("work") > before || second.exited()
+	})
+	require.False(t, second.exited(), "the second processor exited on its own")
+	assert.Equal(t, doneBefore, succeeded(), "nothing completed while the gate was shut")
+	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_unlock(1)")
+	require.NoError(t, err)
+
+	eventually(t, 90*time.Second, "every event to succeed", func() bool {
+		return succeeded() >= n || second.exited()
+	})
+	require.False(t, second.exited(), "the second processor exited on its own")
+	second.signal(syscall.SIGTERM)
+	require.Equal(t, 0, second.wait(60*time.Second), "graceful stop exits 0")
+
+	assert.Equal(t, n, d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	assert.Equal(t, n, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+	                             WHERE event = 'succeeded' AND origin_id = ANY($1)`, ids))
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`),
+		"nothing failed or was rescued: %s", d.text(`SELECT string_agg(event || ': ' || coalesce(error, ''), '; ')
+		                                                FROM pgrelay.log WHERE event <> 'succeeded'`))
+	assert.Equal(t, n, d.count(`SELECT count(*) FROM app.ran`))
+	assert.Equal(t, n, d.count(`SELECT count(DISTINCT payload) FROM app.ran`))
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue`), "the queue is empty")
+	d.assertClean()
+}
+
+// TestRunSIGTERMFinishesDirectBatches: on SIGTERM a direct batch already
+// running finishes and commits; no new batch starts.
+func TestRunSIGTERMFinishesDirectBatches(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	d := newDB(t)
+	d.exec(appSetup)
+	d.enqueue("slow", "SELECT app.slow($1)", n)
+
+	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "4",
+		"--shutdown-timeout", "20s", "--heartbeat-interval", "200ms")
+	eventually(t, 60*time.Second, "a handler to run", func() bool {
+		return d.handlersRunning("slow") >= 1 || p.exited()
+	})
+	require.False(t, p.exited())
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second), "graceful stop exits 0")
+
+	ok := d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	assert.Positive(t, ok, "the batch running at SIGTERM finished")
+	assert.Less(t, ok, n, "SIGTERM stopped starting batches: some events are left")
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+	assert.Equal(t, n, ok+d.count(`SELECT count(*) FROM pgrelay.queue WHERE attempt = 1`))
+	assert.Equal(t, ok, d.count(`SELECT count(*) FROM app.ran`))
+	d.assertClean()
+}
+
+// TestRunSIGTERMCancelsDirectBatches: a direct batch still running at the
+// shutdown timeout is cancelled and rolls back whole: its events are pending
+// again on their first attempt, nothing is logged.
+func TestRunSIGTERMCancelsDirectBatches(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	d := newDB(t)
+	d.exec(appSetup)
+	ids := d.enqueue("stuck", "SELECT app.stuck($1)", n)
+
+	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "2",
+		"--shutdown-timeout", "1s", "--heartbeat-interval", "200ms")
+	eventually(t, 60*time.Second, "a handler to run", func() bool {
+		return d.handlersRunning("stuck") >= 1 || p.exited()
+	})
+	require.False(t, p.exited())
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second), "graceful stop exits 0")
+
+	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log`), "no outcome was logged")
+	assert.Equal(t, n, d.count(`SELECT count(*) FROM pgrelay.queue
+	                             WHERE attempt = 1 AND dispatched_at IS NULL AND origin_id = ANY($1)`, ids))
+	assert.Zero(t, d.count(`SELECT count(*) FROM app.ran`))
+	d.assertClean()
+	eventually(t, 15*time.Second, "the cancelled handlers' statements to end", func() bool {
+		return d.handlersRunning("stuck") == 0
+	})
 }
 
 // TestRunMetricsAddrInvalid: a --metrics-addr that cannot be listened on

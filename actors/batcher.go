@@ -1,0 +1,225 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/pgrelay/pgrelay/events/store"
+)
+
+// Messages of the batchers.
+type (
+	// batchReady: the 'none' sql channel has rows ready (from the claimer).
+	batchReady struct{ channel string }
+	// batchDone: a batch goroutine returned; its slots are already free.
+	batchDone struct {
+		requested int
+		batch     *store.DirectBatch
+		err       error
+	}
+	// batchRetry: the backoff after a failed batch has passed.
+	batchRetry struct{}
+)
+
+// batchTarget is how long a batch should take at most: a batch holds its
+// events until it commits, so a channel whose handlers are slow runs smaller
+// batches (down to one event per transaction), in parallel. It is generous:
+// the time per event measured under load includes waiting for the server,
+// and small batches would only add to that load.
+const batchTarget = time.Second
+
+// probeBatch is the size of a channel's first batch, which measures the
+// time per event.
+const probeBatch = 8
+
+// batcher is the channel actor of a 'none' sql channel. It runs the channel's
+// events in direct batches (store.RunDirect): a transaction locks up to
+// SQLBatch ready rows, runs each handler under its own savepoint and records
+// the outcomes, with one commit. It starts batches while rows are ready and
+// slots are free, several at once, and keeps going while batches come back
+// full; the claimer tells it when rows are ready again.
+type batcher struct {
+	d       *deps
+	key     string
+	channel string
+	running int
+	// credit is how many batches to start: one when the claimer says rows
+	// are ready, two more for every batch that comes back full (so a backlog
+	// ramps up to as many batches as slots allow), none after one comes back
+	// short.
+	credit     int
+	draining   bool
+	failures   int  // batches failed in a row
+	backingOff bool // after a failed batch, until retry fires
+	retry      *time.Timer
+	avg        time.Duration // moving average of one event's time in a batch; 0 until measured
+	lastActive time.Time
+}
+
+func batcherProps(d *deps, key, channel string) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &batcher{d: d, key: key, channel: channel}
+	}, actor.WithSupervisor(supervision(d)))
+}
+
+func (b *batcher) Receive(ctx actor.Context) {
+	b.d.hook("batcher", ctx.Message())
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		b.lastActive = time.Now()
+		b.d.metrics.ChannelActors.Inc()
+		// A restarted batcher has lost its hint: look again.
+		b.credit = 1
+		b.fill(ctx)
+	case *batchReady:
+		b.lastActive = time.Now()
+		if p := ctx.Parent(); p != nil {
+			ctx.Send(p, &eventEnded{key: b.key})
+		}
+		b.credit = max(b.credit, 1)
+		b.fill(ctx)
+	case *batchDone:
+		b.lastActive = time.Now()
+		b.running--
+		b.account(m)
+		if m.err != nil {
+			b.failures++
+			b.d.metrics.DBErrors.WithLabelValues("batch").Inc()
+			b.d.log.Error("a batch failed; its events are pending again", "channel", b.channel, "err", m.err,
+				"attempt", b.failures)
+			self := ctx.Self()
+			if b.retry != nil {
+				b.retry.Stop()
+			}
+			b.backingOff = true
+			b.retry = time.AfterFunc(backoff(b.failures), func() { b.d.send(self, &batchRetry{}) })
+			return
+		}
+		b.failures = 0
+		if m.batch != nil && len(m.batch.Events) >= m.requested {
+			b.credit = min(b.credit+2, b.d.cfg.Concurrency) // the channel likely holds more
+		} else {
+			b.credit = 0
+		}
+		b.fill(ctx)
+	case *batchRetry:
+		b.backingOff = false
+		b.credit = max(b.credit, 1)
+		b.fill(ctx)
+	case *drainChildren:
+		b.draining = true
+	case *idleCheck:
+		if b.running == 0 && time.Since(b.lastActive) >= b.d.cfg.IdleTimeout {
+			ctx.Send(ctx.Parent(), &childIdle{key: b.key})
+		}
+	case *actor.Restarting, *actor.Stopping:
+		if b.retry != nil {
+			b.retry.Stop()
+		}
+		if _, restarting := m.(*actor.Restarting); restarting {
+			b.d.metrics.ChannelActors.Dec()
+		}
+	case *actor.Stopped:
+		b.d.metrics.ChannelActors.Dec()
+	case *actor.Terminated:
+	default:
+		b.d.log.Warn("batcher: unexpected message", "type", typeName(ctx.Message()), "channel", b.channel)
+	}
+}
+
+// size is the number of events the next batch asks for: enough to fill
+// batchTarget at the measured time per event, within 1..SQLBatch. Until the
+// time is measured a batch takes a few events.
+func (b *batcher) size() int {
+	if b.avg == 0 {
+		return min(b.d.cfg.SQLBatch, probeBatch)
+	}
+	return max(1, min(b.d.cfg.SQLBatch, int(batchTarget/max(b.avg, time.Microsecond))))
+}
+
+// fill starts batches while it has credit and slots are free. Until the
+// time per event is measured, one batch runs at a time.
+func (b *batcher) fill(ctx actor.Context) {
+	for b.credit > 0 && !b.draining && !b.backingOff && (b.avg > 0 || b.running == 0) {
+		// Slots are events: a batch holds all of its events until it commits.
+		free := b.d.cfg.Concurrency - int(b.d.inflight.Load())
+		if free <= 0 {
+			return // a batch's return, or the claimer once slots free up, fills again
+		}
+		n := min(b.size(), free)
+		b.d.inflight.Add(int64(n))
+		b.d.metrics.InFlight.Set(float64(b.d.inflight.Load()))
+		b.running++
+		b.credit--
+		go runDirect(b.d, b.channel, n, ctx.Self())
+	}
+}
+
+// account records a finished batch's outcomes in the metrics and the time
+// per event.
+func (b *batcher) account(m *batchDone) {
+	if m.batch == nil {
+		return
+	}
+	ran := 0
+	for _, e := range m.batch.Events {
+		b.d.metrics.Claimed.WithLabelValues(b.channel).Inc()
+		switch e.Outcome {
+		case "succeeded":
+			ran++
+			b.d.metrics.Succeeded.WithLabelValues(b.channel).Inc()
+		case "failed":
+			ran++
+			if e.Attempt >= m.batch.MaxAttempts {
+				b.d.metrics.GaveUp.WithLabelValues(b.channel).Inc()
+			} else {
+				b.d.metrics.Failed.WithLabelValues(b.channel).Inc()
+			}
+		case "expired":
+			b.d.metrics.Expired.WithLabelValues(b.channel).Inc()
+		default:
+			b.d.metrics.Released.Inc()
+		}
+	}
+	if ran == 0 || m.err != nil {
+		return
+	}
+	per := m.batch.Took / time.Duration(ran)
+	for range ran {
+		b.d.metrics.HandlerDuration.WithLabelValues(b.channel).Observe(per.Seconds())
+	}
+	if b.avg == 0 {
+		b.avg = max(per, time.Microsecond)
+	} else {
+		b.avg = (b.avg*3 + per) / 4
+	}
+}
+
+// runDirect runs one batch of up to n events of channel and reports to self.
+// Its n slots are freed before it reports. It never panics.
+func runDirect(d *deps, channel string, n int, self *actor.PID) {
+	var b *store.DirectBatch
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				d.log.Error("a batch panicked", "channel", channel, "panic", r, "stack", string(debug.Stack()))
+				err = fmt.Errorf("batch panicked: %v", r)
+			}
+		}()
+		// Each handler is cut by statement_timeout; the context bounds the
+		// batch's round trips should the network not answer.
+		ctx, cancel := context.WithCancel(d.runCtx)
+		defer cancel()
+		b, err = d.store.RunDirect(ctx, store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()}, channel, n)
+	}()
+	left := d.inflight.Add(-int64(n))
+	d.metrics.InFlight.Set(float64(left))
+	d.send(self, &batchDone{requested: n, batch: b, err: err})
+	claimer, _, _ := d.pids()
+	d.send(claimer, &slotsFreed{})
+}

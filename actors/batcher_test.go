@@ -1,0 +1,135 @@
+package actors_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/actors"
+)
+
+// A 'none' sql channel runs in direct batches: many events share a
+// transaction, and no claim is ever written to the queue (the rows are only
+// locked, then deleted).
+func TestActorDirectBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, tx bigint)`)
+	e.exec(`SELECT pgrelay.register('d', 'INSERT INTO public.ran VALUES ($1, txid_current())')`)
+	countUpdates(e)
+	var ps []string
+	for i := range 2000 {
+		ps = append(ps, fmt.Sprintf("p%d", i))
+	}
+	e.exec(`SELECT pgrelay.notify_many('d', $1)`, ps)
+	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 200, 50 })
+	e.eventually(60*time.Second, "2000 successes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000
+	})
+	require.Equal(t, 2000, e.count(`SELECT count(DISTINCT payload) FROM ran`))
+	txs := e.count(`SELECT count(DISTINCT tx) FROM ran`)
+	require.Less(t, txs, 2000/5, "events share transactions")
+	require.LessOrEqual(t, e.count(`SELECT max(n) FROM (SELECT count(*) AS n FROM ran GROUP BY tx) x`), 50,
+		"no batch is larger than SQLBatch")
+	// Nothing was claimed by an update: the queue's rows were only inserted
+	// and deleted.
+	require.Zero(t, e.count(`SELECT count(*) FROM updates`))
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
+// Failing handlers in a direct batch: each fails alone (its savepoint rolls
+// back, the others' effects commit) and no handler runs twice for an attempt
+// — a sequence, which no rollback undoes, counts every run.
+func TestActorDirectBatchFailures(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload int, tx bigint)`)
+	e.exec(`CREATE SEQUENCE runs`)
+	// Every third payload fails on its first attempt.
+	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+	  PERFORM nextval('runs');
+	  INSERT INTO public.ran VALUES (p::int, txid_current());
+	  IF p::int % 3 = 0 AND NOT EXISTS (SELECT FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%bad <' || p || '>%') THEN
+	    RAISE EXCEPTION 'bad <%>', p;
+	  END IF;
+	END $$`)
+	e.exec(`SELECT pgrelay.register('f', 'SELECT public.work($1)', p_retry_delay := '10 milliseconds')`)
+	e.exec(`SELECT pgrelay.notify_many('f', ARRAY(SELECT g::text FROM generate_series(1, 300) g))`)
+	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 32, 32 })
+	e.eventually(60*time.Second, "300 successes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
+	})
+	require.Equal(t, 100, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`))
+	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND attempt = 1 + (
+	  SELECT count(*) FROM pgrelay.log f WHERE f.origin_id = log.origin_id AND f.event = 'failed')`))
+	// 300 successful runs and 100 failed ones, each exactly once.
+	require.Equal(t, 400, e.count(`SELECT last_value FROM runs`))
+	require.Equal(t, 300, e.count(`SELECT count(*) FROM ran`), "the failed runs' effects rolled back")
+	require.Equal(t, 300, e.count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Less(t, e.count(`SELECT count(DISTINCT tx) FROM ran WHERE payload % 3 <> 0`), 200/2,
+		"events that succeeded first time shared transactions")
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
+// With SQLBatch 1 a 'none' sql channel is claimed and run one event per
+// transaction, like the other kinds.
+func TestActorSQLBatchOneClaims(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, tx bigint)`)
+	e.exec(`SELECT pgrelay.register('d', 'INSERT INTO public.ran VALUES ($1, txid_current())')`)
+	countUpdates(e)
+	e.exec(`SELECT pgrelay.notify_many('d', ARRAY(SELECT g::text FROM generate_series(1, 50) g))`)
+	e.startProcessor(func(c *actors.Config) { c.SQLBatch = 1 })
+	e.eventually(30*time.Second, "50 successes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 50
+	})
+	require.Equal(t, 50, e.count(`SELECT count(DISTINCT tx) FROM ran`))
+	require.Equal(t, 50, e.count(`SELECT count(*) FROM updates WHERE claimed`), "each event was claimed")
+}
+
+// A batcher that fails is restarted by its supervisor and the channel's
+// events still all run once.
+func TestActorBatcherRestarts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text)`)
+	e.exec(`SELECT pgrelay.register('r', 'INSERT INTO public.ran VALUES ($1)')`)
+	crashed := make(chan struct{}, 1)
+	e.startProcessor(func(c *actors.Config) {
+		actors.SetTestHook(c, func(name string, msg any) {
+			if name == "batcher" && actors.IsBatchDone(msg) {
+				select {
+				case crashed <- struct{}{}:
+					panic("batcher bug")
+				default: // crash once only
+				}
+			}
+		})
+	})
+	e.exec(`SELECT pgrelay.notify_many('r', ARRAY(SELECT g::text FROM generate_series(1, 300) g))`)
+	e.eventually(30*time.Second, "300 successes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
+	})
+	require.Len(t, crashed, 1)
+	require.Equal(t, 300, e.count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 300, e.count(`SELECT count(*) FROM ran`))
+	e.exec(`SELECT pgrelay.notify('r', 'later')`)
+	e.eventually(10*time.Second, "a later event", func() bool {
+		return e.count(`SELECT count(*) FROM ran WHERE payload = 'later'`) == 1
+	})
+}
+
+// countUpdates records every update of a queue row in the table updates.
+func countUpdates(e *env) {
+	e.exec(`CREATE TABLE updates (id bigint, claimed bool)`)
+	e.exec(`CREATE FUNCTION public.count_update() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+	  INSERT INTO public.updates VALUES (NEW.id, NEW.dispatched_at IS NOT NULL);
+	  RETURN NEW;
+	END $$`)
+	e.exec(`CREATE TRIGGER count_update AFTER UPDATE ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION public.count_update()`)
+}

@@ -1,0 +1,104 @@
+package migrations_test
+
+// Direct batches (0005): _claim_direct locks ready rows of a 'none' sql
+// channel for the caller's transaction, _complete with a NULL processor
+// records the outcomes of the rows it holds, _ready_direct lists the channels
+// with rows ready, and _next_ids hands out a batch of ids.
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDirectClaimAndComplete(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("d", "")
+	d.register("ser", "p_concurrency_mode := 'channel'")
+	for i := range 5 {
+		d.notify("d", string(rune('a'+i)))
+	}
+	d.notify("ser", "x")
+	require.Equal(t, []string{"d"}, column[string](t, d.pool, "SELECT * FROM pgrelay._ready_direct('single', false)"),
+		"only 'none' sql channels are batched")
+	a, b := d.conn(0), d.conn(0)
+	// Two transactions lock disjoint rows, oldest first.
+	var first, second []int64
+	tx, err := a.Begin(bg)
+	require.NoError(t, err)
+	first = column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 3)")
+	require.Len(t, first, 3)
+	inTx(t, b, func(tx2 pgx.Tx) {
+		second = column[int64](t, tx2, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 10)")
+		require.Len(t, second, 2, "locked rows are skipped")
+	})
+	require.Less(t, first[2], second[0])
+	// Nothing is written to claim: the rows look pending.
+	require.Equal(t, 5, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'd' AND dispatched_at IS NULL"))
+	require.Equal(t, 3, one[int](t, tx, `SELECT pgrelay._complete(NULL, $1, NULL,
+		ARRAY['succeeded', 'failed', 'expired'], ARRAY[NULL, 'boom', NULL])`, first))
+	require.NoError(t, tx.Commit(bg))
+	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'failed', 'expired')"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE retry_of = $1 AND attempt = 2", first[1]),
+		"the failed event is retried")
+	require.Equal(t, "boom", one[string](t, d.pool, "SELECT error FROM pgrelay.log WHERE queue_id = $1", first[1]))
+
+	// A claimed row (classic claim) is never completed as a direct one.
+	proc := startProcessor(t, d.pool)
+	claimed := claim(t, d.pool, proc, 10, "sql")
+	require.NotEmpty(t, claimed)
+	require.Zero(t, one[int](t, d.pool, `SELECT pgrelay._complete(NULL, $1, NULL,
+		array_fill('succeeded'::text, ARRAY[cardinality($1::bigint[])]), NULL)`, ids(claimed)))
+	require.Empty(t, column[int64](t, d.pool, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 10)"),
+		"claimed rows are not direct rows")
+}
+
+func TestDirectClaimRules(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("d", "")
+	d.register("p", "p_node_restricted := true")
+	n1 := d.conn(1)
+	_, err := n1.Exec(bg, "SELECT pgrelay.notify('d', 'from-1'), pgrelay.notify('p', 'pinned-1')")
+	require.NoError(t, err)
+	d.notify("d", "from-0")
+	claimOn := func(node int, mode string, leader bool, channel string) []string {
+		c := d.conn(node)
+		var got []string
+		inTx(t, c, func(tx pgx.Tx) {
+			got = column[string](t, tx, "SELECT payload FROM pgrelay._claim_direct($1, $2, $3, NULL, 10)", channel, mode, leader)
+		})
+		return got
+	}
+	require.ElementsMatch(t, []string{"from-0", "from-1"}, claimOn(0, "single", false, "d"))
+	require.Equal(t, []string{"from-1"}, claimOn(1, "multi-node", false, "d"), "multi-node: own rows only")
+	require.Empty(t, claimOn(2, "leader", false, "d"), "leader mode: only the leader takes unrestricted rows")
+	require.Len(t, claimOn(2, "leader", true, "d"), 2)
+	require.Equal(t, []string{"pinned-1"}, claimOn(1, "leader", false, "p"), "pinned rows run on their node")
+	require.Empty(t, claimOn(0, "single", false, "p"), "and nowhere else")
+	// A stale term gets pinned rows only.
+	require.Empty(t, column[string](t, d.pool, "SELECT payload FROM pgrelay._claim_direct('d', 'leader', true, 42, 10)"))
+	// A paused channel is not batched.
+	d.exec("UPDATE pgrelay.channels SET paused = true WHERE channel = 'd'")
+	require.Empty(t, claimOn(0, "single", false, "d"))
+	require.Empty(t, column[string](t, d.pool, "SELECT * FROM pgrelay._ready_direct('single', false)"))
+	requireCode(t, d.err("SELECT * FROM pgrelay._claim_direct('d', 'cluster', false, NULL, 1)"), "PR021")
+}
+
+func TestNextIDsBatch(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	got := column[int64](t, d.pool, "SELECT unnest(pgrelay._next_ids(5000))")
+	require.Len(t, got, 5000)
+	for i := 1; i < len(got); i++ {
+		require.Greater(t, got[i], got[i-1])
+	}
+	after := one[int64](t, d.pool, "SELECT pgrelay._next_id()")
+	require.Greater(t, after, got[len(got)-1])
+	require.Empty(t, column[int64](t, d.pool, "SELECT unnest(pgrelay._next_ids(0))"))
+	n1 := d.conn(7)
+	id := one[int64](t, n1, "SELECT (pgrelay._next_ids(3))[2]")
+	require.EqualValues(t, 7, (id>>12)&1023, "the node id is in the id")
+}

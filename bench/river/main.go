@@ -13,7 +13,9 @@
 //     counted in the throughput; their rate is reported as insert_per_sec),
 //     then a River client with a no-op worker drains them; events_per_sec is
 //     N over the time from the client's Start to the last completion, the
-//     completions being counted from River's event subscription.
+//     completions being counted from River's event subscription. series is
+//     the number of completions seen every 100 ms from the Start (for a
+//     throughput-over-time plot).
 //   - enqueue: InsertMany in batches of --insert-batch (insert_per_sec), then
 //     single Insert calls, one job per transaction, for min(N, 10000) jobs
 //     (single_insert_per_sec).
@@ -22,7 +24,8 @@
 //     does not wait for earlier inserts (open loop); latency is the handler's
 //     start time minus the time just after Insert returned (the insert
 //     transaction committed). insert_per_sec is the insert rate achieved,
-//     which shows whether the database kept up with --rate.
+//     which shows whether the database kept up with --rate;
+//     latency_samples_ms holds every job's latency, sorted (for a CDF).
 //
 // River's tables live in the database's default schema (its search_path), so
 // the database should be a dedicated benchmark database: the harness runs
@@ -74,6 +77,8 @@ const (
 	// stallCheck is how long the burn-down waits without a completion event
 	// before it asks the database whether events were lost.
 	stallCheck = 10 * time.Second
+	// sampleEvery is the interval of the burn-down's completion series.
+	sampleEvery = 100 * time.Millisecond
 )
 
 // config holds the parsed flags.
@@ -206,7 +211,16 @@ type result struct {
 	SingleInsertPerSec *float64       `json:"single_insert_per_sec,omitempty"`
 	SingleInserts      *int           `json:"single_inserts,omitempty"`
 	LatencyMS          *latencyMS     `json:"latency_ms,omitempty"`
+	LatencySamplesMS   []float64      `json:"latency_samples_ms,omitempty"`
+	Series             []point        `json:"series,omitempty"`
 	Settings           map[string]any `json:"settings"`
+}
+
+// point is one sample of a burn-down: completions seen T seconds after the
+// client's Start.
+type point struct {
+	T    float64 `json:"t"`
+	Done int64   `json:"done"`
 }
 
 // benchArgs is the no-op job. Seq numbers the jobs of a latency run; -1 marks
@@ -512,6 +526,9 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	sample := time.NewTicker(sampleEvery)
+	defer sample.Stop()
+	res.Series = append(res.Series, point{T: 0, Done: 0}) // nothing can complete before the Start
 	lastCount, lastChange := int64(0), time.Now()
 	for {
 		select {
@@ -519,7 +536,15 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 			took := end.Sub(start)
 			res.Seconds = round(took.Seconds(), 3)
 			res.EventsPerSec = ptr(rate(cfg.Events, took))
+			// A sample taken after the last completion but handled first
+			// gives way to the exact end.
+			for len(res.Series) > 0 && res.Series[len(res.Series)-1].T >= took.Seconds() {
+				res.Series = res.Series[:len(res.Series)-1]
+			}
+			res.Series = append(res.Series, point{T: round(took.Seconds(), 3), Done: int64(cfg.Events)})
 			return nil
+		case now := <-sample.C:
+			res.Series = append(res.Series, point{T: round(now.Sub(start).Seconds(), 3), Done: completed.Load()})
 		case <-ctx.Done():
 			return fmt.Errorf("%d of %d completions seen: %w", completed.Load(), cfg.Events, ctx.Err())
 		case <-tick.C:
@@ -665,6 +690,10 @@ func latency(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 		}
 	}
 	slices.Sort(lat)
+	res.LatencySamplesMS = make([]float64, len(lat))
+	for i, d := range lat {
+		res.LatencySamplesMS[i] = ms(d)
+	}
 	res.Seconds = round(lastStart.Sub(start).Seconds(), 3)
 	res.LatencyMS = &latencyMS{
 		P50: ms(percentile(lat, 50)),

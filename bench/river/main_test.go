@@ -92,7 +92,24 @@ func TestScenarios(t *testing.T) {
 		positive(t, got, "seconds")
 		positive(t, got, "events_per_sec")
 		positive(t, got, "insert_per_sec")
-		absent(t, got, "single_insert_per_sec", "latency_ms")
+		absent(t, got, "single_insert_per_sec", "latency_ms", "latency_samples_ms")
+		series, ok := got["series"].([]any)
+		if !ok || len(series) < 2 {
+			t.Fatalf("series missing or short: %v", got["series"])
+		}
+		prevT, prevDone := -1.0, -1.0
+		for _, s := range series {
+			p, _ := s.(map[string]any)
+			tt, _ := p["t"].(float64)
+			done, _ := p["done"].(float64)
+			if tt < prevT || done < prevDone {
+				t.Fatalf("series goes backwards at %v: %v", p, series)
+			}
+			prevT, prevDone = tt, done
+		}
+		if prevDone != 500 || prevT != got["seconds"] {
+			t.Errorf("series ends at t=%v done=%v, want t=seconds=%v done=500", prevT, prevDone, got["seconds"])
+		}
 	})
 	t.Run("enqueue", func(t *testing.T) {
 		got := runJSON(t, "--database-url", url, "--scenario", "enqueue", "--events", "300", "--insert-batch", "100")
@@ -102,7 +119,7 @@ func TestScenarios(t *testing.T) {
 		if got["single_inserts"] != float64(300) {
 			t.Errorf("single_inserts = %v, want 300", got["single_inserts"])
 		}
-		absent(t, got, "events_per_sec", "latency_ms")
+		absent(t, got, "events_per_sec", "latency_ms", "latency_samples_ms", "series")
 	})
 	t.Run("latency", func(t *testing.T) {
 		got := runJSON(t, "--database-url", url, "--scenario", "latency", "--events", "50", "--rate", "100", "--workers", "10")
@@ -116,7 +133,14 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("latency_ms = %v, want 0 < p50 <= p95 <= p99 <= max < 60 s", lat)
 		}
 		positive(t, got, "insert_per_sec")
-		absent(t, got, "events_per_sec", "single_insert_per_sec", "single_inserts")
+		absent(t, got, "events_per_sec", "single_insert_per_sec", "single_inserts", "series")
+		samples, ok := got["latency_samples_ms"].([]any)
+		if !ok || len(samples) != 50 {
+			t.Fatalf("latency_samples_ms: want 50 samples, got %v", got["latency_samples_ms"])
+		}
+		if first, last := samples[0].(float64), samples[len(samples)-1].(float64); first > last || last != mx {
+			t.Errorf("latency_samples_ms not sorted or not ending at max: first %v, last %v, max %v", first, last, mx)
+		}
 	})
 	// Every scenario leaves river_job empty behind it.
 	conn, err := pgx.Connect(context.Background(), url)

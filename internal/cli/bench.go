@@ -2,193 +2,367 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"math"
+	"path/filepath"
 	"runtime"
-	"time"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
-// runBench measures the burn-down throughput of no-op sql events: N events
-// are enqueued first (notify_many in batches), then one Processor runs them
-// all; the figure is events per second from the Processor's start to the last
-// success.
+// benchScenario is one scenario of `pgrelay bench`.
+type benchScenario struct {
+	name    string
+	summary string
+	// local: runs on the bench database (every scenario but cluster, which
+	// starts a cluster of its own).
+	local bool
+	// peer: --peer runs the peer's version of the scenario too.
+	peer bool
+	run  func(b *bench, ctx context.Context) (*scenarioResult, error)
+}
+
+// benchScenarios are the scenarios, in the order `all` runs the first six.
+func benchScenarios() []benchScenario {
+	return []benchScenario{
+		{"burn-down", "N no-op events pre-inserted, drained by one Processor: events/s", true, true, (*bench).scenarioBurnDown},
+		{"enqueue", "notify_many in batches, notify() one per transaction: events/s", true, true, (*bench).scenarioEnqueue},
+		{"latency", "events at --rate into a running Processor: commit to handler start", true, true, (*bench).scenarioLatency},
+		{"backlog", "burn-down with --backlog-sizes rows pending: events/s, large/small", true, false, (*bench).scenarioBacklog},
+		{"channels", "'channel'-mode channels, then one 'none' channel: events/s, RSS", true, false, (*bench).scenarioChannels},
+		{"ceiling", "the burn-down by a bare loop without actors: events/s", true, false, (*bench).scenarioCeiling},
+		{"nats", "burn-down without, then with status events to JetStream: ratio", true, false, (*bench).scenarioNATS},
+		{"email", "emails via pgrelay_notifier.send() to an SMTP catcher: emails/s", true, false, (*bench).scenarioEmail},
+		{"cluster", "multi-node burn-down on a two-node pglogical cluster: 1 node, 2", false, false, (*bench).scenarioCluster},
+	}
+}
+
+// benchAll is what the scenario name "all" stands for.
+func benchAll() []string {
+	return []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling"}
+}
+
+// benchOptions are the bench's own flags.
+type benchOptions struct {
+	databaseURL    string
+	events         int
+	batch          int
+	latencyEvents  int
+	rate           float64
+	backlogSizes   []int
+	backlogMeasure int
+	channels       int
+	perChannel     int
+	peer           string
+	peerDir        string
+	json           bool
+	plot           string
+	progress       bool
+	cpuprofile     string
+}
+
+// bench is one run of `pgrelay bench`: its options, the database and the
+// helpers the scenarios share.
+type bench struct {
+	a      *app
+	o      benchOptions
+	f      processorFlags // the measured Processors' flags (databaseURL is set per Processor)
+	logger *slog.Logger
+	dbURL  string        // the bench database (empty when only cluster runs)
+	pool   *pgxpool.Pool // on dbURL
+	prog   *progress
+	prof   *cpuProfiler
+	river  *riverHarness
+}
+
+const benchUsage = `Usage: pgrelay bench [flags] [scenario ...]
+
+Measures pgrelay on PostgreSQL. Unless --database-url names a database, it
+starts a throwaway PostgreSQL 15 with default durability (fsync and
+synchronous_commit on) and removes it afterwards; it never touches a database
+it was not pointed at. Scenarios run in the order given (default: burn-down),
+each showing a progress bar on stderr when stderr is a terminal (or with
+--progress); a result table follows on stdout (--json: one JSON document).
+
+Scenarios (as arguments, or --scenario a,b):
+`
+
+func printBenchUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, benchUsage)
+	for _, s := range benchScenarios() {
+		fmt.Fprintf(w, "  %-10s %s\n", s.name, s.summary)
+	}
+	fmt.Fprintf(w, "  %-10s %s\n", "all", strings.Join(benchAll(), " "))
+	fmt.Fprint(w, `
+docs/reference.md describes what each scenario measures and how.
+
+--peer river runs River's version of burn-down, enqueue and latency (the
+harness in bench/river, built with the go command) on the same database right
+after pgrelay's, and prints the ratios pgrelay/River.
+
+Flags (every flag also reads PGRELAY_<FLAG>; the Processor flags configure
+every measured Processor):
+`)
+	fs.PrintDefaults()
+}
+
+// runBench is `pgrelay bench`.
 func runBench(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("bench")
-	url := fs.String("database-url", "", "benchmark against this database (default: a throwaway PostgreSQL with default durability)")
-	events := fs.Int("events", 100000, "events to enqueue and run")
-	batch := fs.Int("enqueue-batch", 1000, "payloads per notify_many call while enqueueing")
-	natsMode := fs.Bool("nats", false, "measure the burn-down twice, without NATS and with every status event published to JetStream (in process, or --nats-url), and report the ratio")
-	peer := fs.String("peer", "", "also run the same burn-down with this peer queue on the same database and print the ratio: river (needs the repository's bench/river module and the go command)")
-	peerDir := fs.String("peer-dir", "", "the peer harness's module directory (default bench/river)")
-	clusterMode := fs.Bool("cluster", false, "measure multi-node throughput on a throwaway two-node cluster: one node, then two (needs pglogical)")
-	emailMode := fs.Bool("email", false, "send emails instead: notifications through an email channel to an in-process SMTP catcher (or --smtp-url)")
+	var o benchOptions
+	var scenarioList, backlogSizes string
+	fs.StringVar(&o.databaseURL, "database-url", "", "benchmark against this database instead: pgrelay's schema is migrated there and the bench creates and removes only its own channels (pgrelay_bench_*) and schema (pgrelay_bench); River's tables too with --peer (default: a throwaway PostgreSQL with default durability)")
+	fs.StringVar(&scenarioList, "scenario", "", "comma-separated scenarios to run, after those named as arguments (default: burn-down)")
+	fs.IntVar(&o.events, "events", 100000, "events of burn-down, ceiling, enqueue (its single notify() part runs min(events, 10000)), nats, email and cluster")
+	fs.IntVar(&o.batch, "enqueue-batch", 1000, "payloads per notify_many call when enqueueing (email: notifications per send() statement)")
+	fs.IntVar(&o.latencyEvents, "latency-events", 2000, "latency: events to send")
+	fs.Float64Var(&o.rate, "rate", 200, "latency: events enqueued per second, on a schedule that does not wait for earlier inserts")
+	fs.StringVar(&backlogSizes, "backlog-sizes", "10000,1000000", "backlog: comma-separated numbers of pending rows to measure the burn-down with")
+	fs.IntVar(&o.backlogMeasure, "backlog-measure", 50000, "backlog: completions measured at each size (at most the size)")
+	fs.IntVar(&o.channels, "channels", 10000, "channels: number of 'channel'-mode channels")
+	fs.IntVar(&o.perChannel, "events-per-channel", 20, "channels: events per channel")
+	fs.StringVar(&o.peer, "peer", "", "also run burn-down, enqueue and latency with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")
+	fs.StringVar(&o.peerDir, "peer-dir", "", "the peer harness's module directory (default bench/river)")
+	fs.BoolVar(&o.json, "json", false, "print one JSON document with every result instead of the table")
+	fs.StringVar(&o.plot, "plot", "", "also write an HTML report (throughput over time, latency CDF; inline SVG) to this .html file")
+	fs.BoolVar(&o.progress, "progress", false, "show progress on stderr even when it is not a terminal (then one line a second)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile of each measured part to this file (with several parts, one file each: the part's name goes before the extension)")
+	natsMode := fs.Bool("nats", false, "same as the scenario nats")
+	emailMode := fs.Bool("email", false, "same as the scenario email")
+	clusterMode := fs.Bool("cluster", false, "same as the scenario cluster")
 	var f processorFlags
 	f.register(fs, false)
-	mkLog := logFlags(fs)
-	if err := a.parse(fs, args); err != nil {
+	mkLog := logFlagsAt(fs, "warn") // the Processors' start and stop are not news here
+	fs.Usage = func() { printBenchUsage(fs) }
+	pos, err := a.parseMixed(fs, args)
+	if err != nil {
 		return err
 	}
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if *events < 1 || *batch < 1 {
-		return &usageError{msg: "--events and --enqueue-batch must be positive"}
+	if scenarioList != "" {
+		pos = append(pos, strings.Split(scenarioList, ",")...)
 	}
-	if *peer != "" && *peer != "river" {
-		return &usageError{msg: fmt.Sprintf("--peer %q: the only peer is river", *peer)}
+	for _, alias := range []struct {
+		on   bool
+		name string
+	}{{*natsMode, "nats"}, {*emailMode, "email"}, {*clusterMode, "cluster"}} {
+		if alias.on {
+			pos = append(pos, alias.name)
+		}
+	}
+	list, err := selectScenarios(pos)
+	if err != nil {
+		return err
+	}
+	if o.backlogSizes, err = parseSizes(backlogSizes); err != nil {
+		return err
+	}
+	if err := o.validate(list); err != nil {
+		return err
 	}
 	logger, err := mkLog(a.stderr)
 	if err != nil {
 		return err
 	}
-	if *clusterMode {
-		return benchCluster(ctx, a, f, *events, logger)
+	b := &bench{a: a, o: o, f: f, logger: logger, prog: newProgress(a.stderr, o.progress),
+		prof: &cpuProfiler{path: o.cpuprofile}, river: &riverHarness{dir: riverDir(o.peerDir)}}
+	return b.run(ctx, list)
+}
+
+// selectScenarios turns scenario names into scenarios, in order, without
+// repeats; none means burn-down.
+func selectScenarios(names []string) ([]benchScenario, error) {
+	all := benchScenarios()
+	if len(names) == 0 {
+		names = []string{"burn-down"}
 	}
-	dbURL := *url
-	if dbURL == "" {
-		pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{Durable: true, Logger: logger})
-		if err != nil {
-			return err
+	var out []benchScenario
+	add := func(name string) error {
+		i := slices.IndexFunc(all, func(s benchScenario) bool { return s.name == name })
+		if i < 0 {
+			var known []string
+			for _, s := range all {
+				known = append(known, s.name)
+			}
+			return &usageError{msg: fmt.Sprintf("unknown scenario %q: expected %s or all", name, strings.Join(known, ", "))}
 		}
-		defer func() { _ = pg.Stop() }()
-		if err := pg.Exec(ctx, "postgres", "CREATE DATABASE pgrelay_bench"); err != nil {
-			return err
+		if !slices.ContainsFunc(out, func(s benchScenario) bool { return s.name == name }) {
+			out = append(out, all[i])
 		}
-		dbURL = pg.URL("pgrelay_bench")
+		return nil
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer pool.Close()
-	if _, err := migrations.Up(ctx, pool); err != nil {
-		return err
-	}
-	if *natsMode {
-		return benchNATS(ctx, a, pool, &f, *events, *batch, dbURL, logger)
-	}
-	if *emailMode {
-		return benchEmail(ctx, a, pool, dbURL, &f, *events, *batch, logger)
-	}
-	const channel = "pgrelay_bench_noop"
-	if _, err := pool.Exec(ctx, `SELECT pgrelay.unregister(channel, p_force := true) FROM pgrelay.channels WHERE channel = $1`, channel); err != nil {
-		return fmt.Errorf("reset the bench channel: %w", err)
-	}
-	if _, err := pool.Exec(ctx, `SELECT pgrelay.register($1, 'SELECT $1')`, channel); err != nil {
-		return fmt.Errorf("register the bench channel: %w", err)
-	}
-	enqTook, runTook, err := burnDown(ctx, f, []*pgxpool.Pool{pool}, []string{dbURL}, f.mode, channel,
-		*events, *batch, logger)
-	if err != nil {
-		return err
-	}
-	cfg := f.config(logger, nil)
-	var pgVersion string
-	_ = pool.QueryRow(ctx, `SHOW server_version`).Scan(&pgVersion)
-	fmt.Fprintf(a.stdout, "pgrelay %s bench: %d no-op sql events, PostgreSQL %s, %d CPUs, concurrency %d, batch %d\n",
-		Version, *events, pgVersion, runtime.NumCPU(), cfg.Concurrency, cfg.BatchSize)
-	fmt.Fprintf(a.stdout, "enqueue (notify_many x %d): %8.0f events/s (%s)\n", *batch,
-		float64(*events)/enqTook.Seconds(), enqTook.Round(time.Millisecond))
-	rate := float64(*events) / runTook.Seconds()
-	fmt.Fprintf(a.stdout, "burn-down (claim, run, complete): %8.0f events/s (%s)\n",
-		rate, runTook.Round(time.Millisecond))
-	if *peer == "river" {
-		r, err := benchRiver(ctx, riverDir(*peerDir), dbURL, *events)
-		if err != nil {
-			return err
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "all" {
+			for _, a := range benchAll() {
+				if err := add(a); err != nil {
+					return nil, err
+				}
+			}
+			continue
 		}
-		fmt.Fprintf(a.stdout, "river %s burn-down (same database, 2000 workers, fetch cooldown 2ms, poll 20ms): %8.0f jobs/s (%.3fs)\n",
-			r.Version, r.EventsPerSec, r.Seconds)
-		fmt.Fprintf(a.stdout, "ratio pgrelay/river: %.2f\n", rate/r.EventsPerSec)
+		if err := add(n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// parseSizes parses a comma-separated list of positive integers.
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 {
+			return nil, &usageError{msg: fmt.Sprintf("--backlog-sizes %q: expected positive integers separated by commas", s)}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (o *benchOptions) validate(list []benchScenario) error {
+	switch {
+	case o.events < 1 || o.batch < 1:
+		return &usageError{msg: "--events and --enqueue-batch must be positive"}
+	case o.latencyEvents < 1:
+		return &usageError{msg: "--latency-events must be positive"}
+	case !(o.rate > 0) || math.IsInf(o.rate, 0):
+		return &usageError{msg: "--rate must be a positive number"}
+	case o.backlogMeasure < 1:
+		return &usageError{msg: "--backlog-measure must be positive"}
+	case o.channels < 1 || o.perChannel < 1:
+		return &usageError{msg: "--channels and --events-per-channel must be positive"}
+	case o.peer != "" && o.peer != "river":
+		return &usageError{msg: fmt.Sprintf("--peer %q: the only peer is river", o.peer)}
+	case o.peer != "" && !slices.ContainsFunc(list, func(s benchScenario) bool { return s.peer }):
+		return &usageError{msg: "--peer runs with burn-down, enqueue and latency only: name one of them"}
+	}
+	if o.plot != "" {
+		if ext := strings.ToLower(filepath.Ext(o.plot)); ext != ".html" && ext != ".htm" {
+			return &usageError{msg: fmt.Sprintf("--plot %s: only HTML reports are supported (name the file .html)", o.plot)}
+		}
 	}
 	return nil
 }
 
-// benchEmail measures the email path: n notifications composed with
-// pgrelay_notifier.send() (batch per statement), then one Processor sends
-// them all through pooled SMTP connections; the figure is emails per second
-// from the Processor's start to the last 'sent' status.
-func benchEmail(ctx context.Context, a *app, pool *pgxpool.Pool, dbURL string, f *processorFlags, n, batch int,
-	logger *slog.Logger) error {
-	const channel = "pgrelay_bench_email"
-	var catcher *testenv.SMTP
-	if f.smtpURL == "" && (f.file == nil || f.file.SMTP == nil || f.file.SMTP.Default == "") {
-		var err error
-		if catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Logger: logger}); err != nil {
+// run prepares the database, runs the scenarios and reports. Results of the
+// scenarios that ran are reported even when a later one fails.
+func (b *bench) run(ctx context.Context, list []benchScenario) error {
+	defer b.river.close()
+	rep := &benchReport{
+		Version:    Version,
+		CPUs:       runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Go:         runtime.Version(),
+		Processor:  processorSettingsOf(&b.f),
+	}
+	if slices.ContainsFunc(list, func(s benchScenario) bool { return s.local }) {
+		stop, err := b.openDatabase(ctx, rep)
+		if err != nil {
 			return err
 		}
-		defer func() { _ = catcher.Close() }()
-		f.smtpURL = catcher.URL()
+		defer stop()
 	}
-	if _, err := pool.Exec(ctx, `SELECT pgrelay.unregister(channel, p_force := true) FROM pgrelay.channels WHERE channel = $1`, channel); err != nil {
-		return fmt.Errorf("reset the bench channel: %w", err)
-	}
-	if _, err := pool.Exec(ctx, `SELECT pgrelay_notifier.create_channel($1, 'bench@pgrelay.localhost')`, channel); err != nil {
-		return fmt.Errorf("create the bench channel: %w", err)
-	}
-	var startID int64
-	if err := pool.QueryRow(ctx, `SELECT COALESCE(max(notification_id), 0) FROM pgrelay_notifier.notifications`).Scan(&startID); err != nil {
-		return err
-	}
-	enqStart := time.Now()
-	for i := 0; i < n; i += batch {
-		k := min(batch, n-i)
-		if _, err := pool.Exec(ctx, `SELECT count(pgrelay_notifier.send($1, ARRAY['user' || g || '@example.com'],
-			'Order ' || g || ' confirmed', 'Thank you for order ' || g || '.', '<p>Thank you for order <b>' || g || '</b>.</p>'))
-			FROM generate_series($2::int, $3::int) g`, channel, i+1, i+k); err != nil {
-			return fmt.Errorf("enqueue: %w", err)
+	var runErr error
+	for _, s := range list {
+		res, err := s.run(b, ctx)
+		if res != nil {
+			rep.Scenarios = append(rep.Scenarios, res)
+		}
+		if err != nil {
+			runErr = fmt.Errorf("%s: %w", s.name, err)
+			break
 		}
 	}
-	enqTook := time.Since(enqStart)
-	if _, err := pool.Exec(ctx, `ANALYZE pgrelay.queue`); err != nil {
-		return err
+	rep.crossRatios()
+	if runErr != nil {
+		rep.Error = oneLine(runErr.Error())
 	}
+	files, err := b.prof.write()
+	for _, f := range files {
+		fmt.Fprintf(b.a.stderr, "pgrelay bench: CPU profile written to %s\n", f)
+	}
+	runErr = errors.Join(runErr, err)
+	if b.o.json {
+		err = rep.writeJSON(b.a.stdout)
+	} else {
+		err = rep.writeText(b.a.stdout)
+	}
+	runErr = errors.Join(runErr, err)
+	if b.o.plot != "" && len(rep.Scenarios) > 0 {
+		if err := writePlot(b.o.plot, rep); err != nil {
+			runErr = errors.Join(runErr, err)
+		} else if !b.o.json {
+			fmt.Fprintf(b.a.stdout, "\nHTML report: %s\n", b.o.plot)
+		}
+	}
+	return runErr
+}
 
-	f.databaseURL = dbURL
-	cfg := f.config(logger, prometheus.NewRegistry())
-	p, err := actors.New(cfg)
+// openDatabase starts the throwaway PostgreSQL (unless --database-url),
+// connects and migrates; stop undoes it.
+func (b *bench) openDatabase(ctx context.Context, rep *benchReport) (stop func(), err error) {
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	b.dbURL = b.o.databaseURL
+	rep.Database = "given (--database-url)"
+	if b.dbURL == "" {
+		pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{Durable: true, Logger: b.logger})
+		if err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { _ = pg.Stop() })
+		if err := pg.Exec(ctx, "postgres", "CREATE DATABASE pgrelay_bench"); err != nil {
+			return nil, err
+		}
+		b.dbURL = pg.URL("pgrelay_bench")
+		rep.Database = "throwaway PostgreSQL, default durability"
+	}
+	pool, err := pgxpool.New(ctx, b.dbURL)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("connect: %w", err)
 	}
-	runStart := time.Now()
-	if err := p.Start(ctx); err != nil {
-		return err
+	undo = append(undo, pool.Close)
+	b.pool = pool
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		return nil, err
 	}
-	var done, failed int
-	for done+failed < n {
-		select {
-		case <-ctx.Done():
-			_ = p.Stop(context.WithoutCancel(ctx))
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FILTER (WHERE status = 'failed')
-			FROM pgrelay_notifier.notifications WHERE notification_id > $1 AND channel = $2`, startID, channel).Scan(&done, &failed); err != nil {
-			return err
-		}
+	if err := pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
+		current_setting('synchronous_commit')`).Scan(&rep.Postgres, &rep.Fsync, &rep.SynchronousCommit); err != nil {
+		return nil, fmt.Errorf("read the server's settings: %w", err)
 	}
-	runTook := time.Since(runStart)
-	if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
-		return err
+	return stop, nil
+}
+
+// procFlags are the measured Processor's flags on url, in mode (empty: the
+// --mode flag's).
+func (b *bench) procFlags(url, mode string) processorFlags {
+	f := b.f
+	f.databaseURL = url
+	if mode != "" {
+		f.mode = mode
 	}
-	var pgVersion string
-	_ = pool.QueryRow(ctx, `SHOW server_version`).Scan(&pgVersion)
-	fmt.Fprintf(a.stdout, "pgrelay %s bench --email: %d notifications, PostgreSQL %s, %d CPUs, concurrency %d, batch %d\n",
-		Version, n, pgVersion, runtime.NumCPU(), cfg.Concurrency, cfg.BatchSize)
-	fmt.Fprintf(a.stdout, "compose (pgrelay_notifier.send x %d per statement): %8.0f emails/s (%s)\n", batch,
-		float64(n)/enqTook.Seconds(), enqTook.Round(time.Millisecond))
-	fmt.Fprintf(a.stdout, "send (fetch, SMTP, set_status, complete): %8.0f emails/s (%s), %d sent, %d failed\n",
-		float64(n)/runTook.Seconds(), runTook.Round(time.Millisecond), done, failed)
-	if catcher != nil {
-		fmt.Fprintf(a.stdout, "SMTP catcher: %d messages received over %d SMTP sessions (connections reused)\n",
-			catcher.Count(), catcher.Sessions())
-	}
-	return nil
+	return f
 }

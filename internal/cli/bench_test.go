@@ -1,36 +1,370 @@
 package cli_test
 
 import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// pgrelay bench at a tiny size: the figures come from real completions (the
-// log holds one success per event), and bad flags are usage errors.
-func TestBenchBurnDown(t *testing.T) {
+// benchDoc is the --json document of pgrelay bench, as far as the tests
+// read it.
+type benchDoc struct {
+	Version   string `json:"pgrelay_version"`
+	Postgres  string `json:"postgres_version"`
+	CPUs      int    `json:"cpus"`
+	Scenarios []struct {
+		Name         string         `json:"name"`
+		Measurements []benchMeasure `json:"measurements"`
+		Ratios       []benchRatio   `json:"ratios"`
+	} `json:"scenarios"`
+	Ratios []benchRatio `json:"ratios"`
+	Error  string       `json:"error"`
+}
+
+type benchMeasure struct {
+	Name         string  `json:"name"`
+	System       string  `json:"system"`
+	Events       int     `json:"events"`
+	Seconds      float64 `json:"seconds"`
+	Rate         float64 `json:"rate"`
+	Counted      bool    `json:"counted"`
+	Backlog      int     `json:"backlog"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	LatencyMS    *struct {
+		P50, P95, P99, Max float64
+	} `json:"latency_ms"`
+	Series []struct {
+		T    float64 `json:"t"`
+		Done int     `json:"done"`
+	} `json:"series"`
+}
+
+type benchRatio struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Target float64 `json:"target"`
+}
+
+func parseBench(t *testing.T, out string) benchDoc {
+	t.Helper()
+	var doc benchDoc
+	dec := json.NewDecoder(strings.NewReader(out))
+	require.NoError(t, dec.Decode(&doc), out)
+	require.False(t, dec.More(), "one JSON document: %s", out)
+	require.Empty(t, doc.Error)
+	require.NotEmpty(t, doc.Postgres)
+	require.Positive(t, doc.CPUs)
+	return doc
+}
+
+// measure returns the measurement name of system in scenario.
+func (d benchDoc) measure(t *testing.T, scenario, name, system string) benchMeasure {
+	t.Helper()
+	for _, s := range d.Scenarios {
+		if s.Name != scenario {
+			continue
+		}
+		for _, m := range s.Measurements {
+			if m.Name == name && m.System == system {
+				return m
+			}
+		}
+	}
+	t.Fatalf("no measurement %q of %s in scenario %s: %+v", name, system, scenario, d.Scenarios)
+	return benchMeasure{}
+}
+
+func (d benchDoc) ratio(t *testing.T, scenario, name string) benchRatio {
+	t.Helper()
+	for _, s := range d.Scenarios {
+		for _, r := range s.Ratios {
+			if s.Name == scenario && r.Name == name {
+				return r
+			}
+		}
+	}
+	for _, r := range d.Ratios {
+		if scenario == "" && r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no ratio %q in scenario %q: %+v", name, scenario, d)
+	return benchRatio{}
+}
+
+// finite fails unless v is a positive finite number (no timing is asserted
+// beyond that).
+func finite(t *testing.T, what string, v float64) {
+	t.Helper()
+	if !(v > 0) || math.IsInf(v, 0) {
+		t.Errorf("%s = %v, want a positive finite number", what, v)
+	}
+}
+
+// burnedDown checks a run measured from real completions: the figure, its
+// series (ending at every event), and the log's rows for the channel.
+func burnedDown(t *testing.T, d *db, m benchMeasure, events int, channel string) {
+	t.Helper()
+	assert.Equal(t, events, m.Events)
+	finite(t, m.Name+" rate", m.Rate)
+	finite(t, m.Name+" seconds", m.Seconds)
+	require.NotEmpty(t, m.Series)
+	last := m.Series[len(m.Series)-1]
+	assert.GreaterOrEqual(t, last.Done, events, "series ends with every event done")
+	for i := 1; i < len(m.Series); i++ {
+		assert.GreaterOrEqual(t, m.Series[i].Done, m.Series[i-1].Done)
+		assert.GreaterOrEqual(t, m.Series[i].T, m.Series[i-1].T)
+	}
+	if channel != "" {
+		assert.Equal(t, events, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+			WHERE channel = $1 AND event = 'succeeded'`, channel))
+	}
+}
+
+// Every scenario at a tiny size in one run, with --json, --plot and
+// --cpuprofile: the figures come from real completions.
+func TestBenchScenarios(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	code, out, errOut := cliMain("bench", "--database-url", d.url, "--events", "2000", "--log-level", "warn")
+	dir := t.TempDir()
+	plot, prof := filepath.Join(dir, "report.html"), filepath.Join(dir, "cpu.pprof")
+	code, out, errOut := cliMain("bench", "--database-url", d.url, "--scenario", "all", "--json", "--progress",
+		"--events", "2000", "--latency-events", "200", "--rate", "200",
+		"--backlog-sizes", "1000,5000", "--backlog-measure", "1000", "--channels", "200", "--events-per-channel", "5",
+		"--plot", plot, "--cpuprofile", prof, "--log-level", "warn")
 	require.Equal(t, 0, code, errOut)
-	m := regexp.MustCompile(`burn-down \(claim, run, complete\):\s+(\d+) events/s`).FindStringSubmatch(out)
+	doc := parseBench(t, out)
+	var names []string
+	for _, s := range doc.Scenarios {
+		names = append(names, s.Name)
+	}
+	require.Equal(t, []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling"}, names)
+
+	t.Run("burn-down", func(t *testing.T) {
+		pre := doc.measure(t, "burn-down", "pre-insert (notify_many x 1000)", "pgrelay")
+		assert.False(t, pre.Counted)
+		finite(t, "pre-insert rate", pre.Rate)
+		burnedDown(t, d, doc.measure(t, "burn-down", "burn-down", "pgrelay"), 2000, "pgrelay_bench_noop")
+	})
+	t.Run("enqueue", func(t *testing.T) {
+		many := doc.measure(t, "enqueue", "notify_many x 1000", "pgrelay")
+		one := doc.measure(t, "enqueue", "notify, one per transaction", "pgrelay")
+		assert.Equal(t, 2000, many.Events)
+		assert.Equal(t, 2000, one.Events) // min(--events, 10000)
+		finite(t, "notify_many rate", many.Rate)
+		finite(t, "notify rate", one.Rate)
+	})
+	t.Run("latency", func(t *testing.T) {
+		m := doc.measure(t, "latency", "enqueue commit to handler start", "pgrelay")
+		assert.Equal(t, 200, m.Events)
+		require.NotNil(t, m.LatencyMS)
+		l := m.LatencyMS
+		assert.True(t, l.P50 <= l.P95 && l.P95 <= l.P99 && l.P99 <= l.Max, "%+v", l)
+		finite(t, "latency max", l.Max)
+		// 200 events and the warm-up, each handler's start recorded then dropped
+		// with the bench's schema.
+		assert.Equal(t, 201, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_latency' AND event = 'succeeded'`))
+		assert.Equal(t, 0, d.count(`SELECT count(*) FROM pg_namespace WHERE nspname = 'pgrelay_bench'`))
+	})
+	t.Run("backlog", func(t *testing.T) {
+		var sizes []int
+		for _, s := range doc.Scenarios {
+			for _, m := range s.Measurements {
+				if s.Name == "backlog" && m.Counted {
+					assert.Equal(t, "burn-down of 1000", m.Name)
+					burnedDown(t, d, m, 1000, "")
+					sizes = append(sizes, m.Backlog)
+				}
+			}
+		}
+		assert.Equal(t, []int{1000, 5000}, sizes)
+		finite(t, "backlog ratio", doc.ratio(t, "backlog", "5000/1000 pending").Value)
+		// At least the measured completions of both sizes are in the log.
+		assert.GreaterOrEqual(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_backlog' AND event = 'succeeded'`), 2000)
+	})
+	t.Run("channels", func(t *testing.T) {
+		ch := doc.measure(t, "channels", "200 'channel'-mode channels x 5", "pgrelay")
+		burnedDown(t, d, ch, 1000, "")
+		assert.Equal(t, 1000, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel LIKE 'pgrelay\_bench\_ch\_%' AND event = 'succeeded'`))
+		assert.Equal(t, 200, d.count(`SELECT count(DISTINCT channel) FROM pgrelay.log WHERE channel LIKE 'pgrelay\_bench\_ch\_%'`))
+		none := doc.measure(t, "channels", "one 'none' channel", "pgrelay")
+		burnedDown(t, d, none, 1000, "pgrelay_bench_none")
+		assert.Positive(t, ch.PeakRSSBytes)
+		assert.Positive(t, none.PeakRSSBytes)
+		r := doc.ratio(t, "channels", "channel mode/none")
+		finite(t, "channels ratio", r.Value)
+		assert.Equal(t, 0.5, r.Target)
+	})
+	t.Run("ceiling", func(t *testing.T) {
+		burnedDown(t, d, doc.measure(t, "ceiling", "burn-down", "bare loop"), 2000, "pgrelay_bench_ceiling")
+		r := doc.ratio(t, "", "burn-down/ceiling (pgrelay/bare loop)")
+		finite(t, "burn-down/ceiling", r.Value)
+		assert.Equal(t, 0.8, r.Target)
+	})
+	t.Run("leftovers", func(t *testing.T) {
+		// The bench removes its channels, and with them anything left queued.
+		assert.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.queue`))
+		assert.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.channels`))
+	})
+	t.Run("report", func(t *testing.T) {
+		html, err := os.ReadFile(plot)
+		require.NoError(t, err)
+		assert.Contains(t, string(html), "<svg")
+		assert.Contains(t, string(html), "Throughput over time: burn-down")
+		assert.Contains(t, string(html), "Latency: enqueue commit to handler start (CDF)")
+		assert.NotContains(t, string(html), "<script")
+		// One CPU profile per measured part.
+		for _, part := range []string{"burn-down", "enqueue", "latency", "backlog-1000", "backlog-5000",
+			"channels-channel", "channels-none", "ceiling"} {
+			st, err := os.Stat(filepath.Join(dir, "cpu."+part+".pprof"))
+			if assert.NoError(t, err, part) {
+				assert.Positive(t, st.Size(), part)
+			}
+		}
+	})
+	t.Run("progress", func(t *testing.T) {
+		// --progress on a stderr that is not a terminal: whole lines, no
+		// carriage returns; stdout holds the JSON alone.
+		assert.Regexp(t, `(?m)^burn-down: pgrelay\s+\[#+\] 100% 2000/2000 `, errOut)
+		assert.NotContains(t, errOut, "\r")
+	})
+}
+
+// The default scenario with the table on stdout, scenario names before and
+// after the flags, and no progress when stderr is not a terminal.
+func TestBenchTable(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	code, out, errOut := cliMain("bench", "burn-down", "--database-url", d.url, "--events", "2000", "ceiling", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	m := regexp.MustCompile(`(?m)^burn-down\s+burn-down\s+pgrelay\s+2000\s+[\d.]+s\s+(\d+) events/s`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
 	rate, err := strconv.Atoi(m[1])
 	require.NoError(t, err)
 	require.Positive(t, rate)
-	require.Regexp(t, `enqueue \(notify_many x 1000\):\s+\d+ events/s`, out)
-	require.Equal(t, 2000, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+	assert.Regexp(t, `(?m)^burn-down\s+pre-insert \(notify_many x 1000\)\s+pgrelay\s+2000\s`, out)
+	assert.Regexp(t, `(?m)^ceiling\s+burn-down\s+bare loop\s+2000\s+[\d.]+s\s+\d+ events/s`, out)
+	assert.Regexp(t, `(?m)^burn-down/ceiling \(pgrelay/bare loop\)\s+[\d.]+\s+>= 0.80`, out)
+	assert.NotContains(t, errOut, "[#")
+	assert.Equal(t, 2000, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
 		WHERE channel = 'pgrelay_bench_noop' AND event = 'succeeded'`))
-	require.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.queue`))
+	assert.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.queue`))
+}
 
-	for _, args := range [][]string{
-		{"bench", "--events", "0"},
-		{"bench", "--peer", "sidekiq"},
-		{"bench", "--sql-batch", "0"},
+// The former modes --nats, --email and --cluster are scenarios now; the
+// flags stay as aliases.
+func TestBenchNATSEmailCluster(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	code, out, errOut := cliMain("bench", "--database-url", d.url, "--nats", "--email", "--cluster", "--json",
+		"--events", "400", "--enqueue-batch", "100", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	doc := parseBench(t, out)
+	burnedDown(t, d, doc.measure(t, "nats", "burn-down without NATS", "pgrelay"), 400, "")
+	burnedDown(t, d, doc.measure(t, "nats", "burn-down with events to JetStream", "pgrelay"), 400, "")
+	assert.Equal(t, 800, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_nats' AND event = 'succeeded'`))
+	finite(t, "last event in JetStream", doc.measure(t, "nats", "last event acknowledged by JetStream", "pgrelay").Rate)
+	finite(t, "nats ratio", doc.ratio(t, "nats", "with/without").Value)
+
+	burnedDown(t, d, doc.measure(t, "email", "send (fetch, SMTP, set_status, complete)", "pgrelay"), 400, "")
+	assert.Equal(t, 400, d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`))
+
+	burnedDown(t, d, doc.measure(t, "cluster", "multi-node, one node", "pgrelay"), 400, "")
+	burnedDown(t, d, doc.measure(t, "cluster", "multi-node, two nodes", "pgrelay"), 400, "")
+	finite(t, "cluster ratio", doc.ratio(t, "cluster", "two nodes/one node").Value)
+}
+
+// --peer river runs the River harness (a separate module, built with the
+// go command) on the same database: burn-down, enqueue and latency, and the
+// harness's own tests. Skipped with -short: it needs River's module.
+func TestBenchPeerRiver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the go command and River's module (run without -short)")
+	}
+	t.Parallel()
+	d := newDB(t)
+	riverDir := filepath.Join("..", "..", "bench", "river")
+	plot := filepath.Join(t.TempDir(), "report.html")
+	code, out, errOut := cliMain("bench", "burn-down", "enqueue", "latency", "--database-url", d.url, "--peer", "river",
+		"--peer-dir", riverDir, "--events", "2000", "--latency-events", "100", "--rate", "200", "--json",
+		"--plot", plot, "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	doc := parseBench(t, out)
+	burnedDown(t, d, doc.measure(t, "burn-down", "burn-down", "pgrelay"), 2000, "pgrelay_bench_noop")
+	burnedDown(t, d, doc.measure(t, "burn-down", "burn-down", "river"), 2000, "")
+	finite(t, "river pre-insert", doc.measure(t, "burn-down", "pre-insert (InsertMany x 1000)", "river").Rate)
+	finite(t, "pgrelay/river", doc.ratio(t, "burn-down", "pgrelay/river").Value)
+	for _, system := range []string{"pgrelay", "river"} {
+		m := doc.measure(t, "latency", "enqueue commit to handler start", system)
+		assert.Equal(t, 100, m.Events)
+		if assert.NotNil(t, m.LatencyMS, system) {
+			finite(t, system+" latency max", m.LatencyMS.Max)
+		}
+	}
+	assert.Equal(t, 2000, doc.measure(t, "enqueue", "InsertMany x 1000", "river").Events)
+	assert.Equal(t, 2000, doc.measure(t, "enqueue", "Insert, one per transaction", "river").Events)
+	finite(t, "notify_many/InsertMany", doc.ratio(t, "enqueue", "notify_many/InsertMany").Value)
+	finite(t, "notify/Insert", doc.ratio(t, "enqueue", "notify/Insert").Value)
+	// River leaves its jobs table empty behind it.
+	assert.Equal(t, 0, d.count(`SELECT count(*) FROM river_job`))
+	html, err := os.ReadFile(plot)
+	require.NoError(t, err)
+	assert.Contains(t, string(html), "river burn-down")
+	assert.Equal(t, 2, strings.Count(string(html), "<svg"))
+
+	t.Run("harness tests", func(t *testing.T) {
+		// The harness's own tests run against a database of their own.
+		cmd := exec.CommandContext(context.Background(), "go", "-C", riverDir, "test", "-count=1", "./...")
+		cmd.Env = append(os.Environ(), "RIVER_BENCH_DATABASE_URL="+emptyDB(t))
+		res, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", res)
+		assert.NotContains(t, string(res), "no test files")
+	})
+}
+
+// Bad flags and scenarios are usage errors (exit 2) before anything starts.
+func TestBenchUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--events", "0"}, "--events and --enqueue-batch must be positive"},
+		{[]string{"--peer", "sidekiq"}, `--peer "sidekiq": the only peer is river`},
+		{[]string{"--sql-batch", "0"}, "--sql-batch must be at least 1"},
+		{[]string{"sideways"}, `unknown scenario "sideways"`},
+		{[]string{"--scenario", "burn-down,nope"}, `unknown scenario "nope"`},
+		{[]string{"burn-down", "--plot", "out.png"}, "only HTML reports are supported"},
+		{[]string{"--rate", "0"}, "--rate must be a positive number"},
+		{[]string{"--latency-events", "-1"}, "--latency-events must be positive"},
+		{[]string{"--backlog-sizes", "10,x"}, `--backlog-sizes "10,x"`},
+		{[]string{"--backlog-measure", "0"}, "--backlog-measure must be positive"},
+		{[]string{"--channels", "0"}, "--channels and --events-per-channel must be positive"},
+		{[]string{"channels", "--peer", "river"}, "--peer runs with burn-down, enqueue and latency only"},
+		{[]string{"--bogus"}, "flag provided but not defined"},
 	} {
-		code, _, errOut := cliMain(args...)
-		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		code, out, errOut := cliMain(append([]string{"bench"}, tc.args...)...)
+		assert.Equal(t, 2, code, "%v: %s", tc.args, errOut)
+		assert.Empty(t, out, tc.args)
+		assert.Contains(t, errOut, tc.want, tc.args)
+	}
+	code, _, errOut := cliMain("bench", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, errOut, "Usage: pgrelay bench [flags] [scenario ...]")
+	for _, s := range []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling", "nats", "email", "cluster", "all"} {
+		assert.Regexp(t, `(?m)^  `+s+`\s`, errOut)
+	}
+	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster"} {
+		assert.Regexp(t, `(?m)^  -`+f+`\b`, errOut)
 	}
 }

@@ -40,7 +40,7 @@ func commands() []command {
 		{"stats", "show pgrelay.queue_stats() as a table", runStats},
 		{"nodes", "list nodes (heartbeat, mode, leader, pending, pinned); 'nodes decommission N --yes'", runNodes},
 		{"watch", "follow the status events on NATS", runWatch},
-		{"bench", "measure throughput: enqueue and burn down no-op sql events", runBench},
+		{"bench", "measure throughput and latency: burn-down, enqueue, latency, backlog, channels, ceiling, ...", runBench},
 		{"version", "print the version", runVersion},
 	}
 }
@@ -119,6 +119,38 @@ func (a *app) parse(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return &usageError{msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
+	return a.fillEnv(fs)
+}
+
+// parseMixed is parse for a command that takes arguments besides its flags:
+// they may come before, between and after the flags (after "--" everything
+// is an argument). It returns the arguments in order.
+func (a *app) parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{msg: err.Error()}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	return pos, a.fillEnv(fs)
+}
+
+// fillEnv fills every flag not given on the command line from
+// PGRELAY_<FLAG>.
+func (a *app) fillEnv(fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var names []string
@@ -140,7 +172,12 @@ func (a *app) parse(fs *flag.FlagSet, args []string) error {
 
 // logFlags adds --log-level and --log-format and returns a constructor.
 func logFlags(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	return logFlagsAt(fs, "info")
+}
+
+// logFlagsAt is logFlags with def as --log-level's default.
+func logFlagsAt(fs *flag.FlagSet, def string) func(w io.Writer) (*slog.Logger, error) {
+	level := fs.String("log-level", def, "log level: debug, info, warn, error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	return func(w io.Writer) (*slog.Logger, error) {
 		var l slog.Level

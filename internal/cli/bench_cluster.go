@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/migrations"
+)
+
+// scenarioCluster measures multi-node throughput on a real two-node cluster:
+// n events on one node with one Processor, then n events spread over both
+// nodes with a Processor on each (same cluster, same run).
+func (b *bench) scenarioCluster(ctx context.Context) (*scenarioResult, error) {
+	const channel = "pgrelay_bench_mn"
+	res := &scenarioResult{Name: "cluster"}
+	c, err := testenv.StartCluster(ctx, testenv.ClusterConfig{})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	var pools []*pgxpool.Pool
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	urls := []string{c.URL(1), c.URL(2)}
+	for _, url := range urls {
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			return nil, fmt.Errorf("connect: %w", err)
+		}
+		pools = append(pools, pool)
+		if _, err := migrations.Up(ctx, pool); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := pools[0].Exec(ctx, `SELECT pgrelay.register($1, $2)`, channel, noopHandler); err != nil {
+		return nil, fmt.Errorf("register the bench channel: %w", err)
+	}
+	if err := waitFor(ctx, "the channel on node 2", func() (bool, error) {
+		var ok bool
+		err := pools[1].QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgrelay.channels WHERE channel = $1)`, channel).Scan(&ok)
+		return ok, err
+	}); err != nil {
+		return nil, err
+	}
+	one, err := b.clusterRun(ctx, "one node", pools[:1], urls[:1], channel)
+	if err != nil {
+		return res, err
+	}
+	res.add(one)
+	two, err := b.clusterRun(ctx, "two nodes", pools, urls, channel)
+	if err != nil {
+		return res, err
+	}
+	res.add(two)
+	res.ratio("two nodes/one node", two.Rate, one.Rate, 0)
+	return res, nil
+}
+
+// clusterRun enqueues the events spread over the nodes of pools, runs a
+// multi-node Processor on each, and waits until node 1's log holds every
+// success (replication included).
+func (b *bench) clusterRun(ctx context.Context, label string, pools []*pgxpool.Pool, urls []string, channel string) (*measurement, error) {
+	per := b.o.events / len(pools)
+	total := per * len(pools)
+	mark, err := logMark(ctx, pools[0])
+	if err != nil {
+		return nil, err
+	}
+	for node, pool := range pools {
+		if _, err := b.insertBatches(ctx, fmt.Sprintf("cluster, %s: enqueue on node %d", label, node+1), per, b.o.batch,
+			notifyMany(pool, channel, fmt.Sprintf("%d-", node))); err != nil {
+			return nil, err
+		}
+	}
+	// Every node must see every row, with fresh statistics, before the clock
+	// starts.
+	var flags []processorFlags
+	for i, pool := range pools {
+		if err := waitFor(ctx, fmt.Sprintf("the queued rows on node %d", i+1), func() (bool, error) {
+			var c int
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM pgrelay.queue WHERE channel = $1`, channel).Scan(&c)
+			return c >= total, err
+		}); err != nil {
+			return nil, err
+		}
+		if err := settle(ctx, pool); err != nil {
+			return nil, err
+		}
+		flags = append(flags, b.procFlags(urls[i], actors.ModeMultiNode))
+	}
+	d, err := b.drain(ctx, drainSpec{label: "cluster, " + label, profile: fmt.Sprintf("cluster-%d", len(pools)),
+		flags: flags, channels: []string{channel}, target: int64(total)})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "every success in node 1's log", func() (bool, error) {
+		return checkLog(ctx, pools[0], mark, []string{channel}, int64(total), false) == nil, nil
+	}); err != nil {
+		return nil, err
+	}
+	seen := time.Since(d.start)
+	m := newMeasurement("multi-node, "+label, "pgrelay", int64(total), d.took, "events/s")
+	m.Series = d.series
+	m.Detail = fmt.Sprintf("every success in node 1's log (replication included) after %.3fs: %.0f events/s",
+		seen.Seconds(), float64(total)/seen.Seconds())
+	return m, nil
+}
+
+// waitFor polls cond every 50 ms until it holds, for at most stallAfter.
+func waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(stallAfter)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waited %s for %s", stallAfter, what)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

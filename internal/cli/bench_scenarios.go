@@ -1,0 +1,723 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgrelay/pgrelay/actors"
+)
+
+// The scenarios burn-down, enqueue, latency, backlog, channels and ceiling.
+
+const (
+	// noopHandler is the handler of the bench's no-op channels.
+	noopHandler = "SELECT $1"
+	// singleNotifyMax bounds the one-event-per-transaction part of enqueue
+	// (as the River harness bounds its single Inserts).
+	singleNotifyMax = 10000
+	// latencyInsertConns is the latency scenario's insert pool (the River
+	// harness inserts through a pool of 10 connections too).
+	latencyInsertConns = 10
+	// ceilingWorkers and ceilingClaim shape the bare loop.
+	ceilingWorkers = 4
+	ceilingClaim   = 100
+)
+
+// cleanup runs f with a context that outlives a cancelled ctx (bounded).
+func cleanup(ctx context.Context, f func(ctx context.Context) error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	return f(cctx)
+}
+
+// preinsert registers channel afresh (the no-op handler, mode none), notes
+// the log's position, enqueues n events with notify_many (the fastest
+// documented way) and settles the queue. The enqueue is reported, not
+// counted.
+func (b *bench) preinsert(ctx context.Context, label, channel string, n int) (mark int64, pre *measurement, err error) {
+	if err := b.resetChannel(ctx, b.pool, channel, noopHandler, "none"); err != nil {
+		return 0, nil, err
+	}
+	if mark, err = logMark(ctx, b.pool); err != nil {
+		return 0, nil, err
+	}
+	took, err := b.insertBatches(ctx, label+": enqueue", n, b.o.batch, notifyMany(b.pool, channel, ""))
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := settle(ctx, b.pool); err != nil {
+		return 0, nil, err
+	}
+	pre = newMeasurement(fmt.Sprintf("pre-insert (notify_many x %d)", b.o.batch), "pgrelay", int64(n), took, "events/s")
+	pre.Counted = false
+	return mark, pre, nil
+}
+
+// scenarioBurnDown: N events pre-inserted, then one Processor drains them;
+// events/s from its start to the last completion.
+func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
+	const channel = "pgrelay_bench_noop"
+	res := &scenarioResult{Name: "burn-down"}
+	n := b.o.events
+	defer func() {
+		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
+	}()
+	mark, pre, err := b.preinsert(ctx, "burn-down", channel, n)
+	if err != nil {
+		return nil, err
+	}
+	res.add(pre)
+	d, err := b.drain(ctx, drainSpec{label: "burn-down: pgrelay", profile: "burn-down",
+		flags: []processorFlags{b.procFlags(b.dbURL, "")}, channels: []string{channel}, target: int64(n)})
+	if err != nil {
+		return res, err
+	}
+	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n), true); err != nil {
+		return res, err
+	}
+	m := res.add(newMeasurement("burn-down", "pgrelay", int64(n), d.took, "events/s"))
+	m.Series = d.series
+	m.Detail = fmt.Sprintf("claim, run, complete; %d succeeded log rows checked", n)
+	if b.o.peer == "" {
+		return res, nil
+	}
+	r, err := b.river.run(ctx, b, "burn-down", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.batch))
+	if err != nil {
+		return res, err
+	}
+	rpre := res.add(riverMeasurement(fmt.Sprintf("pre-insert (InsertMany x %d)", b.o.batch), r.Events, r.InsertPerSec, 0, "jobs/s"))
+	rpre.Counted = false
+	rm := res.add(riverMeasurement("burn-down", r.Events, r.EventsPerSec, r.Seconds, "jobs/s"))
+	rm.Series = r.Series
+	rm.Detail = r.workerSettings() + "; completions from River's event subscription"
+	res.ratio("pgrelay/river", m.Rate, rm.Rate, 0)
+	return res, nil
+}
+
+// scenarioEnqueue: notify_many in batches, then single notify() calls in
+// autocommit on one connection (one event per transaction, each waiting for
+// its commit, as River's single Insert does).
+func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
+	const channel = "pgrelay_bench_enqueue"
+	res := &scenarioResult{Name: "enqueue"}
+	n := b.o.events
+	singles := min(n, singleNotifyMax)
+	if err := b.resetChannel(ctx, b.pool, channel, noopHandler, "none"); err != nil {
+		return nil, err
+	}
+	// No Processor runs: the rows are discarded with the channel.
+	defer func() {
+		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
+	}()
+	stopProf, err := b.prof.start("enqueue")
+	if err != nil {
+		return nil, err
+	}
+	defer stopProf()
+	manyTook, err := b.insertBatches(ctx, "enqueue: notify_many", n, b.o.batch, notifyMany(b.pool, channel, "m"))
+	if err != nil {
+		return nil, err
+	}
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Release()
+	single := func(ctx context.Context, from, k int) error {
+		for i := from; i < from+k; i++ {
+			if _, err := conn.Exec(ctx, `SELECT pgrelay.notify($1, $2)`, channel, "s"+strconv.Itoa(i)); err != nil {
+				return fmt.Errorf("notify: %w", err)
+			}
+		}
+		return nil
+	}
+	singleTook, err := b.insertBatches(ctx, "enqueue: notify", singles, 1, single)
+	if err != nil {
+		return nil, err
+	}
+	stopProf()
+	var rows int64
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pgrelay.queue WHERE channel = $1`, channel).Scan(&rows); err != nil {
+		return nil, fmt.Errorf("count the enqueued rows: %w", err)
+	}
+	if rows != int64(n+singles) {
+		return nil, fmt.Errorf("the queue holds %d rows of the bench channel, want %d", rows, n+singles)
+	}
+	many := res.add(newMeasurement(fmt.Sprintf("notify_many x %d", b.o.batch), "pgrelay", int64(n), manyTook, "events/s"))
+	many.Detail = "one statement per batch; queue rows counted"
+	one := res.add(newMeasurement("notify, one per transaction", "pgrelay", int64(singles), singleTook, "events/s"))
+	one.Detail = "autocommit, one connection, one call after the other"
+	if b.o.peer == "" {
+		return res, nil
+	}
+	r, err := b.river.run(ctx, b, "enqueue", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.batch))
+	if err != nil {
+		return res, err
+	}
+	rmany := res.add(riverMeasurement(fmt.Sprintf("InsertMany x %d", b.o.batch), r.Events, r.InsertPerSec, r.Seconds, "jobs/s"))
+	rone := res.add(riverMeasurement("Insert, one per transaction", r.SingleInserts, r.SingleInsertPerSec, 0, "jobs/s"))
+	rone.Detail = "one client, one call after the other"
+	res.ratio("notify_many/InsertMany", many.Rate, rmany.Rate, 0)
+	res.ratio("notify/Insert", one.Rate, rone.Rate, 0)
+	return res, nil
+}
+
+// scenarioLatency: events enqueued at --rate into a running Processor, each
+// by a notify() in autocommit started on schedule (open loop: the schedule
+// does not wait for earlier inserts). A event's latency is its handler's
+// start (clock_timestamp() in the handler's statement, recorded in the
+// bench's own table) minus the time just after its notify returned (the
+// commit). Both clocks are this machine's: the database must run here.
+func (b *bench) scenarioLatency(ctx context.Context) (*scenarioResult, error) {
+	const channel = "pgrelay_bench_latency"
+	res := &scenarioResult{Name: "latency"}
+	n := b.o.latencyEvents
+	if _, err := b.pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS pgrelay_bench;
+		DROP TABLE IF EXISTS pgrelay_bench.latency;
+		CREATE TABLE pgrelay_bench.latency (k int NOT NULL, started_at timestamptz NOT NULL)`); err != nil {
+		return nil, fmt.Errorf("create the bench table: %w", err)
+	}
+	defer func() {
+		_ = cleanup(ctx, func(ctx context.Context) error {
+			if err := unregisterChannels(ctx, b.pool, channel); err != nil {
+				return err
+			}
+			_, err := b.pool.Exec(ctx, `DROP TABLE IF EXISTS pgrelay_bench.latency`)
+			// The schema goes too when nothing else is in it.
+			_, _ = b.pool.Exec(ctx, `DROP SCHEMA IF EXISTS pgrelay_bench`)
+			return err
+		})
+	}()
+	if err := b.resetChannel(ctx, b.pool, channel,
+		`INSERT INTO pgrelay_bench.latency (k, started_at) VALUES ($1::int, clock_timestamp())`, "none"); err != nil {
+		return nil, err
+	}
+	mark, err := logMark(ctx, b.pool)
+	if err != nil {
+		return nil, err
+	}
+	if err := settle(ctx, b.pool); err != nil {
+		return nil, err
+	}
+	f := b.procFlags(b.dbURL, "")
+	p, err := actors.New(f.config(b.logger, prometheus.NewRegistry()))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(ctx); err != nil {
+		return nil, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = p.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+	succ, gave := procCounters([]*actors.Processor{p}, []string{channel})
+
+	// One warm-up event, not counted, so that the first measured one does not
+	// pay for the Processor's start (River's harness does the same).
+	if _, err := b.pool.Exec(ctx, `SELECT pgrelay.notify($1, '-1')`, channel); err != nil {
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	if _, err := b.follow(ctx, follow{label: "latency: warm-up", target: 1, done: succ.value, lost: gave.value,
+		start: time.Now()}); err != nil {
+		return nil, err
+	}
+
+	// The inserts go through a pool of their own, as an application's would.
+	pcfg, err := pgxpool.ParseConfig(b.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse the database URL: %w", err)
+	}
+	if !strings.Contains(b.dbURL, "pool_max_conns") {
+		pcfg.MaxConns = latencyInsertConns
+	}
+	ins, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect the insert pool: %w", err)
+	}
+	defer ins.Close()
+
+	stopProf, err := b.prof.start("latency")
+	if err != nil {
+		return nil, err
+	}
+	defer stopProf()
+	inserted, start, err := b.openLoop(ctx, n, func(ctx context.Context, i int) error {
+		if _, err := ins.Exec(ctx, `SELECT pgrelay.notify($1, $2)`, channel, strconv.Itoa(i)); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.follow(ctx, follow{label: "latency: pgrelay", target: int64(n) + 1, done: succ.value,
+		lost: gave.value, start: start}); err != nil {
+		return nil, err
+	}
+	stopProf()
+	stopped = true
+	if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("stop the Processor: %w", err)
+	}
+	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n)+1, true); err != nil {
+		return nil, err
+	}
+	started, err := handlerStarts(ctx, b.pool, n)
+	if err != nil {
+		return nil, err
+	}
+	lat := make([]time.Duration, n)
+	lastStart, lastInsert := started[0], inserted[0]
+	for i := range lat {
+		lat[i] = started[i].Sub(inserted[i])
+		if started[i].After(lastStart) {
+			lastStart = started[i]
+		}
+		if inserted[i].After(lastInsert) {
+			lastInsert = inserted[i]
+		}
+	}
+	slices.Sort(lat)
+	m := res.add(&measurement{Name: "enqueue commit to handler start", System: "pgrelay", Events: int64(n),
+		Seconds: secs(lastStart.Sub(start)), Counted: true, LatencyMS: latencyOf(lat), samplesMS: msOf(lat)})
+	enqRate := 0.0
+	if d := lastInsert.Sub(start); d > 0 {
+		enqRate = float64(n) / d.Seconds()
+	}
+	m.Detail = fmt.Sprintf("offered %g/s, enqueued at %.0f/s; handler start: clock_timestamp() in the handler", b.o.rate, enqRate)
+	if b.o.peer == "" {
+		return res, nil
+	}
+	r, err := b.river.run(ctx, b, "latency", "--events", strconv.Itoa(n), "--rate", strconv.FormatFloat(b.o.rate, 'g', -1, 64))
+	if err != nil {
+		return res, err
+	}
+	if r.LatencyMS == nil {
+		return res, fmt.Errorf("river harness: no latency in its result")
+	}
+	rm := res.add(riverMeasurement("enqueue commit to handler start", r.Events, 0, r.Seconds, ""))
+	rm.LatencyMS, rm.samplesMS = r.LatencyMS, r.LatencySamplesMS
+	rm.Detail = fmt.Sprintf("offered %g/s, inserted at %.0f/s; handler start: time.Now() in Work(); %s", b.o.rate, r.InsertPerSec, r.workerSettings())
+	res.ratio("p50 pgrelay/river", m.LatencyMS.P50, rm.LatencyMS.P50, 0)
+	res.ratio("p99 pgrelay/river", m.LatencyMS.P99, rm.LatencyMS.P99, 0)
+	return res, nil
+}
+
+// openLoop calls insert(i) for i in 0..n-1, each in a goroutine of its own
+// started at start + i/rate whatever the earlier ones cost, and returns when
+// each insert returned (just after its commit) and the schedule's start.
+func (b *bench) openLoop(ctx context.Context, n int, insert func(ctx context.Context, i int) error) ([]time.Time, time.Time, error) {
+	inserted := make([]time.Time, n)
+	insertErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	interval := time.Duration(float64(time.Second) / b.o.rate)
+	bar := b.prog.start(fmt.Sprintf("latency: enqueue at %g/s", b.o.rate), int64(n))
+	defer bar.finish()
+	var err error
+	start := time.Now()
+schedule:
+	for i := range n {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				err = ctx.Err()
+				break schedule
+			case err = <-insertErr:
+				t.Stop()
+				break schedule
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := insert(ctx, i); err != nil {
+				select {
+				case insertErr <- err:
+				default:
+				}
+				return
+			}
+			inserted[i] = time.Now()
+		}()
+		bar.set(int64(i + 1))
+	}
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-insertErr:
+		default:
+		}
+	}
+	return inserted, start, err
+}
+
+// handlerStarts reads the latency handler's start times of events 0..n-1
+// (the first, should one have run twice).
+func handlerStarts(ctx context.Context, pool *pgxpool.Pool, n int) ([]time.Time, error) {
+	rows, err := pool.Query(ctx, `SELECT k, min(started_at) FROM pgrelay_bench.latency WHERE k >= 0 GROUP BY k`)
+	if err != nil {
+		return nil, fmt.Errorf("read the handler starts: %w", err)
+	}
+	started := make([]time.Time, n)
+	seen := 0
+	var k int
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&k, &at}, func() error {
+		if k < n {
+			started[k] = at
+			seen++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the handler starts: %w", err)
+	}
+	if seen != n {
+		return nil, fmt.Errorf("the bench table holds the handler starts of %d events, want %d", seen, n)
+	}
+	return started, nil
+}
+
+func msOf(sorted []time.Duration) []float64 {
+	out := make([]float64, len(sorted))
+	for i, d := range sorted {
+		out[i] = ms(d)
+	}
+	return out
+}
+
+// scenarioBacklog: at each backlog size P, P events pending, then a
+// Processor runs until M = min(P, --backlog-measure) completed; the rest is
+// discarded. The claim must not slow down with the backlog: the ratio of
+// the largest size's rate to the smallest's should be about 1.
+func (b *bench) scenarioBacklog(ctx context.Context) (*scenarioResult, error) {
+	const channel = "pgrelay_bench_backlog"
+	res := &scenarioResult{Name: "backlog"}
+	defer func() {
+		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
+	}()
+	var small, large *measurement
+	for _, size := range b.o.backlogSizes {
+		measure := min(size, b.o.backlogMeasure)
+		label := fmt.Sprintf("backlog %d", size)
+		mark, pre, err := b.preinsert(ctx, label, channel, size)
+		if err != nil {
+			return res, err
+		}
+		pre.Backlog = int64(size)
+		res.add(pre)
+		d, err := b.drain(ctx, drainSpec{label: label + ": pgrelay", profile: fmt.Sprintf("backlog-%d", size),
+			flags: []processorFlags{b.procFlags(b.dbURL, "")}, channels: []string{channel}, target: int64(measure)})
+		if err != nil {
+			return res, err
+		}
+		// The Processor ran on until stopped: the log holds what it counted.
+		if err := checkLog(ctx, b.pool, mark, []string{channel}, d.succeeded, d.succeeded == int64(size)); err != nil {
+			return res, err
+		}
+		m := res.add(newMeasurement(fmt.Sprintf("burn-down of %d", measure), "pgrelay", int64(measure), d.took, "events/s"))
+		m.Backlog, m.Series = int64(size), d.series
+		m.Detail = fmt.Sprintf("%d pending at the start; %d completed until the stop, as many log rows", size, d.succeeded)
+		// Discard the rest before the next size.
+		if err := unregisterChannels(ctx, b.pool, channel); err != nil {
+			return res, err
+		}
+		if small == nil || m.Backlog < small.Backlog {
+			small = m
+		}
+		if large == nil || m.Backlog > large.Backlog {
+			large = m
+		}
+	}
+	if small != large {
+		res.ratio(fmt.Sprintf("%d/%d pending", large.Backlog, small.Backlog), large.Rate, small.Rate, 0)
+	}
+	return res, nil
+}
+
+// scenarioChannels: K 'channel'-mode channels (one event at a time each)
+// with E events each, then K*E events in one 'none' channel; events/s and
+// the peak RSS of each run.
+func (b *bench) scenarioChannels(ctx context.Context) (*scenarioResult, error) {
+	const none = "pgrelay_bench_none"
+	res := &scenarioResult{Name: "channels"}
+	k, e := b.o.channels, b.o.perChannel
+	total := k * e
+	names := make([]string, k)
+	for i := range names {
+		names[i] = "pgrelay_bench_ch_" + strconv.Itoa(i+1)
+	}
+	all := append(slices.Clone(names), none)
+	if err := unregisterChannels(ctx, b.pool, all...); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, all...) })
+	}()
+	if _, err := b.pool.Exec(ctx, `SELECT pgrelay.register('pgrelay_bench_ch_' || g, $2, p_concurrency_mode := 'channel')
+		FROM generate_series(1, $1::int) g`, k, noopHandler); err != nil {
+		return nil, fmt.Errorf("register the bench channels: %w", err)
+	}
+	mark, err := logMark(ctx, b.pool)
+	if err != nil {
+		return nil, err
+	}
+	// A statement enqueues whole channels: notify_many per channel.
+	chunk := max(1, b.o.batch/e)
+	took, err := b.insertBatches(ctx, "channels: enqueue", total, chunk*e, func(ctx context.Context, from, n int) error {
+		if _, err := b.pool.Exec(ctx, `SELECT count(*) FROM generate_series($1::int, $2::int) c
+			CROSS JOIN LATERAL pgrelay.notify_many('pgrelay_bench_ch_' || c,
+				ARRAY(SELECT c || '-' || e FROM generate_series(1, $3::int) e))`, from/e+1, (from+n)/e, e); err != nil {
+			return fmt.Errorf("enqueue with notify_many: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := settle(ctx, b.pool); err != nil {
+		return nil, err
+	}
+	pre := res.add(newMeasurement(fmt.Sprintf("pre-insert (notify_many per channel, %d channels per statement)", chunk),
+		"pgrelay", int64(total), took, "events/s"))
+	pre.Counted = false
+	cm, err := b.measureRSS(ctx, "channels: 'channel' mode", "channels-channel", names, total)
+	if err != nil {
+		return res, err
+	}
+	if err := checkLog(ctx, b.pool, mark, names, int64(total), true); err != nil {
+		return res, err
+	}
+	cm.Name = fmt.Sprintf("%d 'channel'-mode channels x %d", k, e)
+	res.add(cm)
+
+	mark, pre, err = b.preinsert(ctx, "channels: one 'none' channel", none, total)
+	if err != nil {
+		return res, err
+	}
+	res.add(pre)
+	nm, err := b.measureRSS(ctx, "channels: one 'none' channel", "channels-none", []string{none}, total)
+	if err != nil {
+		return res, err
+	}
+	if err := checkLog(ctx, b.pool, mark, []string{none}, int64(total), true); err != nil {
+		return res, err
+	}
+	nm.Name = "one 'none' channel"
+	res.add(nm)
+	res.ratio("channel mode/none", cm.Rate, nm.Rate, 0.5)
+	return res, nil
+}
+
+// measureRSS drains total events of channels with one Processor and
+// measures the peak RSS of this process (which hosts the Processor) from
+// just before its start to just after its stop: the bench's freed memory is
+// returned to the OS and the peak reset first, and the bench itself only
+// reads counters in that window.
+func (b *bench) measureRSS(ctx context.Context, label, profile string, channels []string, total int) (*measurement, error) {
+	debug.FreeOSMemory()
+	resetErr := resetPeakRSS()
+	d, err := b.drain(ctx, drainSpec{label: label, profile: profile, flags: []processorFlags{b.procFlags(b.dbURL, "")},
+		channels: channels, target: int64(total)})
+	if err != nil {
+		return nil, err
+	}
+	m := newMeasurement("", "pgrelay", int64(total), d.took, "events/s")
+	m.Series = d.series
+	if resetErr != nil {
+		m.Detail = "peak RSS not measured: " + resetErr.Error()
+		return m, nil
+	}
+	peak, err := peakRSS()
+	if err != nil {
+		m.Detail = "peak RSS not measured: " + err.Error()
+		return m, nil
+	}
+	m.PeakRSSBytes = peak
+	m.Detail = "peak RSS of the bench process, which hosts the Processor"
+	return m, nil
+}
+
+// scenarioCeiling: the burn-down without actors, for reference: what a bare
+// loop on the same schema achieves. ceilingWorkers goroutines each loop on a
+// connection of their own: in one transaction, pipelined, BEGIN and claim
+// ceilingClaim rows FOR UPDATE SKIP LOCKED; then in one more round trip a
+// savepoint, the handler and its release per event, one INSERT of the log
+// rows, one DELETE of the queue rows and COMMIT.
+func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
+	const channel = "pgrelay_bench_ceiling"
+	res := &scenarioResult{Name: "ceiling"}
+	n := b.o.events
+	defer func() {
+		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
+	}()
+	mark, pre, err := b.preinsert(ctx, "ceiling", channel, n)
+	if err != nil {
+		return nil, err
+	}
+	res.add(pre)
+	var handler string
+	if err := b.pool.QueryRow(ctx, `SELECT handler FROM pgrelay.channels WHERE channel = $1`, channel).Scan(&handler); err != nil {
+		return res, fmt.Errorf("read the channel's handler: %w", err)
+	}
+	var conns []*pgx.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	for range ceilingWorkers {
+		c, err := pgx.Connect(ctx, b.dbURL)
+		if err != nil {
+			return res, fmt.Errorf("connect: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	stopProf, err := b.prof.start("ceiling")
+	if err != nil {
+		return res, err
+	}
+	defer stopProf()
+	var done, lastCommit atomic.Int64
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(conns))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := bareLoop(wctx, c, channel, handler, &done, &lastCommit); err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	fw, ferr := b.follow(wctx, follow{label: "ceiling: bare loop", target: int64(n), done: done.Load, start: start})
+	if ferr != nil {
+		cancel()
+	}
+	wg.Wait() // each loop ends when its claim comes back empty
+	stopProf()
+	close(errs)
+	if err := <-errs; err != nil {
+		return res, err
+	}
+	if ferr != nil {
+		return res, ferr
+	}
+	took := time.Unix(0, lastCommit.Load()).Sub(start)
+	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n), true); err != nil {
+		return res, err
+	}
+	m := res.add(newMeasurement("burn-down", "bare loop", int64(n), took, "events/s"))
+	fw.series[len(fw.series)-1].T = secs(took) // the exact last commit
+	m.Series = fw.series
+	m.Detail = fmt.Sprintf("%d connections; claim %d FOR UPDATE SKIP LOCKED, a savepoint per handler, one log INSERT and one DELETE per batch, pipelined; %d log rows checked",
+		ceilingWorkers, ceilingClaim, n)
+	return res, nil
+}
+
+const (
+	bareClaim = `SELECT id, origin_id, channel, payload, attempt FROM pgrelay.queue
+	 WHERE channel = $1 AND dispatched_at IS NULL AND not_before <= now()
+	 ORDER BY not_before, id LIMIT $2 FOR UPDATE SKIP LOCKED`
+	bareLog = `INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
+	SELECT u.id, u.origin_id, $3, u.attempt, 'succeeded', pgrelay._this_node()
+	  FROM unnest($1::bigint[], $2::bigint[], $4::int[]) AS u(id, origin_id, attempt)`
+)
+
+// bareLoop claims, runs and completes channel's events on conn until a
+// claim comes back empty, counting the committed events in done and the
+// time of the last commit in last (unix nanoseconds).
+func bareLoop(ctx context.Context, conn *pgx.Conn, channel, handler string, done, last *atomic.Int64) (err error) {
+	defer func() {
+		if err != nil && conn.PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	var (
+		ids, origins []int64
+		payloads     []string
+		attempts     []int32
+	)
+	for {
+		ids, origins, payloads, attempts = ids[:0], origins[:0], payloads[:0], attempts[:0]
+		claim := &pgx.Batch{}
+		claim.Queue("BEGIN")
+		claim.Queue(bareClaim, channel, ceilingClaim)
+		br := conn.SendBatch(ctx, claim)
+		_, err := br.Exec()
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				var id, origin int64
+				var ch, payload string
+				var attempt int32
+				_, err = pgx.ForEachRow(rows, []any{&id, &origin, &ch, &payload, &attempt}, func() error {
+					ids, origins = append(ids, id), append(origins, origin)
+					payloads, attempts = append(payloads, payload), append(attempts, attempt)
+					return nil
+				})
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		if len(ids) == 0 {
+			if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+				return fmt.Errorf("commit the empty claim: %w", err)
+			}
+			return nil
+		}
+		run := &pgx.Batch{}
+		for _, p := range payloads {
+			run.Queue("SAVEPOINT pgrelay_event")
+			run.Queue(handler, p)
+			run.Queue("RELEASE SAVEPOINT pgrelay_event")
+		}
+		run.Queue(bareLog, ids, origins, channel, attempts)
+		run.Queue(`DELETE FROM pgrelay.queue WHERE id = ANY($1)`, ids)
+		run.Queue("COMMIT")
+		br = conn.SendBatch(ctx, run)
+		var tag pgconn.CommandTag
+		for range run.Len() {
+			if tag, err = br.Exec(); err != nil {
+				break
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("run and complete %d events: %w", len(ids), err)
+		}
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("run and complete %d events: the transaction ended with %s", len(ids), tag)
+		}
+		done.Add(int64(len(ids)))
+		last.Store(time.Now().UnixNano())
+	}
+}

@@ -84,7 +84,9 @@ func (b *batcher) Receive(ctx actor.Context) {
 		b.fill(ctx)
 	case *batchDone:
 		b.lastActive = time.Now()
-		b.running--
+		// A batch started before a restart reports to the new instance,
+		// which did not count it.
+		b.running = max(0, b.running-1)
 		b.account(m)
 		if m.err != nil {
 			b.failures++
@@ -211,8 +213,8 @@ func runDirect(d *deps, channel string, n int, self *actor.PID) {
 				err = fmt.Errorf("batch panicked: %v", r)
 			}
 		}()
-		// Each handler is cut by statement_timeout; the context bounds the
-		// batch's round trips should the network not answer.
+		// RunDirect bounds the batch with a deadline; the run context
+		// cancels it at the shutdown timeout.
 		ctx, cancel := context.WithCancel(d.runCtx)
 		defer cancel()
 		b, err = d.store.RunDirect(ctx, store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()}, channel, n)

@@ -462,3 +462,43 @@ BEGIN
   SELECT ins.id FROM ins ORDER BY ins.id;
 END
 $$;
+
+-- _enqueue_dedup: as before, except that a row a direct batch holds locked
+-- (it may be running its handler right now) is no longer pending: a new
+-- notify of its payload gets a row of its own. The match takes a key-share
+-- lock without waiting, so a locked row is skipped; the lock, held until the
+-- notifying transaction ends, lets a classic claim's UPDATE through and keeps
+-- a batch off the row until then.
+CREATE OR REPLACE FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_hash bigint := pg_catalog.hashtextextended(p_payload, 0);
+  v_row record;
+  v_id bigint;
+BEGIN
+  -- Two producers notifying the same payload at once: the second waits for the
+  -- first to commit, then sees its row.
+  PERFORM pg_catalog.pg_advisory_xact_lock(1886816818,
+    pg_catalog.hashtext(ch.channel) # pg_catalog.hashint8(v_hash));
+  SELECT q.id, q.origin_id, q.attempt INTO v_row
+    FROM pgrelay.queue q
+   WHERE q.channel = ch.channel AND q.phash = v_hash AND q.dispatched_at IS NULL
+     AND q.payload = p_payload
+     AND (NOT ch.node_restricted OR q.run_in_node = v_node)
+   ORDER BY q.origin_id
+   LIMIT 1
+     FOR KEY SHARE SKIP LOCKED;
+  IF FOUND THEN
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
+    VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
+    RETURN v_row.origin_id;
+  END IF;
+  INSERT INTO pgrelay.queue (channel, payload, run_in_node)
+  VALUES (ch.channel, p_payload, CASE WHEN ch.node_restricted THEN v_node END)
+  RETURNING id INTO v_id;
+  RETURN v_id;
+END
+$$;

@@ -102,3 +102,24 @@ func TestNextIDsBatch(t *testing.T) {
 	id := one[int64](t, n1, "SELECT (pgrelay._next_ids(3))[2]")
 	require.EqualValues(t, 7, (id>>12)&1023, "the node id is in the id")
 }
+
+// A row a direct batch holds may be running its handler: a notify of the
+// same payload on a deduplicating channel gets a row of its own, while an
+// unlocked pending row still absorbs it.
+func TestDirectDedupSkipsBatchRows(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("dd", "p_deduplicate := true")
+	first := d.notify("dd", "x")
+	a := d.conn(0)
+	inTx(t, a, func(tx pgx.Tx) {
+		require.Equal(t, []int64{first}, column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('dd', 'single', false, NULL, 10)"))
+		second := d.notify("dd", "x")
+		require.NotEqual(t, first, second, "the batch's row absorbed a new notify")
+		require.Equal(t, second, d.notify("dd", "x"), "a pending row absorbs the same payload")
+		require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+	})
+	// The batch rolled back: the first row is pending again and absorbs.
+	require.Equal(t, first, d.notify("dd", "x"))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'dd'"))
+}

@@ -82,17 +82,28 @@ func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string,
 	}
 	defer conn.Release()
 	start := time.Now()
-	b, err := claimDirect(ctx, conn, scope, channel, limit)
+	cctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
+	b, err := claimDirect(cctx, conn, scope, channel, limit)
+	cancel()
 	defer func() { b.Took = time.Since(start) }()
 	if err != nil || len(b.Events) == 0 {
 		rollback(ctx, conn)
 		return b, err
 	}
-	if err := b.run(ctx, conn); err != nil {
+	// Each handler is cut by statement_timeout; the deadline bounds the
+	// batch should the server or the network stop answering, so its locks
+	// and slots are not held forever.
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(len(b.Events))*b.Timeout+directClaimTimeout)
+	defer cancel()
+	if err := b.run(rctx, conn); err != nil {
 		return b, fmt.Errorf("batch of %d events of channel %s: %w", len(b.Events), channel, err)
 	}
 	return b, nil
 }
+
+// directClaimTimeout bounds a batch's claim, and is the margin of its
+// deadline past its handlers' timeouts.
+const directClaimTimeout = 30 * time.Second
 
 func rollback(ctx context.Context, conn *pgxpool.Conn) {
 	if conn.Conn().PgConn().TxStatus() != 'I' {

@@ -316,14 +316,15 @@ func (b *bench) run(ctx context.Context, list []benchScenario) error {
 // connects and migrates; stop undoes it.
 func (b *bench) openDatabase(ctx context.Context, rep *benchReport) (stop func(), err error) {
 	var undo []func()
-	stop = func() {
+	undoAll := func() {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
 		}
 	}
+	// Not the named result: a failed return sets that to nil.
 	defer func() {
 		if err != nil {
-			stop()
+			undoAll()
 		}
 	}()
 	b.dbURL = b.o.databaseURL
@@ -353,7 +354,7 @@ func (b *bench) openDatabase(ctx context.Context, rep *benchReport) (stop func()
 		current_setting('synchronous_commit')`).Scan(&rep.Postgres, &rep.Fsync, &rep.SynchronousCommit); err != nil {
 		return nil, fmt.Errorf("read the server's settings: %w", err)
 	}
-	return stop, nil
+	return undoAll, nil
 }
 
 // procFlags are the measured Processor's flags on url, in mode (empty: the

@@ -368,3 +368,14 @@ func TestBenchUsage(t *testing.T) {
 		assert.Regexp(t, `(?m)^  -`+f+`\b`, errOut)
 	}
 }
+
+// TestBenchDatabaseUnreachable: a --database-url nothing listens on is a
+// clear error with exit 1, not a crash.
+func TestBenchDatabaseUnreachable(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := cliMain("bench", "burn-down", "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=5")
+	assert.Equal(t, 1, code, errOut)
+	assert.Empty(t, out)
+	assert.NotContains(t, errOut, "panic")
+	assert.Contains(t, errOut, "pgrelay bench: ")
+}

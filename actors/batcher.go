@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
@@ -32,6 +33,12 @@ type (
 // and small batches would only add to that load.
 const batchTarget = time.Second
 
+// laneBatchTarget is batchTarget for lane batches, shorter: a lane batch runs
+// the heads of different lanes one after the other, which the classic path
+// runs in parallel, so slow handlers get lane batches of one or two, run in
+// parallel, while quick ones still share transactions.
+const laneBatchTarget = 100 * time.Millisecond
+
 // probeBatch is the size of a channel's first batch, which measures the
 // time per event.
 const probeBatch = 8
@@ -39,7 +46,9 @@ const probeBatch = 8
 // batcher is the channel actor of a 'none' sql channel. It runs the channel's
 // events in direct batches (store.RunDirect): a transaction locks up to
 // SQLBatch ready rows, runs each handler under its own savepoint and records
-// the outcomes, with one commit. It starts batches while rows are ready and
+// the outcomes, with one commit. The lane batcher (channel "") does the same
+// for the heads of the serialised sql channels' lanes (store.RunLanes), one
+// event per lane and batch, going on from where its last batch ended. It starts batches while rows are ready and
 // slots are free, several at once, and keeps going while batches come back
 // full; the claimer tells it when rows are ready again.
 type batcher struct {
@@ -56,9 +65,18 @@ type batcher struct {
 	failures   int  // batches failed in a row
 	backingOff bool // after a failed batch, until retry fires
 	retry      *time.Timer
-	avg        time.Duration // moving average of one event's time in a batch; 0 until measured
+	avg        time.Duration // moving average of one handler's time on the server; 0 until measured
 	lastActive time.Time
+	// after is where the lane batcher's walk over the lanes stands; seen
+	// holds lanes its batches took, where batches started alongside a
+	// running one begin instead (at random), so they do not all walk past
+	// the same held lanes.
+	after store.LaneKey
+	seen  []store.LaneKey
 }
+
+// maxSeenLanes bounds the lane batcher's sample of lanes.
+const maxSeenLanes = 1024
 
 func batcherProps(d *deps, key, channel string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
@@ -102,6 +120,17 @@ func (b *batcher) Receive(ctx actor.Context) {
 			return
 		}
 		b.failures = 0
+		if b.channel == "" && m.batch != nil {
+			b.after = m.batch.Last()
+			for _, e := range m.batch.Events {
+				k := store.LaneKey{Channel: e.Channel, Lane: e.Lane}
+				if len(b.seen) < maxSeenLanes {
+					b.seen = append(b.seen, k)
+				} else {
+					b.seen[rand.IntN(maxSeenLanes)] = k
+				}
+			}
+		}
 		if m.batch != nil && len(m.batch.Events) >= m.requested {
 			b.credit = min(b.credit+2, b.d.cfg.Concurrency) // the channel likely holds more
 		} else {
@@ -140,7 +169,11 @@ func (b *batcher) size() int {
 	if b.avg == 0 {
 		return min(b.d.cfg.SQLBatch, probeBatch)
 	}
-	return max(1, min(b.d.cfg.SQLBatch, int(batchTarget/max(b.avg, time.Microsecond))))
+	target := batchTarget
+	if b.channel == "" {
+		target = laneBatchTarget
+	}
+	return max(1, min(b.d.cfg.SQLBatch, int(target/max(b.avg, time.Microsecond))))
 }
 
 // fill starts batches while it has credit and slots are free. Until the
@@ -157,7 +190,11 @@ func (b *batcher) fill(ctx actor.Context) {
 		b.d.metrics.InFlight.Set(float64(b.d.inflight.Load()))
 		b.running++
 		b.credit--
-		go runDirect(b.d, b.channel, n, ctx.Self())
+		after := b.after
+		if b.running > 1 && len(b.seen) > 0 {
+			after = b.seen[rand.IntN(len(b.seen))]
+		}
+		go runDirect(b.d, b.channel, after, n, ctx.Self())
 	}
 }
 
@@ -169,20 +206,20 @@ func (b *batcher) account(m *batchDone) {
 	}
 	ran := 0
 	for _, e := range m.batch.Events {
-		b.d.metrics.Claimed.WithLabelValues(b.channel).Inc()
+		b.d.metrics.Claimed.WithLabelValues(e.Channel).Inc()
 		switch e.Outcome {
 		case "succeeded":
 			ran++
-			b.d.metrics.Succeeded.WithLabelValues(b.channel).Inc()
+			b.d.metrics.Succeeded.WithLabelValues(e.Channel).Inc()
 		case "failed":
 			ran++
-			if e.Attempt >= m.batch.MaxAttempts {
-				b.d.metrics.GaveUp.WithLabelValues(b.channel).Inc()
+			if e.Attempt >= e.MaxAttempts {
+				b.d.metrics.GaveUp.WithLabelValues(e.Channel).Inc()
 			} else {
-				b.d.metrics.Failed.WithLabelValues(b.channel).Inc()
+				b.d.metrics.Failed.WithLabelValues(e.Channel).Inc()
 			}
 		case "expired":
-			b.d.metrics.Expired.WithLabelValues(b.channel).Inc()
+			b.d.metrics.Expired.WithLabelValues(e.Channel).Inc()
 		default:
 			b.d.metrics.Released.Inc()
 		}
@@ -191,19 +228,29 @@ func (b *batcher) account(m *batchDone) {
 		return
 	}
 	per := m.batch.Took / time.Duration(ran)
-	for range ran {
-		b.d.metrics.HandlerDuration.WithLabelValues(b.channel).Observe(per.Seconds())
+	// The size follows the handlers' own time on the server: the claim and
+	// the completion cost a batch the same whatever its size, and counting
+	// them per event would shrink batches the more they cost.
+	handler := per
+	if m.batch.Timed > 0 {
+		handler = m.batch.HandlerTime / time.Duration(m.batch.Timed)
+	}
+	for _, e := range m.batch.Events {
+		if e.Outcome == "succeeded" || e.Outcome == "failed" {
+			b.d.metrics.HandlerDuration.WithLabelValues(e.Channel).Observe(per.Seconds())
+		}
 	}
 	if b.avg == 0 {
-		b.avg = max(per, time.Microsecond)
+		b.avg = max(handler, time.Microsecond)
 	} else {
-		b.avg = (b.avg*3 + per) / 4
+		b.avg = max((b.avg*3+handler)/4, time.Microsecond)
 	}
 }
 
-// runDirect runs one batch of up to n events of channel and reports to self.
-// Its n slots are freed before it reports. It never panics.
-func runDirect(d *deps, channel string, n int, self *actor.PID) {
+// runDirect runs one batch of up to n events of channel (of the lanes from
+// after, when channel is "") and reports to self. Its n slots are freed
+// before it reports. It never panics.
+func runDirect(d *deps, channel string, after store.LaneKey, n int, self *actor.PID) {
 	var b *store.DirectBatch
 	var err error
 	func() {
@@ -217,7 +264,12 @@ func runDirect(d *deps, channel string, n int, self *actor.PID) {
 		// cancels it at the shutdown timeout.
 		ctx, cancel := context.WithCancel(d.runCtx)
 		defer cancel()
-		b, err = d.store.RunDirect(ctx, store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()}, channel, n)
+		scope := store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()}
+		if channel == "" {
+			b, err = d.store.RunLanes(ctx, scope, after, n)
+		} else {
+			b, err = d.store.RunDirect(ctx, scope, channel, n)
+		}
 	}()
 	left := d.inflight.Add(-int64(n))
 	d.metrics.InFlight.Set(float64(left))

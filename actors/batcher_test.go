@@ -74,6 +74,31 @@ func TestActorDirectBatchFailures(t *testing.T) {
 	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
+// Serialised sql channels run in lane batches: the heads of many lanes share
+// a transaction, no claim is written, and every lane still runs in notify
+// order, one event at a time.
+func TestActorLaneBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (channel text, seq int, tx bigint, at timestamptz DEFAULT clock_timestamp())`)
+	countUpdates(e)
+	for c := range 50 {
+		e.exec(fmt.Sprintf(`SELECT pgrelay.register('ch%d', 'INSERT INTO public.ran (channel, seq, tx) VALUES (''ch%d'', $1::int, txid_current())',
+		        p_concurrency_mode := 'channel')`, c, c))
+		e.exec(fmt.Sprintf(`SELECT pgrelay.notify_many('ch%d', ARRAY(SELECT g::text FROM generate_series(1, 20) g))`, c))
+	}
+	e.startProcessor(nil)
+	e.eventually(60*time.Second, "1000 successes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1000
+	})
+	require.Equal(t, 1000, e.count(`SELECT count(*) FROM ran`))
+	require.Less(t, e.count(`SELECT count(DISTINCT tx) FROM ran`), 1000/4, "lane heads share transactions")
+	require.Zero(t, e.count(`SELECT count(*) FROM ran a JOIN ran b ON a.channel = b.channel AND a.seq < b.seq
+	                          AND (b.at < a.at OR b.tx = a.tx)`), "a channel's events ran in order, one per transaction")
+	require.Zero(t, e.count(`SELECT count(*) FROM updates`), "no claim was written")
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
 // With SQLBatch 1 a 'none' sql channel is claimed and run one event per
 // transaction, like the other kinds.
 func TestActorSQLBatchOneClaims(t *testing.T) {

@@ -258,11 +258,13 @@ func TestActorSupervisorRestartsFailedActor(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.exec(`CREATE TABLE ran (payload text)`)
-	// A 'channel' channel: its events pass through its channel actor one by one.
+	// A 'channel' channel claimed event by event (SQLBatch 1): its events pass
+	// through its channel actor one by one.
 	e.exec(`SELECT pgrelay.register('s', 'INSERT INTO public.ran VALUES ($1)', p_retry_delay := '10 milliseconds',
 	        p_concurrency_mode := 'channel')`)
 	crashed := make(chan struct{}, 1)
 	e.startProcessor(func(c *actors.Config) {
+		c.SQLBatch = 1
 		actors.SetTestHook(c, func(name string, msg any) {
 			if p, ok := actors.RunEventPayload(msg); ok && name == "channel" && p == "crash" {
 				select {
@@ -303,7 +305,8 @@ func TestActorGracefulStop(t *testing.T) {
 	e.exec(`SELECT pgrelay.notify_many('g', $1)`, ps)
 	p := e.startProcessor(nil)
 	e.eventually(10*time.Second, "handlers to start", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`) > 0
+		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		                 AND state = 'active' AND query LIKE 'SELECT public.half_second(%'`) > 0
 	})
 	require.NoError(t, p.Stop(context.Background()))
 	done := e.count(`SELECT count(*) FROM ran`)

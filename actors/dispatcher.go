@@ -119,10 +119,14 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		}
 	case *batchReady:
 		if !p.draining {
+			// "" is the lane batcher's: the serialised sql channels' lanes.
 			key := m.channel + "\x00batch"
 			channel := m.channel
-			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel) },
-				fmt.Sprintf("batch-%d-%s-", p.d.node, channel), m)
+			name := fmt.Sprintf("batch-%d-%s-", p.d.node, channel)
+			if channel == "" {
+				name = fmt.Sprintf("lanes-%d-", p.d.node)
+			}
+			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel) }, name, m)
 		}
 	case *eventEnded:
 		p.r.ended(m.key)

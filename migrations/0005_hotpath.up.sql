@@ -116,7 +116,9 @@ END
 $$;
 
 -- _ready_direct: the 'none' sql channels with a row ready for this node,
--- for the Processor to start their batches.
+-- for the Processor to start their batches, and '' when a serialised sql
+-- channel ('channel' or 'payload') has a lane with a row ready (a lane
+-- batch, _claim_lanes_direct, takes those of all such channels).
 CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader bool)
 RETURNS SETOF text
 LANGUAGE plpgsql STABLE
@@ -139,6 +141,125 @@ BEGIN
       ORDER BY q.not_before, q.id
       LIMIT 1) r
    WHERE c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
+  -- Any ready lane row will do: a hint, checked by the lane batch itself.
+  RETURN QUERY
+  SELECT ''::text FROM pgrelay.queue q
+   WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.not_before <= now()
+     AND (q.run_in_node = v_node
+          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND EXISTS (SELECT FROM pgrelay.channels c
+                  WHERE c.channel = q.channel AND c.kind = 'sql' AND NOT c.paused
+                    AND c.concurrency_mode IN ('channel', 'payload'))
+   LIMIT 1;
+END
+$$;
+
+-- _claim_lanes_direct: a lane batch. Takes the heads of up to p_limit lanes
+-- of the serialised sql channels ('channel': one lane per channel; 'payload':
+-- one per payload) for the caller's transaction, one row per lane, walking
+-- the lanes in (channel, lane) order from just after (p_after_channel,
+-- p_after_lane) and wrapping around (NULL: from the start). Each lane is
+-- held by its transaction-scoped advisory lock, the one _claim takes for a
+-- lane, so no other batch or claim serves it until the transaction ends;
+-- its head row is locked too. A lane whose head is not ready (a retry in its
+-- backoff), whose event is in flight under a claim, or whose head another
+-- transaction holds is passed over, never its second row. Node rules and
+-- leader fencing as for _claim_direct. Returns each row with its channel's
+-- settings and its lane, so the caller can go on from the last one.
+CREATE FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader bool, p_term bigint, p_limit int,
+                                            p_after_channel text, p_after_lane bigint)
+RETURNS TABLE (id bigint, origin_id bigint, channel text, lane bigint, payload text, attempt int,
+               enqueued_at timestamptz, expired bool, handler text, timeout_ms bigint, max_attempts int)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_bitmapscan = off
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_own bool := p_mode = 'multi-node';
+  v_ch text := p_after_channel;
+  v_lane bigint := p_after_lane;
+  v_wrapped bool := p_after_channel IS NULL;
+  v_n int := 0;
+  v_got int;
+  v_steps int := 0;
+  r record;
+  ch pgrelay.channels;
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  IF p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
+    v_all := EXISTS (SELECT FROM pgrelay.nodes l
+                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
+                        AND l.lease_until > now());
+  END IF;
+  IF v_ch IS NOT NULL AND v_lane IS NULL THEN
+    v_lane := -9223372036854775808;
+  END IF;
+  -- A loose index scan over queue_lane: one probe per lane, however long the
+  -- lanes are. Bounded, so a queue full of lanes this batch cannot serve
+  -- costs a bounded claim.
+  WHILE v_n < p_limit AND v_steps < 4 * p_limit + 64 LOOP
+    v_steps := v_steps + 1;
+    IF v_ch IS NULL THEN
+      SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
+       WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL
+       ORDER BY q.channel, q.lane LIMIT 1;
+    ELSE
+      SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
+       WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND (q.channel, q.lane) > (v_ch, v_lane)
+       ORDER BY q.channel, q.lane LIMIT 1;
+    END IF;
+    IF NOT FOUND THEN
+      EXIT WHEN v_wrapped;
+      v_wrapped := true;
+      v_ch := NULL;
+      v_lane := NULL;
+      CONTINUE;
+    END IF;
+    v_ch := r.channel;
+    v_lane := r.lane;
+    -- Once around: stop where the walk began.
+    EXIT WHEN v_wrapped AND p_after_channel IS NOT NULL
+          AND (v_ch, v_lane) > (p_after_channel, COALESCE(p_after_lane, -9223372036854775808));
+    IF ch.channel IS DISTINCT FROM v_ch THEN
+      ch := NULL;
+      SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = v_ch;
+    END IF;
+    CONTINUE WHEN ch.channel IS NULL OR ch.paused OR ch.kind <> 'sql'
+               OR ch.concurrency_mode NOT IN ('channel', 'payload');
+    CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(1886816819,
+      pg_catalog.hashtext(v_ch) # pg_catalog.hashint8(v_lane));
+    RETURN QUERY
+    WITH head AS (
+      SELECT q.id
+        FROM pgrelay.queue q
+       WHERE q.channel = v_ch AND q.lane = v_lane AND q.dispatched_at IS NULL
+         AND (q.run_in_node = v_node
+              OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+         AND NOT EXISTS (
+           SELECT FROM pgrelay.queue f
+            WHERE f.channel = v_ch AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
+              AND (f.run_in_node = v_node
+                   OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+       ORDER BY q.origin_id, q.id
+       LIMIT 1
+    )
+    SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
+           COALESCE(q.expires_at <= now(), false), ch.handler,
+           (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
+      FROM pgrelay.queue q JOIN head ON q.id = head.id
+     WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+       FOR UPDATE OF q SKIP LOCKED;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    v_n := v_n + v_got;
+  END LOOP;
 END
 $$;
 
@@ -230,8 +351,8 @@ BEGIN
 END
 $$;
 
--- _claim gains p_direct: with it true, the 'none' sql channels are left to
--- direct batches. (Callers that do not name it claim as before.)
+-- _claim gains p_direct: with it true, the sql channels are left to direct
+-- batches. (Callers that do not name it claim as before.)
 DROP FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint);
 CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader bool, p_limit int,
                                p_kinds text[] DEFAULT '{sql}', p_term bigint DEFAULT NULL,
@@ -281,7 +402,7 @@ BEGIN
                         AND l.lease_until > now());
   END IF;
   SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds)
-     AND NOT (p_direct AND c.kind = 'sql' AND c.concurrency_mode = 'none');
+     AND NOT (p_direct AND c.kind = 'sql');
   IF v_nch = 0 THEN
     RETURN;
   END IF;
@@ -291,7 +412,7 @@ BEGIN
     FOR ch IN
       SELECT * FROM pgrelay.channels c
        WHERE NOT c.paused AND c.kind = ANY (p_kinds) AND (v_pass = 1 OR c.channel = ANY (v_full))
-         AND NOT (p_direct AND c.kind = 'sql' AND c.concurrency_mode = 'none')
+         AND NOT (p_direct AND c.kind = 'sql')
        ORDER BY pg_catalog.random()
     LOOP
       EXIT WHEN v_left <= 0;
@@ -418,12 +539,14 @@ REVOKE ALL ON FUNCTION
   pgrelay._next_ids(int),
   pgrelay._claim(bigint, text, bool, int, text[], bigint, bool),
   pgrelay._claim_direct(text, text, bool, bigint, int),
+  pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint),
   pgrelay._ready_direct(text, bool)
   FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
   pgrelay._next_ids(int),
   pgrelay._claim(bigint, text, bool, int, text[], bigint, bool),
   pgrelay._claim_direct(text, text, bool, bigint, int),
+  pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint),
   pgrelay._ready_direct(text, bool)
   TO pgrelay_processor;
 

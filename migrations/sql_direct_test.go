@@ -6,6 +6,7 @@ package migrations_test
 // with rows ready, and _next_ids hands out a batch of ids.
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -21,8 +22,8 @@ func TestDirectClaimAndComplete(t *testing.T) {
 		d.notify("d", string(rune('a'+i)))
 	}
 	d.notify("ser", "x")
-	require.Equal(t, []string{"d"}, column[string](t, d.pool, "SELECT * FROM pgrelay._ready_direct('single', false)"),
-		"only 'none' sql channels are batched")
+	require.Equal(t, []string{"d", ""}, column[string](t, d.pool, "SELECT * FROM pgrelay._ready_direct('single', false)"),
+		"the 'none' sql channel by name, the serialised ones as ''")
 	a, b := d.conn(0), d.conn(0)
 	// Two transactions lock disjoint rows, oldest first.
 	var first, second []int64
@@ -122,4 +123,61 @@ func TestDirectDedupSkipsBatchRows(t *testing.T) {
 	// The batch rolled back: the first row is pending again and absorbs.
 	require.Equal(t, first, d.notify("dd", "x"))
 	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'dd'"))
+}
+
+// Lane batches: _claim_lanes_direct takes the head of each serialised lane,
+// one row per lane, never a lane's second row, and holds the lanes for its
+// transaction.
+func TestDirectClaimLanes(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c1", "p_concurrency_mode := 'channel'")
+	d.register("c2", "p_concurrency_mode := 'channel'")
+	d.register("p", "p_concurrency_mode := 'payload'")
+	d.register("n", "")
+	for _, ch := range []string{"c1", "c2"} {
+		for i := range 3 {
+			d.notify(ch, fmt.Sprintf("%s-%d", ch, i))
+		}
+	}
+	for _, p := range []string{"k1", "k2", "k1"} {
+		d.notify("p", p)
+	}
+	d.notify("n", "none")
+	heads := func(q querier, limit int, afterCh *string, afterLane *int64) []string {
+		return column[string](t, q, `SELECT payload FROM pgrelay._claim_lanes_direct('single', false, NULL, $1, $2, $3)`,
+			limit, afterCh, afterLane)
+	}
+	a, b := d.conn(0), d.conn(0)
+	inTx(t, a, func(tx pgx.Tx) {
+		got := heads(tx, 10, nil, nil)
+		require.ElementsMatch(t, []string{"c1-0", "c2-0", "k1", "k2"}, got, "one head per lane, 'none' channels not")
+		inTx(t, b, func(tx2 pgx.Tx) {
+			require.Empty(t, heads(tx2, 10, nil, nil), "held lanes are passed over, not their second rows")
+		})
+	})
+	// The walk goes on after a lane and wraps around.
+	inTx(t, a, func(tx pgx.Tx) {
+		rows := column[string](t, tx, `SELECT channel || ':' || lane FROM pgrelay._claim_lanes_direct('single', false, NULL, 1, NULL, NULL)`)
+		require.Equal(t, []string{"c1:0"}, rows)
+		after := "c1"
+		var lane int64
+		require.Equal(t, []string{"c2-0"}, heads(tx, 1, &after, &lane))
+	})
+	inTx(t, a, func(tx pgx.Tx) {
+		after := "p"
+		var lane int64 = 1 << 62
+		got := heads(tx, 10, &after, &lane)
+		require.Len(t, got, 4, "from the end it wraps around to every lane: %v", got)
+	})
+	// A lane whose event is in flight under a classic claim, or whose head
+	// waits for its backoff, gives nothing.
+	proc := startProcessor(t, d.pool)
+	d.exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = $1 WHERE payload = 'c1-0'`, proc)
+	d.exec(`UPDATE pgrelay.queue SET not_before = now() + interval '1 hour'
+	         WHERE id = (SELECT id FROM pgrelay.queue WHERE channel = 'c2' ORDER BY origin_id LIMIT 1)`)
+	inTx(t, a, func(tx pgx.Tx) {
+		got := heads(tx, 10, nil, nil)
+		require.ElementsMatch(t, []string{"k1", "k2"}, got, "the claimed lane and the waiting lane gave nothing")
+	})
 }

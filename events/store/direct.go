@@ -31,12 +31,17 @@ func (c ClaimScope) args() (leader bool, term *int64) {
 
 // DirectEvent is one event of a direct batch and what became of it.
 type DirectEvent struct {
-	ID         int64
-	OriginID   int64
-	Payload    string
-	Attempt    int
-	EnqueuedAt time.Time
-	Expired    bool // past expires_at when claimed: recorded, not run
+	ID          int64
+	OriginID    int64
+	Channel     string
+	Lane        int64 // in a lane batch
+	Payload     string
+	Attempt     int
+	EnqueuedAt  time.Time
+	Expired     bool // past expires_at when claimed: recorded, not run
+	Handler     string
+	Timeout     time.Duration
+	MaxAttempts int
 
 	// Outcome is what the batch recorded: "succeeded", "failed" (the log
 	// says gave_up at the last attempt), "expired", or "" when the batch
@@ -46,18 +51,38 @@ type DirectEvent struct {
 	Err error
 }
 
-// DirectBatch is a direct batch of one 'none' sql channel.
+// DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), or
+// of the heads of serialised lanes (RunLanes).
 type DirectBatch struct {
-	Channel     string
-	Handler     string
-	Timeout     time.Duration
-	MaxAttempts int
-	Events      []DirectEvent
+	Channel string // "" for a lane batch
+	Events  []DirectEvent
 	// Tries is how many pipelines the batch took (1 when no handler
 	// failed).
 	Tries int
 	// Took is the batch's time once it had a connection.
 	Took time.Duration
+	// HandlerTime is the server's time running the handlers of Timed
+	// events (those of the pipelines that committed), without the claim and
+	// the completion: what a batch's size should follow.
+	HandlerTime time.Duration
+	Timed       int
+}
+
+// LaneKey is where a walk over the lanes stands: a lane batch takes the
+// lanes after it (the zero key: from the start).
+type LaneKey struct {
+	Channel string
+	Lane    int64
+}
+
+// Last is the lane of a lane batch's last event (the zero key when it has
+// none): where the next batch goes on.
+func (b *DirectBatch) Last() LaneKey {
+	if b == nil || len(b.Events) == 0 {
+		return LaneKey{}
+	}
+	e := b.Events[len(b.Events)-1]
+	return LaneKey{Channel: e.Channel, Lane: e.Lane}
 }
 
 // RunDirect claims up to limit ready events of the 'none' sql channel by
@@ -76,27 +101,61 @@ type DirectBatch struct {
 // those events are pending again, no attempt counted. A batch that finds
 // nothing to run returns an empty batch.
 func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string, limit int) (*DirectBatch, error) {
+	leader, term := scope.args()
+	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Channel: channel},
+		"SELECT id, origin_id, $1::text, 0::bigint, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
+			" FROM pgrelay._claim_direct($1, $2, $3, $4, $5)",
+		channel, scope.Mode, leader, term, limit)
+}
+
+// RunLanes is RunDirect for the serialised sql channels ('channel' and
+// 'payload' mode): the batch takes the heads of up to limit lanes, one event
+// per lane, walking the lanes from after (see pgrelay._claim_lanes_direct).
+// While the batch runs, its lanes are held: no other batch or claim takes
+// their next event until it commits. Their handlers run in the batch one
+// after the other, each under its own savepoint and its channel's timeout.
+func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, limit int) (*DirectBatch, error) {
+	leader, term := scope.args()
+	var afterCh *string
+	var afterLane *int64
+	if after.Channel != "" {
+		afterCh, afterLane = &after.Channel, &after.Lane
+	}
+	return s.runBatch(ctx, "lanes", &DirectBatch{},
+		"SELECT id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
+			" FROM pgrelay._claim_lanes_direct($1, $2, $3, $4, $5, $6)",
+		scope.Mode, leader, term, limit, afterCh, afterLane)
+}
+
+func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim string, args ...any) (*DirectBatch, error) {
 	conn, err := s.hot.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("acquire a connection for a batch of channel %s: %w", channel, err)
+		return nil, fmt.Errorf("acquire a connection for a batch of %s: %w", what, err)
 	}
 	defer conn.Release()
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
-	b, err := claimDirect(cctx, conn, scope, channel, limit)
-	cancel()
 	defer func() { b.Took = time.Since(start) }()
+	cctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
+	err = claimBatch(cctx, conn, b, claim, args...)
+	cancel()
 	if err != nil || len(b.Events) == 0 {
 		rollback(ctx, conn)
+		if err != nil {
+			err = fmt.Errorf("claim a batch of %s: %w", what, err)
+		}
 		return b, err
 	}
 	// Each handler is cut by statement_timeout; the deadline bounds the
 	// batch should the server or the network stop answering, so its locks
 	// and slots are not held forever.
-	rctx, cancel := context.WithTimeout(ctx, time.Duration(len(b.Events))*b.Timeout+directClaimTimeout)
+	budget := directClaimTimeout
+	for _, e := range b.Events {
+		budget += e.Timeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	if err := b.run(rctx, conn); err != nil {
-		return b, fmt.Errorf("batch of %d events of channel %s: %w", len(b.Events), channel, err)
+		return b, fmt.Errorf("batch of %d events of %s: %w", len(b.Events), what, err)
 	}
 	return b, nil
 }
@@ -111,35 +170,35 @@ func rollback(ctx context.Context, conn *pgxpool.Conn) {
 	}
 }
 
-func claimDirect(ctx context.Context, conn *pgxpool.Conn, scope ClaimScope, channel string, limit int) (*DirectBatch, error) {
-	leader, term := scope.args()
-	b := &DirectBatch{Channel: channel}
+// claimBatch begins the batch's transaction and runs its claim, whose rows
+// become b's events.
+func claimBatch(ctx context.Context, conn *pgxpool.Conn, b *DirectBatch, claim string, args ...any) error {
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
-	batch.Queue("SELECT * FROM pgrelay._claim_direct($1, $2, $3, $4, $5)", channel, scope.Mode, leader, term, limit)
+	batch.Queue(claim, args...)
 	br := conn.SendBatch(ctx, batch)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return b, fmt.Errorf("begin a batch of channel %s: %w", channel, err)
+		return fmt.Errorf("begin: %w", err)
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return b, fmt.Errorf("claim a batch of channel %s: %w", channel, err)
+		return err
 	}
 	for rows.Next() {
 		var e DirectEvent
 		var timeoutMS int64
-		if err := rows.Scan(&e.ID, &e.OriginID, &e.Payload, &e.Attempt, &e.EnqueuedAt, &e.Expired,
-			&b.Handler, &timeoutMS, &b.MaxAttempts); err != nil {
-			return b, fmt.Errorf("claim a batch of channel %s: %w", channel, err)
+		if err := rows.Scan(&e.ID, &e.OriginID, &e.Channel, &e.Lane, &e.Payload, &e.Attempt, &e.EnqueuedAt,
+			&e.Expired, &e.Handler, &timeoutMS, &e.MaxAttempts); err != nil {
+			return err
 		}
-		b.Timeout = time.Duration(timeoutMS) * time.Millisecond
+		e.Timeout = time.Duration(timeoutMS) * time.Millisecond
 		b.Events = append(b.Events, e)
 	}
 	if err := rows.Err(); err != nil {
-		return b, fmt.Errorf("claim a batch of channel %s: %w", channel, err)
+		return err
 	}
-	return b, br.Close()
+	return br.Close()
 }
 
 // run runs the claimed batch on conn, whose transaction holds its rows.
@@ -219,47 +278,80 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, idx []in
 			evs[j], errs[j] = e.Outcome, "NULL"
 		}
 	}
-	timeout := max(b.Timeout.Milliseconds(), 1)
 	pb := &pgconn.Batch{}
+	// handlerAt maps a statement's position to the event whose handler it is.
+	handlerAt := map[int]int{}
+	n := 0
+	exec := func(sql string, args [][]byte, oids []uint32) {
+		pb.ExecParams(sql, args, oids, nil, nil)
+		n++
+	}
+	// The server's clock around the handlers times them.
+	const now = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+	clockAt, clockEnd := -1, -1
 	if len(run) > 0 {
-		pb.ExecParams("SET LOCAL statement_timeout = "+strconv.FormatInt(timeout, 10), nil, nil, nil, nil)
-		for _, i := range run {
-			pb.ExecParams("SAVEPOINT pgrelay_event", nil, nil, nil, nil)
-			// $1 is declared text, as register() checked it with PREPARE (text).
-			pb.ExecParams(b.Handler, [][]byte{text(b.Events[i].Payload)}, []uint32{pgtype.TextOID}, nil, nil)
-			pb.ExecParams("RELEASE SAVEPOINT pgrelay_event", nil, nil, nil, nil)
+		clockAt = n
+		exec(now, nil, nil)
+	}
+	timeout := int64(-1)
+	for j, i := range run {
+		e := &b.Events[i]
+		// The timeout is set before the savepoint, so that rolling back to
+		// it keeps the timeout in force.
+		if t := max(e.Timeout.Milliseconds(), 1); t != timeout {
+			timeout = t
+			exec("SET LOCAL statement_timeout = "+strconv.FormatInt(t, 10), nil, nil)
 		}
+		exec("SAVEPOINT pgrelay_event", nil, nil)
+		handlerAt[n] = j
+		// $1 is declared text, as register() checked it with PREPARE (text).
+		exec(e.Handler, [][]byte{text(e.Payload)}, []uint32{pgtype.TextOID})
+		exec("RELEASE SAVEPOINT pgrelay_event", nil, nil)
+	}
+	if clockAt >= 0 {
+		clockEnd = n
+		exec(now, nil, nil)
 	}
 	// Reset even when nothing runs: a handler's failure skipped the last reset.
-	pb.ExecParams("SET LOCAL statement_timeout = 0", nil, nil, nil, nil)
-	pb.ExecParams("SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)",
+	exec("SET LOCAL statement_timeout = 0", nil, nil)
+	exec("SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)",
 		[][]byte{text("{" + strings.Join(ids, ",") + "}"), text("{" + strings.Join(evs, ",") + "}"),
 			text("{" + strings.Join(errs, ",") + "}")},
-		[]uint32{pgtype.Int8ArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID}, nil, nil)
-	pb.ExecParams("COMMIT", nil, nil, nil, nil)
-	head := 0
-	if len(run) > 0 {
-		head = 1
-	}
-	want := head + 3*len(run) + 3
+		[]uint32{pgtype.Int8ArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID})
+	exec("COMMIT", nil, nil)
 	results, err := conn.Conn().PgConn().ExecBatch(ctx, pb).ReadAll()
 	failed, err := firstError(results, err)
-	if err == nil && len(results) != want {
-		err = fmt.Errorf("expected %d results, got %d", want, len(results))
+	if err == nil && len(results) != n {
+		err = fmt.Errorf("expected %d results, got %d", n, len(results))
 	}
 	if err == nil {
-		if tag := results[want-1].CommandTag.String(); tag != "COMMIT" {
+		if tag := results[n-1].CommandTag.String(); tag != "COMMIT" {
 			err = fmt.Errorf("the transaction ended with %s", tag)
 		}
 	}
 	if err == nil {
+		if clockAt >= 0 {
+			t0, err0 := clockOf(results[clockAt])
+			t1, err1 := clockOf(results[clockEnd])
+			if err0 == nil && err1 == nil && t1 >= t0 {
+				b.HandlerTime += time.Duration(t1-t0) * time.Microsecond
+				b.Timed += len(run)
+			}
+		}
 		return -1, nil, nil
 	}
-	if failed >= head && failed < head+3*len(run) && (failed-head)%3 == 1 {
-		j := (failed - head) / 3
+	if j, ok := handlerAt[failed]; ok {
 		return run[j], run[:j], &HandlerError{Err: err}
 	}
 	return -1, nil, err
+}
+
+// clockOf reads the server clock a pipeline's timing statement returned.
+func clockOf(r *pgconn.Result) (int64, error) {
+	if len(r.Rows) != 1 || len(r.Rows[0]) != 1 {
+		return 0, fmt.Errorf("expected one value, got %d rows", len(r.Rows))
+	}
+	return strconv.ParseInt(string(r.Rows[0][0]), 10, 64)
 }
 
 // arrayQuote quotes s as an element of a PostgreSQL array literal.

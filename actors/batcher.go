@@ -14,7 +14,8 @@ import (
 
 // Messages of the batchers.
 type (
-	// batchReady: the 'none' sql channel has rows ready (from the claimer).
+	// batchReady: the 'none' sql channel has rows ready, or ("") some lane
+	// of a serialised sql channel has (from the claimer).
 	batchReady struct{ channel string }
 	// batchDone: a batch goroutine returned; its slots are already free.
 	batchDone struct {
@@ -26,11 +27,10 @@ type (
 	batchRetry struct{}
 )
 
-// batchTarget is how long a batch should take at most: a batch holds its
-// events until it commits, so a channel whose handlers are slow runs smaller
-// batches (down to one event per transaction), in parallel. It is generous:
-// the time per event measured under load includes waiting for the server,
-// and small batches would only add to that load.
+// batchTarget is how long a batch's handlers should take at most, by their
+// time measured on the server: a batch holds its events until it commits, so
+// a channel whose handlers are slow runs smaller batches (down to one event
+// per transaction), in parallel.
 const batchTarget = time.Second
 
 // laneBatchTarget is batchTarget for lane batches, shorter: a lane batch runs

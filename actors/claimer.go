@@ -21,7 +21,7 @@ type (
 	// claimResult: a claim query returned.
 	claimResult struct {
 		rows      []store.Claimed
-		ready     []string // 'none' sql channels with rows ready for batches
+		ready     []string // 'none' sql channels with rows ready for batches; "" for lanes
 		requested int
 		err       error
 		took      time.Duration

@@ -73,11 +73,12 @@ type Config struct {
 	Concurrency int
 	// BatchSize is the most rows one claim takes (default 100).
 	BatchSize int
-	// SQLBatch is the most events of one 'none' sql channel run in one
-	// transaction, each under its own savepoint (default 64). Such a batch
-	// claims its rows by locking them and records their outcomes in the same
-	// transaction: one commit for the batch. 1 runs those channels like the
-	// others: a claim, then a transaction per event.
+	// SQLBatch is the most events of one sql batch (default 64): events of
+	// one 'none' sql channel, or the heads of many lanes of 'channel' and
+	// 'payload' sql channels, run in one transaction, each under its own
+	// savepoint. A batch claims its rows by locking them and records their
+	// outcomes in the same transaction: one commit for the batch. 1 runs sql
+	// channels like the others: a claim, then a transaction per event.
 	SQLBatch int
 	// PollInterval is the fallback poll when no NOTIFY arrives (default 1s); it
 	// also picks up retries whose backoff has passed.
@@ -198,7 +199,7 @@ type deps struct {
 	store    *store.Store
 	handlers handlers.Registry
 	kinds    []string
-	// direct: 'none' sql channels run in direct batches (batcher), not
+	// direct: sql channels run in direct and lane batches (batcher), not
 	// through claims.
 	direct    bool
 	metrics   *Metrics

@@ -62,9 +62,9 @@ type Claimed struct {
 // Claim claims up to limit ready rows for processor proc (see pgrelay._claim).
 // Only channels of the given kinds are claimed. In leader mode, scope.Term > 0
 // means this node believes it holds the lease with that term; the claim checks
-// it. With direct, the 'none' sql channels are left to direct batches
-// (RunDirect) and ready lists those of them with rows ready, in the same
-// round trip.
+// it. With direct, the sql channels are left to batches (RunDirect,
+// RunLanes) and ready lists the 'none' sql channels with rows ready, and ""
+// when a serialised sql channel has a lane ready, in the same round trip.
 func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit int, kinds []string,
 	direct bool) (claimed []Claimed, ready []string, err error) {
 	leader, term := scope.args()

@@ -52,7 +52,7 @@ func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address, e.g. :9187 (default: off)")
 	fs.IntVar(&f.concurrency, "concurrency", 256, "most events in flight at once (claimed, running, or held by a batch of sql events until it commits)")
 	fs.IntVar(&f.batchSize, "batch-size", 100, "most rows one claim takes")
-	fs.IntVar(&f.sqlBatch, "sql-batch", 64, "most events of one 'none' sql channel run in one transaction, a savepoint each, claimed and completed in it (1: a claim, then a transaction per event)")
+	fs.IntVar(&f.sqlBatch, "sql-batch", 64, "most events of a sql batch: one transaction that locks the events (of one 'none' channel, or the heads of many 'channel'/'payload' lanes), runs each under a savepoint and completes them (1: a claim, then a transaction per event)")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "fallback poll when no NOTIFY arrives (also picks up due retries)")
 	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", time.Second, "how often this instance marks itself alive")
 	fs.DurationVar(&f.deadAfter, "dead-after", 0, "an instance or node silent this long is dead: its claims are rescued, its work adopted; also the leader lease's length (default 10 × heartbeat-interval)")

@@ -20,3 +20,6 @@ func IsBatchDone(msg any) bool {
 	_, ok := msg.(*batchDone)
 	return ok
 }
+
+// HotPoolConns is how many connections the Processor's hot pool holds open.
+func HotPoolConns(p *Processor) int32 { return p.hot.Stat().TotalConns() }

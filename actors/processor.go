@@ -298,6 +298,33 @@ func (p *Processor) poolConfig(maxConns int32, app string) (*pgxpool.Config, err
 	return pc, nil
 }
 
+// warmHotConns is how many hot connections are opened before the Processor
+// starts and kept open: the first events after a start do not wait for
+// the server to start backends for them.
+const warmHotConns = 4
+
+// warm opens n connections of pool at once and gives them back.
+func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	conns := make([]*pgxpool.Conn, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { conns[i], errs[i] = pool.Acquire(ctx) })
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			c.Release()
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Start connects, registers the instance and starts the actor tree. It
 // returns once the Processor is claiming.
 func (p *Processor) Start(ctx context.Context) error {
@@ -312,8 +339,13 @@ func (p *Processor) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	hotCfg.MinConns = min(warmHotConns, hotCfg.MaxConns)
 	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
 	if err != nil {
+		return fmt.Errorf("pgrelay: connect: %w", err)
+	}
+	if err := warm(ctx, hot, int(hotCfg.MinConns)); err != nil {
+		hot.Close()
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
 	bg, err := pgxpool.NewWithConfig(ctx, bgCfg)

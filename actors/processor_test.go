@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/actors"
 )
 
 func TestActorSQLHandlerRunsEveryEvent(t *testing.T) {
@@ -26,4 +28,13 @@ func TestActorSQLHandlerRunsEveryEvent(t *testing.T) {
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
 	require.NoError(t, p.Stop(context.Background()))
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.processors`))
+}
+
+// Start opens a few hot connections before it returns, so the first events
+// do not wait for the server to start backends.
+func TestActorStartWarmsConnections(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := e.startProcessor(nil)
+	require.GreaterOrEqual(t, actors.HotPoolConns(p), int32(4), "hot connections open at start")
 }

@@ -533,6 +533,29 @@ BEGIN
 END
 $$;
 
+-- _batch_fence: sent just before a batch records its outcomes. In leader
+-- mode a batch of a leader (p_term set) commits only while the lease row
+-- still says this node holds that term, read at this moment (not at the
+-- transaction's start): a batch writes no claim that would replicate, so a
+-- leader that lost its lease during a long batch must not commit it beside
+-- the new leader's runs. Raises PR031 otherwise; the batch then rolls back
+-- whole, its events pending again. Nothing to check in other modes or for a
+-- node that is not the leader (its batches take pinned rows only).
+CREATE FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF p_mode = 'leader' AND p_term IS NOT NULL AND NOT EXISTS (
+       SELECT FROM pgrelay.nodes l
+        WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
+          AND l.lease_until > pg_catalog.clock_timestamp()) THEN
+    RAISE EXCEPTION 'pgrelay: the leader lease of term % ended while the batch ran', p_term
+      USING ERRCODE = 'PR031';
+  END IF;
+END
+$$;
+
 -- (Functions are executable by PUBLIC when created; a schema's default
 -- privileges cannot take that away.)
 REVOKE ALL ON FUNCTION
@@ -540,6 +563,7 @@ REVOKE ALL ON FUNCTION
   pgrelay._claim(bigint, text, bool, int, text[], bigint, bool),
   pgrelay._claim_direct(text, text, bool, bigint, int),
   pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint),
+  pgrelay._batch_fence(text, bigint),
   pgrelay._ready_direct(text, bool)
   FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
@@ -547,6 +571,7 @@ GRANT EXECUTE ON FUNCTION
   pgrelay._claim(bigint, text, bool, int, text[], bigint, bool),
   pgrelay._claim_direct(text, text, bool, bigint, int),
   pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint),
+  pgrelay._batch_fence(text, bigint),
   pgrelay._ready_direct(text, bool)
   TO pgrelay_processor;
 

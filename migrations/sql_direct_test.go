@@ -181,3 +181,31 @@ func TestDirectClaimLanes(t *testing.T) {
 		require.ElementsMatch(t, []string{"k1", "k2"}, got, "the claimed lane and the waiting lane gave nothing")
 	})
 }
+
+// _batch_fence lets a leader's batch commit only while the lease still says
+// it holds its term, read at the moment of the check.
+func TestDirectBatchFence(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
+	        VALUES (-1, 'lease', now(), 1, 5, now() + interval '1 minute')`)
+	n1, n2 := d.conn(1), d.conn(2)
+	fence := func(c *pgx.Conn, mode string, term any) error {
+		_, err := c.Exec(bg, "SELECT pgrelay._batch_fence($1, $2)", mode, term)
+		return err
+	}
+	require.NoError(t, fence(n1, "leader", 5), "the leader holding its term")
+	require.NoError(t, fence(n2, "leader", nil), "a follower's batch (pinned rows) is not fenced")
+	require.NoError(t, fence(n2, "multi-node", 5), "other modes are not fenced")
+	require.ErrorContains(t, fence(n1, "leader", 4), "PR031", "an older term")
+	require.ErrorContains(t, fence(n2, "leader", 5), "PR031", "another node")
+	// The lease runs out in the middle of a transaction: the check reads the
+	// clock, not the transaction's start.
+	d.exec(`UPDATE pgrelay.nodes SET lease_until = clock_timestamp() + interval '300 milliseconds' WHERE node_id = -1`)
+	inTx(t, n1, func(tx pgx.Tx) {
+		_, err := tx.Exec(bg, "SELECT pg_sleep(0.5)")
+		require.NoError(t, err)
+		_, err = tx.Exec(bg, "SELECT pgrelay._batch_fence('leader', 5)")
+		require.ErrorContains(t, err, "PR031")
+	})
+}

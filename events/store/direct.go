@@ -55,6 +55,7 @@ type DirectEvent struct {
 // of the heads of serialised lanes (RunLanes).
 type DirectBatch struct {
 	Channel string // "" for a lane batch
+	Scope   ClaimScope
 	Events  []DirectEvent
 	// Tries is how many pipelines the batch took (1 when no handler
 	// failed).
@@ -102,7 +103,7 @@ func (b *DirectBatch) Last() LaneKey {
 // nothing to run returns an empty batch.
 func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string, limit int) (*DirectBatch, error) {
 	leader, term := scope.args()
-	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Channel: channel},
+	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Channel: channel, Scope: scope},
 		"SELECT id, origin_id, $1::text, 0::bigint, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
 			" FROM pgrelay._claim_direct($1, $2, $3, $4, $5)",
 		channel, scope.Mode, leader, term, limit)
@@ -121,7 +122,7 @@ func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, l
 	if after.Channel != "" {
 		afterCh, afterLane = &after.Channel, &after.Lane
 	}
-	return s.runBatch(ctx, "lanes", &DirectBatch{},
+	return s.runBatch(ctx, "lanes", &DirectBatch{Scope: scope},
 		"SELECT id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
 			" FROM pgrelay._claim_lanes_direct($1, $2, $3, $4, $5, $6)",
 		scope.Mode, leader, term, limit, afterCh, afterLane)
@@ -314,6 +315,10 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, idx []in
 	}
 	// Reset even when nothing runs: a handler's failure skipped the last reset.
 	exec("SET LOCAL statement_timeout = 0", nil, nil)
+	if leader, term := b.Scope.args(); leader && b.Scope.Mode == "leader" {
+		exec("SELECT pgrelay._batch_fence('leader', $1)", [][]byte{text(strconv.FormatInt(*term, 10))},
+			[]uint32{pgtype.Int8OID})
+	}
 	exec("SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)",
 		[][]byte{text("{" + strings.Join(ids, ",") + "}"), text("{" + strings.Join(evs, ",") + "}"),
 			text("{" + strings.Join(errs, ",") + "}")},

@@ -68,12 +68,12 @@ type Config struct {
 	// NodeID, when set, is applied as pg_relay.node_id on the Processor's own
 	// sessions; otherwise the server's setting is used.
 	NodeID *int
-	// Concurrency is the most events in flight at once (default 256): claimed
+	// Concurrency is the most events in flight at once (default 400): claimed
 	// and running, or held by a batch until it commits.
 	Concurrency int
 	// BatchSize is the most rows one claim takes (default 100).
 	BatchSize int
-	// SQLBatch is the most events of one sql batch (default 64): events of
+	// SQLBatch is the most events of one sql batch (default 100): events of
 	// one 'none' sql channel, or the heads of many lanes of 'channel' and
 	// 'payload' sql channels, run in one transaction, each under its own
 	// savepoint. A batch claims its rows by locking them and records their
@@ -149,9 +149,9 @@ func (c *Config) defaults() error {
 	if c.NodeID != nil && (*c.NodeID < 0 || *c.NodeID > 1023) {
 		return fmt.Errorf("pgrelay: node id %d is outside 0..1023", *c.NodeID)
 	}
-	setDefault(&c.Concurrency, 256)
+	setDefault(&c.Concurrency, 400)
 	setDefault(&c.BatchSize, 100)
-	setDefault(&c.SQLBatch, 64)
+	setDefault(&c.SQLBatch, 100)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.DeadAfter, 10*c.HeartbeatInterval)

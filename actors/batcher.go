@@ -105,7 +105,7 @@ func (b *batcher) Receive(ctx actor.Context) {
 		// A batch started before a restart reports to the new instance,
 		// which did not count it.
 		b.running = max(0, b.running-1)
-		b.account(m)
+		b.measure(m)
 		if m.err != nil {
 			b.failures++
 			b.d.metrics.DBErrors.WithLabelValues("batch").Inc()
@@ -198,53 +198,78 @@ func (b *batcher) fill(ctx actor.Context) {
 	}
 }
 
-// account records a finished batch's outcomes in the metrics and the time
-// per event.
-func (b *batcher) account(m *batchDone) {
-	if m.batch == nil {
+// countBatch records a finished batch's outcomes in the metrics. It runs in
+// the batch's goroutine before the slots are freed: a stopping Processor
+// waits for its slots, not for the batcher's mailbox, so counting on the
+// batcher's side could miss a batch that committed during the stop.
+func countBatch(d *deps, batch *store.DirectBatch, err error) {
+	if batch == nil {
 		return
 	}
 	ran := 0
-	for _, e := range m.batch.Events {
-		b.d.metrics.Claimed.WithLabelValues(e.Channel).Inc()
+	for _, e := range batch.Events {
+		d.metrics.Claimed.WithLabelValues(e.Channel).Inc()
 		switch e.Outcome {
 		case "succeeded":
 			ran++
-			b.d.metrics.Succeeded.WithLabelValues(e.Channel).Inc()
+			d.metrics.Succeeded.WithLabelValues(e.Channel).Inc()
 		case "failed":
 			ran++
 			if e.Attempt >= e.MaxAttempts {
-				b.d.metrics.GaveUp.WithLabelValues(e.Channel).Inc()
+				d.metrics.GaveUp.WithLabelValues(e.Channel).Inc()
 			} else {
-				b.d.metrics.Failed.WithLabelValues(e.Channel).Inc()
+				d.metrics.Failed.WithLabelValues(e.Channel).Inc()
 			}
 		case "expired":
-			b.d.metrics.Expired.WithLabelValues(e.Channel).Inc()
+			d.metrics.Expired.WithLabelValues(e.Channel).Inc()
 		default:
-			b.d.metrics.Released.Inc()
+			d.metrics.Released.Inc()
 		}
 	}
-	if ran == 0 || m.err != nil {
+	if ran == 0 || err != nil {
 		return
 	}
-	per := m.batch.Took / time.Duration(ran)
-	// The size follows the handlers' own time on the server: the claim and
-	// the completion cost a batch the same whatever its size, and counting
-	// them per event would shrink batches the more they cost.
-	handler := per
-	if m.batch.Timed > 0 {
-		handler = m.batch.HandlerTime / time.Duration(m.batch.Timed)
-	}
-	for _, e := range m.batch.Events {
+	per := batch.Took / time.Duration(ran)
+	for _, e := range batch.Events {
 		if e.Outcome == "succeeded" || e.Outcome == "failed" {
-			b.d.metrics.HandlerDuration.WithLabelValues(e.Channel).Observe(per.Seconds())
+			d.metrics.HandlerDuration.WithLabelValues(e.Channel).Observe(per.Seconds())
 		}
+	}
+}
+
+// measure folds a finished batch's time per handler into the average that
+// sizes the next batches. The size follows the handlers' own time on the
+// server: the claim and the completion cost a batch the same whatever its
+// size, and counting them per event would shrink batches the more they cost.
+func (b *batcher) measure(m *batchDone) {
+	if m.batch == nil || m.err != nil {
+		return
+	}
+	var handler time.Duration
+	switch ran := ranIn(m.batch); {
+	case m.batch.Timed > 0:
+		handler = m.batch.HandlerTime / time.Duration(m.batch.Timed)
+	case ran > 0:
+		handler = m.batch.Took / time.Duration(ran)
+	default:
+		return
 	}
 	if b.avg == 0 {
 		b.avg = max(handler, time.Microsecond)
 	} else {
 		b.avg = max((b.avg*3+handler)/4, time.Microsecond)
 	}
+}
+
+// ranIn is how many of a batch's events ran their handler.
+func ranIn(batch *store.DirectBatch) int {
+	n := 0
+	for _, e := range batch.Events {
+		if e.Outcome == "succeeded" || e.Outcome == "failed" {
+			n++
+		}
+	}
+	return n
 }
 
 // runDirect runs one batch of up to n events of channel (of the lanes from
@@ -271,6 +296,7 @@ func runDirect(d *deps, channel string, after store.LaneKey, n int, self *actor.
 			b, err = d.store.RunDirect(ctx, scope, channel, n)
 		}
 	}()
+	countBatch(d, b, err)
 	left := d.inflight.Add(-int64(n))
 	d.metrics.InFlight.Set(float64(left))
 	d.send(self, &batchDone{requested: n, batch: b, err: err})

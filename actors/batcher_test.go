@@ -1,10 +1,12 @@
 package actors_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
@@ -157,4 +159,22 @@ func countUpdates(e *env) {
 	  RETURN NEW;
 	END $$`)
 	e.exec(`CREATE TRIGGER count_update AFTER UPDATE ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION public.count_update()`)
+}
+
+// Batches that commit while the Processor stops are counted too: the
+// succeeded counter matches the log once Stop returns.
+func TestActorBatchesCountedAtStop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE FUNCTION public.slowish(p text) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.002) $$`)
+	e.exec(`SELECT pgrelay.register('c', 'SELECT public.slowish($1)')`)
+	e.exec(`SELECT pgrelay.notify_many('c', ARRAY(SELECT g::text FROM generate_series(1, 5000) g))`)
+	p := e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 400, 100 })
+	e.eventually(30*time.Second, "some events to succeed", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) > 300
+	})
+	require.NoError(t, p.Stop(context.Background()))
+	logged := e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	require.Less(t, logged, 5000, "stopped mid-backlog")
+	require.Equal(t, logged, int(testutil.ToFloat64(p.Metrics().Succeeded.WithLabelValues("c"))))
 }

@@ -650,3 +650,7 @@ BEGIN
   RETURN v_id;
 END
 $$;
+
+-- _lock_claims locked a batch's claims for the batches of claimed sql events
+-- that direct and lane batches replace; nothing calls it any more.
+DROP FUNCTION pgrelay._lock_claims(bigint, bigint[], timestamptz[]);

@@ -54,16 +54,12 @@ type DirectEvent struct {
 // DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), or
 // of the heads of serialised lanes (RunLanes).
 type DirectBatch struct {
-	Channel string // "" for a lane batch
-	Scope   ClaimScope
-	Events  []DirectEvent
-	// Tries is how many pipelines the batch took (1 when no handler
-	// failed).
-	Tries int
+	Scope  ClaimScope
+	Events []DirectEvent
 	// Took is the batch's time once it had a connection.
 	Took time.Duration
 	// HandlerTime is the server's time running the handlers of Timed
-	// events (those of the pipelines that committed), without the claim and
+	// events (those of the pipeline that committed), without the claim and
 	// the completion: what a batch's size should follow.
 	HandlerTime time.Duration
 	Timed       int
@@ -103,7 +99,7 @@ func (b *DirectBatch) Last() LaneKey {
 // nothing to run returns an empty batch.
 func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string, limit int) (*DirectBatch, error) {
 	leader, term := scope.args()
-	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Channel: channel, Scope: scope},
+	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Scope: scope},
 		"SELECT id, origin_id, $1::text, 0::bigint, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
 			" FROM pgrelay._claim_direct($1, $2, $3, $4, $5)",
 		channel, scope.Mode, leader, term, limit)
@@ -216,7 +212,6 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn) error {
 		all[i] = i
 	}
 	for {
-		b.Tries++
 		k, done, err := b.pipeline(ctx, conn, all)
 		if err == nil {
 			for _, i := range all {

@@ -66,6 +66,53 @@ func (d *db) assertClean() {
 	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.processors`), "no processor is left registered")
 }
 
+// succeeded counts the succeeded log rows.
+func (d *db) succeeded() int {
+	d.t.Helper()
+	return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+}
+
+// shutGate holds advisory lock 1, at which app.work's handlers wait, until
+// open is called.
+func (d *db) shutGate() (open func()) {
+	d.t.Helper()
+	gate, err := pgx.Connect(context.Background(), d.url)
+	require.NoError(d.t, err)
+	d.t.Cleanup(func() { _ = gate.Close(context.Background()) })
+	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_lock(1)")
+	require.NoError(d.t, err)
+	return func() {
+		_, err := gate.Exec(context.Background(), "SELECT pg_advisory_unlock(1)")
+		require.NoError(d.t, err)
+	}
+}
+
+// finishWork lets p drain all n events of the crash tests, stops it, and
+// checks that every event succeeded and every payload ran exactly once
+// (the handler's effects commit with its completion); events other than
+// 'succeeded' and those in also must not occur.
+func (d *db) finishWork(p *proc, ids []int64, n int, also ...string) {
+	d.t.Helper()
+	eventually(d.t, 90*time.Second, "every event to succeed", func() bool {
+		return d.succeeded() >= n || p.exited()
+	})
+	require.False(d.t, p.exited(), "the second processor exited on its own")
+	p.signal(syscall.SIGTERM)
+	require.Equal(d.t, 0, p.wait(60*time.Second), "graceful stop exits 0")
+
+	allowed := append([]string{"succeeded"}, also...)
+	assert.Equal(d.t, n, d.succeeded())
+	assert.Equal(d.t, n, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+	                               WHERE event = 'succeeded' AND origin_id = ANY($1)`, ids))
+	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event <> ALL($1)`, allowed),
+		"no failures, give-ups or other events: %s", d.text(`SELECT string_agg(event || ': ' || coalesce(error, ''), '; ')
+		                                                      FROM pgrelay.log WHERE event <> ALL($1)`, allowed))
+	assert.Equal(d.t, n, d.count(`SELECT count(*) FROM app.ran`))
+	assert.Equal(d.t, n, d.count(`SELECT count(DISTINCT payload) FROM app.ran`))
+	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.queue`), "the queue is empty")
+	d.assertClean()
+}
+
 // TestRunKillAndRestart is the end-to-end crash test: a Processor killed
 // with SIGKILL in the middle of a backlog loses nothing and runs nothing
 // twice; a second Processor rescues its claims and finishes the work.
@@ -80,13 +127,10 @@ func TestRunKillAndRestart(t *testing.T) {
 	// running handler per claim.
 	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
 		"--concurrency", "16", "--shutdown-timeout", "10s", "--sql-batch", "1"}
-	succeeded := func() int {
-		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
-	}
 
 	first := startCLI(t, nil, args...)
 	eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
-		return succeeded() >= 300 || first.exited()
+		return d.succeeded() >= 300 || first.exited()
 	})
 	require.False(t, first.exited(), "the first processor exited on its own")
 
@@ -97,18 +141,14 @@ func TestRunKillAndRestart(t *testing.T) {
 	// The gate stays shut until the second processor has rescued the claims:
 	// the dead processor's transactions then find their claims taken back and
 	// must roll back, while the second processor runs the same events again.
-	gate, err := pgx.Connect(context.Background(), d.url)
-	require.NoError(t, err)
-	defer gate.Close(context.Background())
-	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_lock(1)")
-	require.NoError(t, err)
+	openGate := d.shutGate()
 	eventually(t, 60*time.Second, "16 claims held by the first processor", func() bool {
 		return d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`) == 16 &&
 			d.handlersRunning("work") == 16
 	})
 	first.signal(syscall.SIGKILL)
 	assert.Equal(t, -1, first.wait(10*time.Second), "killed by the signal")
-	doneBefore := succeeded()
+	doneBefore := d.succeeded()
 	require.Less(t, doneBefore, n, "the backlog outlasted the first processor")
 	held := d.ids(`SELECT origin_id FROM pgrelay.queue WHERE dispatched_at IS NOT NULL ORDER BY 1`)
 	require.Len(t, held, 16, "the killed processor's claims")
@@ -120,32 +160,15 @@ func TestRunKillAndRestart(t *testing.T) {
 		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'`) >= len(held) || second.exited()
 	})
 	require.False(t, second.exited(), "the second processor exited on its own")
-	assert.Equal(t, doneBefore, succeeded(), "nothing completed while the gate was shut")
-	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_unlock(1)")
-	require.NoError(t, err)
+	assert.Equal(t, doneBefore, d.succeeded(), "nothing completed while the gate was shut")
+	openGate()
 
-	eventually(t, 90*time.Second, "every event to succeed", func() bool {
-		return succeeded() >= n || second.exited()
-	})
-	require.False(t, second.exited(), "the second processor exited on its own")
-	second.signal(syscall.SIGTERM)
-	require.Equal(t, 0, second.wait(60*time.Second), "graceful stop exits 0")
-
-	// Every event succeeded exactly once, and nothing else happened to any.
-	assert.Equal(t, n, d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
-	assert.Equal(t, n, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
-	                             WHERE event = 'succeeded' AND origin_id = ANY($1)`, ids))
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event NOT IN ('succeeded', 'rescued')`),
-		"no failures, give-ups or other events: %s", d.text(`SELECT string_agg(event || ': ' || coalesce(error, ''), '; ') FROM pgrelay.log WHERE event NOT IN ('succeeded', 'rescued')`))
+	// Every event succeeded exactly once, and nothing but the rescues
+	// happened to any; every payload ran exactly once (the dead processor's
+	// transactions, which found their claims taken back, left nothing).
+	d.finishWork(second, ids, n, "rescued")
 	// The claims the dead processor held were rescued, each once.
 	assert.Equal(t, held, d.ids(`SELECT origin_id FROM pgrelay.log WHERE event = 'rescued' ORDER BY 1`))
-	// The handler's effects and the completions committed together: every
-	// payload ran exactly once (the dead processor's transactions, which
-	// found their claims taken back, left nothing).
-	assert.Equal(t, n, d.count(`SELECT count(*) FROM app.ran`))
-	assert.Equal(t, n, d.count(`SELECT count(DISTINCT payload) FROM app.ran`))
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue`), "the queue is empty")
-	d.assertClean()
 }
 
 // TestRunSIGTERMFinishesRunningHandlers: on SIGTERM, handlers already running
@@ -231,20 +254,13 @@ func TestRunKillDirectBatches(t *testing.T) {
 	ids := d.enqueue("work", "SELECT app.work($1)", n)
 	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
 		"--concurrency", "16", "--shutdown-timeout", "10s"}
-	succeeded := func() int {
-		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
-	}
 
 	first := startCLI(t, nil, args...)
 	eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
-		return succeeded() >= 300 || first.exited()
+		return d.succeeded() >= 300 || first.exited()
 	})
 	require.False(t, first.exited(), "the first processor exited on its own")
-	gate, err := pgx.Connect(context.Background(), d.url)
-	require.NoError(t, err)
-	defer gate.Close(context.Background())
-	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_lock(1)")
-	require.NoError(t, err)
+	openGate := d.shutGate()
 	eventually(t, 60*time.Second, "the first processor's batches to wait at the gate", func() bool {
 		return d.handlersRunning("work") >= 1
 	})
@@ -252,7 +268,7 @@ func TestRunKillDirectBatches(t *testing.T) {
 	assert.Equal(t, -1, first.wait(10*time.Second), "killed by the signal")
 	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`),
 		"direct batches mark no claims")
-	doneBefore := succeeded()
+	doneBefore := d.succeeded()
 	require.Less(t, doneBefore, n, "the backlog outlasted the first processor")
 
 	// The second processor skips the rows the dead one's batches still hold
@@ -263,27 +279,11 @@ func TestRunKillDirectBatches(t *testing.T) {
 		return d.handlersRunning("work") > before || second.exited()
 	})
 	require.False(t, second.exited(), "the second processor exited on its own")
-	assert.Equal(t, doneBefore, succeeded(), "nothing completed while the gate was shut")
-	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_unlock(1)")
-	require.NoError(t, err)
+	assert.Equal(t, doneBefore, d.succeeded(), "nothing completed while the gate was shut")
+	openGate()
 
-	eventually(t, 90*time.Second, "every event to succeed", func() bool {
-		return succeeded() >= n || second.exited()
-	})
-	require.False(t, second.exited(), "the second processor exited on its own")
-	second.signal(syscall.SIGTERM)
-	require.Equal(t, 0, second.wait(60*time.Second), "graceful stop exits 0")
-
-	assert.Equal(t, n, d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
-	assert.Equal(t, n, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
-	                             WHERE event = 'succeeded' AND origin_id = ANY($1)`, ids))
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`),
-		"nothing failed or was rescued: %s", d.text(`SELECT string_agg(event || ': ' || coalesce(error, ''), '; ')
-		                                                FROM pgrelay.log WHERE event <> 'succeeded'`))
-	assert.Equal(t, n, d.count(`SELECT count(*) FROM app.ran`))
-	assert.Equal(t, n, d.count(`SELECT count(DISTINCT payload) FROM app.ran`))
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue`), "the queue is empty")
-	d.assertClean()
+	// Nothing failed or was rescued; every payload ran exactly once.
+	d.finishWork(second, ids, n)
 }
 
 // TestRunSIGTERMFinishesDirectBatches: on SIGTERM a direct batch already

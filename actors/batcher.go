@@ -15,8 +15,20 @@ import (
 // Messages of the batchers.
 type (
 	// batchReady: the 'none' sql channel has rows ready, or ("") some lane
-	// of a serialised sql channel has (from the claimer).
-	batchReady struct{ channel string }
+	// of a serialised sql channel has (from the claimer, or a notification
+	// naming the channel). seen is a time after the rows committed: a batch
+	// started after it sees them.
+	batchReady struct {
+		channel string
+		seen    time.Time
+	}
+	// batchHint: a notification named channel; its batcher, if it has one,
+	// gets a batchReady (the claimer's claim tells it too, a round trip
+	// later).
+	batchHint struct {
+		channel string
+		seen    time.Time
+	}
 	// batchDone: a batch goroutine returned; its slots are already free.
 	batchDone struct {
 		requested int
@@ -67,6 +79,7 @@ type batcher struct {
 	retry      *time.Timer
 	avg        time.Duration // moving average of one handler's time on the server; 0 until measured
 	lastActive time.Time
+	lastStart  time.Time // when the last batch started
 	// after is where the lane batcher's walk over the lanes stands; seen
 	// holds lanes its batches took, where batches started alongside a
 	// running one begin instead (at random), so they do not all walk past
@@ -98,8 +111,11 @@ func (b *batcher) Receive(ctx actor.Context) {
 		if p := ctx.Parent(); p != nil {
 			ctx.Send(p, &eventEnded{key: b.key})
 		}
-		b.credit = max(b.credit, 1)
-		b.fill(ctx)
+		// A batch started since the rows were seen has seen them too.
+		if m.seen.IsZero() || !b.lastStart.After(m.seen) {
+			b.credit = max(b.credit, 1)
+			b.fill(ctx)
+		}
 	case *batchDone:
 		b.lastActive = time.Now()
 		// A batch started before a restart reports to the new instance,
@@ -131,9 +147,13 @@ func (b *batcher) Receive(ctx actor.Context) {
 				}
 			}
 		}
-		if m.batch != nil && len(m.batch.Events) >= m.requested {
+		switch {
+		case m.batch != nil && len(m.batch.Events) >= m.requested:
 			b.credit = min(b.credit+2, b.d.cfg.Concurrency) // the channel likely holds more
-		} else {
+		case b.channel == "" && m.batch != nil && len(m.batch.Events) > 0:
+			// The lanes this batch ran may have their next event ready now.
+			b.credit = max(b.credit, 1)
+		default:
 			b.credit = 0
 		}
 		b.fill(ctx)
@@ -183,17 +203,21 @@ func (b *batcher) fill(ctx actor.Context) {
 		// Slots are events: a batch holds all of its events until it commits.
 		free := b.d.cfg.Concurrency - int(b.d.inflight.Load())
 		if free <= 0 {
-			return // a batch's return, or the claimer once slots free up, fills again
+			// A batch's return, or the claimer once slots free up, fills again.
+			b.d.starved.Store(true)
+			return
 		}
 		n := min(b.size(), free)
 		b.d.inflight.Add(int64(n))
 		b.d.metrics.InFlight.Set(float64(b.d.inflight.Load()))
 		b.running++
 		b.credit--
+		b.lastStart = time.Now()
 		after := b.after
 		if b.running > 1 && len(b.seen) > 0 {
 			after = b.seen[rand.IntN(len(b.seen))]
 		}
+		b.d.batches.Add(1)
 		go runDirect(b.d, b.channel, after, n, ctx.Self())
 	}
 }
@@ -276,6 +300,7 @@ func ranIn(batch *store.DirectBatch) int {
 // after, when channel is "") and reports to self. Its n slots are freed
 // before it reports. It never panics.
 func runDirect(d *deps, channel string, after store.LaneKey, n int, self *actor.PID) {
+	defer d.batches.Done()
 	var b *store.DirectBatch
 	var err error
 	func() {

@@ -3,6 +3,8 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,4 +179,116 @@ func TestActorBatchesCountedAtStop(t *testing.T) {
 	logged := e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
 	require.Less(t, logged, 5000, "stopped mid-backlog")
 	require.Equal(t, logged, int(testutil.ToFloat64(p.Metrics().Succeeded.WithLabelValues("c"))))
+}
+
+// A batch runs its handlers as statements prepared on its connection (parsed
+// and planned once per connection, not once per event): the handler sees its
+// own statement among the session's prepared ones.
+func TestActorBatchPreparesHandlers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, prepared int)`)
+	e.exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran SELECT $1, (SELECT count(*) FROM pg_prepared_statements
+	  WHERE statement LIKE ''INSERT INTO public.ran%'')')`)
+	e.exec(`SELECT pgrelay.notify_many('p', ARRAY(SELECT g::text FROM generate_series(1, 100) g))`)
+	e.startProcessor(func(c *actors.Config) { c.SQLBatch = 10 })
+	e.eventually(30*time.Second, "100 successes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 100
+	})
+	require.Equal(t, 100, e.count(`SELECT count(*) FROM ran WHERE prepared = 1`))
+}
+
+// A handler that no longer parses (its function was dropped) cannot be
+// prepared: it runs unprepared and fails as its event's own error, and the
+// batch goes on and records it. Once the function is back, events succeed.
+func TestActorBatchHandlerThatNoLongerParses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text)`)
+	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran VALUES (p)'`)
+	e.exec(`SELECT pgrelay.register('g', 'SELECT public.work($1)', p_max_attempts := 1)`)
+	e.exec(`DROP FUNCTION public.work(text)`)
+	e.exec(`SELECT pgrelay.notify_many('g', ARRAY['1', '2', '3'])`)
+	e.startProcessor(func(c *actors.Config) { c.SQLBatch = 10 })
+	e.eventually(30*time.Second, "3 events given up", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE '%does not exist%'`) == 3
+	})
+	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran VALUES (p)'`)
+	e.exec(`SELECT pgrelay.notify_many('g', ARRAY['4', '5'])`)
+	e.eventually(30*time.Second, "2 successes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2
+	})
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM ran`))
+}
+
+// A prepared handler whose result type changes under it (a column added to
+// the table it selects *) fails once on a connection that had it prepared;
+// that connection prepares it again, so its retry and later events succeed.
+func TestActorBatchHandlerResultTypeChanges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE t (k text)`)
+	e.exec(`INSERT INTO t VALUES ('x')`)
+	e.exec(`SELECT pgrelay.register('r', 'SELECT * FROM public.t WHERE k <> $1', p_retry_delay := '10 milliseconds',
+	  p_max_attempts := 3)`)
+	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 2, 10 })
+	for i := range 10 {
+		if i == 3 {
+			e.exec(`ALTER TABLE t ADD COLUMN extra int`)
+		}
+		e.exec(`SELECT pgrelay.notify('r', $1)`, fmt.Sprint(i))
+		e.eventually(30*time.Second, "the event's end", func() bool {
+			return e.count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`) == i+1
+		})
+	}
+	require.Equal(t, 10, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`))
+	require.Positive(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%cached plan%'`),
+		"a prepared statement saw the change")
+}
+
+// Batchers that run out of slots are started again when slots free up,
+// without waiting for the poll: a 'none' channel's batches and the lanes of
+// a serialised channel share four slots, and the poll never comes.
+func TestActorBatchersShareFewSlots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (channel text, payload text)`)
+	e.exec(`SELECT pgrelay.register('many', 'INSERT INTO public.ran VALUES (''many'', $1)')`)
+	e.exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran VALUES (''lane'', $1)', p_concurrency_mode := 'channel')`)
+	e.exec(`SELECT pgrelay.notify_many('many', ARRAY(SELECT g::text FROM generate_series(1, 400) g))`)
+	e.exec(`SELECT pgrelay.notify_many('lane', ARRAY(SELECT g::text FROM generate_series(1, 40) g))`)
+	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch, c.PollInterval = 4, 4, time.Hour })
+	e.eventually(60*time.Second, "440 successes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 440
+	})
+	require.Equal(t, 40, e.count(`SELECT count(*) FROM ran WHERE channel = 'lane'`))
+}
+
+// A notification names its channel, and the channel's running batcher hears
+// of it straight from the listener, besides the claim.
+func TestActorNotificationHintsBatcher(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('h', 'SELECT $1')`)
+	var mu sync.Mutex
+	hints := 0
+	e.startProcessor(func(c *actors.Config) {
+		actors.SetTestHook(c, func(actor string, msg any) {
+			if actor == "dispatcher" && strings.HasPrefix(fmt.Sprintf("%T %+v", msg, msg), "*actors.batchHint &{channel:h ") {
+				mu.Lock()
+				hints++
+				mu.Unlock()
+			}
+		})
+	})
+	for i := range 3 {
+		e.exec(`SELECT pgrelay.notify('h', $1)`, fmt.Sprint(i))
+		e.eventually(30*time.Second, "the event's success", func() bool {
+			return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == i+1
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, hints, 2, "the notifications after the batcher started reached the dispatcher")
 }

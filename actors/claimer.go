@@ -25,6 +25,7 @@ type (
 		requested int
 		err       error
 		took      time.Duration
+		at        time.Time // when the result arrived: after the ready rows committed
 	}
 	stopped struct{}
 )
@@ -34,9 +35,14 @@ type (
 // that could not start soon). One claim query runs at a time, off the
 // actor's mailbox.
 type claimer struct {
-	d          *deps
-	claiming   bool
-	again      bool
+	d        *deps
+	claiming bool
+	again    bool
+	// wanted: a claim was due but could not run for want of free slots, or
+	// the last one came back full: the next freed slots claim. Otherwise
+	// freed slots claim nothing: new rows wake the claimer, batchers go on
+	// by themselves, and the poll catches the rest.
+	wanted     bool
 	stopping   bool
 	waiter     *actor.PID
 	failures   int
@@ -60,7 +66,10 @@ func (c *claimer) Receive(ctx actor.Context) {
 	case *wake:
 		c.maybeClaim(ctx, m.poll)
 	case *slotsFreed:
-		c.maybeClaim(ctx, false)
+		// A batcher that found no free slot asks for the next ones.
+		if c.wanted || c.d.starved.Swap(false) {
+			c.maybeClaim(ctx, false)
+		}
 	case *claimResult:
 		c.claiming = false
 		c.d.metrics.ClaimLatency.Observe(m.took.Seconds())
@@ -84,11 +93,12 @@ func (c *claimer) Receive(ctx actor.Context) {
 			if len(m.ready) > 0 {
 				_, dispatcher, _ := c.d.pids()
 				for _, ch := range m.ready {
-					ctx.Send(dispatcher, &batchReady{channel: ch})
+					ctx.Send(dispatcher, &batchReady{channel: ch, seen: m.at})
 				}
 			}
 			if len(m.rows) == m.requested {
 				c.again = true // the queue likely holds more
+				c.wanted = true
 			}
 		}
 		if c.stopping {
@@ -140,10 +150,12 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 	inflight := int(c.d.inflight.Load())
 	free := c.d.cfg.Concurrency - inflight
 	if free <= 0 || (!anyFree && inflight > 0 && free < claimAtLeast(c.d.cfg)) {
+		c.wanted = true
 		return
 	}
 	n := min(free, c.d.cfg.BatchSize)
 	c.claiming = true
+	c.wanted = false
 	self := ctx.Self()
 	d := c.d
 	go func() {
@@ -152,7 +164,7 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 		rows, ready, err := d.store.Claim(qctx, d.processor, store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()},
 			n, d.kinds, d.direct)
 		cancel()
-		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: time.Since(start)})
+		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: time.Since(start), at: time.Now()})
 	}()
 }
 

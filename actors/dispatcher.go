@@ -128,6 +128,13 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 			}
 			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel) }, name, m)
 		}
+	case *batchHint:
+		// Only a running batcher: the notification does not say whether
+		// the channel is a 'none' sql channel; the claim does.
+		if c, ok := p.r.children[m.channel+"\x00batch"]; ok && !p.draining {
+			c.outstanding++
+			ctx.Send(c.pid, &batchReady{channel: m.channel, seen: m.seen})
+		}
 	case *eventEnded:
 		p.r.ended(m.key)
 	case *childIdle:

@@ -68,12 +68,12 @@ type Config struct {
 	// NodeID, when set, is applied as pg_relay.node_id on the Processor's own
 	// sessions; otherwise the server's setting is used.
 	NodeID *int
-	// Concurrency is the most events in flight at once (default 400): claimed
+	// Concurrency is the most events in flight at once (default 1000): claimed
 	// and running, or held by a batch until it commits.
 	Concurrency int
 	// BatchSize is the most rows one claim takes (default 100).
 	BatchSize int
-	// SQLBatch is the most events of one sql batch (default 100): events of
+	// SQLBatch is the most events of one sql batch (default 500): events of
 	// one 'none' sql channel, or the heads of many lanes of 'channel' and
 	// 'payload' sql channels, run in one transaction, each under its own
 	// savepoint. A batch claims its rows by locking them and records their
@@ -149,9 +149,9 @@ func (c *Config) defaults() error {
 	if c.NodeID != nil && (*c.NodeID < 0 || *c.NodeID > 1023) {
 		return fmt.Errorf("pgrelay: node id %d is outside 0..1023", *c.NodeID)
 	}
-	setDefault(&c.Concurrency, 400)
+	setDefault(&c.Concurrency, 1000)
 	setDefault(&c.BatchSize, 100)
-	setDefault(&c.SQLBatch, 100)
+	setDefault(&c.SQLBatch, 500)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.DeadAfter, 10*c.HeartbeatInterval)
@@ -210,12 +210,18 @@ type deps struct {
 	info      store.ProcessorInfo
 	runCtx    context.Context // cancelled when in-flight handlers must stop
 	inflight  atomic.Int64    // events claimed and not yet ended
+	// starved: a batcher had rows to run and no free slot; the claimer
+	// claims when slots are freed, which tells the batchers again.
+	starved atomic.Bool
 	// leaderTerm is the lease term this node leads with in leader mode, 0
 	// when it is not the leader. Set by the heartbeat actor, read by the
 	// claimer, which passes it to the claim (the database fences stale terms).
 	leaderTerm atomic.Int64
 	bus        *bus.Conn      // nil without NATS
 	work       sync.WaitGroup // goroutines Stop waits for before closing connections
+	// batches: the batch goroutines, which Stop waits for before it stops
+	// the actors they report to.
+	batches sync.WaitGroup
 
 	mu         sync.RWMutex
 	claimer    *actor.PID
@@ -482,7 +488,8 @@ func (p *Processor) stop(ctx context.Context) error {
 	if _, err := root.RequestFuture(completer, &flushAll{}, 60*time.Second).Result(); err != nil {
 		log.Error("stop: could not write all outcomes; their claims are released below", "err", err)
 	}
-	// 4. Stop the tree and the listener.
+	// 4. Stop the tree and the listener, once the batches have reported.
+	d.batches.Wait()
 	p.stopBg()
 	p.bgDone.Wait()
 	if err := root.PoisonFuture(p.root).Wait(); err != nil {

@@ -125,6 +125,42 @@ func TestNotifyWakesListeners(t *testing.T) {
 	require.Equal(t, "pgrelay", n.Channel)
 }
 
+// The wake-up names the channel when a statement's rows are all of one
+// channel (0006), and is empty when they are of several.
+func TestNotifyWakeNamesChannel(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	d.register("e", "")
+	listener := d.conn(-1)
+	_, err := listener.Exec(bg, "LISTEN pgrelay")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	next := func() string {
+		t.Helper()
+		n, err := listener.WaitForNotification(ctx)
+		require.NoError(t, err)
+		return n.Payload
+	}
+	d.notify("c", "x")
+	require.Equal(t, "c", next())
+	d.exec("SELECT pgrelay.notify_many('e', ARRAY['a', 'b'])")
+	require.Equal(t, "e", next())
+	// One statement, two channels: no name.
+	d.exec("INSERT INTO pgrelay.queue (channel, payload) VALUES ('c', 'y'), ('e', 'z')")
+	require.Empty(t, next())
+	// A transaction notifying two channels wakes once per channel.
+	tx, err := d.pool.Begin(bg)
+	require.NoError(t, err)
+	for _, ch := range []string{"c", "e", "c"} {
+		_, err := tx.Exec(bg, "SELECT pgrelay.notify($1, 'p')", ch)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(bg))
+	require.ElementsMatch(t, []string{"c", "e"}, []string{next(), next()})
+}
+
 func TestNotifyExpireAfter(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)

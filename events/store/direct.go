@@ -151,7 +151,7 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 	}
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	if err := b.run(rctx, conn); err != nil {
+	if err := b.run(rctx, conn, &s.prepared); err != nil {
 		return b, fmt.Errorf("batch of %d events of %s: %w", len(b.Events), what, err)
 	}
 	return b, nil
@@ -203,7 +203,7 @@ func claimBatch(ctx context.Context, conn *pgxpool.Conn, b *DirectBatch, claim s
 // to that event's savepoint, keeping its locks and the effects of the events
 // before it, and a new pipeline runs the rest. No handler runs twice, and a
 // failure is recorded with the batch.
-func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn) error {
+func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *prepared) error {
 	all := make([]int, len(b.Events))
 	for i := range b.Events {
 		if b.Events[i].Expired {
@@ -212,7 +212,7 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn) error {
 		all[i] = i
 	}
 	for {
-		k, done, err := b.pipeline(ctx, conn, all)
+		k, done, err := b.pipeline(ctx, conn, ps, all)
 		if err == nil {
 			for _, i := range all {
 				if b.Events[i].Outcome == "" {
@@ -255,7 +255,7 @@ func (b *DirectBatch) forget(idx []int) {
 // transaction. On a handler failure it returns that event's index, the events
 // that ran before it, and a *HandlerError; on any other failure -1 and the
 // error.
-func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, idx []int) (int, []int, error) {
+func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *prepared, idx []int) (int, []int, error) {
 	text := func(v string) []byte { return []byte(v) }
 	var run []int
 	ids := make([]string, len(idx))
@@ -274,19 +274,17 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, idx []in
 			evs[j], errs[j] = e.Outcome, "NULL"
 		}
 	}
-	pb := &pgconn.Batch{}
+	var stmts []statement
 	// handlerAt maps a statement's position to the event whose handler it is.
 	handlerAt := map[int]int{}
-	n := 0
 	exec := func(sql string, args [][]byte, oids []uint32) {
-		pb.ExecParams(sql, args, oids, nil, nil)
-		n++
+		stmts = append(stmts, statement{sql: sql, args: args, oids: oids})
 	}
 	// The server's clock around the handlers times them.
 	const now = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 	clockAt, clockEnd := -1, -1
 	if len(run) > 0 {
-		clockAt = n
+		clockAt = len(stmts)
 		exec(now, nil, nil)
 	}
 	timeout := int64(-1)
@@ -299,27 +297,32 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, idx []in
 			exec("SET LOCAL statement_timeout = "+strconv.FormatInt(t, 10), nil, nil)
 		}
 		exec("SAVEPOINT pgrelay_event", nil, nil)
-		handlerAt[n] = j
+		handlerAt[len(stmts)] = j
 		// $1 is declared text, as register() checked it with PREPARE (text).
-		exec(e.Handler, [][]byte{text(e.Payload)}, []uint32{pgtype.TextOID})
+		stmts = append(stmts, statement{sql: e.Handler, args: [][]byte{text(e.Payload)}, oids: textOID, timeoutMS: timeout})
 		exec("RELEASE SAVEPOINT pgrelay_event", nil, nil)
 	}
 	if clockAt >= 0 {
-		clockEnd = n
+		clockEnd = len(stmts)
 		exec(now, nil, nil)
 	}
 	// Reset even when nothing runs: a handler's failure skipped the last reset.
 	exec("SET LOCAL statement_timeout = 0", nil, nil)
 	if leader, term := b.Scope.args(); leader && b.Scope.Mode == "leader" {
-		exec("SELECT pgrelay._batch_fence('leader', $1)", [][]byte{text(strconv.FormatInt(*term, 10))},
-			[]uint32{pgtype.Int8OID})
+		exec("SELECT pgrelay._batch_fence('leader', $1)", [][]byte{text(strconv.FormatInt(*term, 10))}, int8OID)
 	}
 	exec("SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)",
 		[][]byte{text("{" + strings.Join(ids, ",") + "}"), text("{" + strings.Join(evs, ",") + "}"),
 			text("{" + strings.Join(errs, ",") + "}")},
-		[]uint32{pgtype.Int8ArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID})
+		completeOIDs)
 	exec("COMMIT", nil, nil)
-	results, err := conn.Conn().PgConn().ExecBatch(ctx, pb).ReadAll()
+	n := len(stmts)
+	pc := conn.Conn().PgConn()
+	pb, err := ps.batch(ctx, pc, stmts)
+	if err != nil {
+		return -1, nil, err
+	}
+	results, err := pc.ExecBatch(ctx, pb).ReadAll()
 	failed, err := firstError(results, err)
 	if err == nil && len(results) != n {
 		err = fmt.Errorf("expected %d results, got %d", n, len(results))
@@ -341,9 +344,53 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, idx []in
 		return -1, nil, nil
 	}
 	if j, ok := handlerAt[failed]; ok {
+		if stalePlan(err) {
+			ps.forget(pc, stmts[failed].sql, stmts[failed].oids)
+		}
 		return run[j], run[:j], &HandlerError{Err: err}
 	}
 	return -1, nil, err
+}
+
+var (
+	textOID      = []uint32{pgtype.TextOID}
+	int8OID      = []uint32{pgtype.Int8OID}
+	completeOIDs = []uint32{pgtype.Int8ArrayOID, pgtype.TextArrayOID, pgtype.TextArrayOID}
+)
+
+// statement is one statement of a pipeline, its parameters in text format.
+type statement struct {
+	sql  string
+	args [][]byte
+	oids []uint32
+	// timeoutMS bounds the statement's preparation (0: no bound).
+	timeoutMS int64
+}
+
+// batch builds the pipeline of stmts on pc, each as a prepared statement
+// (prepared on first use), or unprepared when the server would not prepare
+// it.
+func (p *prepared) batch(ctx context.Context, pc *pgconn.PgConn, stmts []statement) (*pgconn.Batch, error) {
+	pb := &pgconn.Batch{}
+	for _, st := range stmts {
+		name, ok, err := p.name(ctx, pc, st.sql, st.oids, st.timeoutMS)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			pb.ExecPrepared(name, st.args, nil, nil)
+		} else {
+			pb.ExecParams(st.sql, st.args, st.oids, nil, nil)
+		}
+	}
+	return pb, nil
+}
+
+// stalePlan reports whether err is the server refusing a prepared
+// statement whose result type changed under it.
+func stalePlan(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "0A000"
 }
 
 // clockOf reads the server clock a pipeline's timing statement returned.

@@ -25,6 +25,8 @@ import (
 type Store struct {
 	hot *pgxpool.Pool
 	bg  *pgxpool.Pool
+	// prepared: the statements each hot connection has prepared.
+	prepared prepared
 }
 
 // New returns a Store over a hot-path pool and a background pool (they may be

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -92,13 +93,45 @@ func notifyMany(pool *pgxpool.Pool, channel, prefix string) enqueueFunc {
 
 // settle vacuums and analyzes the queue before a measured run, so that it
 // neither starts on stale statistics nor on an earlier run's dead rows, and
-// autovacuum has nothing to catch up on while it runs.
+// autovacuum has nothing to catch up on while it runs; then quiesce.
 func settle(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) pgrelay.queue`); err != nil {
 		return fmt.Errorf("vacuum the queue: %w", err)
 	}
-	return nil
+	return quiesce(ctx, pool)
 }
+
+// quiesce lets the server catch up before a measurement, whichever system
+// is measured next: a checkpoint, so that the writes of what ran before are
+// not flushed during it (skipped without the privilege), and a wait of up to
+// quiesceWait for the autovacuum workers to finish.
+func quiesce(ctx context.Context, pool *pgxpool.Pool) error {
+	if _, err := pool.Exec(ctx, `CHECKPOINT`); err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	deadline := time.Now().Add(quiesceWait)
+	for {
+		var workers int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
+			WHERE backend_type = 'autovacuum worker'`).Scan(&workers); err != nil {
+			return fmt.Errorf("look for autovacuum workers: %w", err)
+		}
+		if workers == 0 || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// quiesceWait bounds how long quiesce waits for autovacuum.
+const quiesceWait = 30 * time.Second
 
 // counterSum is a sum of Prometheus counters: the Processors' own counts,
 // read without a query (a count(*) of the log every few milliseconds would

@@ -303,6 +303,9 @@ func (b *bench) scenarioLatency(ctx context.Context) (*scenarioResult, error) {
 	if b.o.peer == "" {
 		return res, nil
 	}
+	if err := quiesce(ctx, b.pool); err != nil {
+		return res, err
+	}
 	r, err := b.river.run(ctx, b, "latency", "--events", strconv.Itoa(n), "--rate", strconv.FormatFloat(b.o.rate, 'g', -1, 64))
 	if err != nil {
 		return res, err

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// prepared remembers which statements each hot connection has prepared. A
+// batch's handlers and its own statements run as prepared statements, parsed
+// and planned once per connection rather than once per event: on a no-op
+// handler, parsing and planning cost the server more than running it.
+type prepared struct {
+	mu    sync.Mutex
+	conns map[*pgconn.PgConn]*connStatements
+}
+
+// connStatements are one connection's prepared statements by key (the
+// statement's parameter types and text). Only the goroutine holding the
+// connection uses them.
+type connStatements struct {
+	names map[string]string
+	next  int
+}
+
+// maxPrepared bounds a connection's prepared statements: past it the
+// connection deallocates them all and starts again (handlers change rarely;
+// the bound only keeps a long-running Processor whose handlers keep changing
+// from growing without end).
+const maxPrepared = 256
+
+// pruneAt is how many connections the cache holds before it forgets those
+// that closed.
+const pruneAt = 256
+
+func (p *prepared) of(pc *pgconn.PgConn) *connStatements {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		p.conns = map[*pgconn.PgConn]*connStatements{}
+	}
+	cs, ok := p.conns[pc]
+	if !ok {
+		if len(p.conns) >= pruneAt {
+			for c := range p.conns {
+				if c.IsClosed() {
+					delete(p.conns, c)
+				}
+			}
+		}
+		cs = &connStatements{names: map[string]string{}}
+		p.conns[pc] = cs
+	}
+	return cs
+}
+
+func statementKey(sql string, oids []uint32) string {
+	var b strings.Builder
+	for _, o := range oids {
+		b.WriteString(strconv.FormatUint(uint64(o), 10))
+		b.WriteByte(',')
+	}
+	b.WriteByte(0)
+	b.WriteString(sql)
+	return b.String()
+}
+
+// name returns the name under which sql (with parameters of types oids) is
+// prepared on pc, preparing it first if needed. pc is inside the batch's
+// transaction, which a failed Parse would abort, so a first preparation runs
+// under a savepoint, and under timeoutMS as statement_timeout when it is
+// positive (parsing waits for the locks on the tables a statement names). ok is false when the server refused to prepare the
+// statement (a handler that no longer plans): the caller runs it unprepared,
+// where it fails as that event's own error. err is any other failure.
+func (p *prepared) name(ctx context.Context, pc *pgconn.PgConn, sql string, oids []uint32, timeoutMS int64) (name string, ok bool, err error) {
+	cs := p.of(pc)
+	key := statementKey(sql, oids)
+	if n, found := cs.names[key]; found {
+		return n, true, nil
+	}
+	// RELEASE keeps a SET LOCAL made under the savepoint; the pipeline sets
+	// the timeout it needs before its first statement that needs one.
+	begin := "SAVEPOINT pgrelay_prepare"
+	if timeoutMS > 0 {
+		begin += "; SET LOCAL statement_timeout = " + strconv.FormatInt(timeoutMS, 10)
+	}
+	if err := execSimple(ctx, pc, begin); err != nil {
+		return "", false, fmt.Errorf("prepare a statement: %w", err)
+	}
+	if len(cs.names) >= maxPrepared {
+		for _, n := range cs.names {
+			if err := pc.Deallocate(ctx, n); err != nil {
+				return "", false, fmt.Errorf("deallocate prepared statement %s: %w", n, err)
+			}
+		}
+		clear(cs.names)
+	}
+	cs.next++
+	n := "pgrelay_batch_" + strconv.Itoa(cs.next)
+	_, perr := pc.Prepare(ctx, n, sql, oids)
+	var pgErr *pgconn.PgError
+	if perr != nil && !errors.As(perr, &pgErr) {
+		return "", false, fmt.Errorf("prepare a statement: %w", perr)
+	}
+	if perr != nil {
+		err = execSimple(ctx, pc, "ROLLBACK TO SAVEPOINT pgrelay_prepare")
+	}
+	if err == nil {
+		err = execSimple(ctx, pc, "RELEASE SAVEPOINT pgrelay_prepare; SET LOCAL statement_timeout = 0")
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("prepare a statement: %w", err)
+	}
+	if perr != nil {
+		return "", false, nil
+	}
+	cs.names[key] = n
+	return n, true, nil
+}
+
+// forget drops sql's statement from pc's cache, so that the next use
+// prepares it again (after the server said its cached plan no longer fits).
+// The stale statement stays allocated until the connection's cache is
+// cleared.
+func (p *prepared) forget(pc *pgconn.PgConn, sql string, oids []uint32) {
+	delete(p.of(pc).names, statementKey(sql, oids))
+}
+
+func execSimple(ctx context.Context, pc *pgconn.PgConn, sql string) error {
+	_, err := pc.Exec(ctx, sql).ReadAll()
+	return err
+}

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // A 'none' sql channel runs in direct batches: many events share a
@@ -291,4 +293,23 @@ func TestActorNotificationHintsBatcher(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.GreaterOrEqual(t, hints, 2, "the notifications after the batcher started reached the dispatcher")
+}
+
+// A new hot connection is warmed before its first batch: the batches' own
+// statements are prepared on it, and the completion function has run once.
+func TestStatementsWarmNewConnections(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg, err := pgxpool.ParseConfig(e.url)
+	require.NoError(t, err)
+	cfg.AfterConnect = (&store.Statements{}).Warm
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	var prepared int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_prepared_statements
+	  WHERE name LIKE 'pgrelay_batch_%' AND statement IN ('COMMIT', 'SAVEPOINT pgrelay_event',
+	    'SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)')`).Scan(&prepared))
+	require.Equal(t, 3, prepared)
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log`), "warming records nothing")
 }

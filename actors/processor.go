@@ -346,6 +346,8 @@ func (p *Processor) Start(ctx context.Context) error {
 		return err
 	}
 	hotCfg.MinConns = min(warmHotConns, hotCfg.MaxConns)
+	stmts := &store.Statements{}
+	hotCfg.AfterConnect = stmts.Warm
 	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
 	if err != nil {
 		return fmt.Errorf("pgrelay: connect: %w", err)
@@ -360,7 +362,7 @@ func (p *Processor) Start(ctx context.Context) error {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
 	p.hot, p.bg = hot, bg
-	st := store.New(hot, bg)
+	st := store.NewWithStatements(hot, bg, stmts)
 
 	metrics, err := NewMetrics(p.cfg.Registerer)
 	if err != nil {

@@ -151,7 +151,7 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 	}
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	if err := b.run(rctx, conn, &s.prepared); err != nil {
+	if err := b.run(rctx, conn, s.statements); err != nil {
 		return b, fmt.Errorf("batch of %d events of %s: %w", len(b.Events), what, err)
 	}
 	return b, nil
@@ -203,7 +203,7 @@ func claimBatch(ctx context.Context, conn *pgxpool.Conn, b *DirectBatch, claim s
 // to that event's savepoint, keeping its locks and the effects of the events
 // before it, and a new pipeline runs the rest. No handler runs twice, and a
 // failure is recorded with the batch.
-func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *prepared) error {
+func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statements) error {
 	all := make([]int, len(b.Events))
 	for i := range b.Events {
 		if b.Events[i].Expired {
@@ -255,7 +255,7 @@ func (b *DirectBatch) forget(idx []int) {
 // transaction. On a handler failure it returns that event's index, the events
 // that ran before it, and a *HandlerError; on any other failure -1 and the
 // error.
-func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *prepared, idx []int) (int, []int, error) {
+func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Statements, idx []int) (int, []int, error) {
 	text := func(v string) []byte { return []byte(v) }
 	var run []int
 	ids := make([]string, len(idx))
@@ -281,7 +281,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *prep
 		stmts = append(stmts, statement{sql: sql, args: args, oids: oids})
 	}
 	// The server's clock around the handlers times them.
-	const now = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+	const now = clockSQL
 	clockAt, clockEnd := -1, -1
 	if len(run) > 0 {
 		clockAt = len(stmts)
@@ -296,26 +296,26 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *prep
 			timeout = t
 			exec("SET LOCAL statement_timeout = "+strconv.FormatInt(t, 10), nil, nil)
 		}
-		exec("SAVEPOINT pgrelay_event", nil, nil)
+		exec(savepointSQL, nil, nil)
 		handlerAt[len(stmts)] = j
 		// $1 is declared text, as register() checked it with PREPARE (text).
 		stmts = append(stmts, statement{sql: e.Handler, args: [][]byte{text(e.Payload)}, oids: textOID, timeoutMS: timeout})
-		exec("RELEASE SAVEPOINT pgrelay_event", nil, nil)
+		exec(releaseSQL, nil, nil)
 	}
 	if clockAt >= 0 {
 		clockEnd = len(stmts)
 		exec(now, nil, nil)
 	}
 	// Reset even when nothing runs: a handler's failure skipped the last reset.
-	exec("SET LOCAL statement_timeout = 0", nil, nil)
+	exec(resetTimeoutSQL, nil, nil)
 	if leader, term := b.Scope.args(); leader && b.Scope.Mode == "leader" {
-		exec("SELECT pgrelay._batch_fence('leader', $1)", [][]byte{text(strconv.FormatInt(*term, 10))}, int8OID)
+		exec(fenceSQL, [][]byte{text(strconv.FormatInt(*term, 10))}, int8OID)
 	}
-	exec("SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)",
+	exec(completeSQL,
 		[][]byte{text("{" + strings.Join(ids, ",") + "}"), text("{" + strings.Join(evs, ",") + "}"),
 			text("{" + strings.Join(errs, ",") + "}")},
 		completeOIDs)
-	exec("COMMIT", nil, nil)
+	exec(commitSQL, nil, nil)
 	n := len(stmts)
 	pc := conn.Conn().PgConn()
 	pb, err := ps.batch(ctx, pc, stmts)
@@ -352,6 +352,23 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *prep
 	return -1, nil, err
 }
 
+// The statements of a batch's pipeline besides its handlers.
+const (
+	clockSQL        = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+	savepointSQL    = "SAVEPOINT pgrelay_event"
+	releaseSQL      = "RELEASE SAVEPOINT pgrelay_event"
+	resetTimeoutSQL = "SET LOCAL statement_timeout = 0"
+	fenceSQL        = "SELECT pgrelay._batch_fence('leader', $1)"
+	completeSQL     = "SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)"
+	commitSQL       = "COMMIT"
+)
+
+// batchStatements are the statements Statements.Warm prepares.
+var batchStatements = []statement{
+	{sql: clockSQL}, {sql: savepointSQL}, {sql: releaseSQL}, {sql: resetTimeoutSQL},
+	{sql: fenceSQL, oids: int8OID}, {sql: completeSQL, oids: completeOIDs}, {sql: commitSQL},
+}
+
 var (
 	textOID      = []uint32{pgtype.TextOID}
 	int8OID      = []uint32{pgtype.Int8OID}
@@ -370,7 +387,7 @@ type statement struct {
 // batch builds the pipeline of stmts on pc, each as a prepared statement
 // (prepared on first use), or unprepared when the server would not prepare
 // it.
-func (p *prepared) batch(ctx context.Context, pc *pgconn.PgConn, stmts []statement) (*pgconn.Batch, error) {
+func (p *Statements) batch(ctx context.Context, pc *pgconn.PgConn, stmts []statement) (*pgconn.Batch, error) {
 	pb := &pgconn.Batch{}
 	for _, st := range stmts {
 		name, ok, err := p.name(ctx, pc, st.sql, st.oids, st.timeoutMS)

@@ -8,14 +8,15 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// prepared remembers which statements each hot connection has prepared. A
+// Statements remembers which statements each hot connection has prepared. A
 // batch's handlers and its own statements run as prepared statements, parsed
 // and planned once per connection rather than once per event: on a no-op
 // handler, parsing and planning cost the server more than running it.
-type prepared struct {
+type Statements struct {
 	mu    sync.Mutex
 	conns map[*pgconn.PgConn]*connStatements
 }
@@ -38,7 +39,7 @@ const maxPrepared = 256
 // that closed.
 const pruneAt = 256
 
-func (p *prepared) of(pc *pgconn.PgConn) *connStatements {
+func (p *Statements) of(pc *pgconn.PgConn) *connStatements {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conns == nil {
@@ -77,7 +78,7 @@ func statementKey(sql string, oids []uint32) string {
 // positive (parsing waits for the locks on the tables a statement names). ok is false when the server refused to prepare the
 // statement (a handler that no longer plans): the caller runs it unprepared,
 // where it fails as that event's own error. err is any other failure.
-func (p *prepared) name(ctx context.Context, pc *pgconn.PgConn, sql string, oids []uint32, timeoutMS int64) (name string, ok bool, err error) {
+func (p *Statements) name(ctx context.Context, pc *pgconn.PgConn, sql string, oids []uint32, timeoutMS int64) (name string, ok bool, err error) {
 	cs := p.of(pc)
 	key := statementKey(sql, oids)
 	if n, found := cs.names[key]; found {
@@ -127,8 +128,42 @@ func (p *prepared) name(ctx context.Context, pc *pgconn.PgConn, sql string, oids
 // prepares it again (after the server said its cached plan no longer fits).
 // The stale statement stays allocated until the connection's cache is
 // cleared.
-func (p *prepared) forget(pc *pgconn.PgConn, sql string, oids []uint32) {
+func (p *Statements) forget(pc *pgconn.PgConn, sql string, oids []uint32) {
 	delete(p.of(pc).names, statementKey(sql, oids))
+}
+
+// Warm readies a new hot connection for batches (a pgxpool AfterConnect
+// hook): it prepares the batches' own statements, outside any transaction,
+// and runs a completion of nothing, so that the backend has loaded the
+// catalogs and compiled the functions the batches use before its first
+// batch. A new backend's first batch would otherwise take many times as
+// long as the next. Server errors (a schema not migrated yet) leave the
+// statements to be prepared on first use, where they report themselves.
+func (p *Statements) Warm(ctx context.Context, c *pgx.Conn) error {
+	pc := c.PgConn()
+	cs := p.of(pc)
+	for _, st := range batchStatements {
+		key := statementKey(st.sql, st.oids)
+		if _, ok := cs.names[key]; ok {
+			continue
+		}
+		cs.next++
+		n := "pgrelay_batch_" + strconv.Itoa(cs.next)
+		if _, err := pc.Prepare(ctx, n, st.sql, st.oids); err != nil {
+			return serverErrorIsNil(err)
+		}
+		cs.names[key] = n
+	}
+	_, err := pc.ExecParams(ctx, completeSQL, [][]byte{[]byte("{}"), []byte("{}"), []byte("{}")}, completeOIDs, nil, nil).Close()
+	return serverErrorIsNil(err)
+}
+
+func serverErrorIsNil(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return nil
+	}
+	return err
 }
 
 func execSimple(ctx context.Context, pc *pgconn.PgConn, sql string) error {

@@ -25,17 +25,23 @@ import (
 type Store struct {
 	hot *pgxpool.Pool
 	bg  *pgxpool.Pool
-	// prepared: the statements each hot connection has prepared.
-	prepared prepared
+	// statements: the statements each hot connection has prepared.
+	statements *Statements
 }
 
 // New returns a Store over a hot-path pool and a background pool (they may be
 // the same pool).
 func New(hot, bg *pgxpool.Pool) *Store {
+	return NewWithStatements(hot, bg, &Statements{})
+}
+
+// NewWithStatements is New with the hot connections' prepared statements
+// kept in st, whose Warm the hot pool runs on each new connection.
+func NewWithStatements(hot, bg *pgxpool.Pool, st *Statements) *Store {
 	if bg == nil {
 		bg = hot
 	}
-	return &Store{hot: hot, bg: bg}
+	return &Store{hot: hot, bg: bg, statements: st}
 }
 
 // Hot is the hot-path pool.

@@ -253,7 +253,12 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 	if ran == 0 || err != nil {
 		return
 	}
+	// Each event's share of the handlers' time on the server; the batch's
+	// whole time when the committed pipeline ran no handler.
 	per := batch.Took / time.Duration(ran)
+	if batch.Timed > 0 {
+		per = batch.HandlerTime / time.Duration(batch.Timed)
+	}
 	for _, e := range batch.Events {
 		if e.Outcome == "succeeded" || e.Outcome == "failed" {
 			d.metrics.HandlerDuration.WithLabelValues(e.Channel).Observe(per.Seconds())
@@ -268,6 +273,9 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 func (b *batcher) measure(m *batchDone) {
 	if m.batch == nil || m.err != nil {
 		return
+	}
+	if m.batch.TimingErr != nil {
+		b.d.log.Debug("batch timing fell back to wall time", "channel", b.channel, "err", m.batch.TimingErr)
 	}
 	var handler time.Duration
 	switch ran := ranIn(m.batch); {

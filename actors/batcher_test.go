@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
@@ -312,4 +314,27 @@ func TestStatementsWarmNewConnections(t *testing.T) {
 	    'SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)')`).Scan(&prepared))
 	require.Equal(t, 3, prepared)
 	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log`), "warming records nothing")
+}
+
+// A batch's events are timed by their handlers' time on the server, not by
+// the batch's: a commit that takes half a second (a deferred trigger) is not
+// the handler's.
+func TestActorBatchHandlerDurationIsTheHandlers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE t (payload text)`)
+	e.exec(`CREATE FUNCTION public.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$`)
+	e.exec(`CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON t DEFERRABLE INITIALLY DEFERRED
+	  FOR EACH ROW EXECUTE FUNCTION public.slow_commit()`)
+	e.exec(`SELECT pgrelay.register('d', 'INSERT INTO public.t VALUES ($1)')`)
+	p := e.startProcessor(nil)
+	e.exec(`SELECT pgrelay.notify('d', 'x')`)
+	e.eventually(30*time.Second, "the success", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
+	})
+	var m dto.Metric
+	require.NoError(t, p.Metrics().HandlerDuration.WithLabelValues("d").(prometheus.Histogram).Write(&m))
+	require.Equal(t, uint64(1), m.GetHistogram().GetSampleCount())
+	require.Less(t, m.GetHistogram().GetSampleSum(), 0.25, "the commit's half second is not the handler's")
 }

@@ -63,6 +63,9 @@ type DirectBatch struct {
 	// the completion: what a batch's size should follow.
 	HandlerTime time.Duration
 	Timed       int
+	// TimingErr: the server's clock readings could not be read (the batch
+	// committed all the same; its time per event is then its wall time).
+	TimingErr error
 }
 
 // LaneKey is where a walk over the lanes stands: a lane batch takes the
@@ -336,7 +339,10 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		if clockAt >= 0 {
 			t0, err0 := clockOf(results[clockAt])
 			t1, err1 := clockOf(results[clockEnd])
-			if err0 == nil && err1 == nil && t1 >= t0 {
+			switch {
+			case err0 != nil || err1 != nil:
+				b.TimingErr = fmt.Errorf("read the server's clock around the handlers: %w", errors.Join(err0, err1))
+			case t1 >= t0:
 				b.HandlerTime += time.Duration(t1-t0) * time.Microsecond
 				b.Timed += len(run)
 			}

@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,19 +269,26 @@ func TestActorBatchersShareFewSlots(t *testing.T) {
 }
 
 // A notification names its channel, and the channel's running batcher hears
-// of it straight from the listener, besides the claim.
+// of it straight from the listener, besides the claim: the batcher gets more
+// batchReady messages than the dispatcher got from the claims.
 func TestActorNotificationHintsBatcher(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.exec(`SELECT pgrelay.register('h', 'SELECT $1')`)
 	var mu sync.Mutex
-	hints := 0
+	fromClaims, atBatcher := 0, 0
 	e.startProcessor(func(c *actors.Config) {
 		actors.SetTestHook(c, func(actor string, msg any) {
-			if actor == "dispatcher" && strings.HasPrefix(fmt.Sprintf("%T %+v", msg, msg), "*actors.batchHint &{channel:h ") {
-				mu.Lock()
-				hints++
-				mu.Unlock()
+			if fmt.Sprintf("%T", msg) != "*actors.batchReady" {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch actor {
+			case "dispatcher":
+				fromClaims++
+			case "batcher":
+				atBatcher++
 			}
 		})
 	})
@@ -294,7 +300,7 @@ func TestActorNotificationHintsBatcher(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	require.GreaterOrEqual(t, hints, 2, "the notifications after the batcher started reached the dispatcher")
+	require.GreaterOrEqual(t, atBatcher-fromClaims, 2, "the notifications after the batcher started reached it")
 }
 
 // A new hot connection is warmed before its first batch: the batches' own

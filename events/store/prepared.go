@@ -19,6 +19,8 @@ import (
 type Statements struct {
 	mu    sync.Mutex
 	conns map[*pgconn.PgConn]*connStatements
+	// limit is maxPrepared unless a test sets it.
+	limit int
 }
 
 // connStatements are one connection's prepared statements by key (the
@@ -26,6 +28,7 @@ type Statements struct {
 // connection uses them.
 type connStatements struct {
 	names map[string]string
+	stale []string // forgotten, still allocated
 	next  int
 }
 
@@ -75,9 +78,10 @@ func statementKey(sql string, oids []uint32) string {
 // prepared on pc, preparing it first if needed. pc is inside the batch's
 // transaction, which a failed Parse would abort, so a first preparation runs
 // under a savepoint, and under timeoutMS as statement_timeout when it is
-// positive (parsing waits for the locks on the tables a statement names). ok is false when the server refused to prepare the
-// statement (a handler that no longer plans): the caller runs it unprepared,
-// where it fails as that event's own error. err is any other failure.
+// positive (parsing waits for the locks on the tables a statement names). ok
+// is false when the server refused to prepare the statement (a handler that
+// no longer parses): the caller runs it unprepared, where it fails as that
+// event's own error. err is any other failure.
 func (p *Statements) name(ctx context.Context, pc *pgconn.PgConn, sql string, oids []uint32, timeoutMS int64) (name string, ok bool, err error) {
 	cs := p.of(pc)
 	key := statementKey(sql, oids)
@@ -93,13 +97,21 @@ func (p *Statements) name(ctx context.Context, pc *pgconn.PgConn, sql string, oi
 	if err := execSimple(ctx, pc, begin); err != nil {
 		return "", false, fmt.Errorf("prepare a statement: %w", err)
 	}
-	if len(cs.names) >= maxPrepared {
+	limit := p.limit
+	if limit <= 0 {
+		limit = maxPrepared
+	}
+	if len(cs.names)+len(cs.stale) >= limit {
 		for _, n := range cs.names {
+			cs.stale = append(cs.stale, n)
+		}
+		for _, n := range cs.stale {
 			if err := pc.Deallocate(ctx, n); err != nil {
 				return "", false, fmt.Errorf("deallocate prepared statement %s: %w", n, err)
 			}
 		}
 		clear(cs.names)
+		cs.stale = cs.stale[:0]
 	}
 	cs.next++
 	n := "pgrelay_batch_" + strconv.Itoa(cs.next)
@@ -126,10 +138,15 @@ func (p *Statements) name(ctx context.Context, pc *pgconn.PgConn, sql string, oi
 
 // forget drops sql's statement from pc's cache, so that the next use
 // prepares it again (after the server said its cached plan no longer fits).
-// The stale statement stays allocated until the connection's cache is
-// cleared.
+// The stale statement stays allocated until the connection's statements
+// reach maxPrepared and are deallocated together.
 func (p *Statements) forget(pc *pgconn.PgConn, sql string, oids []uint32) {
-	delete(p.of(pc).names, statementKey(sql, oids))
+	cs := p.of(pc)
+	key := statementKey(sql, oids)
+	if n, ok := cs.names[key]; ok {
+		cs.stale = append(cs.stale, n)
+		delete(cs.names, key)
+	}
 }
 
 // Warm readies a new hot connection for batches (a pgxpool AfterConnect

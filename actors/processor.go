@@ -362,7 +362,7 @@ func (p *Processor) Start(ctx context.Context) error {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
 	p.hot, p.bg = hot, bg
-	st := store.NewWithStatements(hot, bg, stmts)
+	st := store.New(hot, bg, stmts)
 
 	metrics, err := NewMetrics(p.cfg.Registerer)
 	if err != nil {

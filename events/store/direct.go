@@ -390,25 +390,6 @@ type statement struct {
 	timeoutMS int64
 }
 
-// batch builds the pipeline of stmts on pc, each as a prepared statement
-// (prepared on first use), or unprepared when the server would not prepare
-// it.
-func (p *Statements) batch(ctx context.Context, pc *pgconn.PgConn, stmts []statement) (*pgconn.Batch, error) {
-	pb := &pgconn.Batch{}
-	for _, st := range stmts {
-		name, ok, err := p.name(ctx, pc, st.sql, st.oids, st.timeoutMS)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			pb.ExecPrepared(name, st.args, nil, nil)
-		} else {
-			pb.ExecParams(st.sql, st.args, st.oids, nil, nil)
-		}
-	}
-	return pb, nil
-}
-
 // stalePlan reports whether err is the server refusing a prepared
 // statement whose result type changed under it.
 func stalePlan(err error) bool {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -23,13 +22,33 @@ type Statements struct {
 	limit int
 }
 
-// connStatements are one connection's prepared statements by key (the
-// statement's parameter types and text). Only the goroutine holding the
-// connection uses them.
+// connStatements are one connection's prepared statements by key. Only the
+// goroutine holding the connection uses them.
 type connStatements struct {
-	names map[string]string
+	names map[statementKey]string
 	stale []string // forgotten, still allocated
 	next  int
+}
+
+// statementKey is a statement's text and parameter types; comparable, so a
+// lookup allocates nothing.
+type statementKey struct {
+	sql  string
+	oids [maxParams]uint32
+	n    int
+}
+
+// maxParams is the most parameters a statement may have to be prepared (the
+// batches' statements have up to three; a handler one).
+const maxParams = 4
+
+func keyOf(sql string, oids []uint32) (statementKey, bool) {
+	k := statementKey{sql: sql, n: len(oids)}
+	if len(oids) > maxParams {
+		return k, false
+	}
+	copy(k.oids[:], oids)
+	return k, true
 }
 
 // maxPrepared bounds a connection's prepared statements: past it the
@@ -57,21 +76,30 @@ func (p *Statements) of(pc *pgconn.PgConn) *connStatements {
 				}
 			}
 		}
-		cs = &connStatements{names: map[string]string{}}
+		cs = &connStatements{names: map[statementKey]string{}}
 		p.conns[pc] = cs
 	}
 	return cs
 }
 
-func statementKey(sql string, oids []uint32) string {
-	var b strings.Builder
-	for _, o := range oids {
-		b.WriteString(strconv.FormatUint(uint64(o), 10))
-		b.WriteByte(',')
+// batch builds the pipeline of stmts on pc, each as a prepared statement
+// (prepared on first use), or unprepared when the server would not prepare
+// it.
+func (p *Statements) batch(ctx context.Context, pc *pgconn.PgConn, stmts []statement) (*pgconn.Batch, error) {
+	cs := p.of(pc)
+	pb := &pgconn.Batch{}
+	for _, st := range stmts {
+		name, ok, err := cs.name(ctx, pc, p.limit, st.sql, st.oids, st.timeoutMS)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			pb.ExecPrepared(name, st.args, nil, nil)
+		} else {
+			pb.ExecParams(st.sql, st.args, st.oids, nil, nil)
+		}
 	}
-	b.WriteByte(0)
-	b.WriteString(sql)
-	return b.String()
+	return pb, nil
 }
 
 // name returns the name under which sql (with parameters of types oids) is
@@ -82,9 +110,13 @@ func statementKey(sql string, oids []uint32) string {
 // is false when the server refused to prepare the statement (a handler that
 // no longer parses): the caller runs it unprepared, where it fails as that
 // event's own error. err is any other failure.
-func (p *Statements) name(ctx context.Context, pc *pgconn.PgConn, sql string, oids []uint32, timeoutMS int64) (name string, ok bool, err error) {
-	cs := p.of(pc)
-	key := statementKey(sql, oids)
+// limit bounds the connection's statements (maxPrepared when 0).
+func (cs *connStatements) name(ctx context.Context, pc *pgconn.PgConn, limit int, sql string, oids []uint32,
+	timeoutMS int64) (name string, ok bool, err error) {
+	key, fits := keyOf(sql, oids)
+	if !fits {
+		return "", false, nil
+	}
 	if n, found := cs.names[key]; found {
 		return n, true, nil
 	}
@@ -97,7 +129,6 @@ func (p *Statements) name(ctx context.Context, pc *pgconn.PgConn, sql string, oi
 	if err := execSimple(ctx, pc, begin); err != nil {
 		return "", false, fmt.Errorf("prepare a statement: %w", err)
 	}
-	limit := p.limit
 	if limit <= 0 {
 		limit = maxPrepared
 	}
@@ -142,7 +173,7 @@ func (p *Statements) name(ctx context.Context, pc *pgconn.PgConn, sql string, oi
 // reach maxPrepared and are deallocated together.
 func (p *Statements) forget(pc *pgconn.PgConn, sql string, oids []uint32) {
 	cs := p.of(pc)
-	key := statementKey(sql, oids)
+	key, _ := keyOf(sql, oids)
 	if n, ok := cs.names[key]; ok {
 		cs.stale = append(cs.stale, n)
 		delete(cs.names, key)
@@ -151,33 +182,40 @@ func (p *Statements) forget(pc *pgconn.PgConn, sql string, oids []uint32) {
 
 // Warm readies a new hot connection for batches (a pgxpool AfterConnect
 // hook): it prepares the batches' own statements, outside any transaction,
-// and runs a completion of nothing, so that the backend has loaded the
-// catalogs and compiled the functions the batches use before its first
-// batch. A new backend's first batch would otherwise take many times as
-// long as the next. Server errors (a schema not migrated yet) leave the
-// statements to be prepared on first use, where they report themselves.
+// and runs the prepared completion on nothing, so that the backend has loaded
+// the catalogs, compiled the functions and planned the completion before its
+// first batch, which would otherwise take several milliseconds longer than
+// the next. A schema that is not there yet (the Processor's start reports
+// that itself) leaves the statements to be prepared on first use; any other
+// error fails the connection.
 func (p *Statements) Warm(ctx context.Context, c *pgx.Conn) error {
 	pc := c.PgConn()
 	cs := p.of(pc)
 	for _, st := range batchStatements {
-		key := statementKey(st.sql, st.oids)
+		key, _ := keyOf(st.sql, st.oids)
 		if _, ok := cs.names[key]; ok {
 			continue
 		}
 		cs.next++
 		n := "pgrelay_batch_" + strconv.Itoa(cs.next)
 		if _, err := pc.Prepare(ctx, n, st.sql, st.oids); err != nil {
-			return serverErrorIsNil(err)
+			return unlessNoSchema(fmt.Errorf("warm a connection: prepare %q: %w", st.sql, err))
 		}
 		cs.names[key] = n
 	}
-	_, err := pc.ExecParams(ctx, completeSQL, [][]byte{[]byte("{}"), []byte("{}"), []byte("{}")}, completeOIDs, nil, nil).Close()
-	return serverErrorIsNil(err)
+	key, _ := keyOf(completeSQL, completeOIDs)
+	_, err := pc.ExecPrepared(ctx, cs.names[key], [][]byte{[]byte("{}"), []byte("{}"), []byte("{}")}, nil, nil).Close()
+	if err != nil {
+		return fmt.Errorf("warm a connection: complete nothing: %w", err)
+	}
+	return nil
 }
 
-func serverErrorIsNil(err error) error {
+// unlessNoSchema is err, or nil when err is the server not knowing pgrelay's
+// schema, tables or functions (not migrated yet).
+func unlessNoSchema(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if errors.As(err, &pgErr) && (pgErr.Code == "3F000" || pgErr.Code == "42P01" || pgErr.Code == "42883") {
 		return nil
 	}
 	return err

@@ -39,29 +39,29 @@ func TestStatementsPrepareOncePerConnection(t *testing.T) {
 
 	_, err = c.Exec(ctx, "BEGIN")
 	require.NoError(t, err)
-	a, ok, err := st.name(ctx, pc, "SELECT 1", nil, 100)
+	a, ok, err := st.of(pc).name(ctx, pc, st.limit, "SELECT 1", nil, 100)
 	require.NoError(t, err)
 	require.True(t, ok)
-	again, ok, err := st.name(ctx, pc, "SELECT 1", nil, 100)
+	again, ok, err := st.of(pc).name(ctx, pc, st.limit, "SELECT 1", nil, 100)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, a, again, "prepared once")
 
 	// A statement that does not parse: refused, and the transaction goes on.
-	_, ok, err = st.name(ctx, pc, "SELECT * FROM no_such_table WHERE $1 IS NULL", textOID, 100)
+	_, ok, err = st.of(pc).name(ctx, pc, st.limit, "SELECT * FROM no_such_table WHERE $1 IS NULL", textOID, 100)
 	require.NoError(t, err)
 	require.False(t, ok)
 	var one int
 	require.NoError(t, c.QueryRow(ctx, "SELECT 1").Scan(&one))
 
-	_, _, err = st.name(ctx, pc, "SELECT 2", nil, 0)
+	_, _, err = st.of(pc).name(ctx, pc, st.limit, "SELECT 2", nil, 0)
 	require.NoError(t, err)
 	st.forget(pc, "SELECT 2", nil)
-	_, _, err = st.name(ctx, pc, "SELECT 3", nil, 0)
+	_, _, err = st.of(pc).name(ctx, pc, st.limit, "SELECT 3", nil, 0)
 	require.NoError(t, err)
 	require.Equal(t, []string{"SELECT 1", "SELECT 2", "SELECT 3"}, prepared(t, c))
 	// The bound is reached: all three go, the forgotten one too.
-	_, _, err = st.name(ctx, pc, "SELECT 4", nil, 0)
+	_, _, err = st.of(pc).name(ctx, pc, st.limit, "SELECT 4", nil, 0)
 	require.NoError(t, err)
 	require.Equal(t, []string{"SELECT 4"}, prepared(t, c))
 	var timeout string
@@ -69,4 +69,34 @@ func TestStatementsPrepareOncePerConnection(t *testing.T) {
 	require.Equal(t, "0", timeout, "a preparation's timeout does not outlast it")
 	_, err = c.Exec(ctx, "COMMIT")
 	require.NoError(t, err)
+}
+
+// Warm prepares the batch statements on a new connection; on a database
+// without pgrelay's schema it leaves them for later without an error, and
+// any other failure (a role that may not use the schema) fails it.
+func TestStatementsWarm(t *testing.T) {
+	ctx := context.Background()
+	url := pg.DB(t)
+	c, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	require.NoError(t, (&Statements{}).Warm(ctx, c))
+	require.Len(t, prepared(t, c), len(batchStatements))
+
+	require.NoError(t, pg.Exec(ctx, "postgres", `DROP DATABASE IF EXISTS warm_empty`))
+	require.NoError(t, pg.Exec(ctx, "postgres", `CREATE DATABASE warm_empty TEMPLATE template0`))
+	empty, err := pgx.Connect(ctx, pg.URL("warm_empty"))
+	require.NoError(t, err)
+	defer empty.Close(ctx)
+	require.NoError(t, (&Statements{}).Warm(ctx, empty), "no schema yet: nothing to warm")
+
+	_, err = c.Exec(ctx, `DROP ROLE IF EXISTS warm_nobody; CREATE ROLE warm_nobody LOGIN`)
+	require.NoError(t, err)
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.User = "warm_nobody"
+	nobody, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer nobody.Close(ctx)
+	require.ErrorContains(t, (&Statements{}).Warm(ctx, nobody), "permission denied")
 }

@@ -29,17 +29,16 @@ type Store struct {
 	statements *Statements
 }
 
-// New returns a Store over a hot-path pool and a background pool (they may be
-// the same pool).
-func New(hot, bg *pgxpool.Pool) *Store {
-	return NewWithStatements(hot, bg, &Statements{})
-}
-
-// NewWithStatements is New with the hot connections' prepared statements
-// kept in st, whose Warm the hot pool runs on each new connection.
-func NewWithStatements(hot, bg *pgxpool.Pool, st *Statements) *Store {
+// New returns a Store over a hot-path pool and a background pool (bg nil:
+// the hot pool for both). The hot connections' prepared statements are kept
+// in st (nil: a Store of its own), whose Warm the hot pool should run on each
+// new connection.
+func New(hot, bg *pgxpool.Pool, st *Statements) *Store {
 	if bg == nil {
 		bg = hot
+	}
+	if st == nil {
+		st = &Statements{}
 	}
 	return &Store{hot: hot, bg: bg, statements: st}
 }

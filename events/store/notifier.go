@@ -38,12 +38,17 @@ const (
 
 // FetchNotificationForSending calls pgrelay_notifier.fetch() (the message to
 // send, or nil when there is nothing to send: deleted, cancelled, already
-// sent or failed) and set_status('sending') in one round trip and one
-// transaction: the attempt is counted when there is
-// something to send, and set_status changes nothing when there is not (a
-// cancelled, sent or failed notification never goes back to sending).
+// sent or failed) after set_status('sending'), in one round trip and one
+// transaction: the attempt is counted when there is something to send, and
+// set_status changes nothing when there is not (a cancelled, sent or failed
+// notification never goes back to sending).
 func (s *Store) FetchNotificationForSending(ctx context.Context, id int64) (*Notification, error) {
 	b := &pgx.Batch{}
+	// set_status first: its UPDATE waits for a cancel() or DELETE in
+	// progress, so fetch (a new snapshot) sees what it committed and returns
+	// no row; fetched first, the message would be sent although cancel()
+	// had returned true.
+	b.Queue("SELECT pgrelay_notifier.set_status($1, 'sending')", id)
 	var n Notification
 	found := false
 	b.Queue(`SELECT notification_id, channel, from_addr, to_addrs, cc_addrs, bcc_addrs,
@@ -57,7 +62,6 @@ func (s *Store) FetchNotificationForSending(ctx context.Context, id int64) (*Not
 		found = err == nil
 		return err
 	})
-	b.Queue("SELECT pgrelay_notifier.set_status($1, 'sending')", id)
 	if err := s.hot.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("fetch notification %d for sending: %w", id, err)
 	}

@@ -27,9 +27,6 @@ const (
 	Rescued Kind = "rescued"
 )
 
-// Kinds lists every event kind.
-var Kinds = []Kind{Succeeded, Failed, GaveUp, Expired, Deduplicated, Adopted, Rescued}
-
 // Terminal reports whether no further event can follow for the notification.
 func (k Kind) Terminal() bool {
 	switch k {

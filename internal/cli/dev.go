@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -175,7 +176,8 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	}()
 	defer func() { stopProducer(); <-prodDone }()
 
-	view := &devView{out: a.stdout, url: url, tty: isTTY(a.stdout), rate: *rate, smtp: catcher, nats: f.nats.url}
+	view := &devView{out: a.stdout, url: url, tty: isTTY(a.stdout), rate: *rate, smtp: catcher, nats: f.nats.url,
+		inFlight: p.Metrics().InFlight}
 	t := time.NewTicker(*refresh)
 	defer t.Stop()
 	for {
@@ -240,6 +242,10 @@ type devView struct {
 	rate float64
 	smtp *testenv.SMTP // the SMTP catcher; nil with --smtp-url
 	nats string        // the NATS server status events go to
+	// inFlight is the Processor's count of events it is running. The table's
+	// IN FLIGHT column counts claims written to the queue; rows a batch holds
+	// by row lock (sql channels) are in flight without one.
+	inFlight prometheus.Gauge
 }
 
 type doneCounts struct{ succeeded, failed, gaveUp, expired int64 }
@@ -287,6 +293,12 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 			s.Retrying, d.succeeded, d.failed, d.gaveUp, d.expired)
 	}
 	_ = tw.Flush()
+	if v.inFlight != nil {
+		var m dto.Metric
+		if err := v.inFlight.Write(&m); err == nil {
+			fmt.Fprintf(&b, "\nProcessor: %.0f events in flight (sql channels' batches included)\n", m.GetGauge().GetValue())
+		}
+	}
 	if v.smtp != nil {
 		fmt.Fprintf(&b, "\nSMTP catcher smtp://%s: %d emails captured", v.smtp.Addr(), v.smtp.Count())
 		if m, ok := v.smtp.Last(); ok {

@@ -68,6 +68,7 @@ func TestDev(t *testing.T) {
 		return captured.MatchString(p.stdout.String()) || p.exited()
 	})
 	assert.NotContains(t, out, "\033[", "no terminal escapes when stdout is not a terminal")
+	assert.Regexp(t, `Processor: \d+ events in flight`, out, "the live view shows the Processor's in-flight count")
 
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err, dbURL)
@@ -89,4 +90,38 @@ func TestDev(t *testing.T) {
 	left, err := os.ReadDir(tmp)
 	require.NoError(t, err)
 	assert.Empty(t, left, "dev removed its temporary cluster")
+}
+
+// TestDevDataDir: with --data-dir the cluster outlives dev, and a second dev
+// on the same directory finds the first one's database, events and all.
+func TestDevDataDir(t *testing.T) {
+	t.Parallel()
+	parent, err := os.MkdirTemp("", "pgrelay-cli-devdata-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	require.NoError(t, os.Chmod(parent, 0o755))
+	dir := parent + "/cluster"
+
+	p := startCLI(t, nil, "dev", "--data-dir", dir, "--rate", "50", "--refresh", "200ms")
+	var first int
+	eventually(t, 90*time.Second, "succeeded demo_orders events", func() bool {
+		first, _ = devSucceeded(p.stdout.String(), "demo_orders")
+		return first > 0 || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own")
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+	_, err = os.Stat(dir + "/PG_VERSION")
+	require.NoError(t, err, "the cluster is kept in --data-dir")
+
+	// No demo producer this time: what the view shows was kept from the first run.
+	p = startCLI(t, nil, "dev", "--data-dir", dir, "--rate", "0", "--refresh", "200ms")
+	var again int
+	eventually(t, 90*time.Second, "the first run's events in the live view", func() bool {
+		again, _ = devSucceeded(p.stdout.String(), "demo_orders")
+		return again >= first || p.exited()
+	})
+	require.False(t, p.exited(), "the second dev exited on its own")
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
 }

@@ -322,7 +322,7 @@ func runDirect(d *deps, channel string, after store.LaneKey, n int, self *actor.
 		// cancels it at the shutdown timeout.
 		ctx, cancel := context.WithCancel(d.runCtx)
 		defer cancel()
-		scope := store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()}
+		scope := d.scope()
 		if channel == "" {
 			b, err = d.store.RunLanes(ctx, scope, after, n)
 		} else {

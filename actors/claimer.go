@@ -161,8 +161,7 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 	go func() {
 		start := time.Now()
 		qctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		rows, ready, err := d.store.Claim(qctx, d.processor, store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()},
-			n, d.kinds, d.direct)
+		rows, ready, err := d.store.Claim(qctx, d.processor, d.scope(), n, d.kinds, d.direct)
 		cancel()
 		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: time.Since(start), at: time.Now()})
 	}()

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -38,6 +39,8 @@ type heartbeat struct {
 	// whether it leads.
 	candidate   int64
 	candidateAt time.Time
+	// rejoined: the rejoin settle has passed and the claimer was woken.
+	rejoined bool
 }
 
 func heartbeatProps(d *deps) *actor.Props {
@@ -102,9 +105,43 @@ func beatOnce(d *deps) *beatResult {
 	return r
 }
 
+// rejoining reports whether this node comes back: its row in pgrelay.nodes
+// shows it dead (no heartbeat for DeadAfter) or adopted since its last
+// heartbeat. Single mode never adopts, so it never rejoins.
+func rejoining(ctx context.Context, st *store.Store, cfg Config) (bool, error) {
+	if cfg.Mode == ModeSingle {
+		return false, nil
+	}
+	var dead bool
+	err := st.Background().QueryRow(ctx, `SELECT COALESCE((
+		SELECT n.last_seen < pg_catalog.now() - $1::interval OR n.adopted_at >= n.last_seen
+		  FROM pgrelay.nodes n WHERE n.node_id = pgrelay._this_node()), false)`, cfg.DeadAfter).Scan(&dead)
+	if err != nil {
+		return false, fmt.Errorf("read this node's heartbeat: %w", err)
+	}
+	return dead, nil
+}
+
+// scope is what the claims and batches of this Processor may take. While
+// the node rejoins, only the rows pinned to it: the scope of a leader-mode
+// node that does not lead.
+func (d *deps) scope() store.ClaimScope {
+	if time.Now().Before(d.rejoinUntil) {
+		return store.ClaimScope{Mode: ModeLeader}
+	}
+	return store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()}
+}
+
 func (h *heartbeat) handle(ctx actor.Context, m *beatResult) {
 	d := h.d
 	claimer, _, _ := d.pids()
+	if !h.rejoined && !d.rejoinUntil.IsZero() && !time.Now().Before(d.rejoinUntil) {
+		// The rejoin settle has passed: claim the unrestricted rows this node
+		// owns now (ownership is read by the claim itself).
+		h.rejoined = true
+		d.log.Info("rejoin settle passed; claiming unrestricted rows again")
+		ctx.Send(claimer, &wake{})
+	}
 	if m.err != nil {
 		d.metrics.DBErrors.WithLabelValues("heartbeat").Inc()
 		d.log.Error("heartbeat failed", "err", m.err)

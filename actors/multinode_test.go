@@ -168,3 +168,58 @@ func TestActorAdoptionAndDecommission(t *testing.T) {
 	_, err := e.pool.Exec(context.Background(), `SELECT pgrelay.decommission(1, '1 minute')`)
 	require.ErrorContains(t, err, "PR022")
 }
+
+// A node that comes back after being dead dispatches only the rows pinned to
+// it for the settle (--leader-settle), then claims its unrestricted rows by
+// their ownership at that moment: an adoption that reaches it late (here
+// written during the settle, as replication would deliver it) wins, and the
+// adopted rows never run on it. Both through batches (sql channels of the
+// three concurrency modes) and through claims (--sql-batch 1).
+func TestActorRejoinSettlesBeforeUnrestricted(t *testing.T) {
+	t.Parallel()
+	for name, sqlBatch := range map[string]int{"batches": 0, "claims": 1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int,
+				at timestamptz DEFAULT clock_timestamp())`)
+			e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+			e.exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran(payload) VALUES ($1)',
+				p_concurrency_mode := 'channel')`)
+			e.exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
+			e.enqueueOn(2, "u", payloads("mine", 50))
+			e.enqueueOn(2, "lane", payloads("lane", 5))
+			e.enqueueOn(2, "u", payloads("adopted", 50))
+			e.enqueueOn(2, "pinned", []string{"pin"})
+			// Node 2's own copy shows it dead for an hour.
+			e.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (2, 'multi-node', now() - interval '1 hour')`)
+			const settle = 3 * time.Second
+			var t0 time.Time
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&t0))
+			e.startNode(2, actors.ModeMultiNode, func(c *actors.Config) {
+				c.LeaderSettle = settle
+				c.HeartbeatInterval = 100 * time.Millisecond
+				c.DeadAfter = time.Second
+				c.SQLBatch = sqlBatch
+			})
+			e.eventually(30*time.Second, "the pinned row to run", func() bool {
+				return e.count(`SELECT count(*) FROM ran WHERE payload = 'pin'`) == 1
+			})
+			// Node 1's adoption of half the rows arrives now.
+			e.exec(`UPDATE pgrelay.queue SET owner_node = 1 WHERE payload LIKE 'adopted-%'`)
+			e.eventually(30*time.Second, "node 2's own unrestricted rows to run", func() bool {
+				return e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'mine-%' OR payload LIKE 'lane-%'`) == 55
+			})
+			var first, pinned time.Time
+			require.NoError(t, e.pool.QueryRow(context.Background(),
+				`SELECT min(at) FILTER (WHERE payload <> 'pin'), min(at) FILTER (WHERE payload = 'pin') FROM ran`).
+				Scan(&first, &pinned))
+			require.GreaterOrEqual(t, first.Sub(t0), settle, "no unrestricted row ran before the settle")
+			require.True(t, pinned.Before(first), "the pinned row ran first")
+			require.Equal(t, 0, e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'adopted-%'`),
+				"the rows adopted meanwhile never ran on node 2")
+			require.Equal(t, 50, e.count(`SELECT count(*) FROM pgrelay.queue WHERE owner_node = 1 AND dispatched_at IS NULL`))
+			require.Equal(t, 56, e.count(`SELECT count(*) FROM ran WHERE node = 2`))
+		})
+	}
+}

@@ -93,7 +93,11 @@ type Config struct {
 	DeadAfter time.Duration
 	// LeaderSettle: how long a node that took the leader lease waits, then
 	// reads the lease again, before it dispatches as the leader. It must exceed
-	// the replication lag between nodes (default 2s).
+	// the replication lag between nodes (default 2s). It is also the rejoin
+	// settle: a node that comes back after being dead or adopted dispatches
+	// only the rows pinned to it for this long before it claims unrestricted
+	// rows (multi-node and leader modes), so that an adoption still on its
+	// way reaches it first; for that it must exceed twice the lag.
 	LeaderSettle time.Duration
 	// LeaseGrace: a claim held longer than its channel's timeout plus this is
 	// rescued even from a live instance (default 1m).
@@ -213,6 +217,9 @@ type deps struct {
 	// starved: a batcher had rows to run and no free slot; the claimer
 	// claims when slots are freed, which tells the batchers again.
 	starved atomic.Bool
+	// rejoinUntil: until then the node is rejoining (it had been dead or
+	// adopted when this Processor started) and claims only rows pinned to it.
+	rejoinUntil time.Time
 	// leaderTerm is the lease term this node leads with in leader mode, 0
 	// when it is not the leader. Set by the heartbeat actor, read by the
 	// claimer, which passes it to the claim (the database fences stale terms).
@@ -371,6 +378,12 @@ func (p *Processor) Start(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	info := store.ProcessorInfo{Mode: p.cfg.Mode, Hostname: host, PID: os.Getpid(), Version: p.cfg.Version}
+	// Read before this instance's first heartbeat marks the node alive.
+	rejoin, err := rejoining(ctx, st, p.cfg)
+	if err != nil {
+		p.closePools()
+		return fmt.Errorf("pgrelay: %w", err)
+	}
 	procID, node, err := st.StartProcessor(ctx, info)
 	if err != nil {
 		p.closePools()
@@ -414,6 +427,11 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.d = &deps{
 		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, direct: direct, metrics: metrics, log: logger, bus: p.bus,
 		system: system, processor: procID, node: node, info: info, runCtx: runCtx,
+	}
+	if rejoin {
+		p.d.rejoinUntil = time.Now().Add(p.cfg.LeaderSettle)
+		logger.Warn("this node had been dead or adopted: dispatching only rows pinned to it until the settle "+
+			"has passed, so that an adoption still replicating reaches it first", "settle", p.cfg.LeaderSettle)
 	}
 
 	ready := make(chan struct{})

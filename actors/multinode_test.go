@@ -223,3 +223,74 @@ func TestActorRejoinSettlesBeforeUnrestricted(t *testing.T) {
 		})
 	}
 }
+
+// Retries inherit the pin: a restricted channel's event that fails on node 2
+// is retried by a row pinned to node 2 (stamped where the failed attempt
+// ran), which only node 2 runs — although node 1 leads and runs every
+// unrestricted row.
+func TestActorRetryRestampedOnNode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.exec(`CREATE SEQUENCE tries`)
+	e.exec(`CREATE FUNCTION flaky(p text) RETURNS void LANGUAGE plpgsql AS $$
+		BEGIN
+		  IF nextval('public.tries') = 1 THEN RAISE EXCEPTION 'the first attempt fails'; END IF;
+		  INSERT INTO public.ran(payload) VALUES (p);
+		END $$`)
+	e.exec(`SELECT pgrelay.register('pinned', 'SELECT public.flaky($1)', p_node_restricted := true,
+		p_retry_delay := '2 seconds')`)
+	fast := func(c *actors.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Second
+	}
+	e.startNode(1, actors.ModeLeader, fast)
+	e.eventually(10*time.Second, "node 1 to lead", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+	})
+	e.startNode(2, actors.ModeLeader, fast)
+	e.enqueueOn(2, "pinned", []string{"x"})
+	e.eventually(20*time.Second, "the retry row", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned' AND attempt = 2`) == 1
+	})
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pinned' AND event = 'failed' AND node = 2`),
+		"the first attempt failed on node 2")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned' AND attempt = 2 AND run_in_node = 2`),
+		"the retry row is pinned to node 2")
+	e.eventually(20*time.Second, "the retry to run", func() bool {
+		return e.count(`SELECT count(*) FROM ran`) == 1
+	})
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ran WHERE node = 2`), "the retry ran on node 2")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pinned' AND event = 'succeeded' AND attempt = 2 AND node = 2`))
+}
+
+// Adoption is deterministic: with nodes 1 and 3 alive when node 2 dies, only
+// node 1 (the live node with the smallest id) adopts, and each adopted row
+// has exactly one 'adopted' log row.
+func TestActorAdoptionThreeNodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	fast := func(c *actors.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Second
+	}
+	p2 := e.startNode(2, actors.ModeMultiNode, fast)
+	e.startNode(3, actors.ModeMultiNode, fast)
+	e.startNode(1, actors.ModeMultiNode, fast)
+	e.eventually(10*time.Second, "three live nodes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id IN (1, 2, 3) AND last_seen > now() - interval '500 milliseconds'`) == 3
+	})
+	require.NoError(t, p2.Stop(context.Background()))
+	e.enqueueOn(2, "u", payloads("orphan", 300))
+	e.eventually(30*time.Second, "node 2's rows to be adopted and run", func() bool {
+		return e.count(`SELECT count(*) FROM ran`) == 300
+	})
+	require.Equal(t, 300, e.count(`SELECT count(*) FROM ran WHERE node = 1`), "node 1 ran every adopted row")
+	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted'`))
+	require.Equal(t, 300, e.count(`SELECT count(DISTINCT queue_id) FROM pgrelay.log WHERE event = 'adopted' AND node = 1
+		AND error LIKE 'node 2 is dead%adopted by node 1'`), "one adopted row per queue row, all by node 1")
+	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND node = 1`))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE node = 3`), "node 3 neither adopted nor ran anything")
+}

@@ -43,7 +43,8 @@ type SMTPConfig struct {
 	TLS         *tls.Config
 	ImplicitTLS bool
 	// DataDelay is slept in every DATA before it is accepted: it widens the
-	// window in which two transactions of one sender could overlap.
+	// window in which two transactions of one sender could overlap, or
+	// outlasts a client's timeout. SetDataDelay changes it later.
 	DataDelay time.Duration
 	// Logger receives the server's own errors (default: discard).
 	Logger *slog.Logger
@@ -58,6 +59,7 @@ type SMTP struct {
 	addr string
 
 	mu        sync.Mutex
+	dataDelay time.Duration
 	srv       *smtp.Server
 	done      chan struct{}
 	messages  []Message
@@ -88,6 +90,9 @@ type Message struct {
 	TLS bool
 	// AuthUser is the user the session authenticated as ("" without AUTH).
 	AuthUser string
+	// AuthMech is the SASL mechanism of that AUTH: "PLAIN", "LOGIN" or
+	// "CRAM-MD5" ("" without AUTH).
+	AuthMech string
 }
 
 // Subject is the decoded Subject header.
@@ -167,8 +172,8 @@ func StartSMTP(cfg SMTPConfig) (*SMTP, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &SMTP{cfg: cfg, addr: cfg.Addr, active: map[string]int{}, maxActive: map[string]int{},
-		reject: map[string]rejectRule{}}
+	s := &SMTP{cfg: cfg, addr: cfg.Addr, dataDelay: cfg.DataDelay, active: map[string]int{},
+		maxActive: map[string]int{}, reject: map[string]rejectRule{}}
 	if err := s.Start(); err != nil {
 		return nil, err
 	}
@@ -282,6 +287,14 @@ func (s *SMTP) RejectDomain(domain string, code int, text string) {
 	s.reject[strings.ToLower(domain)] = rejectRule{code: code, text: text}
 }
 
+// SetDataDelay changes the delay of every DATA from now on (see
+// SMTPConfig.DataDelay); a DATA already waiting keeps its delay.
+func (s *SMTP) SetDataDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dataDelay = d
+}
+
 // Messages returns a copy of what was received, in order.
 func (s *SMTP) Messages() []Message {
 	s.mu.Lock()
@@ -375,6 +388,7 @@ type smtpSession struct {
 	id     int
 	authed bool
 	user   string
+	mech   string
 	from   string
 	inTx   bool
 	rcpts  []string
@@ -392,7 +406,7 @@ func (x *smtpSession) Auth(mech string) (sasl.Server, error) {
 		if user != x.s.cfg.Username || pass != x.s.cfg.Password {
 			return smtp.ErrAuthFailed
 		}
-		x.authed, x.user = true, user
+		x.authed, x.user, x.mech = true, user, mech
 		return nil
 	}
 	switch mech {
@@ -401,7 +415,7 @@ func (x *smtpSession) Auth(mech string) (sasl.Server, error) {
 	case sasl.Login:
 		return &loginServer{check: check}, nil
 	case "CRAM-MD5":
-		return &cramServer{s: x.s, done: func() { x.authed, x.user = true, x.s.cfg.Username }}, nil
+		return &cramServer{s: x.s, done: func() { x.authed, x.user, x.mech = true, x.s.cfg.Username, mech }}, nil
 	}
 	return nil, smtp.ErrAuthUnknownMechanism
 }
@@ -447,15 +461,18 @@ func (x *smtpSession) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if d := x.s.cfg.DataDelay; d > 0 {
-		time.Sleep(d)
+	x.s.mu.Lock()
+	delay := x.s.dataDelay
+	x.s.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
 	}
 	_, isTLS := x.c.TLSConnectionState()
 	x.s.mu.Lock()
 	from := x.from
 	x.s.mu.Unlock()
 	msg := Message{Session: x.id, From: from, To: append([]string(nil), x.rcpts...), Data: b, At: time.Now(),
-		TLS: isTLS, AuthUser: x.user}
+		TLS: isTLS, AuthUser: x.user, AuthMech: x.mech}
 	if m, err := mail.ReadMessage(bytes.NewReader(b)); err == nil {
 		msg.Header = m.Header
 	}

@@ -41,27 +41,122 @@ type conn struct {
 
 type connKey struct{}
 
-// connHolder receives the net.Conn the dial function made.
-type connHolder struct{ c net.Conn }
+// connHolder receives the net.Conn the dial function made, and the
+// connection under it whose deadlines the channel's deadline bounds while
+// the session opens.
+type connHolder struct {
+	c  net.Conn
+	mu sync.Mutex
+	bc *boundedConn
+	// cut: the caller's context ended before the connection was made.
+	cut bool
+}
+
+// set records the connection the dial function made; false when the
+// caller's context has already ended (the connection is then cut at once).
+func (h *connHolder) set(bc *boundedConn, c net.Conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bc, h.c = bc, c
+	if h.cut {
+		bc.cutNow()
+	}
+	return !h.cut
+}
+
+// cutNow ends the session's opening: the caller's context is done.
+func (h *connHolder) cutNow() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cut = true
+	if h.bc != nil {
+		h.bc.cutNow()
+	}
+}
+
+// boundedConn caps the deadlines set on a connection while its session opens
+// (greeting, EHLO, STARTTLS, AUTH) at the caller's deadline: go-mail sets its
+// own from the target's timeout, which knows nothing of the channel's. When
+// the caller's context ends, every deadline is in the past, so whatever read
+// or write is waiting returns at once. Once the session is open, release
+// lifts the cap: each transaction sets its own deadline.
+type boundedConn struct {
+	net.Conn
+	mu    sync.Mutex
+	limit time.Time // zero: none
+	cut   bool
+}
+
+var past = time.Unix(1, 0)
+
+func (c *boundedConn) capped(t time.Time) time.Time {
+	switch {
+	case c.cut:
+		return past
+	case !c.limit.IsZero() && (t.IsZero() || t.After(c.limit)):
+		return c.limit
+	}
+	return t
+}
+
+func (c *boundedConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Conn.SetDeadline(c.capped(t))
+}
+
+func (c *boundedConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Conn.SetReadDeadline(c.capped(t))
+}
+
+func (c *boundedConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(c.capped(t))
+}
+
+func (c *boundedConn) cutNow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = true
+	_ = c.Conn.SetDeadline(past)
+}
+
+func (c *boundedConn) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.limit, c.cut = time.Time{}, false
+}
 
 func newPool(t *Target, log *slog.Logger) (*pool, error) {
 	tlsCfg := &tls.Config{ServerName: t.Host, MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify}
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
+		raw, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
+		}
+		// ctx's deadline is the earlier of the caller's and the target's
+		// timeout (go-mail adds the latter).
+		bc := &boundedConn{Conn: raw}
+		bc.limit, _ = ctx.Deadline()
+		var c net.Conn = bc
+		if h, ok := ctx.Value(connKey{}).(*connHolder); ok && !h.set(bc, c) {
+			_ = raw.Close()
+			return nil, context.Cause(ctx)
 		}
 		if t.ImplicitTLS {
 			tc := tls.Client(c, tlsCfg.Clone())
 			if err := tc.HandshakeContext(ctx); err != nil {
-				_ = c.Close()
+				_ = raw.Close()
 				return nil, err
 			}
 			c = tc
-		}
-		if h, ok := ctx.Value(connKey{}).(*connHolder); ok {
-			h.c = c
+			if h, ok := ctx.Value(connKey{}).(*connHolder); ok {
+				h.set(bc, c)
+			}
 		}
 		return c, nil
 	}
@@ -144,23 +239,31 @@ func (p *pool) acquire(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
+// dial opens a session within the target's timeout and the caller's
+// deadline; cancelling ctx interrupts it.
 func (p *pool) dial(ctx context.Context) (*conn, error) {
 	h := &connHolder{}
 	dctx := context.WithValue(ctx, connKey{}, h)
+	stop := context.AfterFunc(ctx, h.cutNow)
 	sc, err := p.client.DialToSMTPClientWithContext(dctx)
+	stop()
+	h.mu.Lock()
+	c, bc := h.c, h.bc
+	h.mu.Unlock()
 	if err != nil {
 		// go-mail leaves the connection open when EHLO, STARTTLS or AUTH fail.
-		if h.c != nil {
-			_ = h.c.Close()
+		if c != nil {
+			_ = c.Close()
 		}
-		return nil, &connectError{err: err}
+		return nil, &connectError{err: withContextErr(ctx, err)}
 	}
-	if h.c == nil { // cannot happen: the dial function always records it
+	if c == nil { // cannot happen: the dial function always records it
 		_ = sc.Close()
 		return nil, &connectError{err: errors.New("no connection recorded")}
 	}
+	bc.release()
 	p.log.Debug("smtp: connected", "target", p.t.String())
-	return &conn{c: sc, raw: h.c, lastUsed: time.Now()}, nil
+	return &conn{c: sc, raw: c, lastUsed: time.Now()}, nil
 }
 
 // release puts a healthy connection back, or closes it.
@@ -288,17 +391,8 @@ func (c *conn) transaction(ctx context.Context, msg *mail.Msg, env envelope, reu
 	stop := context.AfterFunc(ctx, func() { _ = c.raw.SetDeadline(time.Unix(1, 0)) })
 	defer func() {
 		stop()
-		if err == nil {
-			return
-		}
-		cerr := ctx.Err()
-		if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
-			// The connection's deadline was the context's; its timer may
-			// not have fired yet.
-			cerr = context.DeadlineExceeded
-		}
-		if cerr != nil {
-			err = fmt.Errorf("%w (%v)", cerr, err)
+		if err != nil {
+			err = withContextErr(ctx, err)
 		}
 	}()
 	if reused {
@@ -338,6 +432,21 @@ func (c *conn) transaction(ctx context.Context, msg *mail.Msg, env envelope, reu
 		return fmt.Errorf("DATA: end of message: %w", err)
 	}
 	return nil
+}
+
+// withContextErr names ctx's end as the cause of err when ctx has ended: a
+// read cut by the caller's deadline says only "i/o timeout".
+func withContextErr(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		// The connection's deadline was the context's; its timer may not
+		// have fired yet.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%v)", cerr, err)
 }
 
 // reset ends a refused transaction so the session can carry the next one.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,4 +100,113 @@ func TestPoolSendHonoursTheDeadline(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	require.False(t, Permanent(err))
+}
+
+// A server slower than the target's timeout: with no deadline of its own the
+// send is cut at ?timeout=, as a transient failure, and the session, out of
+// step, is not reused.
+func TestPoolTargetTimeoutCutsASlowReply(t *testing.T) {
+	t.Parallel()
+	const delay = 5 * time.Second
+	s, err := testenv.StartSMTP(testenv.SMTPConfig{DataDelay: delay})
+	require.NoError(t, err)
+	defer s.Close()
+	p := testPool(t, s.URL()+"?timeout=300ms")
+	start := time.Now()
+	err = sendOne(t, p, context.Background(), testMsg(t, 1, "a@example.org"))
+	took := time.Since(start)
+	require.Error(t, err)
+	require.False(t, Permanent(err), "%v", err)
+	require.Contains(t, err.Error(), "DATA")
+	require.Less(t, took, delay, "cut by the target's timeout, not ended by the server's reply")
+
+	s.SetDataDelay(0)
+	require.NoError(t, sendOne(t, p, context.Background(), testMsg(t, 2, "a@example.org")))
+	require.Equal(t, 2, s.Sessions(), "the session cut mid-DATA was closed, not reused")
+}
+
+// silentListener accepts connections and never says anything: no greeting.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A server that accepts the connection but never greets: the session's
+// opening is cut by the target's timeout, and by the caller's deadline when
+// that comes first (go-mail's own timeout knows only the target's).
+func TestPoolGreetingTimeout(t *testing.T) {
+	t.Parallel()
+	addr := silentListener(t)
+
+	p := testPool(t, "smtp://"+addr+"?timeout=300ms")
+	start := time.Now()
+	err := sendOne(t, p, context.Background(), testMsg(t, 1, "a@example.org"))
+	require.Error(t, err)
+	var ce *connectError
+	require.ErrorAs(t, err, &ce, "a failure to open the session")
+	require.False(t, Permanent(err))
+	require.Less(t, time.Since(start), 10*time.Second, "cut by ?timeout=300ms")
+
+	long := testPool(t, "smtp://"+addr+"?timeout=1m")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	err = sendOne(t, long, ctx, testMsg(t, 2, "a@example.org"))
+	require.Error(t, err)
+	require.ErrorAs(t, err, &ce)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "%v", err)
+	require.False(t, Permanent(err))
+	require.Less(t, time.Since(start), 30*time.Second, "cut by the caller's deadline, not the target's minute")
+}
+
+// ?idle=: a pooled session idle for longer is closed and a new one dialled;
+// a younger one is reused.
+func TestPoolIdleSessionIsNotReused(t *testing.T) {
+	t.Parallel()
+	s, err := testenv.StartSMTP(testenv.SMTPConfig{})
+	require.NoError(t, err)
+	defer s.Close()
+	p := testPool(t, s.URL()+"?idle=1m")
+	require.Equal(t, time.Minute, p.t.IdleTimeout)
+	ctx := context.Background()
+	require.NoError(t, sendOne(t, p, ctx, testMsg(t, 1, "a@example.org")))
+	age := func(d time.Duration) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		require.Len(t, p.idle, 1)
+		p.idle[0].lastUsed = time.Now().Add(-d)
+	}
+	age(30 * time.Second)
+	require.NoError(t, sendOne(t, p, ctx, testMsg(t, 2, "a@example.org")))
+	require.Equal(t, 1, s.Sessions(), "idle for less than idle=: reused")
+	age(2 * time.Minute)
+	require.NoError(t, sendOne(t, p, ctx, testMsg(t, 3, "a@example.org")))
+	require.Equal(t, 2, s.Sessions(), "idle for longer than idle=: a new session")
+	require.Equal(t, 3, s.Count())
 }

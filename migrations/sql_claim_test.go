@@ -389,3 +389,31 @@ func TestClaimModes(t *testing.T) {
 	got := claimMode(t, d.conn(2), 2, "multi-node", false, 100)
 	require.ElementsMatch(t, []int64{own2, pin2, ser2}, ids(got))
 }
+
+// An UNRESTRICTED 'channel'-mode channel in multi-node mode ranks within each
+// node's own rows: each node takes the head of its rows, even while the
+// other node's head is in flight; the leader ranks cluster-wide.
+func TestClaimModesUnrestrictedChannelPerNode(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("cu", "p_concurrency_mode := 'channel'")
+	n1, n2 := d.conn(1), d.conn(2)
+	a1 := one[int64](t, n1, "SELECT pgrelay.notify('cu', 'a1')")
+	a2 := one[int64](t, n1, "SELECT pgrelay.notify('cu', 'a2')")
+	b1 := one[int64](t, n2, "SELECT pgrelay.notify('cu', 'b1')")
+	b2 := one[int64](t, n2, "SELECT pgrelay.notify('cu', 'b2')")
+	inTx(t, n1, func(tx pgx.Tx) {
+		require.Equal(t, []int64{a1}, ids(claimMode(t, tx, 1, "leader", true, 100)),
+			"the leader: one head cluster-wide, the oldest")
+	})
+	require.Equal(t, []int64{a1}, ids(claimMode(t, n1, 1, "multi-node", false, 100)), "node 1: the head of its own rows")
+	require.Equal(t, []int64{b1}, ids(claimMode(t, n2, 2, "multi-node", false, 100)),
+		"node 2: the head of its own rows, while node 1's is in flight")
+	require.Empty(t, ids(claimMode(t, n1, 1, "multi-node", false, 100)), "node 1's lane is busy until a1 ends")
+	require.Empty(t, ids(claimMode(t, n1, 1, "leader", true, 100)), "cluster-wide, the lane is busy")
+	d.exec(`DELETE FROM pgrelay.queue WHERE id = $1`, a1)
+	require.Equal(t, []int64{a2}, ids(claimMode(t, n1, 1, "multi-node", false, 100)), "then node 1's next, in order")
+	require.Empty(t, ids(claimMode(t, n2, 2, "multi-node", false, 100)), "node 2's lane still busy")
+	d.exec(`DELETE FROM pgrelay.queue WHERE id = $1`, b1)
+	require.Equal(t, []int64{b2}, ids(claimMode(t, n2, 2, "multi-node", false, 100)))
+}

@@ -209,3 +209,53 @@ func TestDirectBatchFence(t *testing.T) {
 		require.ErrorContains(t, err, "PR031")
 	})
 }
+
+// Lane batches take their rows by the node rules of every mode: multi-node
+// ranks each lane within the node's own rows (so a 'channel' lane serialises
+// per node), the leader takes the heads of every unrestricted lane, a
+// follower and a fenced leader only the lanes of rows pinned to it, and a
+// pinned lane is its node's alone.
+func TestDirectClaimLanesModes(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("cu", "p_concurrency_mode := 'channel'")
+	d.register("cp", "p_concurrency_mode := 'channel', p_node_restricted := true")
+	d.register("pu", "p_concurrency_mode := 'payload'")
+	n1, n2 := d.conn(1), d.conn(2)
+	notify := func(c *pgx.Conn, ch, p string) int64 {
+		return one[int64](t, c, "SELECT pgrelay.notify($1, $2)", ch, p)
+	}
+	a1 := notify(n1, "cu", "a1")
+	notify(n1, "cu", "a2")
+	b1 := notify(n2, "cu", "b1")
+	notify(n2, "cu", "b2")
+	p1, p2 := notify(n1, "cp", "p1"), notify(n2, "cp", "p2")
+	k1, k2 := notify(n1, "pu", "k"), notify(n2, "pu", "k")
+	d.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
+	        VALUES (-1, 'lease', now(), 1, 3, now() + interval '1 minute')`)
+	heads := func(c *pgx.Conn, mode string, leader bool, term any) []int64 {
+		var got []int64
+		inTx(t, c, func(tx pgx.Tx) {
+			got = column[int64](t, tx, `SELECT id FROM pgrelay._claim_lanes_direct($1, $2, $3, 100, NULL, NULL)`,
+				mode, leader, term)
+		})
+		return got
+	}
+	require.ElementsMatch(t, []int64{a1, p1, k1}, heads(n1, "multi-node", false, nil), "node 1: its own rows' heads")
+	require.ElementsMatch(t, []int64{b1, p2, k2}, heads(n2, "multi-node", false, nil), "node 2: its own rows' heads")
+	require.ElementsMatch(t, []int64{a1, p1, k1}, heads(n1, "leader", true, 3),
+		"the leader: the head of every unrestricted lane, wherever enqueued, and its pinned rows")
+	require.ElementsMatch(t, []int64{p2}, heads(n2, "leader", false, nil), "a follower: its pinned rows only")
+	require.ElementsMatch(t, []int64{p2}, heads(n2, "leader", true, 3), "a leader whose term is not the lease's: pinned only")
+	require.ElementsMatch(t, []int64{p1}, heads(n1, "leader", true, 2), "a stale term: pinned only")
+
+	// Node 1's heads in flight (claimed): in multi-node, node 2's lanes are
+	// its own and still give their heads; for the leader, the lanes are busy
+	// cluster-wide.
+	proc := startProcessor(t, n1)
+	d.exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = $1 WHERE id = ANY ($2)`, proc, []int64{a1, p1, k1})
+	require.Empty(t, heads(n1, "multi-node", false, nil), "node 1's lanes are busy")
+	require.ElementsMatch(t, []int64{b1, p2, k2}, heads(n2, "multi-node", false, nil), "per node: node 2's lanes are free")
+	require.Empty(t, heads(n1, "leader", true, 3), "cluster-wide: every unrestricted lane and node 1's pinned lane are busy")
+	require.ElementsMatch(t, []int64{p2}, heads(n2, "leader", false, nil), "node 2's pinned lane is its own")
+}

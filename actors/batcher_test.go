@@ -344,3 +344,61 @@ func TestActorBatchHandlerDurationIsTheHandlers(t *testing.T) {
 	require.Equal(t, uint64(1), m.GetHistogram().GetSampleCount())
 	require.Less(t, m.GetHistogram().GetSampleSum(), 0.25, "the commit's half second is not the handler's")
 }
+
+// A handler that ends its own database session (pg_terminate_backend here;
+// a backend crash looks the same) costs its event one failed attempt per
+// run, never the others' events: they succeed once each, the killer gives up
+// after max_attempts, each attempt logged as a lost connection, and nothing
+// stays queued. In a direct batch (an event before the killer in the batch
+// too), in lane batches (one lane per payload, and one lane for a whole
+// 'channel' channel, which the killer holds up until it gives up) and on the
+// classic path (SQLBatch 1).
+func TestActorHandlerKillsItsConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, mode string
+		sqlBatch   int
+	}{
+		{"direct batch", "none", 0},
+		{"lane batch payload", "payload", 0},
+		{"lane batch channel", "channel", 0},
+		{"classic", "none", 1},
+		{"classic channel", "channel", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE ran (payload text)`)
+			e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE plpgsql AS $$
+			BEGIN
+			  INSERT INTO public.ran VALUES (p);
+			  IF p = 'poison' THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+			END $$`)
+			e.exec(`SELECT pgrelay.register('k', 'SELECT public.work($1)', p_max_attempts := 2,
+			  p_retry_delay := '10 milliseconds', p_concurrency_mode := $1)`, tc.mode)
+			var poison int64
+			e.exec(`SELECT pgrelay.notify('k', 'ok0')`)
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('k', 'poison')`).Scan(&poison))
+			e.exec(`SELECT pgrelay.notify_many('k', ARRAY['ok1', 'ok2', 'ok3'])`)
+			e.startProcessor(func(c *actors.Config) {
+				if tc.sqlBatch > 0 {
+					c.SQLBatch = tc.sqlBatch
+				}
+			})
+			e.eventually(60*time.Second, "the ok events to succeed and the killer to give up", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 4 &&
+					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+			})
+			require.Equal(t, 4, e.count(`SELECT count(*) FROM ran WHERE payload <> 'poison'`), "each ok event's effects once")
+			require.Equal(t, 4, e.count(`SELECT count(DISTINCT payload) FROM ran`))
+			require.Zero(t, e.count(`SELECT count(*) FROM ran WHERE payload = 'poison'`), "the killer's effects rolled back")
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
+				"no attempt of another event was counted")
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
+			  AND error LIKE '%connection lost%'`, poison))
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
+			  AND error LIKE '%connection lost%'`, poison))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+		})
+	}
+}

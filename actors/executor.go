@@ -198,9 +198,12 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		// Shutdown cancelled the handler: not the event's fault.
 		d.metrics.Released.Inc()
 		out.Event = store.OutcomeRelease
-	case ev.Kind == "sql" && store.IsConnError(err):
-		// The database went away under the handler: the attempt did not
-		// really happen; the claim goes back once the database is back.
+	case ev.Kind == "sql" && store.IsConnError(err) && !store.IsHandlerConnLost(err):
+		// The database went away under the handler (a restart), or the
+		// connection failed outside the handler's statement: the attempt did
+		// not really happen; the claim goes back once the database is back.
+		// (A session that ended while the handler ran, on a server that
+		// stayed up, is the handler's failure: a failed attempt, below.)
 		d.log.Warn("database connection lost while running a handler; releasing the event",
 			"channel", ev.Channel, "id", ev.ID, "err", err)
 		d.metrics.Released.Inc()
@@ -227,6 +230,7 @@ func finish(d *deps, ev handlers.Event, out *store.Outcome) {
 	claimer, _, completer := d.pids()
 	if out != nil {
 		d.send(completer, &outcome{o: *out})
+		// tellEndedFailing(d, ev, out)
 	}
 	n := d.inflight.Add(-1)
 	d.metrics.InFlight.Set(float64(n))

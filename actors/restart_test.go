@@ -14,9 +14,16 @@ import (
 )
 
 // PostgreSQL restarting under a running Processor: it reconnects and goes on;
-// every committed event runs, none is lost or stuck.
+// every committed event runs, none is lost or stuck, and no attempt is
+// counted for the sessions the restart ended — with batches, and on the
+// classic path (SQLBatch 1).
 func TestActorSurvivesPostgresRestart(t *testing.T) {
 	t.Parallel()
+	t.Run("batches", func(t *testing.T) { t.Parallel(); survivesRestart(t, 0) })
+	t.Run("classic", func(t *testing.T) { t.Parallel(); survivesRestart(t, 1) })
+}
+
+func survivesRestart(t *testing.T, sqlBatch int) {
 	ctx := context.Background()
 	own, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{})
 	require.NoError(t, err)
@@ -31,7 +38,12 @@ func TestActorSurvivesPostgresRestart(t *testing.T) {
 	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS
 	$$ SELECT pg_sleep(0.005); INSERT INTO public.ran VALUES (p) $$`)
 	e.exec(`SELECT pgrelay.register('r', 'SELECT public.work($1)', p_max_attempts := 50, p_retry_delay := '50 milliseconds')`)
-	e.startProcessor(func(c *actors.Config) { c.LeaseGrace = 5 * time.Second })
+	e.startProcessor(func(c *actors.Config) {
+		c.LeaseGrace = 5 * time.Second
+		if sqlBatch > 0 {
+			c.SQLBatch = sqlBatch
+		}
+	})
 
 	// Enqueue in rounds; a round that fails (the server is down) is retried,
 	// so every payload is committed exactly once.
@@ -66,6 +78,8 @@ func TestActorSurvivesPostgresRestart(t *testing.T) {
 	// A sql handler's effects commit with its completion: none ran twice.
 	require.Equal(t, 400, e.count(`SELECT count(*) FROM ran`))
 	require.Equal(t, 400, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('failed', 'gave_up')`),
+		"the restart cost no attempt")
 	e.eventually(10*time.Second, "the queue to empty", func() bool {
 		return e.count(`SELECT count(*) FROM pgrelay.queue`) == 0
 	})

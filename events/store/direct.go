@@ -66,6 +66,9 @@ type DirectBatch struct {
 	// TimingErr: the server's clock readings could not be read (the batch
 	// committed all the same; its time per event is then its wall time).
 	TimingErr error
+	// clock is the server's clock (µs since the epoch) before the handlers
+	// of the pipeline whose handler failed last.
+	clock int64
 }
 
 // LaneKey is where a walk over the lanes stands: a lane batch takes the
@@ -128,9 +131,55 @@ func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, l
 }
 
 func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim string, args ...any) (*DirectBatch, error) {
+	for round := 1; ; round++ {
+		r := &DirectBatch{Scope: b.Scope}
+		err := s.runRound(ctx, what, r, claim, args...)
+		var lost *lostHandler
+		if errors.As(err, &lost) {
+			// The transaction died with its connection: only this event's
+			// attempt is recorded, on another connection; the others are
+			// pending again and run again below.
+			e := &r.Events[lost.k]
+			cause := &HandlerConnLostError{Err: lost.err}
+			recorded, rerr := s.recordConnLost(ctx, b.Scope, e, lost.at, cause)
+			switch {
+			case rerr != nil:
+				err = fmt.Errorf("batch of %d events of %s: %w; %w", len(r.Events), what, lost.err, rerr)
+			case recorded:
+				e.Outcome, e.Err = "failed", cause
+				err = nil
+			default:
+				// Another transaction holds or ended the row meanwhile.
+				err = nil
+			}
+		}
+		b.add(r)
+		if err != nil || lost == nil || len(r.Events) < 2 || round >= maxRounds {
+			return b, err
+		}
+	}
+}
+
+// maxRounds bounds how many times a batch runs again after handlers that
+// lost its connection (each time, one event's attempt is recorded).
+const maxRounds = 8
+
+// add folds a round of a batch into b.
+func (b *DirectBatch) add(r *DirectBatch) {
+	b.Events = append(b.Events, r.Events...)
+	b.Took += r.Took
+	b.HandlerTime += r.HandlerTime
+	b.Timed += r.Timed
+	if r.TimingErr != nil {
+		b.TimingErr = r.TimingErr
+	}
+}
+
+// runRound claims and runs one batch on one connection.
+func (s *Store) runRound(ctx context.Context, what string, b *DirectBatch, claim string, args ...any) error {
 	conn, err := s.hot.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("acquire a connection for a batch of %s: %w", what, err)
+		return fmt.Errorf("acquire a connection for a batch of %s: %w", what, err)
 	}
 	defer conn.Release()
 	start := time.Now()
@@ -143,7 +192,7 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 		if err != nil {
 			err = fmt.Errorf("claim a batch of %s: %w", what, err)
 		}
-		return b, err
+		return err
 	}
 	// Each handler is cut by statement_timeout; the deadline bounds the
 	// batch should the server or the network stop answering, so its locks
@@ -155,9 +204,66 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	if err := b.run(rctx, conn, s.statements); err != nil {
-		return b, fmt.Errorf("batch of %d events of %s: %w", len(b.Events), what, err)
+		return fmt.Errorf("batch of %d events of %s: %w", len(b.Events), what, err)
 	}
-	return b, nil
+	return nil
+}
+
+// lostHandler: the handler of event k lost the batch's connection, while
+// the server's clock read at (µs since the epoch) before it ran.
+type lostHandler struct {
+	k   int
+	at  int64
+	err error
+}
+
+func (l *lostHandler) Error() string { return "a handler lost the connection: " + l.err.Error() }
+func (l *lostHandler) Unwrap() error { return l.err }
+
+// recordConnLost records a failed attempt of e, whose handler lost its
+// batch's connection, in a transaction of its own on another connection —
+// unless the server started after at (its clock before the handler ran):
+// then a restart ended the session, not the handler, and the attempt is not
+// counted (an error, and e is pending again). recorded is false when another
+// transaction holds e's row or has ended it.
+func (s *Store) recordConnLost(ctx context.Context, scope ClaimScope, e *DirectEvent, at int64,
+	cause error) (recorded bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
+	defer cancel()
+	err = pgx.BeginFunc(ctx, s.hot, func(tx pgx.Tx) error {
+		var up bool
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.pg_postmaster_start_time() <
+		  timestamptz 'epoch' + $1 * interval '1 microsecond'`, at).Scan(&up); err != nil {
+			return err
+		}
+		if !up {
+			return errors.New("the server restarted")
+		}
+		var id int64
+		err := tx.QueryRow(ctx, `SELECT id FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL
+		  FOR UPDATE SKIP LOCKED`, e.ID).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if leader, term := scope.args(); leader && scope.Mode == "leader" {
+			if _, err := tx.Exec(ctx, fenceSQL, *term); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::bigint[], NULL, $2::text[], $3::text[])",
+			[]int64{e.ID}, []string{"failed"}, []string{cause.Error()}); err != nil {
+			return err
+		}
+		recorded = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("record the lost connection of event %d: %w", e.ID, err)
+	}
+	return recorded, nil
 }
 
 // directClaimTimeout bounds a batch's claim, and is the margin of its
@@ -225,7 +331,16 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 			return nil
 		}
 		var herr *HandlerError
-		if k >= 0 && errors.As(err, &herr) {
+		if k >= 0 && errors.As(err, &herr) && connLost(conn, herr.Err) {
+			// The handler ended the session, or the server did while it ran:
+			// the transaction is gone, with whatever it had done.
+			b.forget(all)
+			if b.clock == 0 || isCrashOfAnother(herr.Err) {
+				return err
+			}
+			return &lostHandler{k: k, at: b.clock, err: herr.Err}
+		}
+		if k >= 0 && herr != nil {
 			// The events before k ran; their effects stay in the transaction.
 			for _, i := range done {
 				b.Events[i].Outcome = "succeeded"
@@ -244,6 +359,18 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 		b.forget(all)
 		return err
 	}
+}
+
+// connLost reports whether the batch's connection is gone after err.
+func connLost(conn *pgxpool.Conn, err error) bool {
+	return conn.Conn().PgConn().IsClosed() || IsConnError(err)
+}
+
+// isCrashOfAnother reports whether err is the server ending every session
+// because another backend crashed: not the failed handler's doing.
+func isCrashOfAnother(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57P02"
 }
 
 // forget clears the outcomes of events that were not recorded after all.
@@ -350,6 +477,12 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		return -1, nil, nil
 	}
 	if j, ok := handlerAt[failed]; ok {
+		// The server's clock before the handlers: a handler that loses the
+		// connection is only to blame if the server has run since.
+		b.clock = 0
+		if t0, err0 := clockOf(results[clockAt]); err0 == nil {
+			b.clock = t0
+		}
 		if stalePlan(err) {
 			ps.forget(pc, stmts[failed].sql, stmts[failed].oids)
 		}

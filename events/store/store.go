@@ -244,6 +244,12 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		switch {
 		case errors.As(err, &pgErr) && pgErr.Code == "PR030":
 			return ErrClaimLost
+		case failed == 2 && (conn.Conn().PgConn().IsClosed() || IsConnError(err)):
+			// The session ended while the handler ran: the handler's doing
+			// (an attempt) unless the server restarted since the claim.
+			if s.upSince(ctx, c.DispatchedAt) && !isCrashOfAnother(err) {
+				return &HandlerError{Err: &HandlerConnLostError{Err: err}}
+			}
 		case failed == 2:
 			return &HandlerError{Err: err}
 		}
@@ -255,12 +261,41 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 	return nil
 }
 
+// upSince reports whether the server has been up since at, asked on another
+// connection; false when it cannot say (it is down or restarting).
+func (s *Store) upSince(ctx context.Context, at time.Time) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var up bool
+	err := s.hot.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() < $1", at).Scan(&up)
+	return err == nil && up
+}
+
 // HandlerError is an error raised by a handler's own SQL, as opposed to a
 // failure to talk to the database.
 type HandlerError struct{ Err error }
 
 func (e *HandlerError) Error() string { return e.Err.Error() }
 func (e *HandlerError) Unwrap() error { return e.Err }
+
+// HandlerConnLostError is a handler's statement losing its database
+// connection while the server stayed up: the server ended the session while
+// the handler ran (the handler ended it itself, its backend crashed, or an
+// administrator terminated it). Unlike a connection lost outside the
+// handler, or to a server restart, it costs the event an attempt, so that a
+// handler that always does it gives up instead of running forever.
+type HandlerConnLostError struct{ Err error }
+
+func (e *HandlerConnLostError) Error() string {
+	return "database connection lost while the handler ran: " + e.Err.Error()
+}
+func (e *HandlerConnLostError) Unwrap() error { return e.Err }
+
+// IsHandlerConnLost reports whether err is a HandlerConnLostError.
+func IsHandlerConnLost(err error) bool {
+	var h *HandlerConnLostError
+	return errors.As(err, &h)
+}
 
 // IsStatementTimeout reports whether err is PostgreSQL cancelling a statement
 // for statement_timeout.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events"
+	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -418,4 +419,61 @@ func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 101
 	})
 	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "all", "pgrelay.events.>", 101))
+}
+
+// A batch stored by JetStream whose acknowledgements were lost (the server
+// went down right after storing it), and an outage longer than the stream's
+// duplicate window: the server no longer drops the copies, so the publisher
+// reads what the stream holds after its last acknowledged message and
+// publishes only the rest. Stream messages = log rows, none twice.
+func TestActorEventsUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	const window = time.Second
+	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
+	})
+	require.NoError(t, err)
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('w', 'SELECT length($1)')`)
+	lost := make(chan int, 1)
+	p := e.startProcessor(func(c *actors.Config) {
+		withNATS(n.URL())(c)
+		first := true
+		actors.SetNATSBatchHook(c, func(res bus.BatchResult, err error) (bus.BatchResult, error) {
+			if !first || err != nil || res.Acked == 0 {
+				return res, err
+			}
+			// Stored, then the server went away before the acks arrived.
+			first = false
+			n.Shutdown()
+			lost <- res.Acked
+			return bus.BatchResult{Sent: res.Sent}, bus.ErrNotConnected
+		})
+	})
+	e.exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("w", 300))
+	var stored int
+	select {
+	case stored = <-lost:
+	case <-time.After(time.Minute):
+		t.Fatal("no batch was published")
+	}
+	t.Logf("%d events stored without acknowledgement", stored)
+	e.exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("later", 200))
+	// The outage outlasts the duplicate window.
+	down := time.Now()
+	e.eventually(time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
+	})
+	require.NoError(t, n.Start())
+	e.eventually(time.Minute, "every event in the stream", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") >= 500 &&
+			e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	})
+	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "window", "pgrelay.events.>", 500))
+	require.Equal(t, 500, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+	e.eventually(10*time.Second, "the passed-over events counted", func() bool {
+		return testutil.ToFloat64(p.Metrics().Events.Duplicates) == float64(stored)
+	})
 }

@@ -33,6 +33,10 @@ type NATSConfig struct {
 	// PublishInterval is how often the publisher looks for new events when
 	// it has caught up (default 200ms).
 	PublishInterval time.Duration
+
+	// testBatch, when set (by tests only), sees and may change the outcome
+	// of every batch the publisher sent.
+	testBatch func(bus.BatchResult, error) (bus.BatchResult, error)
 }
 
 // natsOn reports whether NATS is configured.

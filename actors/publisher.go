@@ -30,7 +30,8 @@ type (
 // position is a cursor row in pgrelay.publish_cursors, moved only once NATS
 // acknowledged everything up to it, so a restart or an outage loses nothing:
 // what was not acknowledged is published again, and JetStream drops the
-// copies by Nats-Msg-Id. Dispatch never waits on it; while NATS is away the
+// copies by Nats-Msg-Id within its duplicate window (past half of it, the
+// publisher looks in the stream for them first: findStored). Dispatch never waits on it; while NATS is away the
 // events wait in the log and the backlog shows in a gauge and `pgrelay stats`.
 //
 // A round (lease, horizon, batch, publish, wait for acks, move the cursor)
@@ -183,11 +184,33 @@ type pubWorker struct {
 	setUpAt   time.Time // ... at this time
 	stream    string    // "" while publishing on core NATS
 	backlogAt time.Time
+	// dupWindow is the stream's duplicate window, read at each set-up.
+	dupWindow time.Duration
+	// floor is a stream sequence below which no message of this worker
+	// awaits an acknowledgement: the last one acknowledged, or the stream's
+	// last message when it was first set up.
+	floor    uint64
+	floorSet bool
 }
 
 type pubSource struct {
 	name   string
 	cursor int64
+	// unackedAt: when a batch was sent whose acknowledgements did not all
+	// come (zero when none is outstanding). Its messages may be stored.
+	unackedAt time.Time
+	// stored: the Nats-Msg-Ids found stored after floor when the batch is
+	// sent again past half the duplicate window (the server no longer
+	// drops those copies reliably); they are passed over, not sent again.
+	stored map[string]bool
+}
+
+// filter is the subjects of src's messages.
+func (src *pubSource) filter() string {
+	if src.name == events.SourceNotifier {
+		return events.NotifierPrefix + ".>"
+	}
+	return events.EventsPrefix + ".>"
 }
 
 func newPubWorker(d *deps) *pubWorker { return &pubWorker{d: d} }
@@ -363,6 +386,18 @@ func (w *pubWorker) setUpStream(ctx context.Context) error {
 	if did != "ok" {
 		w.d.log.Info("events stream "+did, "stream", n.Stream, "subjects", events.StreamSubjects)
 	}
+	st, err := bc.StreamState(ctx, n.Stream)
+	if err != nil {
+		return err
+	}
+	w.dupWindow = st.Duplicates
+	switch {
+	case !w.floorSet:
+		w.floor, w.floorSet = st.LastSeq, true
+	case st.LastSeq < w.floor:
+		// A new stream (the old one was deleted): all of it is after.
+		w.floor = 0
+	}
 	w.stream = n.Stream
 	return nil
 }
@@ -382,9 +417,19 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 	if maxPayload == 0 {
 		return false, bus.ErrNotConnected
 	}
+	if err := w.findStored(ctx, src); err != nil {
+		return false, err
+	}
 	var ids []int64
 	var msgs []bus.Msg
+	skipped := 0
 	add := func(id int64, subject string, data []byte, shrunk, ok bool) {
+		msgID := strconv.FormatInt(id, 10)
+		if src.stored[msgID] {
+			// Stored before, its acknowledgement lost: not sent again.
+			skipped++
+			return
+		}
 		if shrunk {
 			r.oversize[src.name]++
 		}
@@ -397,7 +442,7 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 			return
 		}
 		ids = append(ids, id)
-		msgs = append(msgs, bus.Msg{Subject: subject, Data: data, ID: strconv.FormatInt(id, 10)})
+		msgs = append(msgs, bus.Msg{Subject: subject, Data: data, ID: msgID})
 	}
 	var last int64 // the batch's last row, published or passed over
 	var n int
@@ -434,9 +479,28 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 	if n == 0 {
 		return false, nil
 	}
+	if skipped > 0 {
+		w.d.log.Info("events found in the stream already, stored without acknowledgement before; not published again",
+			"source", src.name, "count", skipped)
+	}
+	sentAt := time.Now()
 	res, perr := w.d.bus.PublishBatch(ctx, w.stream, msgs)
+	if h := w.d.cfg.NATS.testBatch; h != nil {
+		res, perr = h(res, perr)
+	}
 	r.published[src.name] += res.Acked
-	r.duplicates += res.Duplicates
+	r.duplicates += res.Duplicates + skipped
+	if w.stream != "" {
+		w.floor = max(w.floor, res.LastSeq)
+		switch {
+		case res.Sent > res.Acked:
+			if src.unackedAt.IsZero() {
+				src.unackedAt = sentAt
+			}
+		case perr == nil:
+			src.unackedAt, src.stored = time.Time{}, nil
+		}
+	}
 	upTo := last
 	if res.Acked < len(msgs) {
 		// Up to the last acknowledged message; rows passed over before it
@@ -457,6 +521,23 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 		return false, perr
 	}
 	return n == limit, nil
+}
+
+// findStored, when a batch of src went unacknowledged more than half the
+// stream's duplicate window ago, reads the stream after the floor for the
+// messages of src that are stored all the same: sent again, they would be
+// stored twice once the window has passed. Within the window the server
+// drops the copies and nothing is read.
+func (w *pubWorker) findStored(ctx context.Context, src *pubSource) error {
+	if w.stream == "" || src.unackedAt.IsZero() || time.Since(src.unackedAt) <= w.dupWindow/2 {
+		return nil
+	}
+	stored, err := w.d.bus.StoredIDs(ctx, w.stream, src.filter(), w.floor)
+	if err != nil {
+		return fmt.Errorf("publisher: look for %s events stored without acknowledgement: %w", src.name, err)
+	}
+	src.stored = stored
+	return nil
 }
 
 // measureBacklog refreshes the backlog of every source, at most every

@@ -219,8 +219,9 @@ const (
 	DefaultMaxAge = 7 * 24 * time.Hour
 	// DuplicateWindow is the stream's de-duplication window: a message
 	// published again with the same Nats-Msg-Id within it is dropped. It
-	// covers replays after an outage or a restart (the publisher republishes
-	// what it could not see acknowledged).
+	// covers replays after a short outage or a restart (the publisher
+	// republishes what it could not see acknowledged; after a longer outage
+	// it reads the stream for them first: StoredIDs).
 	DuplicateWindow = 2 * time.Minute
 )
 
@@ -328,6 +329,12 @@ type BatchResult struct {
 	Acked int
 	// Duplicates is how many of those the stream had already (a replay).
 	Duplicates int
+	// Sent is how many messages were handed to the server. Those past Acked
+	// may be stored all the same (their acknowledgements were lost).
+	Sent int
+	// LastSeq is the stream sequence of the last acknowledged message (0
+	// when none was, or on core NATS).
+	LastSeq uint64
 }
 
 // PublishBatch publishes msgs in order. With stream set it publishes to
@@ -370,6 +377,7 @@ func (c *Conn) PublishBatch(ctx context.Context, stream string, msgs []Msg) (Bat
 		}
 		futures = append(futures, f)
 	}
+	res.Sent = len(futures)
 	for i, f := range futures {
 		select {
 		case ack := <-f.Ok():
@@ -377,6 +385,7 @@ func (c *Conn) PublishBatch(ctx context.Context, stream string, msgs []Msg) (Bat
 			if ack.Duplicate {
 				res.Duplicates++
 			}
+			res.LastSeq = max(res.LastSeq, ack.Sequence)
 		case err := <-f.Err():
 			return res, fmt.Errorf("bus: publish %s (message %d of %d): %w", msgs[i].Subject, i+1, len(msgs), c.wrap(err, ""))
 		case <-ctx.Done():
@@ -384,6 +393,105 @@ func (c *Conn) PublishBatch(ctx context.Context, stream string, msgs []Msg) (Bat
 		}
 	}
 	return res, sendErr
+}
+
+// StreamState is what the publisher reads of its stream.
+type StreamState struct {
+	// LastSeq is the sequence of the stream's last message.
+	LastSeq uint64
+	// Duplicates is the stream's duplicate window.
+	Duplicates time.Duration
+}
+
+// StreamState reads the state of stream from the server.
+func (c *Conn) StreamState(ctx context.Context, stream string) (StreamState, error) {
+	if !c.nc.IsConnected() {
+		return StreamState{}, ErrNotConnected
+	}
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return StreamState{}, fmt.Errorf("bus: look up stream %s: %w", stream, c.wrap(err, ""))
+	}
+	info := s.CachedInfo()
+	return StreamState{LastSeq: info.State.LastSeq, Duplicates: info.Config.Duplicates}, nil
+}
+
+// storedFetch is how many messages StoredIDs asks for at a time.
+const storedFetch = 1000
+
+// StoredIDs returns the Nats-Msg-Id of every message of stream on subjects
+// filter stored after sequence after, up to the stream's last message when
+// it is called (later messages are not waited for). It reads headers only,
+// through a consumer of its own that it deletes.
+func (c *Conn) StoredIDs(ctx context.Context, stream, filter string, after uint64) (map[string]bool, error) {
+	ids := map[string]bool{}
+	if !c.nc.IsConnected() {
+		return nil, ErrNotConnected
+	}
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("bus: look up stream %s: %w", stream, c.wrap(err, ""))
+	}
+	last := s.CachedInfo().State.LastSeq
+	if last <= after {
+		return ids, nil
+	}
+	cons, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		AckPolicy:     jetstream.AckNonePolicy,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   after + 1,
+		FilterSubject: filter,
+		HeadersOnly:   true,
+		MemoryStorage: true,
+		// Removed by the server should the delete below not get through.
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: read stream %s from sequence %d: %w", stream, after+1, c.wrap(err, ""))
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
+	// What matched when the consumer was made, asked for exactly so that a
+	// fetch ends when it arrived rather than at its max wait.
+	remaining := cons.CachedInfo().NumPending
+	for remaining > 0 {
+		batch, err := cons.Fetch(int(min(remaining, storedFetch)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("bus: read stream %s: %w", stream, c.wrap(err, ""))
+		}
+		n, done := 0, false
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("bus: read stream %s: %w", stream, err)
+			}
+			if md.Sequence.Stream > last {
+				done = true
+				continue
+			}
+			if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
+				ids[id] = true
+			}
+			if md.Sequence.Stream == last || md.NumPending == 0 {
+				done = true
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, fmt.Errorf("bus: read stream %s: %w", stream, c.wrap(err, ""))
+		}
+		if done || n == 0 {
+			return ids, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		remaining -= uint64(min(uint64(n), remaining))
+	}
+	return ids, nil
 }
 
 // wrap turns nats errors callers branch on into this package's.

@@ -69,10 +69,34 @@ func TestPublishBatch(t *testing.T) {
 		{Subject: "pgrelay.events.c.succeeded", Data: []byte(`{}`), ID: "2"}}
 	res, err := c.PublishBatch(ctx, bus.DefaultStream, msgs)
 	require.NoError(t, err)
-	require.Equal(t, bus.BatchResult{Acked: 2}, res)
+	require.Equal(t, bus.BatchResult{Acked: 2, Sent: 2, LastSeq: 2}, res)
 	res, err = c.PublishBatch(ctx, bus.DefaultStream, msgs)
 	require.NoError(t, err)
-	require.Equal(t, bus.BatchResult{Acked: 2, Duplicates: 2}, res)
+	require.Equal(t, bus.BatchResult{Acked: 2, Duplicates: 2, Sent: 2, LastSeq: 2}, res)
+
+	// The stream's state, and the ids stored after a sequence (headers
+	// only, the subjects asked for, up to the end).
+	st, err := c.StreamState(ctx, bus.DefaultStream)
+	require.NoError(t, err)
+	require.Equal(t, bus.StreamState{LastSeq: 2, Duplicates: bus.DuplicateWindow}, st)
+	_, err = c.PublishBatch(ctx, bus.DefaultStream, []bus.Msg{
+		{Subject: "pgrelay.notifier.c.sent", Data: []byte(`{}`), ID: "n1"},
+		{Subject: "pgrelay.events.c.failed", Data: []byte(`{}`), ID: "3"}})
+	require.NoError(t, err)
+	ids, err := c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.events.>", 1)
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"2": true, "3": true}, ids)
+	ids, err = c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.notifier.>", 0)
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"n1": true}, ids)
+	ids, err = c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.events.>", 4)
+	require.NoError(t, err)
+	require.Empty(t, ids)
+	s, err := c.JetStream().Stream(ctx, bus.DefaultStream)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.Zero(t, info.State.Consumers, "StoredIDs deletes its consumers")
 
 	// The wrong stream expected: not acknowledged.
 	res, err = c.PublishBatch(ctx, "ELSEWHERE", msgs[:1])

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
@@ -100,9 +101,16 @@ func TestActorChannelModeOrderedAcrossProcessors(t *testing.T) {
 	require.Equal(t, payloads("s", 300), got, "events ran out of notify order")
 }
 
-// 'payload' mode: serial per payload, parallel across payloads.
+// 'payload' mode: serial per payload, parallel across payloads — in lane
+// batches, and on the classic path (SQLBatch 1), where each payload's events
+// go through a lane actor of their own.
 func TestActorPayloadModeSerialPerPayloadParallelAcross(t *testing.T) {
 	t.Parallel()
+	t.Run("lane batches", func(t *testing.T) { t.Parallel(); payloadModeSerial(t, 0) })
+	t.Run("classic", func(t *testing.T) { t.Parallel(); payloadModeSerial(t, 1) })
+}
+
+func payloadModeSerial(t *testing.T, sqlBatch int) {
 	e := newEnv(t)
 	e.exec(orderedSchema)
 	e.exec(`CREATE OR REPLACE FUNCTION public.slow(p text) RETURNS void LANGUAGE plpgsql AS $$
@@ -113,7 +121,15 @@ func TestActorPayloadModeSerialPerPayloadParallelAcross(t *testing.T) {
 		ps = append(ps, fmt.Sprintf("key-%d", i%5))
 	}
 	e.exec(`SELECT pgrelay.notify_many('perkey', $1)`, ps)
-	patient := func(c *actors.Config) { c.DeadAfter = 10 * time.Second } // as above
+	if sqlBatch > 0 {
+		countUpdates(e)
+	}
+	patient := func(c *actors.Config) {
+		c.DeadAfter = 10 * time.Second // as above
+		if sqlBatch > 0 {
+			c.SQLBatch = sqlBatch
+		}
+	}
 	e.startProcessor(patient)
 	e.startProcessor(patient)
 	e.eventually(2*time.Minute, "40 payload-mode events", func() bool {
@@ -126,6 +142,9 @@ func TestActorPayloadModeSerialPerPayloadParallelAcross(t *testing.T) {
 	// ...and different payloads ran at the same time.
 	require.Positive(t, e.count(`SELECT count(*) FROM runs a JOIN runs b ON a.payload <> b.payload AND a.seq < b.seq
 		AND b.started < a.finished AND a.started < b.finished`))
+	if sqlBatch > 0 {
+		require.Equal(t, 40, e.count(`SELECT count(DISTINCT id) FROM updates WHERE claimed`), "each event was claimed")
+	}
 }
 
 // Retries: a handler that fails twice then succeeds; one that always fails
@@ -384,4 +403,57 @@ func TestActorSQLBatchIsolatesFailures(t *testing.T) {
 	require.Equal(t, 270, e.count(`SELECT count(*) FROM ran`), "a failed handler's insert rolled back; others committed once")
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'bad-%'`))
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
+// Channel and lane actors (SQLBatch 1), and batchers (by default), are
+// spawned on demand — the actor gauge reaches one per channel and per
+// payload lane, or one per 'none' channel plus the lane batcher — and are
+// all stopped once idle; a later event spawns a fresh one that runs it.
+func TestActorIdleActorsSpawnAndStop(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		sqlBatch int
+		actors   float64
+	}{
+		// i1's channel actor, i2's channel actor and its lanes x, y, z.
+		{"classic", 1, 5},
+		// i1's batcher and the lane batcher.
+		{"batches", 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`SELECT pgrelay.register('i1', 'SELECT $1')`)
+			e.exec(`SELECT pgrelay.register('i2', 'SELECT $1', p_concurrency_mode := 'payload')`)
+			e.exec(`SELECT pgrelay.notify_many('i1', ARRAY['a', 'b'])`)
+			e.exec(`SELECT pgrelay.notify_many('i2', ARRAY['x', 'y', 'z'])`)
+			// An actor lives at least IdleTimeout after its last event: long
+			// enough to see them all alive at once.
+			p := e.startProcessor(func(c *actors.Config) {
+				c.IdleTimeout = 2 * time.Second
+				if tc.sqlBatch > 0 {
+					c.SQLBatch = tc.sqlBatch
+				}
+			})
+			gauge := func() float64 { return testutil.ToFloat64(p.Metrics().ChannelActors) }
+			var most float64
+			e.eventually(20*time.Second, "the actors to be spawned", func() bool {
+				most = max(most, gauge())
+				return most >= tc.actors
+			})
+			require.Equal(t, tc.actors, most)
+			e.eventually(20*time.Second, "5 events", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 5
+			})
+			e.eventually(20*time.Second, "idle actors to stop", func() bool {
+				require.LessOrEqual(t, gauge(), tc.actors)
+				return gauge() == 0
+			})
+			e.exec(`SELECT pgrelay.notify('i2', 'x')`)
+			e.eventually(20*time.Second, "the later event", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 6
+			})
+		})
+	}
 }

@@ -487,3 +487,81 @@ func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 		}
 	}
 }
+
+// A channel's p_timeout shorter than the server's reply to DATA: each
+// attempt is cut at the channel's deadline and counts as a transient
+// failure, retried with the channel's backoff; once the server answers in
+// time the notification is sent, with every attempt counted.
+func TestActorEmailChannelTimeoutIsTransient(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{DataDelay: 3 * time.Second})
+	e.exec(`SELECT pgrelay_notifier.create_channel('slow', 'app@shop.example', p_timeout := '300 milliseconds',
+		p_max_attempts := 50, p_retry_delay := '100 milliseconds')`)
+	var id int64
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('slow', ARRAY['a@example.org'], 's', 'b')`).Scan(&id))
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
+	e.eventually(time.Minute, "two attempts cut by the channel's timeout", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%timed out after 300ms%'`) >= 2
+	})
+	require.Equal(t, "sending", e.notifierStatus(id), "a timeout does not fail the notification")
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`))
+	require.Positive(t, e.count(`SELECT count(*) FROM pgrelay_notifier.debug_log
+		WHERE notification_id = $1 AND message LIKE 'attempt % failed:%deadline exceeded%'`, id))
+
+	s.SetDataDelay(0)
+	e.eventually(time.Minute, "the notification to be sent", func() bool { return e.notifierStatus(id) == "sent" })
+	n := e.notifications("WHERE notification_id = $1", id)[id]
+	failed := e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`)
+	require.Equal(t, failed+1, n.Attempts, "every attempt counted: the failed ones and the one that sent")
+	e.eventually(time.Minute, "the success in the log", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND attempt = $1`, failed+1) == 1
+	})
+	for _, m := range s.Messages() {
+		// A cut DATA may still have been accepted late: the same message.
+		require.Equal(t, id, idOf(t, m.MessageID()))
+	}
+}
+
+// An email event that pgrelay core ends without running it (expired: the
+// channel's p_expire_after passed before a Processor claimed it) fails its
+// notification with the reason, so get_status() does not say queued forever;
+// nothing is sent. A channel without expiry beside it sends as usual.
+func TestActorEmailExpiredFailsTheNotification(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{})
+	e.exec(`SELECT pgrelay_notifier.create_channel('brief', 'brief@shop.example', p_expire_after := '50 milliseconds')`)
+	e.exec(`SELECT pgrelay_notifier.create_channel('lasting', 'lasting@shop.example')`)
+	rows, err := e.pool.Query(context.Background(),
+		`SELECT pgrelay_notifier.send('brief', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 5) g`)
+	require.NoError(t, err)
+	expired, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	var kept int64
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('lasting', ARRAY['k@example.org'], 's', 'b')`).Scan(&kept))
+	e.eventually(time.Minute, "the brief channel's events to expire", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'brief' AND expires_at < now()`) == 5
+	})
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
+	e.eventually(time.Minute, "the expired notifications to be failed", func() bool {
+		return e.statusCount("failed") == 5 && e.notifierStatus(kept) == "sent"
+	})
+	for _, id := range expired {
+		require.Equal(t, "failed", e.notifierStatus(id))
+		n := e.notifications("WHERE notification_id = $1", id)[id]
+		require.NotNil(t, n.LastError)
+		require.Contains(t, *n.LastError, "expired: the channel's expire_after passed before attempt 1 could run")
+		require.Zero(t, n.Attempts, "never tried")
+	}
+	require.Equal(t, 5, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'failed'
+		AND error LIKE 'expired:%'`))
+	e.eventually(time.Minute, "5 expiries in the log", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'expired' AND channel = 'brief'`) == 5
+	})
+	require.Equal(t, 1, s.Count(), "an expired email is never sent")
+	m, _ := s.Last()
+	require.Equal(t, kept, idOf(t, m.MessageID()))
+}

@@ -230,7 +230,7 @@ func finish(d *deps, ev handlers.Event, out *store.Outcome) {
 	claimer, _, completer := d.pids()
 	if out != nil {
 		d.send(completer, &outcome{o: *out})
-		// tellEndedFailing(d, ev, out)
+		tellEndedFailing(d, ev, out)
 	}
 	n := d.inflight.Add(-1)
 	d.metrics.InFlight.Set(float64(n))

@@ -462,10 +462,17 @@ func (x *smtpSession) Data(r io.Reader) error {
 		return err
 	}
 	x.s.mu.Lock()
-	delay := x.s.dataDelay
+	delay, stopped := x.s.dataDelay, x.s.done
 	x.s.mu.Unlock()
 	if delay > 0 {
-		time.Sleep(delay)
+		// Stop ends the wait: no session outlives the catcher.
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-stopped:
+			t.Stop()
+			return errors.New("testenv: smtp catcher stopped")
+		}
 	}
 	_, isTLS := x.c.TLSConnectionState()
 	x.s.mu.Lock()

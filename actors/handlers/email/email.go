@@ -174,6 +174,11 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 		return false, nil
 	}
 	failure := &SendError{msg: fmt.Sprintf("%s: %v", p.t, err), permanent: Permanent(err)}
+	for _, cerr := range []error{context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(err, cerr) {
+			failure.ctxErr = cerr
+		}
+	}
 	if failure.permanent {
 		return false, h.permanent(ctx, id, failure)
 	}
@@ -183,13 +188,20 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 // SendError is a failed SMTP send as the Processor sees it: the text of the
 // cause without the cause itself, so that a network error of the SMTP
 // connection never passes for a lost database connection (which would
-// release the event instead of counting a failed attempt).
+// release the event instead of counting a failed attempt). Only the end of
+// the handler's context, when that cut the send, is kept as a cause: the
+// Processor names its timeout.
 type SendError struct {
 	msg       string
 	permanent bool
+	ctxErr    error
 }
 
 func (e *SendError) Error() string { return e.msg }
+
+// Unwrap is context.DeadlineExceeded or context.Canceled when the handler's
+// context cut the send, else nil.
+func (e *SendError) Unwrap() error { return e.ctxErr }
 
 // IsPermanent reports whether the failure was a 5xx reply to the message.
 func (e *SendError) IsPermanent() bool { return e.permanent }
@@ -238,6 +250,30 @@ func (h *Handler) transient(ctx context.Context, ev handlers.Event, id int64, er
 		}
 	}
 	return err
+}
+
+// EndedFailing fails the notification of an event that pgrelay core ended
+// for good without success, for reason: expired before it ran (the
+// channel's expire_after), or given up at its last attempt for a cause
+// outside the handler's own bookkeeping (an actor failure, a database error
+// before the send). Without it get_status() would say queued or sending
+// forever. set_status() never moves a status backwards: a notification
+// already sent, failed or cancelled keeps its status, so a call after the
+// handler's own is harmless.
+func (h *Handler) EndedFailing(ctx context.Context, ev handlers.Event, reason string) error {
+	id, err := strconv.ParseInt(ev.Payload, 10, 64)
+	if err != nil {
+		return nil // not a notification: nothing to fail
+	}
+	changed, err := h.store.SetNotificationStatus(ctx, id, store.NotificationFailed, reason)
+	if err != nil {
+		return fmt.Errorf("email channel %q: %w", ev.Channel, err)
+	}
+	if changed {
+		h.log.Info("email: notification failed without being sent", "channel", ev.Channel, "notification", id,
+			"reason", reason)
+	}
+	return nil
 }
 
 func sortedKeys(m map[string]string) []string {

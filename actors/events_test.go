@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"sort"
 	"strconv"
@@ -476,4 +477,46 @@ func TestActorEventsUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 	e.eventually(10*time.Second, "the passed-over events counted", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Duplicates) == float64(stored)
 	})
+}
+
+// An event too large for the server's max payload even without payload and
+// error (here: a long channel name and a tiny max payload) is logged as an
+// error with its id, counted in pgrelay_events_oversize_total and passed
+// over: the cursor moves past it and later events are still published.
+func TestActorEventsTooLargeEvenBarePassedOver(t *testing.T) {
+	t.Parallel()
+	// 760 bytes less the publisher's 512 of header room: an event of a
+	// one-letter channel fits, one of a 100-letter channel does not.
+	n := startNATS(t, testenv.NATSConfig{MaxPayload: 760})
+	_, js := natsClient(t, n.URL())
+	e := newEnv(t)
+	long := strings.Repeat("L", 100)
+	e.exec(`SELECT pgrelay.register($1, 'SELECT length($1)')`, long)
+	e.exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)
+	logs := &syncLog{}
+	p := e.startProcessor(func(c *actors.Config) {
+		withNATS(n.URL())(c)
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	e.exec(`SELECT pgrelay.notify($1, 'x')`, long)
+	e.eventually(time.Minute, "the long channel's event", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = $1`, long) == 1
+	})
+	tooLarge := e.logIDs(`WHERE channel = '` + long + `'`)[0]
+	e.exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("s", 20))
+	e.eventually(time.Minute, "the later events in the stream", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == 20
+	})
+	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "small", "pgrelay.events.>", 20)
+	for _, m := range msgs {
+		require.Equal(t, "s", m.doc["channel"])
+	}
+	e.eventually(10*time.Second, "the cursor past every row", func() bool {
+		return int64(e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)) ==
+			e.logIDs("")[20]
+	})
+	require.Greater(t, int64(e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)), tooLarge)
+	require.Equal(t, 1.0, testutil.ToFloat64(p.Metrics().Events.Oversize.WithLabelValues("log")))
+	require.Contains(t, logs.String(), "level=ERROR msg=\"event too large for the NATS server's max payload")
+	require.Contains(t, logs.String(), "id="+strconv.FormatInt(tooLarge, 10))
 }

@@ -294,3 +294,56 @@ func TestActorAdoptionThreeNodes(t *testing.T) {
 	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND node = 1`))
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE node = 3`), "node 3 neither adopted nor ran anything")
 }
+
+// pgrelay.nodes_overview (what `pgrelay nodes` shows): per node its mode,
+// liveness by the caller's dead-after, the leader, its Processors, its
+// pending unrestricted rows (by owner) and the rows pinned to it.
+func TestActorNodesOverview(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('held', 'SELECT $1')`)
+	e.exec(`SELECT pgrelay.register('pinned', 'SELECT $1', p_node_restricted := true)`)
+	fast := func(c *actors.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Second
+	}
+	p2 := e.startNode(2, actors.ModeLeader, fast)
+	require.NoError(t, p2.Stop(context.Background()))
+	// Three unrestricted rows of node 1 stay pending (their channel is
+	// paused); two rows are pinned to node 2, which is stopped.
+	e.enqueueOn(1, "held", payloads("h", 3))
+	e.exec(`SELECT pgrelay.update('held', p_paused := true)`)
+	e.enqueueOn(2, "pinned", payloads("p", 2))
+	e.startNode(1, actors.ModeLeader, fast)
+	e.eventually(10*time.Second, "node 1 to lead and node 2 to be dead", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.nodes_overview('1 second') WHERE node_id = 1 AND leader`) == 1 &&
+			e.count(`SELECT count(*) FROM pgrelay.nodes_overview('1 second') WHERE node_id = 2 AND NOT alive`) == 1
+	})
+	type row struct {
+		Node              int
+		Mode              string
+		Alive, Leader     bool
+		Procs, Pend, Pins int64
+	}
+	overview := func(deadAfter string) []row {
+		rows, err := e.pool.Query(context.Background(),
+			`SELECT node_id, mode, alive, leader, processors, pending, pinned FROM pgrelay.nodes_overview($1::interval)`, deadAfter)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []row
+		for rows.Next() {
+			var r row
+			require.NoError(t, rows.Scan(&r.Node, &r.Mode, &r.Alive, &r.Leader, &r.Procs, &r.Pend, &r.Pins))
+			out = append(out, r)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	require.Equal(t, []row{
+		{Node: 1, Mode: "leader", Alive: true, Leader: true, Procs: 1, Pend: 3, Pins: 0},
+		{Node: 2, Mode: "leader", Alive: false, Leader: false, Procs: 0, Pend: 0, Pins: 2},
+	}, overview("1 second"))
+	// Liveness is judged by the caller's dead-after: with an hour, node 2,
+	// stopped a moment ago, still counts as alive.
+	require.True(t, overview("1 hour")[1].Alive)
+}

@@ -3,10 +3,12 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -93,12 +95,31 @@ func TestMultiMasterCluster(t *testing.T) {
 
 	t.Run("multi-node", func(t *testing.T) {
 		register("mn", "")
+		// A 'channel'-mode sql channel (lane batches): each node runs its own
+		// events one at a time, in id order.
+		register("mnc", ", p_concurrency_mode := 'channel'")
 		n1.enqueue("mn", "one", 5000)
 		n2.enqueue("mn", "two", 5000)
+		n1.enqueue("mnc", "one", 200)
+		n2.enqueue("mnc", "two", 200)
 		p1, p2 := n1.run("multi-node"), n2.run("multi-node")
 		eventually(t, 3*time.Minute, "10 000 events on both nodes", func() bool {
 			return succeeded(n1, "mn") >= 10000 && succeeded(n2, "mn") >= 10000
 		})
+		eventually(t, time.Minute, "the 'channel' lanes on both nodes", func() bool {
+			return succeeded(n1, "mnc") >= 400 && succeeded(n2, "mnc") >= 400
+		})
+		require.Equal(t, 400, succeeded(n1, "mnc"))
+		for _, m := range []*mmNode{n1, n2} {
+			prefix := map[int]string{1: "one", 2: "two"}[m.n]
+			want := make([]string, 200)
+			for i := range want {
+				want[i] = fmt.Sprintf("%s-%d", prefix, i)
+			}
+			got := mmColumn(t, m, `SELECT payload FROM app.ran WHERE channel = 'mnc' ORDER BY at`)
+			require.Equal(t, want, got, "node %d ran its own 'channel' events, in id order", m.n)
+			require.Equal(t, 200, m.count(`SELECT count(*) FROM app.ran WHERE channel = 'mnc' AND node = $1`, m.n))
+		}
 		require.Equal(t, 10000, succeeded(n1, "mn"))
 		// Each event ran on its owner node, once.
 		require.Equal(t, 5000, n1.count(`SELECT count(DISTINCT payload) FROM app.ran WHERE channel = 'mn' AND node = 1 AND payload LIKE 'one-%'`))
@@ -191,6 +212,10 @@ func TestMultiMasterCluster(t *testing.T) {
 
 	t.Run("node-restricted", func(t *testing.T) {
 		register("mv", ", p_node_restricted := true, p_deduplicate := true")
+		// One unrestricted row stays pending on node 1: its channel is paused.
+		register("held", "")
+		n1.exec(`SELECT pgrelay.notify('held', 'x')`)
+		n1.exec(`SELECT pgrelay.update('held', p_paused := true)`)
 		// No Processor runs yet: the same payload queued on each node, twice.
 		for _, m := range []*mmNode{n1, n2} {
 			m.exec(`SELECT pgrelay.notify('mv', 'orders_summary')`)
@@ -225,11 +250,29 @@ func TestMultiMasterCluster(t *testing.T) {
 		})
 		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 2 AND dispatched_at IS NULL`))
 		require.Equal(t, 0, n1.count(`SELECT count(*) FROM app.ran WHERE payload = 'stranded'`))
+		// Node 2 may have held the lease (taken, still settling) when it
+		// stopped: node 1 leads once it runs out.
+		eventually(t, 30*time.Second, "node 1 to lead", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.nodes_overview($1) WHERE node_id = 1 AND leader`, mmDeadAfter.String()) == 1
+		})
 		code, out, errOut := cliMain("nodes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
 		require.Equal(t, 0, code, errOut)
-		require.Contains(t, out, "dead")
+		table := parseTable(t, out)
+		require.Len(t, table, 2, out)
+		// Node 1 leads and holds one pending unrestricted row (of the paused
+		// channel); node 2 is dead with one row pinned to it.
+		for col, want := range map[string]string{"NODE": "1", "MODE": "leader", "STATE": "alive", "LEADER": "leader",
+			"PROCESSORS": "1", "PENDING": "1", "PINNED": "0"} {
+			require.Equal(t, want, table[0][col], "node 1 %s:\n%s", col, out)
+		}
+		for col, want := range map[string]string{"NODE": "2", "MODE": "leader", "STATE": "dead", "LEADER": "",
+			"PROCESSORS": "0", "PENDING": "0", "PINNED": "1"} {
+			require.Equal(t, want, table[1][col], "node 2 %s:\n%s", col, out)
+		}
 		code, out, errOut = cliMain("nodes", "decommission", "2", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
 		require.Equal(t, 2, code, "decommission needs --yes: %s %s", out, errOut)
+		require.Contains(t, out, "decommissioning node 2 would discard 1 pinned rows")
+		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 2`), "nothing was discarded")
 		code, out, errOut = cliMain("nodes", "decommission", "2", "--yes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "1 pinned rows discarded")
@@ -270,4 +313,116 @@ func TestMultiMasterCluster(t *testing.T) {
 			require.Equal(t, 0, p.wait(30*time.Second))
 		}
 	})
+}
+
+// mmColumn runs a one-column text query on node m.
+func mmColumn(t *testing.T, m *mmNode, sql string) []string {
+	t.Helper()
+	rows, err := m.pool.Query(context.Background(), sql)
+	require.NoError(t, err, sql)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err, sql)
+	return out
+}
+
+// parseTable reads the aligned table `pgrelay nodes` prints: one map per row,
+// by header, each cell cut at its header's column.
+func parseTable(t *testing.T, out string) []map[string]string {
+	t.Helper()
+	ls := lines(out)
+	require.NotEmpty(t, ls)
+	header := ls[0]
+	var names []string
+	var starts []int
+	for i := 0; i < len(header); {
+		if header[i] == ' ' {
+			i++
+			continue
+		}
+		// A header name ends at two spaces (names may hold one: LAST HEARTBEAT).
+		j := i
+		for j < len(header) && !(header[j] == ' ' && (j+1 == len(header) || header[j+1] == ' ')) {
+			j++
+		}
+		names = append(names, header[i:j])
+		starts = append(starts, i)
+		i = j
+	}
+	var table []map[string]string
+	for _, l := range ls[1:] {
+		row := map[string]string{}
+		for k, name := range names {
+			end := len(l)
+			if k+1 < len(starts) {
+				end = min(starts[k+1], len(l))
+			}
+			if starts[k] < end {
+				row[name] = strings.TrimSpace(l[starts[k]:end])
+			} else {
+				row[name] = ""
+			}
+		}
+		table = append(table, row)
+	}
+	return table
+}
+
+// `pgrelay run --node-id N` runs the Processor's sessions as node N: its
+// heartbeat rows and the log rows of the events it ran name node 7.
+func TestRunNodeID(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.enqueue("c", "SELECT $1", 3)
+	p := startCLI(t, nil, "run", "--database-url", d.url, "--node-id", "7", "--poll-interval", "200ms",
+		"--log-level", "warn")
+	eventually(t, 30*time.Second, "3 events", func() bool { return d.succeeded() == 3 })
+	require.Equal(t, 3, d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND node = 7`))
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 7`))
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay.processors WHERE node_id = 7`))
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(30*time.Second))
+}
+
+// `pgrelay nodes` on one database; `nodes decommission` without --yes says
+// how many pinned rows it would discard, discards nothing and exits 2.
+func TestNodesListAndDecommissionDryRun(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.exec(`SELECT pgrelay.register('pinned', 'SELECT $1', p_node_restricted := true)`)
+	d.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (3, 'multi-node', now() - interval '1 hour'),
+		(4, 'multi-node', now())`)
+	for range 2 {
+		_, err := d.pool.Exec(context.Background(), `BEGIN; SET LOCAL pg_relay.node_id = '3';
+			SELECT pgrelay.notify('pinned', 'x'); COMMIT`)
+		require.NoError(t, err)
+	}
+	code, out, errOut := cliMain("nodes", "--database-url", d.url)
+	require.Equal(t, 0, code, errOut)
+	table := parseTable(t, out)
+	require.Len(t, table, 2, out)
+	require.Equal(t, map[string]string{"NODE": "3", "MODE": "multi-node", "STATE": "dead", "LEADER": "",
+		"PROCESSORS": "0", "PENDING": "0", "PINNED": "2"}, pick(table[0], "NODE", "MODE", "STATE", "LEADER", "PROCESSORS", "PENDING", "PINNED"))
+	require.Equal(t, "alive", table[1]["STATE"])
+	// Dead is judged by the command's own --dead-after.
+	code, out, errOut = cliMain("nodes", "--database-url", d.url, "--dead-after", "2h")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "alive", parseTable(t, out)[0]["STATE"])
+
+	code, out, errOut = cliMain("nodes", "decommission", "3", "--database-url", d.url)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, out, "decommissioning node 3 would discard 2 pinned rows")
+	require.Contains(t, errOut, "--yes")
+	require.Equal(t, 2, d.count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 3`), "nothing discarded")
+	code, out, errOut = cliMain("nodes", "decommission", "3", "--yes", "--database-url", d.url)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "2 pinned rows discarded")
+	require.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
+func pick(m map[string]string, keys ...string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
 }

@@ -91,15 +91,23 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 	if *url == "" {
 		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
 	}
-	if !*yes {
-		return &usageError{msg: fmt.Sprintf("decommissioning node %d discards the rows pinned to it for good; "+
-			"pass --yes to confirm", node)}
-	}
 	conn, err := connectMigrated(ctx, *url)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if !*yes {
+		// Say what it would do, then refuse.
+		var pinned int64
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pgrelay.queue
+			WHERE run_in_node = $1 AND dispatched_at IS NULL`, node).Scan(&pinned); err != nil {
+			return fmt.Errorf("decommission node %d: count its pinned rows: %w", node, err)
+		}
+		fmt.Fprintf(a.stdout, "decommissioning node %d would discard %d pinned rows (logged gave_up) "+
+			"and remove it from pgrelay.nodes and pgrelay.processors\n", node, pinned)
+		return &usageError{msg: fmt.Sprintf("decommissioning node %d discards the rows pinned to it for good; "+
+			"pass --yes to confirm", node)}
+	}
 	var n int64
 	if err := conn.QueryRow(ctx, "SELECT pgrelay.decommission($1, $2)", node, *deadAfter).Scan(&n); err != nil {
 		return fmt.Errorf("decommission node %d: %w", node, err)

@@ -42,8 +42,11 @@ type Migration struct {
 var fileName = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.up\.sql$`)
 
 // All returns the embedded migrations in version order.
-func All() ([]Migration, error) {
-	entries, err := fs.ReadDir(files, ".")
+func All() ([]Migration, error) { return all(files) }
+
+// all returns the migrations of fsys in version order.
+func all(fsys fs.FS) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("read embedded migrations: %w", err)
 	}
@@ -54,7 +57,7 @@ func All() ([]Migration, error) {
 			return nil, fmt.Errorf("migration file %q is not named NNNN_name.up.sql", e.Name())
 		}
 		v, _ := strconv.Atoi(m[1])
-		body, err := fs.ReadFile(files, e.Name())
+		body, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
 		}
@@ -92,8 +95,12 @@ type Result struct {
 }
 
 // Up applies every pending migration in one transaction.
-func Up(ctx context.Context, db Beginner) (Result, error) {
-	all, err := All()
+func Up(ctx context.Context, db Beginner) (Result, error) { return up(ctx, db, files) }
+
+// up applies every pending migration of fsys in one transaction: a migration
+// that fails rolls back every one applied with it, and their records.
+func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
+	migs, err := all(fsys)
 	if err != nil {
 		return Result{}, err
 	}
@@ -130,7 +137,7 @@ func Up(ctx context.Context, db Beginner) (Result, error) {
 		current = max(current, int(v))
 	}
 	var res Result
-	for _, m := range all {
+	for _, m := range migs {
 		if applied[m.Version] {
 			continue
 		}

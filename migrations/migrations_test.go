@@ -2,11 +2,14 @@ package migrations_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -70,4 +73,79 @@ func TestUpConcurrentAndIdempotent(t *testing.T) {
 	var count int
 	require.NoError(t, c.QueryRow(ctx, "SELECT count(*) FROM pgrelay.schema_migrations").Scan(&count))
 	require.Equal(t, len(all), count)
+}
+
+// A migration that fails rolls back whole, with every migration applied in
+// the same run: the schema and pgrelay.schema_migrations are as they were.
+func TestUpRollsBackAFailingMigration(t *testing.T) {
+	ctx := context.Background()
+	all, err := migrations.All()
+	require.NoError(t, err)
+	latest := migrations.Latest()
+	fsys := fstest.MapFS{}
+	for _, m := range all {
+		fsys[fmt.Sprintf("%04d_%s.up.sql", m.Version, m.Name)] = &fstest.MapFile{Data: []byte(m.SQL)}
+	}
+	// It creates a table and changes a function before it fails.
+	broken := fmt.Sprintf("%04d_broken.up.sql", latest+1)
+	fsys[broken] = &fstest.MapFile{Data: []byte(`
+		CREATE TABLE pgrelay.half_done (x int);
+		CREATE OR REPLACE FUNCTION pgrelay._this_node() RETURNS int LANGUAGE sql AS 'SELECT 42';
+		SELECT 1 / 0;`)}
+
+	// On a migrated database: the latest version stays, nothing of the
+	// broken migration is left.
+	require.NoError(t, pg.Exec(ctx, "postgres", "CREATE DATABASE migrate_rollback_upgrade"))
+	c, err := pgx.Connect(ctx, pg.URL("migrate_rollback_upgrade"))
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	_, err = migrations.Up(ctx, c)
+	require.NoError(t, err)
+	recorded := func() []int32 {
+		t.Helper()
+		rows, err := c.Query(ctx, "SELECT version FROM pgrelay.schema_migrations ORDER BY version")
+		require.NoError(t, err)
+		vs, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		require.NoError(t, err)
+		return vs
+	}
+	before := recorded()
+	require.Len(t, before, len(all))
+	_, err = migrations.UpFS(ctx, c, fsys)
+	require.ErrorContains(t, err, fmt.Sprintf("%04d_broken", latest+1))
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "22012", pgErr.Code, "division by zero")
+	require.Equal(t, before, recorded())
+	var table *string
+	require.NoError(t, c.QueryRow(ctx, "SELECT to_regclass('pgrelay.half_done')::text").Scan(&table))
+	require.Nil(t, table)
+	var node int32
+	require.NoError(t, c.QueryRow(ctx, "SELECT pgrelay._this_node()").Scan(&node))
+	require.Zero(t, node, "the function is as it was")
+	v, err := migrations.Current(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, latest, v)
+
+	// On an empty database every migration of the run rolls back with it:
+	// no schema, no record.
+	require.NoError(t, pg.Exec(ctx, "postgres", "CREATE DATABASE migrate_rollback_empty"))
+	e, err := pgx.Connect(ctx, pg.URL("migrate_rollback_empty"))
+	require.NoError(t, err)
+	defer e.Close(ctx)
+	_, err = migrations.UpFS(ctx, e, fsys)
+	require.ErrorContains(t, err, "broken")
+	var schema *string
+	require.NoError(t, e.QueryRow(ctx, "SELECT to_regnamespace('pgrelay')::text").Scan(&schema))
+	require.Nil(t, schema)
+	v, err = migrations.Current(ctx, e)
+	require.NoError(t, err)
+	require.Zero(t, v)
+
+	// Without the broken file the same runner applies them all.
+	delete(fsys, broken)
+	res, err := migrations.UpFS(ctx, e, fsys)
+	require.NoError(t, err)
+	require.Len(t, res.Applied, len(all))
+	require.Equal(t, latest, res.Version)
 }

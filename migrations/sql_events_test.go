@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/events"
 )
 
 func TestRegisterPublishPayload(t *testing.T) {
@@ -36,19 +38,38 @@ func TestRegisterPublishPayload(t *testing.T) {
 }
 
 // A nats channel's handler must be a literal subject: tokens separated by
-// dots, no wildcards, no whitespace.
+// dots, no wildcards, no whitespace or control characters (the rule of
+// events.ValidSubject, which the SQL check follows), and not under
+// "pgrelay.", where the events stream captures pgrelay's own events.
 func TestRegisterNATSSubject(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	for i, bad := range []string{"orders.*", "orders.>", ">", "orders created", "orders..created", ".orders",
-		"orders.", "orders\tcreated", ""} {
+	bads := []string{"orders.*", "orders.>", ">", "orders created", "orders..created", ".orders",
+		"orders.", "orders\tcreated", "", "orders\x01created", "orders\x7f", "\x1f.orders", "orders.\x0b"}
+	for i, bad := range bads {
+		require.False(t, events.ValidSubject(bad), "Go refuses %q too", bad)
 		err := d.err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "bad"+string(rune('a'+i)), bad)
 		requireCode(t, err, "PR017", "subject %q", bad)
 	}
+	// pgrelay's own subjects.
+	for i, own := range []string{"pgrelay.events.c.succeeded", "pgrelay.notifier.x.sent", "pgrelay.x"} {
+		err := d.err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "own"+string(rune('a'+i)), own)
+		e := requireCode(t, err, "PR017", "subject %q", own)
+		require.Contains(t, e.Message, "pgrelay.", own)
+	}
+	goods := []string{"orders.created", "a.b-c.d_e.F1", "pgrelay", "app.pgrelay.x", "PGRELAY.x", "caf\u00e9.\u00a0"}
+	for i, good := range goods {
+		require.True(t, events.ValidSubject(good), "Go accepts %q too", good)
+		d.exec("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "good"+string(rune('a'+i)), good)
+	}
 	d.exec("SELECT pgrelay.register('orders_out', 'orders.created', p_kind := 'nats')")
-	d.exec("SELECT pgrelay.register('deep', 'a.b-c.d_e.F1', p_kind := 'nats')")
 	requireCode(t, d.err("SELECT pgrelay.update('orders_out', p_handler := 'orders.*')"), "PR017")
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.channels WHERE kind = 'nats'"))
+	requireCode(t, d.err("SELECT pgrelay.update('orders_out', p_handler := 'orders.\x02')"), "PR017")
+	requireCode(t, d.err("SELECT pgrelay.update('orders_out', p_handler := 'pgrelay.orders')"), "PR017")
+	// A sql channel turned nats is checked as a subject too.
+	d.register("was_sql", "")
+	requireCode(t, d.err("SELECT pgrelay.update('was_sql', p_kind := 'nats', p_handler := 'pgrelay.events.x')"), "PR017")
+	require.Equal(t, len(goods)+1, d.count("SELECT count(*) FROM pgrelay.channels WHERE kind = 'nats'"))
 }
 
 // Payloads are kept (for the publisher) only for channels that publish

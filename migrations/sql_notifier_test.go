@@ -6,6 +6,8 @@ package migrations_test
 // notifier never touches pgrelay.queue or pgrelay.log).
 
 import (
+	"math/rand/v2"
+	"net/mail"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,22 +32,25 @@ func TestNotifierCreateChannelPassesRegisterParameters(t *testing.T) {
 	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com',
 		p_concurrency_mode := 'channel', p_deduplicate := true, p_node_restricted := true,
 		p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour',
-		p_timeout := '7 seconds')`)
+		p_timeout := '7 seconds', p_publish_payload := true)`)
 	type row struct {
 		Handler, Kind, Mode    string
 		Dedup, Restricted      bool
 		Attempts               int32
 		Retry, Expire, Timeout string
+		Publish                bool
 	}
 	var r row
 	require.NoError(t, d.pool.QueryRow(bg, `SELECT handler, kind, concurrency_mode, deduplicate, node_restricted,
-		max_attempts, retry_delay::text, expire_after::text, timeout::text FROM pgrelay.channels WHERE channel = 'mail'`).
-		Scan(&r.Handler, &r.Kind, &r.Mode, &r.Dedup, &r.Restricted, &r.Attempts, &r.Retry, &r.Expire, &r.Timeout))
-	require.Equal(t, row{"app@example.com", "email", "channel", true, true, 3, "00:00:02", "01:00:00", "00:00:07"}, r)
+		max_attempts, retry_delay::text, expire_after::text, timeout::text, publish_payload
+		FROM pgrelay.channels WHERE channel = 'mail'`).
+		Scan(&r.Handler, &r.Kind, &r.Mode, &r.Dedup, &r.Restricted, &r.Attempts, &r.Retry, &r.Expire, &r.Timeout, &r.Publish))
+	require.Equal(t, row{"app@example.com", "email", "channel", true, true, 3, "00:00:02", "01:00:00", "00:00:07", true}, r)
 
 	// Defaults: an unrestricted channel, register()'s defaults.
 	d.emailChannel("plain", "")
 	require.False(t, one[bool](t, d.pool, "SELECT node_restricted FROM pgrelay.channels WHERE channel = 'plain'"))
+	require.False(t, one[bool](t, d.pool, "SELECT publish_payload FROM pgrelay.channels WHERE channel = 'plain'"))
 	require.Equal(t, "none", one[string](t, d.pool, "SELECT concurrency_mode FROM pgrelay.channels WHERE channel = 'plain'"))
 
 	// register()'s own checks still apply, and the From address is checked.
@@ -133,6 +138,15 @@ func TestNotifierSendRejectsBadInput(t *testing.T) {
 		{"header value with CRLF", `SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := '{"X-A": "1\r\nBcc: x@evil.example"}')`, "PR105", "'X-A'", nil},
 		{"header value not a string", `SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := '{"X-A": 1}')`, "PR105", "number", nil},
 		{"header name with colon", `SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := '{"X:A": "1"}')`, "PR105", "'X:A'", nil},
+		// Domain literals net/mail.ParseAddress (hence the email handler) refuses.
+		{"tagged IPv6 literal", "SELECT pgrelay_notifier.send('mail', ARRAY['x@[IPv6:::1]'], 's', 'b')", "PR102", "'x@[IPv6:::1]'", nil},
+		{"tagged IPv6 literal in a name-addr", "SELECT pgrelay_notifier.send('mail', ARRAY['Bob <bob@[IPv6:2001:db8::1]>'], 's', 'b')", "PR102", "IPv6:2001:db8::1", nil},
+		{"literal not an IP address", "SELECT pgrelay_notifier.send('mail', ARRAY['ok@example.org'], 's', 'b', p_cc := ARRAY['x@[mail.example.org]'])", "PR102", "cc address 'x@[mail.example.org]'", nil},
+		{"IPv4 literal with a leading zero", "SELECT pgrelay_notifier.send('mail', ARRAY['x@[192.0.2.01]'], 's', 'b')", "PR102", "192.0.2.01", nil},
+		{"IPv4 literal out of range", "SELECT pgrelay_notifier.send('mail', ARRAY['x@[192.0.2.256]'], 's', 'b')", "PR102", "192.0.2.256", nil},
+		{"IPv6 literal with a zone", "SELECT pgrelay_notifier.send('mail', ARRAY['x@[fe80::1%eth0]'], 's', 'b')", "PR102", "fe80::1%eth0", nil},
+		{"address over 254 octets", "SELECT pgrelay_notifier.send('mail', ARRAY['a@' || repeat('b', 253)], 's', 'b')", "PR102", "too long", nil},
+		{"from over 254 octets", "SELECT pgrelay_notifier.create_channel('long', 'App <a@' || repeat('b', 253) || '>')", "PR102", "too long", nil},
 	}
 	for _, c := range cases {
 		e := requireCode(t, d.err(c.sql, c.args...), c.code, c.name)
@@ -143,7 +157,10 @@ func TestNotifierSendRejectsBadInput(t *testing.T) {
 
 	// The valid forms next to the invalid ones.
 	for _, a := range []string{"a@example.org", "Bob Q. Public <bob@example.org>", `"quoted name" <q@example.org>`,
-		`"odd local"@example.org`, "x+tag@[192.0.2.1]", "José <jose@example.org>"} {
+		`"odd local"@example.org`, "x+tag@[192.0.2.1]", "José <jose@example.org>", "x@[::1]", "x@[2001:db8::1]",
+		"Bob <bob@[::ffff:192.0.2.1]>", "a@" + strings.Repeat("b", 252)} {
+		_, err := mail.ParseAddress(a)
+		require.NoError(t, err, "net/mail accepts %q", a)
 		require.NoError(t, d.err("SELECT pgrelay_notifier.send('mail', ARRAY[$1], '', '')", a), a)
 	}
 }
@@ -305,4 +322,67 @@ func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
 	} {
 		requireCode(t, execErr(nobody, sql), insufficientPrivilege, sql)
 	}
+}
+
+// A domain literal is accepted exactly when net/mail.ParseAddress, which the
+// email handler's message builder uses, accepts it (an IP address as
+// net.ParseIP reads it): otherwise the notification would be stored and then
+// fail for good at send time. Checked on fixed forms and on random strings
+// of the characters IP addresses are written with.
+func TestNotifierDomainLiteralsAsNetMail(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	c := d.conn(-1)
+	_, err := c.Exec(bg, `CREATE FUNCTION pg_temp.accepted(a text) RETURNS bool LANGUAGE plpgsql AS $$
+		BEGIN
+		  PERFORM pgrelay_notifier._check_address('to', a);
+		  RETURN true;
+		EXCEPTION WHEN SQLSTATE 'PR102' THEN
+		  RETURN false;
+		END $$`)
+	require.NoError(t, err)
+
+	lits := []string{"192.0.2.1", "0.0.0.0", "255.255.255.255", "01.2.3.4", "1.2.3", "1.2.3.4.5", "256.1.1.1",
+		"::", "::1", "IPv6:::1", "ipv6:::1", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8",
+		"1:2:3:4:5:6:7:8:9", "1::2::3", "1:2:3:4:5:6:1.2.3.4", "1:2:3:4:5:6:7:1.2.3.4", "::ffff:1.2.3.4",
+		"::1.2.3.4", "1:2:3:4:5::1.2.3.4", "1:2:3:4:5:6::1.2.3.4", "0000::1", "00000::1", "fe80::1%eth0",
+		"FFFF::ABCD", "example.org", "", " 1.2.3.4", "1.2.3.4 "}
+	alphabet := []string{"0", "1", "2", "5", "9", "a", "F", ":", ":", ":", ".", ".", "25", "255", "256", "00",
+		"ffff", "12345", "::", "1.2.3.4", "IPv6:", "%", "g"}
+	rnd := rand.New(rand.NewPCG(7, 7))
+	for range 5000 {
+		var b strings.Builder
+		for range 1 + rnd.IntN(12) {
+			b.WriteString(alphabet[rnd.IntN(len(alphabet))])
+		}
+		lits = append(lits, b.String())
+	}
+	addrs := make([]string, 0, 2*len(lits))
+	for _, l := range lits {
+		addrs = append(addrs, "x@["+l+"]", "Bob <bob@["+l+"]>")
+	}
+	rows, err := c.Query(bg, "SELECT a, pg_temp.accepted(a) FROM unnest($1::text[]) a", addrs)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+		Addr string
+		OK   bool
+	}, error) {
+		var v struct {
+			Addr string
+			OK   bool
+		}
+		err := r.Scan(&v.Addr, &v.OK)
+		return v, err
+	})
+	require.NoError(t, err)
+	require.Len(t, got, len(addrs))
+	accepted := 0
+	for _, g := range got {
+		_, err := mail.ParseAddress(g.Addr)
+		require.Equal(t, err == nil, g.OK, "%q: net/mail says %v", g.Addr, err)
+		if g.OK {
+			accepted++
+		}
+	}
+	require.Greater(t, accepted, 40, "the corpus holds valid literals too")
 }

@@ -418,3 +418,90 @@ func TestNotifyBadNodeID(t *testing.T) {
 	requireCode(t, err, "PR020")
 	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
 }
+
+// Under session_replication_role = replica (the apply worker of logical
+// replication, or a companion's trigger running there) the BEFORE INSERT
+// trigger does not fire: notify(), notify_many() and the deduplicating insert
+// stamp every column it derives themselves (0007), with the values the
+// trigger gives in the origin role, and keep opted-in payloads themselves.
+func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pin", "p_node_restricted := true, p_concurrency_mode := 'payload', p_expire_after := '5 minutes', p_publish_payload := true")
+	d.register("pin_dedup", "p_node_restricted := true, p_deduplicate := true, p_concurrency_mode := 'channel', p_expire_after := '1 hour'")
+	d.register("free", "")
+	d.register("free_dedup", "p_deduplicate := true, p_concurrency_mode := 'payload', p_publish_payload := true")
+	origin, replica := d.conn(3), d.conn(3)
+	_, err := replica.Exec(bg, "SET session_replication_role = replica")
+	require.NoError(t, err)
+
+	// What the row carries beyond its id, channel and payload; origin_id
+	// relative to the id.
+	type stamps struct {
+		OriginIsID bool
+		Owner      int32
+		RunIn      *int32
+		Lane       *int64
+		PHash      *int64
+		Expiry     *string
+		Kept       bool
+	}
+	read := func(id int64) stamps {
+		t.Helper()
+		var s stamps
+		require.NoError(t, d.pool.QueryRow(bg, `SELECT origin_id = id, owner_node, run_in_node, lane, phash,
+			(expires_at - enqueued_at)::text, EXISTS (SELECT FROM pgrelay.event_payloads e WHERE e.queue_id = q.id)
+			  FROM pgrelay.queue q WHERE id = $1`, id).
+			Scan(&s.OriginIsID, &s.Owner, &s.RunIn, &s.Lane, &s.PHash, &s.Expiry, &s.Kept))
+		return s
+	}
+	// Each call is made in the origin role (where the trigger fires), its
+	// rows read and removed, then made again in the replica role.
+	calls := map[string]string{
+		"notify":      "SELECT pgrelay.notify($1, 'p1')",
+		"notify_many": "SELECT pgrelay.notify_many($1, ARRAY['p1', 'p2'])",
+	}
+	for _, ch := range []string{"pin", "pin_dedup", "free", "free_dedup"} {
+		for name, sql := range calls {
+			want := []stamps{}
+			for _, id := range column[int64](t, origin, sql, ch) {
+				want = append(want, read(id))
+			}
+			d.exec("DELETE FROM pgrelay.queue")
+			d.exec("DELETE FROM pgrelay.event_payloads")
+			got := []stamps{}
+			ids := column[int64](t, replica, sql, ch)
+			for _, id := range ids {
+				got = append(got, read(id))
+			}
+			require.Equal(t, want, got, "%s on channel %s", name, ch)
+			for _, s := range got {
+				require.True(t, s.OriginIsID, "%s on %s: origin_id = id", name, ch)
+				require.EqualValues(t, 3, s.Owner)
+				if ch == "pin" || ch == "pin_dedup" {
+					require.NotNil(t, s.RunIn, "%s on %s: pinned", name, ch)
+					require.EqualValues(t, 3, *s.RunIn, "%s on %s: pinned to this node", name, ch)
+				} else {
+					require.Nil(t, s.RunIn)
+				}
+			}
+			// A deduplicating channel absorbs the same call again, under the
+			// replica role too: the rows carry their hash.
+			if ch == "pin_dedup" || ch == "free_dedup" {
+				require.Equal(t, ids, column[int64](t, replica, sql, ch), "%s on %s: deduplicated", name, ch)
+				require.Equal(t, len(ids), d.count("SELECT count(*) FROM pgrelay.queue"))
+				require.Equal(t, len(ids), d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated' AND node = 3"))
+				d.exec("DELETE FROM pgrelay.log")
+			}
+			d.exec("DELETE FROM pgrelay.queue")
+			d.exec("DELETE FROM pgrelay.event_payloads")
+		}
+	}
+	// The values themselves, for one row: what the trigger derives.
+	id := one[int64](t, replica, "SELECT pgrelay.notify('pin', 'p1')")
+	s := read(id)
+	require.Equal(t, one[int64](t, d.pool, "SELECT hashtextextended('p1', 0)"), *s.Lane)
+	require.Nil(t, s.PHash)
+	require.Equal(t, "00:05:00", *s.Expiry)
+	require.True(t, s.Kept)
+}

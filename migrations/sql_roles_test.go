@@ -219,3 +219,46 @@ func TestRoleProcessor(t *testing.T) {
 	}
 	require.False(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
 }
+
+// queue_stats() and nodes_overview() run as their caller (0007): every role
+// granted EXECUTE on them can already read what they read, so each of those
+// roles still gets the full answer, the estimate of a channel past 100 000
+// pending rows (an EXPLAIN of the queue) included.
+func TestRoleStatsRunAsCaller(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	for _, f := range []string{"pgrelay.queue_stats()", "pgrelay.nodes_overview(interval)"} {
+		require.False(t, one[bool](t, d.pool, "SELECT prosecdef FROM pg_proc WHERE oid = $1::regprocedure", f),
+			"%s is SECURITY INVOKER", f)
+		require.Equal(t, []string{"pgrelay_admin", "pgrelay_processor"}, column[string](t, d.pool, `
+			SELECT r.rolname::text FROM pg_roles r
+			 WHERE r.rolname IN ('pgrelay_producer', 'pgrelay_processor', 'pgrelay_admin', 'pgrelay_notifier')
+			   AND has_function_privilege(r.oid, $1::regprocedure, 'EXECUTE')
+			 ORDER BY 1`, f), "the roles that may call %s", f)
+	}
+	d.register("big", "")
+	d.register("pinned", "p_node_restricted := true")
+	d.exec("INSERT INTO pgrelay.queue (channel, payload) SELECT 'big', g::text FROM generate_series(1, 100001) g")
+	d.exec("ANALYZE pgrelay.queue")
+	d.notify("pinned", "x")
+	startProcessor(t, d.pool)
+
+	for _, group := range []string{"pgrelay_admin", "pgrelay_processor"} {
+		c := d.loginAs(group, group)
+		var pending, restricted int64
+		var estimated bool
+		require.NoError(t, c.QueryRow(bg, `SELECT pending, pending_restricted, pending_estimated
+			FROM pgrelay.queue_stats() WHERE channel = 'big'`).Scan(&pending, &restricted, &estimated), group)
+		require.True(t, estimated, group)
+		require.Greater(t, pending, int64(100000), group)
+		require.Zero(t, restricted, group)
+		require.EqualValues(t, 1, one[int64](t, c, "SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'pinned'"), group)
+
+		var procs, nodePending, pinned int64
+		require.NoError(t, c.QueryRow(bg, "SELECT processors, pending, pinned FROM pgrelay.nodes_overview() WHERE node_id = 0").
+			Scan(&procs, &nodePending, &pinned), group)
+		require.EqualValues(t, 1, procs, group)
+		require.EqualValues(t, 100001, nodePending, group)
+		require.EqualValues(t, 1, pinned, group)
+	}
+}

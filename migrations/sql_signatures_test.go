@@ -1,0 +1,134 @@
+package migrations_test
+
+// The SQL interface's parameter names are part of the contract (SPEC.md):
+// callers pass them by name (p_publish_payload := true), so a renamed or
+// reordered parameter breaks them. These tests pin the names.
+
+import (
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// identityArgs is pg_get_function_identity_arguments of the one function
+// schema.name (the test fails when there is none, or more than one).
+func identityArgs(t *testing.T, q querier, fn string) string {
+	t.Helper()
+	got := column[string](t, q, `SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc p
+		WHERE p.pronamespace::regnamespace::text || '.' || p.proname = $1`, fn)
+	require.Len(t, got, 1, "one function %s", fn)
+	return got[0]
+}
+
+// argNames is proargnames of the one function fn, its input parameters only.
+func argNames(t *testing.T, q querier, fn string) []string {
+	t.Helper()
+	got := column[[]string](t, q, `SELECT (SELECT array_agg(n ORDER BY i) FROM unnest(p.proargnames, coalesce(p.proargmodes, array_fill('i'::"char", ARRAY[cardinality(p.proargnames)])))
+		                           WITH ORDINALITY AS a(n, m, i) WHERE m IN ('i', 'b', 'v'))
+		FROM pg_proc p WHERE p.pronamespace::regnamespace::text || '.' || p.proname = $1`, fn)
+	require.Len(t, got, 1, "one function %s", fn)
+	return got[0]
+}
+
+// Parameters in pg_get_function_arguments: "p_x type[ DEFAULT expr]",
+// separated by ", p_".
+var (
+	nextParameter = regexp.MustCompile(`, p_`)
+	parameter     = regexp.MustCompile(`^(p_[a-z_]+) (.+)$`)
+)
+
+// arguments maps each parameter of fn to its type and default, as
+// pg_get_function_arguments writes them.
+func arguments(t *testing.T, q querier, fn string) map[string]string {
+	t.Helper()
+	s := one[string](t, q, `SELECT pg_get_function_arguments(p.oid) FROM pg_proc p
+		WHERE p.pronamespace::regnamespace::text || '.' || p.proname = $1`, fn)
+	out := map[string]string{}
+	for i, p := range nextParameter.Split(s, -1) {
+		if i > 0 {
+			p = "p_" + p
+		}
+		m := parameter.FindStringSubmatch(p)
+		require.NotNil(t, m, "parameter %q of %s", p, fn)
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
+// The functions SPEC.md names, with the parameter names it gives them.
+func TestSQLSignaturesMatchSpec(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	exact := map[string]string{
+		"pgrelay.notify":              "p_channel text, p_payload text",
+		"pgrelay.notify_many":         "p_channel text, p_payloads text[]",
+		"pgrelay.unregister":          "p_channel text, p_force boolean",
+		"pgrelay.status":              "p_id bigint",
+		"pgrelay.queue_stats":         "",
+		"pgrelay._next_id":            "",
+		"pgrelay._this_node":          "",
+		"pgrelay_notifier.send":       "p_channel text, p_to text[], p_subject text, p_body_text text, p_body_html text, p_cc text[], p_bcc text[], p_headers jsonb",
+		"pgrelay_notifier.fetch":      "p_notification_id bigint",
+		"pgrelay_notifier.set_status": "p_notification_id bigint, p_status text, p_error text",
+		"pgrelay_notifier.debug_log":  "p_notification_id bigint, p_message text",
+		"pgrelay_notifier.get_status": "p_notification_id bigint",
+		"pgrelay_notifier.cancel":     "p_notification_id bigint",
+	}
+	for fn, want := range exact {
+		require.Equal(t, want, identityArgs(t, d.pool, fn), fn)
+	}
+
+	// register: SPEC.md's parameters in its order; pgrelay's own additions
+	// may follow them.
+	spec := []string{"p_channel", "p_handler", "p_kind", "p_concurrency_mode", "p_deduplicate",
+		"p_node_restricted", "p_max_attempts", "p_retry_delay", "p_expire_after", "p_timeout"}
+	register := argNames(t, d.pool, "pgrelay.register")
+	require.Equal(t, spec, register[:len(spec)], "register's parameters")
+	require.Equal(t, []string{"p_publish_payload"}, register[len(spec):], "register's additions")
+	// update: "the same named parameters", and p_paused.
+	update := argNames(t, d.pool, "pgrelay.update")
+	for _, p := range register {
+		require.Contains(t, update, p, "update has register's %s", p)
+	}
+	require.Equal(t, "p_channel", update[0])
+	require.Contains(t, update, "p_paused")
+	require.Len(t, update, len(register)+1)
+	// SPEC.md's queue_stats columns come first.
+	require.Equal(t, []string{"channel", "pending", "pending_restricted", "in_flight", "retrying", "oldest_pending"},
+		column[string](t, d.pool, `SELECT n FROM pg_proc p, unnest(p.proargnames, p.proargmodes) WITH ORDINALITY AS a(n, m, i)
+			WHERE p.oid = 'pgrelay.queue_stats()'::regprocedure AND m = 't' ORDER BY i LIMIT 6`))
+}
+
+// create_channel passes register()'s parameters through by name: it must
+// have every one of them, with the same type and default, but p_handler and
+// p_kind (it supplies those: the From address and 'email'), and p_from
+// besides. A parameter register() gains must be added to create_channel
+// too (0004's comment says it needs no change there; this test is what
+// holds the two together).
+func TestNotifierCreateChannelHasRegistersParameters(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	register := argNames(t, d.pool, "pgrelay.register")
+	create := argNames(t, d.pool, "pgrelay_notifier.create_channel")
+	want := []string{"p_channel", "p_from"}
+	for _, p := range register {
+		if p != "p_channel" && p != "p_handler" && p != "p_kind" {
+			want = append(want, p)
+		}
+	}
+	require.Equal(t, want, create)
+
+	regArgs := arguments(t, d.pool, "pgrelay.register")
+	createArgs := arguments(t, d.pool, "pgrelay_notifier.create_channel")
+	require.Len(t, createArgs, len(create))
+	require.Equal(t, "interval DEFAULT '00:00:01'::interval", createArgs["p_retry_delay"])
+	for _, p := range create {
+		if p == "p_from" {
+			continue
+		}
+		require.Equal(t, regArgs[p], createArgs[p], "type and default of %s", p)
+	}
+	require.True(t, slices.Contains(create, "p_publish_payload"))
+}

@@ -55,6 +55,7 @@ func claimerProps(d *deps) *actor.Props {
 }
 
 func (c *claimer) Receive(ctx actor.Context) {
+	c.d.hook("claimer", ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.stopTick = ticker(c.d, ctx.Self(), c.d.cfg.PollInterval, func() any { return &wake{poll: true} })

@@ -54,6 +54,7 @@ func completerProps(d *deps) *actor.Props {
 }
 
 func (c *completer) Receive(ctx actor.Context) {
+	c.d.hook("completer", ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *outcome:
 		c.buf = append(c.buf, m.o)

@@ -48,6 +48,7 @@ func heartbeatProps(d *deps) *actor.Props {
 }
 
 func (h *heartbeat) Receive(ctx actor.Context) {
+	h.d.hook("heartbeat", ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		h.stopTick = ticker(h.d, ctx.Self(), h.d.cfg.HeartbeatInterval, func() any { return &beat{} })

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,4 +84,88 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 	e.eventually(10*time.Second, "the queue to empty", func() bool {
 		return e.count(`SELECT count(*) FROM pgrelay.queue`) == 0
 	})
+}
+
+// The claimer, the completer and the heartbeat are restarted after they
+// fail, each time after a longer backoff (failures × 100 ms within the
+// supervisor's window), and go on working: events are claimed, outcomes
+// written (an outcome lost with a crashed completer is rescued once its claim
+// passes its lease), the instance keeps beating.
+func TestActorSupervisorRestartsCoreActors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ actor, msg string }{
+		{"claimer", "*actors.wake"},
+		{"completer", "*actors.outcome"},
+		{"heartbeat", "*actors.beat"},
+	} {
+		t.Run(tc.actor, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE ran (payload text)`)
+			e.exec(`SELECT pgrelay.register('ok', 'INSERT INTO public.ran VALUES ($1)')`)
+			e.exec(`SELECT pgrelay.register('bad', 'SELECT 1/0 WHERE $1 IS NOT NULL', p_max_attempts := 2,
+			  p_retry_delay := '10 milliseconds', p_timeout := '1 second')`)
+			e.exec(`SELECT pgrelay.notify_many('ok', ARRAY['1', '2', '3'])`)
+			e.exec(`SELECT pgrelay.notify_many('bad', ARRAY['1', '2', '3', '4'])`)
+			const crashes = 4
+			var mu sync.Mutex
+			var crashedAt, startedAt []time.Time
+			e.startProcessor(func(c *actors.Config) {
+				c.SQLBatch = 1 // outcomes of failures go through the completer
+				c.LeaseGrace = time.Second
+				actors.SetTestHook(c, func(name string, msg any) {
+					if name != tc.actor {
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					switch fmt.Sprintf("%T", msg) {
+					case "*actor.Started":
+						startedAt = append(startedAt, time.Now())
+					case tc.msg:
+						// Once per incarnation, crashes times in a row.
+						if len(crashedAt) < crashes && len(startedAt) == len(crashedAt)+1 {
+							crashedAt = append(crashedAt, time.Now())
+							panic(tc.actor + " bug")
+						}
+					}
+				})
+			})
+			restarts := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(startedAt) - 1
+			}
+			e.eventually(60*time.Second, "the restarts", func() bool { return restarts() == crashes })
+			e.eventually(60*time.Second, "every event to end", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3 &&
+					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 4
+			})
+			require.Equal(t, 3, e.count(`SELECT count(*) FROM ran`))
+			// Still working after the crashes.
+			e.exec(`SELECT pgrelay.notify_many('ok', ARRAY['4', '5'])`)
+			e.exec(`SELECT pgrelay.notify('bad', '5')`)
+			e.eventually(30*time.Second, "later events to end", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 5 &&
+					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 5
+			})
+			var seen time.Time
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT last_seen FROM pgrelay.processors`).Scan(&seen))
+			e.eventually(30*time.Second, "a later heartbeat", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.processors WHERE last_seen > $1`, seen) == 1
+			})
+
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, startedAt, crashes+1, "no more restarts than crashes")
+			delays := make([]time.Duration, crashes)
+			for i := range crashes {
+				delays[i] = startedAt[i+1].Sub(crashedAt[i])
+				require.GreaterOrEqual(t, delays[i], time.Duration(i+1)*100*time.Millisecond,
+					"restart %d waited its backoff", i+1)
+			}
+			t.Logf("restart delays: %v", delays)
+			require.Greater(t, delays[crashes-1], delays[0], "the backoff grows: %v", delays)
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/mail"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,11 +192,14 @@ func (e *env) notifierStatus(id int64) string {
 
 // concurrency_mode = 'channel': never two SMTP transactions of the channel
 // at once, even with two Processors, while a 'none' channel beside it sends
-// in parallel; and the channel's emails go out in send() order.
+// in parallel; and the channel's emails go out in send() order. The 'none'
+// channel is the control: its overlaps prove the server sees overlapping
+// transactions when there are any (every DATA is held a little to widen the
+// window).
 func TestActorEmailChannelModeNeverOverlaps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{DataDelay: 3 * time.Millisecond})
+	s := catcher(t, testenv.SMTPConfig{DataDelay: 20 * time.Millisecond})
 	e.exec(`SELECT pgrelay_notifier.create_channel('serial', 'serial@shop.example', p_concurrency_mode := 'channel')`)
 	e.exec(`SELECT pgrelay_notifier.create_channel('bulk', 'bulk@shop.example')`)
 	var ids []int64
@@ -217,7 +221,9 @@ func TestActorEmailChannelModeNeverOverlaps(t *testing.T) {
 		}
 	}
 	require.Equal(t, ids, order, "serial emails out of send() order")
-	t.Logf("bulk channel: up to %d transactions at once", s.MaxConcurrent("bulk@shop.example"))
+	bulk := s.MaxConcurrent("bulk@shop.example")
+	t.Logf("bulk channel: up to %d transactions at once", bulk)
+	require.Greater(t, bulk, 1, "the 'none' channel's transactions never overlapped: the test could not see an overlap")
 }
 
 // The SMTP server goes down while pooled connections are open and comes back
@@ -357,9 +363,12 @@ func (l *syncLog) String() string {
 }
 
 // AUTH PLAIN, LOGIN, CRAM-MD5 and auto over STARTTLS, and PLAIN and auto
-// over implicit TLS, all work; a wrong password fails its notifications after max_attempts,
-// and no password shows up in any log line, error, database row or status
-// event.
+// over implicit TLS, all work, each with the mechanism it names (as the
+// server saw it); the TLS policies hold as the server sees them: the default
+// uses STARTTLS when offered and goes on in clear when not, tls=none never
+// uses it, tls=mandatory refuses a server without it. A wrong password fails
+// its notifications after max_attempts, and no password shows up in any log
+// line, error, database row or status event.
 func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -369,6 +378,8 @@ func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 	const wrong = "Wr0ng-s3cret-PW"
 	starttls := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw, TLS: tlsCfg})
 	implicit := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw, TLS: tlsCfg, ImplicitTLS: true})
+	offers := catcher(t, testenv.SMTPConfig{TLS: tlsCfg}) // STARTTLS offered, no AUTH
+	noTLS := catcher(t, testenv.SMTPConfig{})             // no STARTTLS
 	base := func(s *testenv.SMTP, scheme, pass, query string) string {
 		return fmt.Sprintf("%s://relay:%s@%s?insecure_skip_verify=true&%s", scheme, pass, s.Addr(), query)
 	}
@@ -380,6 +391,21 @@ func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 		"autotls":   base(implicit, "smtps", pw, "auth=auto"),
 		"autostart": base(starttls, "smtp", pw, "auth=auto&tls=mandatory"),
 		"wrong":     base(starttls, "smtp", wrong, "auth=plain&tls=mandatory"),
+		// TLS policies, without AUTH.
+		"opportunistic": "smtp://" + offers.Addr() + "?insecure_skip_verify=true",
+		"notls":         "smtp://" + offers.Addr() + "?insecure_skip_verify=true&tls=none",
+		"cleartext":     "smtp://" + noTLS.Addr(),
+		"mandatory":     "smtp://" + noTLS.Addr() + "?tls=mandatory",
+	}
+	// What the servers must see of each channel's sessions.
+	type seen struct {
+		tls  bool
+		mech string
+	}
+	want := map[string]seen{
+		"plain": {true, "PLAIN"}, "login": {true, "LOGIN"}, "cram": {true, "CRAM-MD5"},
+		"implicit": {true, "PLAIN"}, "autotls": {true, "CRAM-MD5"}, "autostart": {true, "CRAM-MD5"},
+		"opportunistic": {true, ""}, "notls": {false, ""}, "cleartext": {false, ""},
 	}
 	names := make([]string, 0, len(targets))
 	for ch := range targets {
@@ -394,20 +420,41 @@ func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 		c.SMTPChannels = targets
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	e.eventually(time.Minute, "18 sent and 3 failed", func() bool {
-		return e.statusCount("sent") == 18 && e.statusCount("failed") == 3
+	e.eventually(time.Minute, "27 sent and 6 failed", func() bool {
+		return e.statusCount("sent") == 27 && e.statusCount("failed") == 6
 	})
 	require.Equal(t, 12, starttls.Count())
 	require.Equal(t, 6, implicit.Count())
-	for _, m := range append(starttls.Messages(), implicit.Messages()...) {
-		require.True(t, m.TLS, "sent over TLS")
-		require.Equal(t, "relay", m.AuthUser)
+	require.Equal(t, 6, offers.Count())
+	require.Equal(t, 3, noTLS.Count())
+	perChannel := map[string]int{}
+	for _, m := range slices.Concat(starttls.Messages(), implicit.Messages(), offers.Messages(), noTLS.Messages()) {
+		ch, _, _ := strings.Cut(strings.Trim(m.From, "<>"), "@")
+		w, ok := want[ch]
+		require.True(t, ok, "a message of channel %q", ch)
+		perChannel[ch]++
+		require.Equal(t, w.tls, m.TLS, "%s: session over TLS", ch)
+		require.Equal(t, w.mech, m.AuthMech, "%s: AUTH mechanism", ch)
+		if w.mech != "" {
+			require.Equal(t, "relay", m.AuthUser, ch)
+		} else {
+			require.Empty(t, m.AuthUser, ch)
+		}
+	}
+	for ch := range want {
+		require.Equal(t, 3, perChannel[ch], "%s: every notification once", ch)
 	}
 	for _, n := range e.notifications("WHERE status = 'failed'") {
-		require.Equal(t, "wrong", n.Channel)
 		require.Equal(t, 2, n.Attempts)
-		require.Contains(t, *n.LastError, "gave up after 2 attempts")
-		require.Contains(t, *n.LastError, "535")
+		require.Contains(t, *n.LastError, "gave up after 2 attempts", n.Channel)
+		switch n.Channel {
+		case "wrong":
+			require.Contains(t, *n.LastError, "535")
+		case "mandatory":
+			require.Contains(t, *n.LastError, "STARTTLS")
+		default:
+			t.Fatalf("channel %s: unexpected failure: %s", n.Channel, *n.LastError)
+		}
 	}
 
 	// Nowhere: not in logs (debug level), not in any table the Processor or

@@ -84,16 +84,20 @@ func TestRunEmailKilledMidBatch(t *testing.T) {
 }
 
 // TestRunEmailConfigFile: --config maps a channel to its own SMTP server and
-// sets the Message-ID domain, PGRELAY_SMTP_URL is the default; mistakes in
-// either are usage errors that never show the password.
+// sets the Message-ID domain; PGRELAY_SMTP_URL (as --smtp-url) replaces the
+// file's smtp.default, which serves when it is not given, and never a mapped
+// channel's server; mistakes in either are usage errors that never show the
+// password.
 func TestRunEmailConfigFile(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	def := smtpCatcher(t, testenv.SMTPConfig{})
 	own := smtpCatcher(t, testenv.SMTPConfig{Username: "u", Password: "Cfg-s3cret"})
+	fileDef := smtpCatcher(t, testenv.SMTPConfig{})
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "pgrelay.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"smtp": {
+		"default": "`+fileDef.URL()+`",
 		"channels": {"mapped": "`+own.URL()+`"},
 		"message_id_domain": "shop.example"}}`), 0o600))
 	d.exec(`SELECT pgrelay_notifier.create_channel('mapped', 'mapped@shop.example')`)
@@ -108,7 +112,8 @@ func TestRunEmailConfigFile(t *testing.T) {
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second))
 	require.Equal(t, 5, own.Count())
-	require.Equal(t, 5, def.Count())
+	require.Equal(t, 5, def.Count(), "PGRELAY_SMTP_URL wins over the file's default")
+	require.Zero(t, fileDef.Count())
 	var want, got []string
 	for _, id := range mapped {
 		want = append(want, "<"+strconv.FormatInt(id, 10)+"@shop.example>")
@@ -120,6 +125,17 @@ func TestRunEmailConfigFile(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, got, "Message-IDs use the configured domain")
 	require.NotContains(t, p.stderr.String(), "Cfg-s3cret")
+
+	// Without PGRELAY_SMTP_URL the file's default serves.
+	d.ids(`SELECT pgrelay_notifier.send('other', ARRAY['c@example.org'], 's', 'b') FROM generate_series(1, 2)`)
+	p = startCLI(t, nil, "run", "--database-url", d.url, "--config", cfg)
+	eventually(t, 60*time.Second, "2 more emails", func() bool {
+		return d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 12 || p.exited()
+	})
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second))
+	require.Equal(t, 2, fileDef.Count(), "the file's default without --smtp-url")
+	require.Equal(t, 5, def.Count())
 
 	// Mistakes: exit 2 before connecting anything, without the password.
 	bad := filepath.Join(dir, "bad.json")

@@ -203,28 +203,50 @@ func TestActorRetriesAndGiveUp(t *testing.T) {
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
-// A handler past its channel's timeout is cancelled and the attempt fails.
+// A handler past its channel's timeout is cancelled by the server
+// (statement_timeout), its effects roll back, and the attempt fails — in a
+// batch (only its savepoint rolls back) and on the classic path (SQLBatch 1,
+// its own transaction).
 func TestActorTimeout(t *testing.T) {
 	t.Parallel()
+	t.Run("batches", func(t *testing.T) { t.Parallel(); handlerTimeout(t, 0) })
+	t.Run("classic", func(t *testing.T) { t.Parallel(); handlerTimeout(t, 1) })
+}
+
+func handlerTimeout(t *testing.T, sqlBatch int) {
 	e := newEnv(t)
 	e.exec(`CREATE TABLE ran (payload text)`)
 	e.exec(`CREATE FUNCTION public.sleepy(p text) RETURNS void LANGUAGE plpgsql AS $$
-	BEGIN IF p = 'slow' THEN PERFORM pg_sleep(30); END IF; INSERT INTO public.ran VALUES (p); END $$`)
-	e.exec(`SELECT pgrelay.register('t', 'SELECT public.sleepy($1)', p_timeout := '200 milliseconds', p_max_attempts := 1)`)
-	e.exec(`SELECT pgrelay.notify('t', 'slow')`)
+	BEGIN INSERT INTO public.ran VALUES (p); IF p = 'slow' THEN PERFORM pg_sleep(30); END IF; END $$`)
+	e.exec(`SELECT pgrelay.register('t', 'SELECT public.sleepy($1)', p_timeout := '200 milliseconds', p_max_attempts := 2,
+	  p_retry_delay := '10 milliseconds')`)
+	var slow int64
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('t', 'slow')`).Scan(&slow))
 	e.exec(`SELECT pgrelay.notify('t', 'fast')`)
-	e.startProcessor(nil)
+	if sqlBatch > 0 {
+		countUpdates(e)
+	}
+	e.startProcessor(func(c *actors.Config) {
+		if sqlBatch > 0 {
+			c.SQLBatch = sqlBatch
+		}
+	})
 	e.eventually(30*time.Second, "slow to give up", func() bool {
 		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 	})
-	var msg string
-	require.NoError(t, e.pool.QueryRow(context.Background(),
-		`SELECT error FROM pgrelay.log WHERE event = 'gave_up'`).Scan(&msg))
-	require.Contains(t, msg, "statement timeout")
+	// Both attempts were cut by the server's statement_timeout (not the
+	// Processor's backstop deadline), and each counted.
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
+	  AND error LIKE '%canceling statement due to statement timeout%'`, slow))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
+	  AND error LIKE '%canceling statement due to statement timeout%'`, slow))
 	e.eventually(10*time.Second, "fast to succeed", func() bool {
 		return e.count(`SELECT count(*) FROM ran WHERE payload = 'fast'`) == 1
 	})
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran WHERE payload = 'slow'`), "timed-out effects rolled back")
+	if sqlBatch > 0 {
+		require.Equal(t, 3, e.count(`SELECT count(DISTINCT id) FROM updates WHERE claimed`), "each attempt was claimed")
+	}
 }
 
 // Expired events are recorded, not run.

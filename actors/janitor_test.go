@@ -32,23 +32,26 @@ func TestActorMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.exec(`SELECT pgrelay.register('m', 'SELECT $1')`)
-	e.exec(`SELECT pgrelay.register('bad', 'SELECT 1/0 WHERE $1 IS NOT NULL', p_max_attempts := 1)`)
+	e.exec(`SELECT pgrelay.register('bad', 'SELECT 1/0 WHERE $1 IS NOT NULL', p_max_attempts := 2,
+	  p_retry_delay := '10 milliseconds')`)
 	reg := prometheus.NewRegistry()
 	p := e.startProcessor(func(c *actors.Config) { c.Registerer = reg })
 	e.exec(`SELECT pgrelay.notify_many('m', ARRAY['1', '2', '3'])`)
 	e.exec(`SELECT pgrelay.notify('bad', 'x')`)
-	e.eventually(10*time.Second, "4 outcomes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 4
+	e.eventually(10*time.Second, "5 outcomes", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 5
 	})
 	m := p.Metrics()
 	// The counters move just after the outcome commits.
 	e.eventually(10*time.Second, "the counters", func() bool {
 		return testutil.ToFloat64(m.Succeeded.WithLabelValues("m")) == 3 &&
-			testutil.ToFloat64(m.GaveUp.WithLabelValues("bad")) == 1 && testutil.ToFloat64(m.InFlight) == 0
+			testutil.ToFloat64(m.GaveUp.WithLabelValues("bad")) == 1 && testutil.ToFloat64(m.InFlight) == 0 &&
+			testutil.ToFloat64(m.Failed.WithLabelValues("bad")) == 1
 	})
 	require.Equal(t, 3.0, testutil.ToFloat64(m.Succeeded.WithLabelValues("m")))
 	require.Equal(t, 3.0, testutil.ToFloat64(m.Claimed.WithLabelValues("m")))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.GaveUp.WithLabelValues("bad")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Failed.WithLabelValues("bad")), "the first attempt failed")
 	require.Equal(t, 0.0, testutil.ToFloat64(m.InFlight))
 	n, err := testutil.GatherAndCount(reg, "pgrelay_claim_duration_seconds", "pgrelay_handler_duration_seconds")
 	require.NoError(t, err)

@@ -12,17 +12,30 @@
 CREATE SCHEMA IF NOT EXISTS pgrelay;
 
 -- Roles a DBA grants to logins. Roles are cluster-wide, so they may already exist
--- (another database of the same cluster migrated first).
+-- (another database of the same cluster migrated first, or is migrating now: the
+-- migration lock is per database, so two may create a role at once).
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pgrelay_producer') THEN
-    CREATE ROLE pgrelay_producer NOLOGIN;
+    BEGIN
+      CREATE ROLE pgrelay_producer NOLOGIN;
+    EXCEPTION WHEN duplicate_object OR unique_violation THEN
+      NULL;  -- created meanwhile by the migration of another database
+    END;
   END IF;
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pgrelay_processor') THEN
-    CREATE ROLE pgrelay_processor NOLOGIN;
+    BEGIN
+      CREATE ROLE pgrelay_processor NOLOGIN;
+    EXCEPTION WHEN duplicate_object OR unique_violation THEN
+      NULL;  -- created meanwhile by the migration of another database
+    END;
   END IF;
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pgrelay_admin') THEN
-    CREATE ROLE pgrelay_admin NOLOGIN;
+    BEGIN
+      CREATE ROLE pgrelay_admin NOLOGIN;
+    EXCEPTION WHEN duplicate_object OR unique_violation THEN
+      NULL;  -- created meanwhile by the migration of another database
+    END;
   END IF;
 END
 $$;

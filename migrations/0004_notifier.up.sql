@@ -19,7 +19,11 @@ CREATE SCHEMA pgrelay_notifier;
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'pgrelay_notifier') THEN
-    CREATE ROLE pgrelay_notifier NOLOGIN;
+    BEGIN
+      CREATE ROLE pgrelay_notifier NOLOGIN;
+    EXCEPTION WHEN duplicate_object OR unique_violation THEN
+      NULL;  -- created meanwhile by the migration of another database
+    END;
   END IF;
 END
 $$;

@@ -149,3 +149,38 @@ func TestUpRollsBackAFailingMigration(t *testing.T) {
 	require.Len(t, res.Applied, len(all))
 	require.Equal(t, latest, res.Version)
 }
+
+// Roles are cluster-wide and the migration lock is per database: databases of
+// one fresh cluster migrated at once all create the roles, and none fails
+// because another created one first.
+func TestUpDatabasesOfOneClusterAtOnce(t *testing.T) {
+	ctx := context.Background()
+	fresh, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = fresh.Stop() })
+
+	const n = 6
+	for i := range n {
+		require.NoError(t, fresh.Exec(ctx, "postgres", fmt.Sprintf("CREATE DATABASE db%d", i)))
+	}
+	conns := make([]*pgx.Conn, n)
+	for i := range n {
+		c, err := pgx.Connect(ctx, fresh.URL(fmt.Sprintf("db%d", i)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close(ctx) })
+		conns[i] = c
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { _, errs[i] = migrations.Up(ctx, conns[i]) })
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i], "database db%d", i)
+	}
+	var roles int
+	require.NoError(t, conns[0].QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname IN
+	  ('pgrelay_producer', 'pgrelay_processor', 'pgrelay_admin', 'pgrelay_notifier')`).Scan(&roles))
+	require.Equal(t, 4, roles)
+}

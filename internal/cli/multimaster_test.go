@@ -286,7 +286,7 @@ func TestMultiMasterCluster(t *testing.T) {
 	t.Run("adoption", func(t *testing.T) {
 		register("ad", "")
 		// Node 2's Processor ran once (so node 2 is a known multi-node node),
-		// then stopped; 1 000 rows wait on node 2.
+		// then was killed; 1 000 rows wait on node 2.
 		p2 := n2.run("multi-node")
 		eventually(t, 20*time.Second, "node 2 to heartbeat", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND mode = 'multi-node' AND last_seen > now() - interval '1 second'`) == 1
@@ -294,20 +294,37 @@ func TestMultiMasterCluster(t *testing.T) {
 		p2.signal(syscall.SIGKILL)
 		p2.wait(10 * time.Second)
 		n2.enqueue("ad", "orphan", 1000)
+		eventually(t, 20*time.Second, "node 2's rows on node 1", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'ad'`) == 1000
+		})
+		// Node 2's database goes down too: node 1's adoption reaches node 2
+		// only once it is back.
+		require.NoError(t, cluster.StopNode(2))
 		p1 := n1.run("multi-node")
 		eventually(t, 2*time.Minute, "node 1 to adopt and run node 2's rows", func() bool {
 			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`) == 1000
 		})
 		require.Equal(t, 1000, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'adopted'`))
-		// Node 2 comes back: nothing runs twice because of it.
+
+		// Node 2 comes back, database and Processor at once. Until node 1's
+		// adoption replicates, node 2's own copy lists the 1 000 rows as its
+		// own and pending: its Processor rejoins (it finds itself dead) and
+		// waits --leader-settle before it claims unrestricted rows.
+		require.NoError(t, cluster.StartNode(ctx, 2))
+		n2.pool.Reset()
 		p2 = n2.run("multi-node")
+		require.NoError(t, cluster.WaitReplicating(ctx))
+		eventually(t, 30*time.Second, "the adoption and the outcomes to reach node 2", func() bool {
+			return n2.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'ad'`) == 0
+		})
 		eventually(t, 20*time.Second, "node 2 to heartbeat again", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND last_seen > now() - interval '1 second'`) == 1
 		})
-		time.Sleep(time.Second)
-		require.Equal(t, 0, n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`))
-		require.Equal(t, 1000, n1.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
-		require.Equal(t, 1000, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+		require.Equal(t, 0, n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`), "node 2 ran none of the adopted rows")
+		for _, m := range []*mmNode{n1, n2} {
+			require.Equal(t, 1000, m.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+			require.Equal(t, 1000, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+		}
 		for _, p := range []*proc{p1, p2} {
 			p.signal(syscall.SIGTERM)
 			require.Equal(t, 0, p.wait(30*time.Second))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -211,6 +212,24 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 		}
 	}
 }
+
+// StopNode shuts node n's server down (fast shutdown), keeping its data: the
+// other node keeps running, and what it writes meanwhile waits in its
+// replication slot.
+func (c *Cluster) StopNode(n int) error {
+	return c.nodes[n-1].stopWith(syscall.SIGINT, 30*time.Second)
+}
+
+// StartNode starts node n's server again on the same port and returns once it
+// accepts connections; it does not wait for replication to catch up (see
+// WaitReplicating).
+func (c *Cluster) StartNode(ctx context.Context, n int) error {
+	return c.nodes[n-1].Start(ctx)
+}
+
+// WaitReplicating waits until both subscriptions replicate again, nudging one
+// whose connection attempts failed while its provider was down.
+func (c *Cluster) WaitReplicating(ctx context.Context) error { return c.waitReplicating(ctx) }
 
 // ExecBoth runs sql on both nodes (DDL does not replicate).
 func (c *Cluster) ExecBoth(ctx context.Context, sql string) error {

@@ -612,3 +612,40 @@ func TestActorEmailExpiredFailsTheNotification(t *testing.T) {
 	m, _ := s.Last()
 	require.Equal(t, kept, idOf(t, m.MessageID()))
 }
+
+// An email event given up for a failure outside the handler (its channel
+// actor crashed on it at every attempt, so the handler never ran) fails its
+// notification with the reason, instead of leaving it queued.
+func TestActorEmailGivenUpOutsideTheHandlerFailsTheNotification(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{})
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 2,
+		p_retry_delay := '10 milliseconds')`)
+	var doomed, fine int64
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('mail', ARRAY['doomed@example.org'], 's', 'b')`).Scan(&doomed))
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('mail', ARRAY['fine@example.org'], 's', 'b')`).Scan(&fine))
+	poison := strconv.FormatInt(doomed, 10)
+	e.startProcessor(func(c *actors.Config) {
+		c.SMTPURL = s.URL()
+		actors.SetTestHook(c, func(name string, msg any) {
+			if p, ok := actors.RunEventPayload(msg); ok && name == "none" && p == poison {
+				panic("channel actor bug")
+			}
+		})
+	})
+	e.eventually(time.Minute, "the poisoned notification to fail and the other to be sent", func() bool {
+		return e.notifierStatus(doomed) == "failed" && e.notifierStatus(fine) == "sent"
+	})
+	n := e.notifications("WHERE notification_id = $1", doomed)[doomed]
+	require.NotNil(t, n.LastError)
+	require.Contains(t, *n.LastError, "gave up after 2 attempts: internal error: actor")
+	require.Contains(t, *n.LastError, "channel actor bug")
+	require.Zero(t, n.Attempts, "the handler never ran")
+	e.eventually(time.Minute, "the give-up in the log", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 2`) == 1
+	})
+	require.Equal(t, 1, s.Count())
+}

@@ -26,6 +26,13 @@ type NATSConfig struct {
 	// MaxAge of the stream's messages: applied to the stream when set; when
 	// zero a new stream gets 7 days and an existing one keeps its own.
 	MaxAge time.Duration
+	// Retention of the stream: "limits" or "interest" (bus.RetentionLimits,
+	// bus.RetentionInterest); applied when set, else a new stream gets
+	// limits and an existing one keeps its own.
+	Retention string
+	// MaxBytes of the stream: applied when set; when zero a new stream has
+	// no size limit and an existing one keeps its own.
+	MaxBytes int64
 	// PublishBatch is the most events published per round (default 500):
 	// one log query, one burst of publishes, one wait for the acks and one
 	// cursor update each.
@@ -60,6 +67,11 @@ func (c *Config) natsDefaults() error {
 		return errors.New("pgrelay: NATS publish interval must be positive")
 	case n.MaxAge < 0:
 		return errors.New("pgrelay: NATS max age must not be negative")
+	case n.MaxBytes < 0:
+		return errors.New("pgrelay: NATS max bytes must not be negative")
+	case n.Retention != "" && n.Retention != bus.RetentionLimits && n.Retention != bus.RetentionInterest:
+		return fmt.Errorf("pgrelay: NATS stream retention %q: expected %s or %s", n.Retention,
+			bus.RetentionLimits, bus.RetentionInterest)
 	case strings.ContainsAny(n.Stream, " \t\r\n.*>/\\"):
 		return fmt.Errorf("pgrelay: NATS stream name %q is invalid: no spaces, '.', '*', '>', '/' or '\\'", n.Stream)
 	case (n.TLSCert == "") != (n.TLSKey == ""):

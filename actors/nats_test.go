@@ -310,3 +310,28 @@ func TestActorNotifierStatusEvents(t *testing.T) {
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source = 'notifier'
 		AND last_id = (SELECT max(id) FROM pgrelay_notifier.status_events)`))
 }
+
+// The NATS settings are checked when the Processor is made.
+func TestActorNATSConfigInvalid(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n    actors.NATSConfig
+		want string
+	}{
+		{actors.NATSConfig{PublishBatch: 4001}, "publish batch"},
+		{actors.NATSConfig{MaxAge: -time.Second}, "max age"},
+		{actors.NATSConfig{MaxBytes: -1}, "max bytes"},
+		{actors.NATSConfig{Retention: "workqueue"}, `retention "workqueue": expected limits or interest`},
+		{actors.NATSConfig{Stream: "a.b"}, "stream name"},
+		{actors.NATSConfig{TLSCert: "c.pem"}, "needs its key"},
+	} {
+		c.n.URL = "nats://127.0.0.1:4222"
+		_, err := actors.New(actors.Config{DatabaseURL: "postgres://127.0.0.1:1/x", NATS: &c.n})
+		require.ErrorContains(t, err, c.want)
+	}
+	for _, r := range []string{"", "limits", "interest"} {
+		_, err := actors.New(actors.Config{DatabaseURL: "postgres://127.0.0.1:1/x",
+			NATS: &actors.NATSConfig{URL: "nats://127.0.0.1:4222", Retention: r, MaxBytes: 1 << 30}})
+		require.NoError(t, err, r)
+	}
+}

@@ -379,7 +379,8 @@ func (w *pubWorker) setUpStream(ctx context.Context) error {
 		w.stream = ""
 		return nil
 	}
-	did, err := bc.EnsureStream(ctx, bus.StreamConfig{Name: n.Stream, MaxAge: n.MaxAge})
+	did, err := bc.EnsureStream(ctx, bus.StreamConfig{Name: n.Stream, MaxAge: n.MaxAge, Retention: n.Retention,
+		MaxBytes: n.MaxBytes})
 	if err != nil {
 		return err
 	}

@@ -63,8 +63,9 @@ type Conn struct {
 	log *slog.Logger
 	gen atomic.Uint64
 
-	mu     sync.Mutex
-	routes map[string]route
+	mu      sync.Mutex
+	routes  map[string]route
+	connErr string // the last connection failure logged, "" once connected
 }
 
 // route caches where the nats handler publishes a subject.
@@ -104,11 +105,21 @@ func Connect(o Options) (*Conn, error) {
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(-1), // fail fast while disconnected: see Conn
 		nats.Timeout(5 * time.Second),
+		// A server that refuses the credentials may accept them later (they
+		// are fixed on its side): keep trying, as for any other failure.
+		nats.IgnoreAuthErrorAbort(),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil && c.noteConnErr(err.Error()) {
+				c.log.Warn("cannot connect to NATS; retrying", "err", err)
+			}
+		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			c.noteConnErr("")
 			c.gen.Add(1)
 			c.log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.noteConnErr("")
 			c.gen.Add(1)
 			c.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
 		}),
@@ -148,6 +159,17 @@ func Connect(o Options) (*Conn, error) {
 		c.gen.Add(1)
 	}
 	return c, nil
+}
+
+// noteConnErr records msg as the last connection failure and reports
+// whether it differs from the one before: a failure that repeats at every
+// attempt (wrong credentials, a certificate refused) is logged once.
+func (c *Conn) noteConnErr(msg string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := msg != c.connErr
+	c.connErr = msg
+	return changed
 }
 
 // redact hides a password in a URL for messages.
@@ -211,6 +233,35 @@ type StreamConfig struct {
 	// MaxAge: messages older than this are removed. 0 when creating means
 	// DefaultMaxAge; 0 for an existing stream leaves its max age as it is.
 	MaxAge time.Duration
+	// Retention is RetentionLimits or RetentionInterest. "" when creating
+	// means limits; "" for an existing stream leaves its policy as it is.
+	Retention string
+	// MaxBytes: the oldest messages are removed to keep the stream within
+	// this size. 0 when creating means no limit; 0 for an existing stream
+	// leaves its limit as it is.
+	MaxBytes int64
+}
+
+// Retention policies of the events stream. Work-queue retention is not
+// offered: it allows one consumer per subject and removes a message once it
+// is acknowledged, while events are for any number of consumers.
+const (
+	// RetentionLimits keeps messages until max age or max bytes removes them.
+	RetentionLimits = "limits"
+	// RetentionInterest removes a message once every consumer that existed
+	// when it was stored has acknowledged it (at once when there is none).
+	RetentionInterest = "interest"
+)
+
+// retentionPolicy maps a Retention name to JetStream's policy.
+func retentionPolicy(name string) (jetstream.RetentionPolicy, error) {
+	switch name {
+	case "", RetentionLimits:
+		return jetstream.LimitsPolicy, nil
+	case RetentionInterest:
+		return jetstream.InterestPolicy, nil
+	}
+	return 0, fmt.Errorf("bus: stream retention %q: expected %s or %s", name, RetentionLimits, RetentionInterest)
 }
 
 // Defaults of the events stream.
@@ -227,7 +278,8 @@ const (
 
 // EnsureStream creates the events stream, or reconciles an existing one:
 // subjects pgrelay.> are added when the stream does not capture them (its
-// narrower pgrelay.* subjects are replaced) and MaxAge is applied when set;
+// narrower pgrelay.* subjects are replaced) and MaxAge, Retention and
+// MaxBytes are applied when set;
 // everything else (storage, replicas, limits) is left as the operator set
 // it. A stream pgrelay cannot publish to (sealed, a mirror, no acks) or a
 // change the server refuses (another stream captures pgrelay.>) is an
@@ -237,19 +289,31 @@ func (c *Conn) EnsureStream(ctx context.Context, cfg StreamConfig) (string, erro
 	if cfg.Name == "" {
 		cfg.Name = DefaultStream
 	}
+	retention, err := retentionPolicy(cfg.Retention)
+	if err != nil {
+		return "", err
+	}
+	if cfg.MaxBytes < 0 {
+		return "", fmt.Errorf("bus: stream max bytes %d must not be negative", cfg.MaxBytes)
+	}
 	s, err := c.js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		age := cfg.MaxAge
 		if age <= 0 {
 			age = DefaultMaxAge
 		}
+		maxBytes := cfg.MaxBytes
+		if maxBytes == 0 {
+			maxBytes = -1 // no limit
+		}
 		_, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
 			Name:        cfg.Name,
 			Description: "pgrelay status events (docs/events.md)",
 			Subjects:    []string{events.StreamSubjects},
-			Retention:   jetstream.LimitsPolicy,
+			Retention:   retention,
 			Storage:     jetstream.FileStorage,
 			MaxAge:      age,
+			MaxBytes:    maxBytes,
 			Duplicates:  min(DuplicateWindow, age),
 		})
 		if err != nil {
@@ -292,12 +356,24 @@ func (c *Conn) EnsureStream(ctx context.Context, cfg StreamConfig) (string, erro
 		}
 		changed = true
 	}
+	if cfg.Retention != "" && conf.Retention != retention {
+		if conf.Retention == jetstream.WorkQueuePolicy {
+			return "", fmt.Errorf("%w: stream %s has work-queue retention, which the server cannot change and "+
+				"which allows one consumer per subject: delete it or set another --nats-stream", ErrStreamConfig, cfg.Name)
+		}
+		conf.Retention = retention
+		changed = true
+	}
+	if cfg.MaxBytes > 0 && conf.MaxBytes != cfg.MaxBytes {
+		conf.MaxBytes = cfg.MaxBytes
+		changed = true
+	}
 	if !changed {
 		return "ok", nil
 	}
 	if _, err := c.js.UpdateStream(ctx, conf); err != nil {
-		return "", fmt.Errorf("%w: update stream %s (subjects %v, max age %s): %w", ErrStreamConfig, cfg.Name,
-			conf.Subjects, conf.MaxAge, err)
+		return "", fmt.Errorf("%w: update stream %s (subjects %v, max age %s, retention %s, max bytes %d): %w",
+			ErrStreamConfig, cfg.Name, conf.Subjects, conf.MaxAge, conf.Retention, conf.MaxBytes, err)
 	}
 	return "updated", nil
 }

@@ -1,11 +1,14 @@
 package bus_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +49,51 @@ func TestEnsureStream(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Hour, s.CachedInfo().Config.MaxAge)
 	require.Equal(t, []string{"pgrelay.>"}, s.CachedInfo().Config.Subjects)
+	require.Equal(t, jetstream.LimitsPolicy, s.CachedInfo().Config.Retention)
+	require.Equal(t, int64(-1), s.CachedInfo().Config.MaxBytes)
+
+	// Retention and max bytes: applied when set, left alone when not.
+	did, err = c.EnsureStream(ctx, bus.StreamConfig{Retention: bus.RetentionInterest, MaxBytes: 1 << 20})
+	require.NoError(t, err)
+	require.Equal(t, "updated", did)
+	did, err = c.EnsureStream(ctx, bus.StreamConfig{})
+	require.NoError(t, err)
+	require.Equal(t, "ok", did)
+	s, err = c.JetStream().Stream(ctx, bus.DefaultStream)
+	require.NoError(t, err)
+	require.Equal(t, jetstream.InterestPolicy, s.CachedInfo().Config.Retention)
+	require.Equal(t, int64(1<<20), s.CachedInfo().Config.MaxBytes)
+	require.Equal(t, time.Hour, s.CachedInfo().Config.MaxAge)
+	did, err = c.EnsureStream(ctx, bus.StreamConfig{Retention: bus.RetentionLimits})
+	require.NoError(t, err)
+	require.Equal(t, "updated", did)
+	_, err = c.EnsureStream(ctx, bus.StreamConfig{Retention: "workqueue"})
+	require.ErrorContains(t, err, `retention "workqueue"`)
+	_, err = c.EnsureStream(ctx, bus.StreamConfig{MaxBytes: -5})
+	require.ErrorContains(t, err, "max bytes")
+
+	// A new stream gets them at creation.
+	_, err = c.EnsureStream(ctx, bus.StreamConfig{Name: "NEWONE", Retention: bus.RetentionInterest, MaxBytes: 4096})
+	require.ErrorIs(t, err, bus.ErrStreamConfig, "the subjects overlap with the first stream")
+	require.NoError(t, c.JetStream().DeleteStream(ctx, bus.DefaultStream))
+	did, err = c.EnsureStream(ctx, bus.StreamConfig{Name: "NEWONE", Retention: bus.RetentionInterest, MaxBytes: 4096})
+	require.NoError(t, err)
+	require.Equal(t, "created", did)
+	s, err = c.JetStream().Stream(ctx, "NEWONE")
+	require.NoError(t, err)
+	require.Equal(t, jetstream.InterestPolicy, s.CachedInfo().Config.Retention)
+	require.Equal(t, int64(4096), s.CachedInfo().Config.MaxBytes)
+	require.NoError(t, c.JetStream().DeleteStream(ctx, "NEWONE"))
+	_, err = c.EnsureStream(ctx, bus.StreamConfig{})
+	require.NoError(t, err)
+
+	// A work-queue stream cannot be turned into one for events.
+	_, err = c.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "WQ", Subjects: []string{"wq.>"},
+		Retention: jetstream.WorkQueuePolicy})
+	require.NoError(t, err)
+	_, err = c.EnsureStream(ctx, bus.StreamConfig{Name: "WQ", Retention: bus.RetentionLimits})
+	require.ErrorIs(t, err, bus.ErrStreamConfig)
+	require.Contains(t, err.Error(), "work-queue")
 
 	_, err = c.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "NOACK", Subjects: []string{"x.>"}, NoAck: true})
 	require.NoError(t, err)
@@ -131,4 +179,115 @@ func TestUnreachableThenUp(t *testing.T) {
 	defer n.Stop()
 	require.Eventually(t, c.Connected, 20*time.Second, 10*time.Millisecond)
 	require.NoError(t, c.Publish(context.Background(), "a", []byte("x"), "1", nil))
+}
+
+// logBuffer collects a Conn's log output across goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// connect connects with o to a server that must accept it, and checks that
+// JetStream works over the connection.
+func connectAndUse(t *testing.T, o bus.Options) {
+	t.Helper()
+	c, err := bus.Connect(o)
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	require.Eventually(t, c.Connected, 20*time.Second, 10*time.Millisecond)
+	ctx := context.Background()
+	_, err = c.EnsureStream(ctx, bus.StreamConfig{})
+	require.NoError(t, err)
+	res, err := c.PublishBatch(ctx, bus.DefaultStream, []bus.Msg{{Subject: "pgrelay.events.c.succeeded", Data: []byte(`{}`), ID: "1"}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Acked)
+}
+
+// refused connects with o to a server that must refuse it: Connect itself
+// succeeds (the connection keeps trying), it never comes up, and the reason
+// is logged (once, not at every attempt).
+func refused(t *testing.T, o bus.Options, reason string) {
+	t.Helper()
+	logs := &logBuffer{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	o.ReconnectWait = 50 * time.Millisecond
+	c, err := bus.Connect(o)
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), "cannot connect to NATS") > 0 },
+		20*time.Second, 10*time.Millisecond)
+	require.False(t, c.Connected())
+	require.Contains(t, strings.ToLower(logs.String()), reason)
+	_, err = c.PublishBatch(context.Background(), bus.DefaultStream, []bus.Msg{{Subject: "pgrelay.events.c.x", ID: "1"}})
+	require.ErrorIs(t, err, bus.ErrNotConnected)
+	// Several attempts, one log line.
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, 1, strings.Count(logs.String(), "cannot connect to NATS"), logs.String())
+}
+
+// A server that requires TLS with client certificates: the client
+// certificate, its key and the CA (--nats-tls-cert, --nats-tls-key,
+// --nats-tls-ca) connect; without the client certificate, or without the
+// CA to verify the server with, the connection is refused and says why.
+func TestConnectTLS(t *testing.T) {
+	t.Parallel()
+	pki, err := testenv.NewNATSTLS(t.TempDir())
+	require.NoError(t, err)
+	n, err := testenv.StartNATS(testenv.NATSConfig{TLS: pki})
+	require.NoError(t, err)
+	t.Cleanup(n.Stop)
+	for _, url := range []string{n.URL(), "tls://127.0.0.1:" + strconv.Itoa(n.Port())} {
+		connectAndUse(t, bus.Options{URL: url, TLSCert: pki.ClientCert, TLSKey: pki.ClientKey, TLSCA: pki.CA})
+	}
+	t.Run("no client certificate", func(t *testing.T) {
+		t.Parallel()
+		refused(t, bus.Options{URL: n.URL(), TLSCA: pki.CA}, "tls")
+	})
+	t.Run("server not verified", func(t *testing.T) {
+		t.Parallel()
+		refused(t, bus.Options{URL: n.URL(), TLSCert: pki.ClientCert, TLSKey: pki.ClientKey},
+			"certificate signed by unknown authority")
+	})
+	t.Run("invalid options", func(t *testing.T) {
+		t.Parallel()
+		_, err := bus.Connect(bus.Options{URL: n.URL(), TLSCert: pki.ClientCert})
+		require.ErrorContains(t, err, "needs its key")
+		_, err = bus.Connect(bus.Options{URL: n.URL(), TLSCert: pki.ClientCert, TLSKey: pki.CA, TLSCA: pki.CA})
+		require.Error(t, err, "a key that is no key")
+	})
+}
+
+// A server in operator mode (JWT authentication): the user's credentials
+// file (--nats-creds) connects, and JetStream works for its account; without
+// it, or with another operator's, the server refuses and the log says so.
+func TestConnectCreds(t *testing.T) {
+	t.Parallel()
+	auth, err := testenv.NewNATSAuth(t.TempDir())
+	require.NoError(t, err)
+	n, err := testenv.StartNATS(testenv.NATSConfig{Auth: auth})
+	require.NoError(t, err)
+	t.Cleanup(n.Stop)
+	connectAndUse(t, bus.Options{URL: n.URL(), CredsFile: auth.CredsFile})
+	t.Run("no credentials", func(t *testing.T) {
+		t.Parallel()
+		refused(t, bus.Options{URL: n.URL()}, "authorization violation")
+	})
+	t.Run("another operator's user", func(t *testing.T) {
+		t.Parallel()
+		other, err := testenv.NewNATSAuth(t.TempDir())
+		require.NoError(t, err)
+		refused(t, bus.Options{URL: n.URL(), CredsFile: other.CredsFile}, "authorization violation")
+	})
 }

@@ -339,6 +339,8 @@ func TestRunNATSFlagErrors(t *testing.T) {
 		{nil, []string{"--nats-url", "nats://x:4222", "--nats-max-age", "-1h"}, "--nats-max-age"},
 		{[]string{"PGRELAY_NATS_URL=nats://x:4222", "PGRELAY_NATS_PUBLISH_INTERVAL=0s"}, nil, "--nats-publish-interval"},
 		{nil, []string{"--nats-url", "nats://x:4222", "--nats-stream", "a.b"}, "stream name"},
+		{nil, []string{"--nats-url", "nats://x:4222", "--nats-retention", "workqueue"}, "--nats-retention \"workqueue\""},
+		{nil, []string{"--nats-url", "nats://x:4222", "--nats-max-bytes", "-1"}, "--nats-max-bytes"},
 	} {
 		args := append([]string{"run", "--database-url", "postgres://127.0.0.1:1/x"}, c.args...)
 		var code int
@@ -351,4 +353,71 @@ func TestRunNATSFlagErrors(t *testing.T) {
 		assert.Equal(t, 2, code, "%v %v: %s", c.env, c.args, errOut)
 		assert.Contains(t, errOut, c.want, "%v %v", c.env, c.args)
 	}
+}
+
+// `pgrelay run` against a NATS server that requires TLS with client
+// certificates: the --nats-tls-* flags reach the connection, and the stream
+// flags (--nats-stream, --nats-max-age, --nats-retention, --nats-max-bytes)
+// reach the stream the publisher creates, which receives the events.
+func TestRunNATSTLSAndStreamFlags(t *testing.T) {
+	t.Parallel()
+	pki, err := testenv.NewNATSTLS(t.TempDir())
+	require.NoError(t, err)
+	n, err := testenv.StartNATS(testenv.NATSConfig{TLS: pki})
+	require.NoError(t, err)
+	t.Cleanup(n.Stop)
+	nc, err := nats.Connect(n.URL(), nats.ClientCert(pki.ClientCert, pki.ClientKey), nats.RootCAs(pki.CA))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+
+	d := newDB(t)
+	d.exec(`SELECT pgrelay.register('t', 'SELECT length($1)')`)
+	run := startCLI(t, []string{"PGRELAY_NATS_TLS_CA=" + pki.CA}, "run", "--database-url", d.url,
+		"--nats-url", n.URL(), "--nats-tls-cert", pki.ClientCert, "--nats-tls-key", pki.ClientKey,
+		"--nats-stream", "TLS_EVENTS", "--nats-max-age", "2h", "--nats-retention", "limits",
+		"--nats-max-bytes", "10000000", "--nats-publish-interval", "50ms")
+	d.exec(`SELECT pgrelay.notify_many('t', ARRAY(SELECT 't' || g FROM generate_series(1, 30) g))`)
+	eventually(t, 60*time.Second, "30 events in the stream TLS_EVENTS", func() bool {
+		return streamMsgs(js, "TLS_EVENTS") == 30 || run.exited()
+	})
+	require.False(t, run.exited(), run.stderr.String())
+	s, err := js.Stream(context.Background(), "TLS_EVENTS")
+	require.NoError(t, err)
+	cfg := s.CachedInfo().Config
+	assert.Equal(t, []string{"pgrelay.>"}, cfg.Subjects)
+	assert.Equal(t, 2*time.Hour, cfg.MaxAge)
+	assert.Equal(t, jetstream.LimitsPolicy, cfg.Retention)
+	assert.Equal(t, int64(10000000), cfg.MaxBytes)
+	assert.Equal(t, -1, streamMsgs(js, "PGRELAY_EVENTS"), "no default stream")
+	run.signal(syscall.SIGTERM)
+	require.Equal(t, 0, run.wait(60*time.Second))
+
+	// Restarted with --nats-retention interest and another size: the
+	// existing stream is reconciled.
+	run = startCLI(t, nil, "run", "--database-url", d.url, "--nats-url", n.URL(), "--nats-tls-cert", pki.ClientCert,
+		"--nats-tls-key", pki.ClientKey, "--nats-tls-ca", pki.CA, "--nats-stream", "TLS_EVENTS",
+		"--nats-retention", "interest", "--nats-max-bytes", "20000000")
+	eventually(t, 60*time.Second, "the stream reconciled", func() bool {
+		info, err := s.Info(context.Background())
+		return (err == nil && info.Config.Retention == jetstream.InterestPolicy && info.Config.MaxBytes == 20000000) ||
+			run.exited()
+	})
+	require.False(t, run.exited(), run.stderr.String())
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Hour, info.Config.MaxAge, "kept: not given")
+	run.signal(syscall.SIGTERM)
+	require.Equal(t, 0, run.wait(60*time.Second))
+
+	// Without the client certificate the server refuses: the Processor runs
+	// and says why it cannot connect.
+	run = startCLI(t, nil, "run", "--database-url", d.url, "--nats-url", n.URL(), "--nats-tls-ca", pki.CA)
+	eventually(t, 60*time.Second, "the refusal logged", func() bool {
+		return strings.Contains(run.stderr.String(), "cannot connect to NATS") || run.exited()
+	})
+	require.False(t, run.exited(), run.stderr.String())
+	run.signal(syscall.SIGTERM)
+	require.Equal(t, 0, run.wait(60*time.Second))
 }

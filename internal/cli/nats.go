@@ -24,6 +24,8 @@ type natsFlags struct {
 	url, creds, tlsCert, tlsKey, tlsCA string
 	stream                             string
 	maxAge                             time.Duration
+	retention                          string
+	maxBytes                           int64
 	batch                              int
 	interval                           time.Duration
 }
@@ -43,6 +45,8 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	n.registerConn(fs, "NATS server URL: publish every status event on pgrelay.events.<channel>.<event> "+
 		"and run nats channels (default: no NATS; docs/events.md)")
 	fs.DurationVar(&n.maxAge, "nats-max-age", 0, "max age of the stream's messages (default: 168h for a new stream, an existing stream's own)")
+	fs.StringVar(&n.retention, "nats-retention", "", "retention of the stream: limits or interest (default: limits for a new stream, an existing stream's own)")
+	fs.Int64Var(&n.maxBytes, "nats-max-bytes", 0, "max size of the stream in bytes, oldest messages removed first (default: none for a new stream, an existing stream's own)")
 	fs.IntVar(&n.batch, "nats-publish-batch", 500, "most events published per round (1-4000)")
 	fs.DurationVar(&n.interval, "nats-publish-interval", 200*time.Millisecond, "how often the publisher looks for new events once caught up")
 }
@@ -59,6 +63,11 @@ func (n *natsFlags) validate() error {
 		return &usageError{msg: "--nats-publish-interval must be positive"}
 	case n.maxAge < 0:
 		return &usageError{msg: "--nats-max-age must not be negative"}
+	case n.maxBytes < 0:
+		return &usageError{msg: "--nats-max-bytes must not be negative"}
+	case n.retention != "" && n.retention != bus.RetentionLimits && n.retention != bus.RetentionInterest:
+		return &usageError{msg: fmt.Sprintf("--nats-retention %q: expected %s or %s (work-queue retention would "+
+			"allow only one consumer of the events)", n.retention, bus.RetentionLimits, bus.RetentionInterest)}
 	case (n.tlsCert == "") != (n.tlsKey == ""):
 		return &usageError{msg: "--nats-tls-cert and --nats-tls-key go together"}
 	}
@@ -71,7 +80,7 @@ func (n *natsFlags) config() *actors.NATSConfig {
 		return nil
 	}
 	return &actors.NATSConfig{URL: n.url, CredsFile: n.creds, TLSCert: n.tlsCert, TLSKey: n.tlsKey,
-		TLSCA: n.tlsCA, Stream: n.stream, MaxAge: n.maxAge, PublishBatch: n.batch, PublishInterval: n.interval}
+		TLSCA: n.tlsCA, Stream: n.stream, MaxAge: n.maxAge, Retention: n.retention, MaxBytes: n.maxBytes, PublishBatch: n.batch, PublishInterval: n.interval}
 }
 
 // busOptions are the connection options of the flags.

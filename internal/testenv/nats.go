@@ -23,6 +23,12 @@ type NATSConfig struct {
 	// MaxPayload is the largest message the server accepts (default: the
 	// server's, 1 MiB).
 	MaxPayload int32
+	// TLS, when set, makes the server accept TLS connections only, with a
+	// client certificate signed by its CA (NewNATSTLS).
+	TLS *NATSTLS
+	// Auth, when set, makes the server accept only users of its operator
+	// (NewNATSAuth: JWT and NKey credentials).
+	Auth *NATSAuth
 }
 
 // NATS is an in-process NATS server (nats-server/v2), for the tests,
@@ -86,6 +92,18 @@ func (n *NATS) Start() error {
 		// Tests and dev are small: keep JetStream from reserving much.
 		JetStreamMaxMemory: 256 << 20,
 		JetStreamMaxStore:  4 << 30,
+	}
+	if n.cfg.TLS != nil {
+		tc, err := n.cfg.TLS.serverConfig()
+		if err != nil {
+			return err
+		}
+		opts.TLS, opts.TLSVerify, opts.TLSConfig, opts.TLSTimeout = true, true, tc, 5
+	}
+	if n.cfg.Auth != nil {
+		if err := n.cfg.Auth.apply(opts); err != nil {
+			return err
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -252,6 +252,38 @@ func TestWatch(t *testing.T) {
 		require.Equal(t, logIDs[5+i], doc.ID)
 	}
 
+	// One event kind: the 11 successes (the 10 of w1 and the live one),
+	// none of the 2 failures stored among them.
+	code, out, errOut = runCLI(t, nil, "watch", "--nats-url", n.URL(), "--json", "--event", "succeeded",
+		"--since", "1h", "--limit", "11")
+	require.Equal(t, 0, code, errOut)
+	ls = nonEmpty(out)
+	require.Len(t, ls, 11, out)
+	for _, l := range ls {
+		var doc struct{ Channel, Event string }
+		require.NoError(t, json.Unmarshal([]byte(l), &doc))
+		require.Equal(t, "succeeded", doc.Event, l)
+		require.Equal(t, "w1", doc.Channel, l)
+	}
+
+	// From an RFC 3339 time on: only what was stored after it.
+	eventually(t, 30*time.Second, "13 events in the stream", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == 13 || run.exited()
+	})
+	mark := time.Now().UTC().Format(time.RFC3339Nano)
+	d.exec(`SELECT pgrelay.notify('w1', 'after-mark')`)
+	eventually(t, 30*time.Second, "14 events in the stream", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == 14 || run.exited()
+	})
+	code, out, errOut = runCLI(t, nil, "watch", "--nats-url", n.URL(), "--json", "--since", mark, "--limit", "1")
+	require.Equal(t, 0, code, errOut)
+	ls = nonEmpty(out)
+	require.Len(t, ls, 1, out)
+	var doc struct{ ID int64 }
+	require.NoError(t, json.Unmarshal([]byte(ls[0]), &doc))
+	all := d.ids(`SELECT id FROM pgrelay.log ORDER BY id`)
+	require.Equal(t, all[len(all)-1], doc.ID, "the event stored after %s", mark)
+
 	run.signal(syscall.SIGTERM)
 	require.Equal(t, 0, run.wait(60*time.Second))
 

@@ -181,6 +181,7 @@ func (h *heartbeat) elect(ctx actor.Context, l store.Lease) {
 			d.log.Warn("lost the leader lease", "term", leading, "leader", l.Leader)
 		}
 		d.leaderTerm.Store(0)
+		d.leaseTerm.Store(0)
 		h.candidate = 0
 	case leading == l.Term:
 		// Renewed.
@@ -188,6 +189,7 @@ func (h *heartbeat) elect(ctx actor.Context, l store.Lease) {
 		// Took it now, or holds it without having seen the take (a restart):
 		// wait for the lease to settle before leading.
 		d.leaderTerm.Store(0)
+		d.leaseTerm.Store(l.Term)
 		h.candidate, h.candidateAt = l.Term, time.Now()
 		d.log.Info("took the leader lease; settling before leading", "term", l.Term,
 			"settle", d.cfg.LeaderSettle)

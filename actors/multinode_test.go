@@ -347,3 +347,22 @@ func TestActorNodesOverview(t *testing.T) {
 	// stopped a moment ago, still counts as alive.
 	require.True(t, overview("1 hour")[1].Alive)
 }
+
+// A node that stops while it still settles after taking the lease (it does
+// not lead yet) releases the lease too, so the next node need not wait for
+// it to run out.
+func TestActorStopReleasesSettlingLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p1 := e.startNode(1, actors.ModeLeader, func(c *actors.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = 30 * time.Second
+		c.LeaderSettle = time.Minute // never leads in this test
+	})
+	e.eventually(10*time.Second, "node 1 to take the lease", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+	})
+	require.NoError(t, p1.Stop(context.Background()))
+	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND lease_until > now()`),
+		"the lease was released, not left to run out in 30 s")
+}

@@ -220,6 +220,9 @@ type deps struct {
 	// rejoinUntil: until then the node is rejoining (it had been dead or
 	// adopted when this Processor started) and claims only rows pinned to it.
 	rejoinUntil time.Time
+	// leaseTerm is the term of the lease this node holds, leading or still
+	// settling: Stop releases it.
+	leaseTerm atomic.Int64
 	// leaderTerm is the lease term this node leads with in leader mode, 0
 	// when it is not the leader. Set by the heartbeat actor, read by the
 	// claimer, which passes it to the claim (the database fences stale terms).
@@ -522,7 +525,7 @@ func (p *Processor) stop(ctx context.Context) error {
 	var err error
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if term := d.leaderTerm.Swap(0); term > 0 {
+	if term := max(d.leaderTerm.Swap(0), d.leaseTerm.Load()); term > 0 {
 		if lerr := d.store.LeaseRelease(sctx, term); lerr != nil {
 			log.Warn("stop: could not release the leader lease; it runs out after dead-after", "err", lerr)
 		}

@@ -250,8 +250,8 @@ func TestMultiMasterCluster(t *testing.T) {
 		})
 		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 2 AND dispatched_at IS NULL`))
 		require.Equal(t, 0, n1.count(`SELECT count(*) FROM app.ran WHERE payload = 'stranded'`))
-		// Node 2 may have held the lease (taken, still settling) when it
-		// stopped: node 1 leads once it runs out.
+		// Node 2 may have held the lease when it stopped (it released it):
+		// node 1 leads after taking it and settling.
 		eventually(t, 30*time.Second, "node 1 to lead", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes_overview($1) WHERE node_id = 1 AND leader`, mmDeadAfter.String()) == 1
 		})

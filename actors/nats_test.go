@@ -335,3 +335,59 @@ func TestActorNATSConfigInvalid(t *testing.T) {
 		require.NoError(t, err, r)
 	}
 }
+
+// The nats handler with NATS really down (no injected fault): every attempt
+// fails with the connection's error and is logged as failed; once NATS is
+// back the retries publish each event, and the stream holds each origin_id
+// exactly once.
+func TestActorNATSHandlerNATSDown(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	require.NoError(t, err)
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('down_out', 'orders.down', p_kind := 'nats',
+		p_max_attempts := 1000, p_retry_delay := '100 milliseconds')`)
+	p := e.startProcessor(withNATS(n.URL()))
+	e.eventually(30*time.Second, "the Processor connected to NATS", func() bool {
+		return testutil.ToFloat64(p.Metrics().Events.Connected) == 1
+	})
+	n.Shutdown()
+
+	const total = 50
+	var ids []int64
+	rows, err := e.pool.Query(context.Background(), `SELECT pgrelay.notify_many('down_out', $1)`, payloads("down", total))
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	e.eventually(time.Minute, "every event to have failed while NATS is down", func() bool {
+		return e.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'down_out' AND event = 'failed'`) == total
+	})
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out' AND event <> 'failed'`))
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out'
+		AND error NOT LIKE '%not connected to NATS%'`), "each failure says NATS is not connected")
+
+	require.NoError(t, n.Start())
+	e.eventually(time.Minute, "every event to succeed once NATS is back", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out' AND event = 'succeeded'`) == total
+	})
+	msgs := consumeRaw(t, js, "ORDERS", total)
+	require.Len(t, msgs, total)
+	got := map[int64]string{}
+	for _, m := range msgs {
+		id, err := strconv.ParseInt(m.Headers().Get(jetstream.MsgIDHeader), 10, 64)
+		require.NoError(t, err)
+		_, dup := got[id]
+		require.False(t, dup, "origin_id %d published twice", id)
+		got[id] = string(m.Data())
+	}
+	for i, id := range ids {
+		require.Equal(t, "down-"+strconv.Itoa(i), got[id], "origin_id %d", id)
+	}
+	require.Equal(t, total, streamMsgs(js, "ORDERS"))
+}

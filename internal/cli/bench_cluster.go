@@ -70,6 +70,12 @@ func (b *bench) scenarioCluster(ctx context.Context) (*scenarioResult, error) {
 func (b *bench) clusterRun(ctx context.Context, label string, pools []*pgxpool.Pool, urls []string, channel string) (*measurement, error) {
 	per := b.o.events / len(pools)
 	total := per * len(pools)
+	// Every run starts its nodes as new ones: a node whose row shows it dead
+	// (stopped after the previous run) would rejoin, dispatching only its
+	// pinned rows for --leader-settle (docs/multi-master.md).
+	if _, err := pools[0].Exec(ctx, `DELETE FROM pgrelay.nodes WHERE node_id >= 0`); err != nil {
+		return nil, fmt.Errorf("forget the previous run's nodes: %w", err)
+	}
 	mark, err := logMark(ctx, pools[0])
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ package migrations_test
 // _processor_stop, _trim_log.
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -199,4 +200,38 @@ func TestTrimLog(t *testing.T) {
 	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 100)"))
 	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_log('6 hours', 100)"))
 	require.Len(t, column[int64](t, d.pool, "SELECT id FROM pgrelay.log"), 1)
+}
+
+// An email event whose claim rescue takes back on its last attempt ends
+// gave_up without ever reaching the email handler again: its notification
+// ends 'failed' with the reason, in the same transaction. A notification sent
+// meanwhile stays 'sent'; one with attempts left is only rescued.
+func TestRescueGivingUpFailsTheNotification(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec(`SELECT pgrelay_notifier.create_channel('last', 'app@example.com', p_max_attempts := 1)`)
+	d.exec(`SELECT pgrelay_notifier.create_channel('more', 'app@example.com', p_max_attempts := 3)`)
+	send := func(channel string) int64 {
+		return one[int64](t, d.pool, `SELECT pgrelay_notifier.send($1, ARRAY['to@example.org'], 'Hi', 'Body')`, channel)
+	}
+	lost, sent, retried := send("last"), send("last"), send("more")
+	dead := startProcessor(t, d.pool)
+	live := startProcessor(t, d.pool)
+	require.Len(t, claim(t, d.pool, dead, 10, "email"), 3)
+	for _, id := range []int64{lost, sent, retried} {
+		d.exec(`SELECT pgrelay_notifier.set_status($1, 'sending')`, id)
+	}
+	d.exec(`SELECT pgrelay_notifier.set_status($1, 'sent')`, sent)
+	d.exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 minute' WHERE processor_id = $1", dead)
+
+	require.EqualValues(t, 3, one[int32](t, d.pool, "SELECT pgrelay._rescue($1, '30 seconds', '1 hour')", live))
+	require.Equal(t, "failed", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", lost))
+	require.Equal(t, "gave up: processor "+strconv.FormatInt(dead, 10)+" stopped heartbeating while running attempt 1 (its last attempt)",
+		one[string](t, d.pool, "SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1", lost))
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay_notifier.status_events
+	  WHERE notification_id = $1 AND status = 'failed'`, lost), "the change is a status event too")
+	require.Equal(t, "sent", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", sent))
+	require.Equal(t, "sending", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", retried))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'"))
 }

@@ -426,7 +426,8 @@ func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
 // went down right after storing it), and an outage longer than the stream's
 // duplicate window: the server no longer drops the copies, so the publisher
 // reads what the stream holds after its last acknowledged message and
-// publishes only the rest. Stream messages = log rows, none twice.
+// publishes only the rest, even though its database session broke meanwhile.
+// Stream messages = log rows, none twice.
 func TestActorEventsUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 	t.Parallel()
 	n := startNATS(t, testenv.NATSConfig{})
@@ -461,6 +462,16 @@ func TestActorEventsUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 		t.Fatal("no batch was published")
 	}
 	t.Logf("%d events stored without acknowledgement", stored)
+	// The publisher's database session breaks meanwhile: it opens another
+	// and still knows of the batch.
+	var pid int
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'pgrelay-publisher'`).Scan(&pid))
+	e.exec(`SELECT pg_terminate_backend($1)`, pid)
+	e.eventually(time.Minute, "a new publisher session", func() bool {
+		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND application_name = 'pgrelay-publisher' AND pid <> $1`, pid) == 1
+	})
 	e.exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("later", 200))
 	// The outage outlasts the duplicate window.
 	down := time.Now()

@@ -229,7 +229,10 @@ func (w *pubWorker) dropConn() {
 		_ = w.conn.Close(ctx)
 		cancel()
 	}
-	w.conn, w.leased, w.sources = nil, false, nil
+	// The sources stay: open reads their cursors again and keeps what they
+	// know of batches sent without acknowledgement (NATS knows nothing of
+	// the database session).
+	w.conn, w.leased = nil, false
 }
 
 // round publishes one batch per source. Database errors drop the session
@@ -352,14 +355,23 @@ func (w *pubWorker) open(ctx context.Context) error {
 	if notifier {
 		names = append(names, events.SourceNotifier)
 	}
-	w.sources = nil
+	old := map[string]*pubSource{}
+	for _, src := range w.sources {
+		old[src.name] = src
+	}
+	sources := make([]*pubSource, 0, len(names))
 	for _, name := range names {
 		cur, err := store.OpenCursor(ctx, conn, w.node, name)
 		if err != nil {
 			return fail(err)
 		}
-		w.sources = append(w.sources, &pubSource{name: name, cursor: cur})
+		src := &pubSource{name: name, cursor: cur}
+		if o := old[name]; o != nil {
+			src.unackedAt, src.stored = o.unackedAt, o.stored
+		}
+		sources = append(sources, src)
 	}
+	w.sources = sources
 	return nil
 }
 

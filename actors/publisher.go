@@ -599,11 +599,11 @@ func newEventMetrics() *EventMetrics {
 		}, []string{"source"}),
 		Oversize: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "pgrelay", Name: "events_oversize_total",
-			Help: "Events over the NATS max payload: published without payload (or with the error cut), by source.",
+			Help: "Events over the NATS max payload: published without payload (or with the error cut), or passed over when even that does not fit (logged), by source.",
 		}, []string{"source"}),
 		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "pgrelay", Name: "events_duplicates_total",
-			Help: "Events published again after an unacknowledged attempt and dropped by JetStream as duplicates.",
+			Help: "Events published again after an unacknowledged attempt and dropped by JetStream as duplicates, or found stored already after a long outage and not sent again.",
 		}),
 		Connected: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "pgrelay", Name: "nats_connected", Help: "1 while connected to NATS.",

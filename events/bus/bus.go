@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,14 +164,18 @@ func Connect(o Options) (*Conn, error) {
 
 // noteConnErr records msg as the last connection failure and reports
 // whether it differs from the one before: a failure that repeats at every
-// attempt (wrong credentials, a certificate refused) is logged once.
+// attempt (wrong credentials, a certificate refused) is logged once. Numbers
+// (the client's port changes at every attempt) do not count as a change.
 func (c *Conn) noteConnErr(msg string) bool {
+	msg = digits.ReplaceAllString(msg, "#")
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	changed := msg != c.connErr
 	c.connErr = msg
 	return changed
 }
+
+var digits = regexp.MustCompile(`[0-9]+`)
 
 // redact hides a password in a URL for messages.
 func redact(url string) string {

@@ -56,7 +56,7 @@ func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "fallback poll when no NOTIFY arrives (also picks up due retries)")
 	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", time.Second, "how often this instance marks itself alive")
 	fs.DurationVar(&f.deadAfter, "dead-after", 0, "an instance or node silent this long is dead: its claims are rescued, its work adopted; also the leader lease's length (default 10 × heartbeat-interval)")
-	fs.DurationVar(&f.leaderSettle, "leader-settle", 2*time.Second, "leader mode: wait this long after taking the lease, then check it again, before leading (must exceed the replication lag)")
+	fs.DurationVar(&f.leaderSettle, "leader-settle", 2*time.Second, "leader mode: wait this long after taking the lease, then check it again, before leading (must exceed the replication lag); multi-node and leader: a node that was dead or adopted dispatches only its pinned rows this long after it starts (must exceed twice the lag)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", time.Minute, "a claim held longer than its channel's timeout plus this is rescued")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight handlers may finish before they are cancelled")
 	fs.DurationVar(&f.logRetention, "log-retention", 7*24*time.Hour, "delete pgrelay.log rows older than this")

@@ -345,11 +345,10 @@ func TestActorBatchHandlerDurationIsTheHandlers(t *testing.T) {
 	require.Less(t, m.GetHistogram().GetSampleSum(), 0.25, "the commit's half second is not the handler's")
 }
 
-// A handler that ends its own database session (pg_terminate_backend here;
-// a backend crash looks the same) costs its event one failed attempt per
-// run, never the others' events: they succeed once each, the killer gives up
-// after max_attempts, each attempt logged as a lost connection, and nothing
-// stays queued. In a direct batch (an event before the killer in the batch
+// A handler that ends its own database session (pg_terminate_backend) costs
+// its event one failed attempt per run, never the others' events: they
+// succeed once each, the killer gives up after max_attempts, each attempt
+// logged as a lost connection, and nothing stays queued. In a direct batch (an event before the killer in the batch
 // too), in lane batches (one lane per payload, and one lane for a whole
 // 'channel' channel, which the killer holds up until it gives up) and on the
 // classic path (SQLBatch 1).

@@ -224,46 +224,54 @@ func (l *lostHandler) Unwrap() error { return l.err }
 // batch's connection, in a transaction of its own on another connection —
 // unless the server started after at (its clock before the handler ran):
 // then a restart ended the session, not the handler, and the attempt is not
-// counted (an error, and e is pending again). recorded is false when another
-// transaction holds e's row or has ended it.
+// counted (an error, and e is pending again; so too when the server cannot be
+// reached). recorded is false when another transaction holds e's row or has
+// ended it.
 func (s *Store) recordConnLost(ctx context.Context, scope ClaimScope, e *DirectEvent, at int64,
 	cause error) (recorded bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
 	defer cancel()
 	err = pgx.BeginFunc(ctx, s.hot, func(tx pgx.Tx) error {
-		var up bool
-		if err := tx.QueryRow(ctx, `SELECT pg_catalog.pg_postmaster_start_time() <
-		  timestamptz 'epoch' + $1 * interval '1 microsecond'`, at).Scan(&up); err != nil {
-			return err
-		}
-		if !up {
-			return errors.New("the server restarted")
-		}
-		var id int64
-		err := tx.QueryRow(ctx, `SELECT id FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL
-		  FOR UPDATE SKIP LOCKED`, e.ID).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if leader, term := scope.args(); leader && scope.Mode == "leader" {
-			if _, err := tx.Exec(ctx, fenceSQL, *term); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::bigint[], NULL, $2::text[], $3::text[])",
-			[]int64{e.ID}, []string{"failed"}, []string{cause.Error()}); err != nil {
-			return err
-		}
-		recorded = true
-		return nil
+		var err error
+		recorded, err = recordConnLostTx(ctx, tx, scope, e, at, cause)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("record the lost connection of event %d: %w", e.ID, err)
 	}
 	return recorded, nil
+}
+
+// recordConnLostTx is recordConnLost's transaction.
+func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent, at int64,
+	cause error) (recorded bool, err error) {
+	var up bool
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.pg_postmaster_start_time() <
+	  timestamptz 'epoch' + $1 * interval '1 microsecond'`, at).Scan(&up); err != nil {
+		return false, err
+	}
+	if !up {
+		return false, errors.New("the server restarted")
+	}
+	var id int64
+	err = tx.QueryRow(ctx, `SELECT id FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL
+	  FOR UPDATE SKIP LOCKED`, e.ID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if leader, term := scope.args(); leader && scope.Mode == "leader" {
+		if _, err := tx.Exec(ctx, fenceSQL, *term); err != nil {
+			return false, err
+		}
+	}
+	if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::bigint[], NULL, $2::text[], $3::text[])",
+		[]int64{e.ID}, []string{"failed"}, []string{cause.Error()}); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // directClaimTimeout bounds a batch's claim, and is the margin of its
@@ -546,7 +554,10 @@ func arrayQuote(s string) string {
 // firstError finds which statement of a pipeline failed: the one whose result
 // holds an error, or, for a server error raised before a statement's result
 // began (a handler failing while it is planned, as 1/0 does), the statement
-// after the last result. -1 when it is not a statement's error.
+// after the last result. -1 when it is not a statement's error — a
+// connection that died without a word (its backend killed) among them: the
+// server sends a pipeline's results when it ends or its buffer fills, so the
+// results received do not say which statement was running.
 func firstError(results []*pgconn.Result, err error) (int, error) {
 	for j, r := range results {
 		if r.Err != nil {

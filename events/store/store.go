@@ -210,6 +210,7 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		return fmt.Errorf("acquire a connection for event %d: %w", c.ID, err)
 	}
 	defer conn.Release()
+	outer := ctx // without the handler's deadline
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout+time.Second)
 	defer cancel()
 	ms := c.Timeout.Milliseconds()
@@ -247,7 +248,7 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		case failed == 2 && (conn.Conn().PgConn().IsClosed() || IsConnError(err)):
 			// The session ended while the handler ran: the handler's doing
 			// (an attempt) unless the server restarted since the claim.
-			if s.upSince(ctx, c.DispatchedAt) && !isCrashOfAnother(err) {
+			if !isCrashOfAnother(err) && s.upSince(outer, c.DispatchedAt) {
 				return &HandlerError{Err: &HandlerConnLostError{Err: err}}
 			}
 		case failed == 2:
@@ -264,7 +265,7 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 // upSince reports whether the server has been up since at, asked on another
 // connection; false when it cannot say (it is down or restarting).
 func (s *Store) upSince(ctx context.Context, at time.Time) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var up bool
 	err := s.hot.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() < $1", at).Scan(&up)
@@ -280,8 +281,8 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 
 // HandlerConnLostError is a handler's statement losing its database
 // connection while the server stayed up: the server ended the session while
-// the handler ran (the handler ended it itself, its backend crashed, or an
-// administrator terminated it). Unlike a connection lost outside the
+// the handler ran, with the server's error (the handler ended it itself, or
+// an administrator terminated it). Unlike a connection lost outside the
 // handler, or to a server restart, it costs the event an attempt, so that a
 // handler that always does it gives up instead of running forever.
 type HandlerConnLostError struct{ Err error }

@@ -531,3 +531,61 @@ func TestActorEventsTooLargeEvenBarePassedOver(t *testing.T) {
 	require.Contains(t, logs.String(), "level=ERROR msg=\"event too large for the NATS server's max payload")
 	require.Contains(t, logs.String(), "id="+strconv.FormatInt(tooLarge, 10))
 }
+
+// A Processor stopped while a batch it sent was stored without
+// acknowledgement, and the node's next Processor starting after the stream's
+// duplicate window: it knows nothing of that batch, but its first batch is
+// older than half the window, so it looks in the stream from that batch's
+// time on and does not store the copies.
+func TestActorEventsRestartAfterDuplicateWindow(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	const window = time.Second
+	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
+	})
+	require.NoError(t, err)
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('r', 'SELECT length($1)')`)
+
+	lost := make(chan int, 1)
+	first := e.startProcessor(func(c *actors.Config) {
+		withNATS(n.URL())(c)
+		once := true
+		actors.SetNATSBatchHook(c, func(res bus.BatchResult, err error) (bus.BatchResult, error) {
+			if !once || err != nil || res.Acked == 0 {
+				return res, err
+			}
+			once = false
+			n.Shutdown()
+			lost <- res.Acked
+			return bus.BatchResult{Sent: res.Sent}, bus.ErrNotConnected
+		})
+	})
+	e.exec(`SELECT pgrelay.notify_many('r', $1)`, payloads("r", 300))
+	var stored int
+	select {
+	case stored = <-lost:
+	case <-time.After(time.Minute):
+		t.Fatal("no batch was published")
+	}
+	require.NoError(t, first.Stop(context.Background()))
+	require.Zero(t, e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`),
+		"the stored batch is not recorded as published")
+	t.Logf("stopped with %d events stored without acknowledgement", stored)
+	// The stored batch outlives the duplicate window.
+	time.Sleep(2 * window)
+	require.NoError(t, n.Start())
+
+	second := e.startProcessor(withNATS(n.URL()))
+	e.eventually(time.Minute, "every event in the stream", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 300 && streamMsgs(js, "PGRELAY_EVENTS") >= 300 &&
+			e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	})
+	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "restart", "pgrelay.events.>", 300))
+	require.Equal(t, 300, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+	e.eventually(10*time.Second, "the passed-over events counted", func() bool {
+		return testutil.ToFloat64(second.Metrics().Events.Duplicates) == float64(stored)
+	})
+}

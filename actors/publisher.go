@@ -203,6 +203,8 @@ type pubSource struct {
 	// sent again past half the duplicate window (the server no longer
 	// drops those copies reliably); they are passed over, not sent again.
 	stored map[string]bool
+	// startChecked: the first batch was checked against the stream.
+	startChecked bool
 }
 
 // filter is the subjects of src's messages.
@@ -367,7 +369,7 @@ func (w *pubWorker) open(ctx context.Context) error {
 		}
 		src := &pubSource{name: name, cursor: cur}
 		if o := old[name]; o != nil {
-			src.unackedAt, src.stored = o.unackedAt, o.stored
+			src.unackedAt, src.stored, src.startChecked = o.unackedAt, o.stored, o.startChecked
 		}
 		sources = append(sources, src)
 	}
@@ -425,18 +427,21 @@ const headroom = 512
 // publishSource publishes one batch of src and moves its cursor to the last
 // acknowledged row. more reports a full batch (there is likely more).
 func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon int64, r *roundResult) (more bool, err error) {
+	var last int64 // the batch's last row, published or passed over
+	var n int
 	limit := w.d.cfg.NATS.PublishBatch
 	maxPayload := w.d.bus.MaxPayload()
 	if maxPayload == 0 {
 		return false, bus.ErrNotConnected
 	}
-	if err := w.findStored(ctx, src); err != nil {
-		return false, err
-	}
 	var ids []int64
 	var msgs []bus.Msg
 	skipped := 0
+	var storedErr error // from findStored, at the batch's first row
 	add := func(id int64, subject string, data []byte, shrunk, ok bool) {
+		if last == 0 { // the first row
+			storedErr = w.findStored(ctx, src, id)
+		}
 		msgID := strconv.FormatInt(id, 10)
 		if src.stored[msgID] {
 			// Stored before, its acknowledgement lost: not sent again.
@@ -457,8 +462,6 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 		ids = append(ids, id)
 		msgs = append(msgs, bus.Msg{Subject: subject, Data: data, ID: msgID})
 	}
-	var last int64 // the batch's last row, published or passed over
-	var n int
 	switch src.name {
 	case events.SourceLog:
 		rows, err := store.LogBatch(ctx, w.conn, w.node, src.cursor, horizon, limit)
@@ -491,6 +494,9 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 	}
 	if n == 0 {
 		return false, nil
+	}
+	if storedErr != nil {
+		return false, storedErr
 	}
 	if skipped > 0 {
 		w.d.log.Info("events found in the stream already, stored without acknowledgement before; not published again",
@@ -536,22 +542,43 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 	return n == limit, nil
 }
 
-// findStored, when a batch of src went unacknowledged more than half the
-// stream's duplicate window ago, reads the stream after the floor for the
-// messages of src that are stored all the same: sent again, they would be
-// stored twice once the window has passed. Within the window the server
-// drops the copies and nothing is read.
-func (w *pubWorker) findStored(ctx context.Context, src *pubSource) error {
-	if w.stream == "" || src.unackedAt.IsZero() || time.Since(src.unackedAt) <= w.dupWindow/2 {
+// findStored reads the stream for the messages of src that are stored
+// already although the publisher did not see them acknowledged, when they
+// may be older than half the stream's duplicate window (sent again, they
+// would be stored twice once the window has passed; within it the server
+// drops the copies and nothing is read):
+//   - a batch of this worker went unacknowledged that long ago: the stream
+//     is read after the floor;
+//   - at the worker's first batch (another Processor of the node may have
+//     been stopped with a batch unacknowledged) whose first row is that old:
+//     the stream is read from that row's time on, less clockSkew.
+//
+// first is the batch's first row.
+func (w *pubWorker) findStored(ctx context.Context, src *pubSource, first int64) error {
+	if w.stream == "" {
 		return nil
 	}
-	stored, err := w.d.bus.StoredIDs(ctx, w.stream, src.filter(), w.floor)
+	var stored map[string]bool
+	var err error
+	switch {
+	case !src.unackedAt.IsZero() && time.Since(src.unackedAt) > w.dupWindow/2:
+		stored, err = w.d.bus.StoredIDs(ctx, w.stream, src.filter(), w.floor)
+	case !src.startChecked && time.Since(events.IDTime(first)) > w.dupWindow/2:
+		stored, err = w.d.bus.StoredIDsSince(ctx, w.stream, src.filter(), events.IDTime(first).Add(-clockSkew))
+	default:
+		src.startChecked = true
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("publisher: look for %s events stored without acknowledgement: %w", src.name, err)
 	}
-	src.stored = stored
+	src.stored, src.startChecked = stored, true
 	return nil
 }
+
+// clockSkew is how far behind PostgreSQL's the NATS server's clock may run
+// for the first batch's look into the stream (findStored) to find every copy.
+const clockSkew = time.Minute
 
 // measureBacklog refreshes the backlog of every source, at most every
 // backlogEvery unless force.

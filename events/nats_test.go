@@ -89,3 +89,12 @@ func TestFit(t *testing.T) {
 	require.LessOrEqual(t, len(b), 500)
 	require.Equal(t, "pgrelay.notifier.m.failed", st.Subject())
 }
+
+// IDTime reads the millisecond part of an id.
+func TestIDTime(t *testing.T) {
+	at := time.Date(2026, 11, 30, 14, 37, 53, 461e6, time.UTC)
+	ms := at.UnixMilli() - time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	id := ms<<22 | 5<<12 | 77 // node 5, sequence 77
+	require.Equal(t, at, events.IDTime(id))
+	require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), events.IDTime(0))
+}

@@ -505,6 +505,16 @@ const storedFetch = 1000
 // it is called (later messages are not waited for). It reads headers only,
 // through a consumer of its own that it deletes.
 func (c *Conn) StoredIDs(ctx context.Context, stream, filter string, after uint64) (map[string]bool, error) {
+	return c.storedIDs(ctx, stream, filter, after, time.Time{})
+}
+
+// StoredIDsSince is StoredIDs from the messages stored at or after since
+// (by the server's clock) on.
+func (c *Conn) StoredIDsSince(ctx context.Context, stream, filter string, since time.Time) (map[string]bool, error) {
+	return c.storedIDs(ctx, stream, filter, 0, since)
+}
+
+func (c *Conn) storedIDs(ctx context.Context, stream, filter string, after uint64, since time.Time) (map[string]bool, error) {
 	ids := map[string]bool{}
 	if !c.nc.IsConnected() {
 		return nil, ErrNotConnected
@@ -517,7 +527,7 @@ func (c *Conn) StoredIDs(ctx context.Context, stream, filter string, after uint6
 	if last <= after {
 		return ids, nil
 	}
-	cons, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+	cc := jetstream.ConsumerConfig{
 		AckPolicy:     jetstream.AckNonePolicy,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   after + 1,
@@ -526,9 +536,15 @@ func (c *Conn) StoredIDs(ctx context.Context, stream, filter string, after uint6
 		MemoryStorage: true,
 		// Removed by the server should the delete below not get through.
 		InactiveThreshold: time.Minute,
-	})
+	}
+	from := fmt.Sprintf("sequence %d", after+1)
+	if !since.IsZero() {
+		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, 0, &since
+		from = since.Format(time.RFC3339Nano)
+	}
+	cons, err := s.CreateConsumer(ctx, cc)
 	if err != nil {
-		return nil, fmt.Errorf("bus: read stream %s from sequence %d: %w", stream, after+1, c.wrap(err, ""))
+		return nil, fmt.Errorf("bus: read stream %s from %s: %w", stream, from, c.wrap(err, ""))
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

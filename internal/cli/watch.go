@@ -53,7 +53,7 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 	var start time.Time
 	switch {
 	case *sinceID > 0:
-		start = idTime(*sinceID)
+		start = events.IDTime(*sinceID)
 	case *since != "":
 		t, err := parseSince(*since, time.Now())
 		if err != nil {
@@ -270,15 +270,6 @@ func shorten(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
-}
-
-// idEpochMS is pgrelay's id epoch, 2026-01-01 00:00 UTC, in Unix milliseconds.
-const idEpochMS = 1767225600000
-
-// idTime is the time an id was taken (its 41-bit millisecond part): the
-// event it names was stored in the stream at or after it.
-func idTime(id int64) time.Time {
-	return time.UnixMilli(idEpochMS + id>>22).UTC()
 }
 
 // parseSince reads --since: an RFC 3339 time or a duration before now.

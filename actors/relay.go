@@ -27,7 +27,8 @@ type relay struct {
 // message the child failed on, so when that message carried events they are
 // ended here first: each counts as a failed attempt (retried, or given up at
 // max_attempts), so a poison event cannot crash an actor forever and no event
-// is stranded in a claim until its lease runs out.
+// is stranded in a claim until its lease runs out. A completer's write result
+// is the one message redelivered.
 type supervisor struct {
 	d       *deps
 	backoff actor.SupervisorStrategy
@@ -59,6 +60,12 @@ func (s *supervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervis
 		}
 	case *dispatchOne:
 		failed(handlers.Event{Claimed: m.row, ProcessorID: s.d.processor})
+	case *flushResult:
+		// The completer's write is over, but its state (which outlives a
+		// restart) says one is running: without its result the restarted
+		// completer would wait for it forever. Hand it back; it is queued
+		// until the restart.
+		system.Root.Send(child, m)
 	}
 	s.backoff.HandleFailure(system, sup, child, rs, reason, message)
 }

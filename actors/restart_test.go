@@ -90,15 +90,20 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 // fail, each time after a longer backoff (failures × 100 ms within the
 // supervisor's window), and go on working: events are claimed, outcomes
 // written (an outcome lost with a crashed completer is rescued once its claim
-// passes its lease), the instance keeps beating.
+// passes its lease; a completer that fails on a write's result goes on with
+// it, and nothing waits for a rescue), the instance keeps beating.
 func TestActorSupervisorRestartsCoreActors(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ actor, msg string }{
-		{"claimer", "*actors.wake"},
-		{"completer", "*actors.outcome"},
-		{"heartbeat", "*actors.beat"},
+	for _, tc := range []struct {
+		actor, msg string
+		rescues    bool // the crashes lose outcomes
+	}{
+		{"claimer", "*actors.wake", false},
+		{"completer", "*actors.outcome", true},
+		{"completer", "*actors.flushResult", false},
+		{"heartbeat", "*actors.beat", false},
 	} {
-		t.Run(tc.actor, func(t *testing.T) {
+		t.Run(tc.actor+" "+tc.msg, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.exec(`CREATE TABLE ran (payload text)`)
@@ -142,6 +147,9 @@ func TestActorSupervisorRestartsCoreActors(t *testing.T) {
 					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 4
 			})
 			require.Equal(t, 3, e.count(`SELECT count(*) FROM ran`))
+			if !tc.rescues {
+				require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'`), "no outcome was lost")
+			}
 			// Still working after the crashes.
 			e.exec(`SELECT pgrelay.notify_many('ok', ARRAY['4', '5'])`)
 			e.exec(`SELECT pgrelay.notify('bad', '5')`)

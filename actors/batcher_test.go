@@ -278,6 +278,9 @@ func TestActorNotificationHintsBatcher(t *testing.T) {
 	var mu sync.Mutex
 	fromClaims, atBatcher := 0, 0
 	e.startProcessor(func(c *actors.Config) {
+		// The batcher must outlive the gaps between the events, however
+		// slowly the machine runs them.
+		c.IdleTimeout = time.Minute
 		actors.SetTestHook(c, func(actor string, msg any) {
 			if fmt.Sprintf("%T", msg) != "*actors.batchReady" {
 				return
@@ -291,6 +294,11 @@ func TestActorNotificationHintsBatcher(t *testing.T) {
 				atBatcher++
 			}
 		})
+	})
+	// Notifications sent before the listener's LISTEN are not heard.
+	e.eventually(30*time.Second, "the listener to listen", func() bool {
+		return e.count(`SELECT count(*) FROM pg_stat_activity
+		  WHERE datname = current_database() AND query = 'LISTEN pgrelay'`) > 0
 	})
 	for i := range 3 {
 		e.exec(`SELECT pgrelay.notify('h', $1)`, fmt.Sprint(i))

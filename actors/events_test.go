@@ -422,6 +422,47 @@ func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
 	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "all", "pgrelay.events.>", 101))
 }
 
+// lostAckNATS starts a NATS server whose events stream drops copies only
+// within window, and returns with it a Processor option that loses the
+// acknowledgements of the first batch the server stored: the server shuts
+// down right after storing it, and the number stored is sent on the channel.
+func lostAckNATS(t *testing.T, window time.Duration) (*testenv.NATS, jetstream.JetStream, func(*actors.Config), <-chan int) {
+	t.Helper()
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
+	})
+	require.NoError(t, err)
+	lost := make(chan int, 1)
+	opt := func(c *actors.Config) {
+		withNATS(n.URL())(c)
+		first := true
+		actors.SetNATSBatchHook(c, func(res bus.BatchResult, err error) (bus.BatchResult, error) {
+			if !first || err != nil || res.Acked == 0 {
+				return res, err
+			}
+			first = false
+			n.Shutdown()
+			lost <- res.Acked
+			return bus.BatchResult{Sent: res.Sent}, bus.ErrNotConnected
+		})
+	}
+	return n, js, opt, lost
+}
+
+// storedWithoutAck waits for the batch lostAckNATS's option lost.
+func storedWithoutAck(t *testing.T, lost <-chan int) int {
+	t.Helper()
+	select {
+	case stored := <-lost:
+		return stored
+	case <-time.After(time.Minute):
+		t.Fatal("no batch was published")
+		return 0
+	}
+}
+
 // A batch stored by JetStream whose acknowledgements were lost (the server
 // went down right after storing it), and an outage longer than the stream's
 // duplicate window: the server no longer drops the copies, so the publisher
@@ -430,37 +471,13 @@ func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
 // Stream messages = log rows, none twice.
 func TestActorEventsUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
-	_, js := natsClient(t, n.URL())
 	const window = time.Second
-	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
-		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
-	})
-	require.NoError(t, err)
+	n, js, loseAcks, lost := lostAckNATS(t, window)
 	e := newEnv(t)
 	e.exec(`SELECT pgrelay.register('w', 'SELECT length($1)')`)
-	lost := make(chan int, 1)
-	p := e.startProcessor(func(c *actors.Config) {
-		withNATS(n.URL())(c)
-		first := true
-		actors.SetNATSBatchHook(c, func(res bus.BatchResult, err error) (bus.BatchResult, error) {
-			if !first || err != nil || res.Acked == 0 {
-				return res, err
-			}
-			// Stored, then the server went away before the acks arrived.
-			first = false
-			n.Shutdown()
-			lost <- res.Acked
-			return bus.BatchResult{Sent: res.Sent}, bus.ErrNotConnected
-		})
-	})
+	p := e.startProcessor(loseAcks)
 	e.exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("w", 300))
-	var stored int
-	select {
-	case stored = <-lost:
-	case <-time.After(time.Minute):
-		t.Fatal("no batch was published")
-	}
+	stored := storedWithoutAck(t, lost)
 	t.Logf("%d events stored without acknowledgement", stored)
 	// The publisher's database session breaks meanwhile: it opens another
 	// and still knows of the batch.
@@ -539,37 +556,13 @@ func TestActorEventsTooLargeEvenBarePassedOver(t *testing.T) {
 // time on and does not store the copies.
 func TestActorEventsRestartAfterDuplicateWindow(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
-	_, js := natsClient(t, n.URL())
 	const window = time.Second
-	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
-		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
-	})
-	require.NoError(t, err)
+	n, js, loseAcks, lost := lostAckNATS(t, window)
 	e := newEnv(t)
 	e.exec(`SELECT pgrelay.register('r', 'SELECT length($1)')`)
-
-	lost := make(chan int, 1)
-	first := e.startProcessor(func(c *actors.Config) {
-		withNATS(n.URL())(c)
-		once := true
-		actors.SetNATSBatchHook(c, func(res bus.BatchResult, err error) (bus.BatchResult, error) {
-			if !once || err != nil || res.Acked == 0 {
-				return res, err
-			}
-			once = false
-			n.Shutdown()
-			lost <- res.Acked
-			return bus.BatchResult{Sent: res.Sent}, bus.ErrNotConnected
-		})
-	})
+	first := e.startProcessor(loseAcks)
 	e.exec(`SELECT pgrelay.notify_many('r', $1)`, payloads("r", 300))
-	var stored int
-	select {
-	case stored = <-lost:
-	case <-time.After(time.Minute):
-		t.Fatal("no batch was published")
-	}
+	stored := storedWithoutAck(t, lost)
 	require.NoError(t, first.Stop(context.Background()))
 	require.Zero(t, e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`),
 		"the stored batch is not recorded as published")

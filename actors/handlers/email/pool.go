@@ -87,12 +87,13 @@ type boundedConn struct {
 	cut   bool
 }
 
-var past = time.Unix(1, 0)
+// past is a deadline long gone: whatever waits on the connection returns.
+func past() time.Time { return time.Unix(1, 0) }
 
 func (c *boundedConn) capped(t time.Time) time.Time {
 	switch {
 	case c.cut:
-		return past
+		return past()
 	case !c.limit.IsZero() && (t.IsZero() || t.After(c.limit)):
 		return c.limit
 	}
@@ -121,7 +122,7 @@ func (c *boundedConn) cutNow() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cut = true
-	_ = c.Conn.SetDeadline(past)
+	_ = c.Conn.SetDeadline(past())
 }
 
 func (c *boundedConn) release() {

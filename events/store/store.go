@@ -298,12 +298,6 @@ func IsHandlerConnLost(err error) bool {
 	return errors.As(err, &h)
 }
 
-// IsStatementTimeout reports whether err is PostgreSQL cancelling a statement
-// for statement_timeout.
-func IsStatementTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "57014"
-}
 
 // ProcessorInfo describes a running Processor instance.
 type ProcessorInfo struct {

@@ -298,7 +298,6 @@ func IsHandlerConnLost(err error) bool {
 	return errors.As(err, &h)
 }
 
-
 // ProcessorInfo describes a running Processor instance.
 type ProcessorInfo struct {
 	Mode     string

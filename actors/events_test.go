@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -581,4 +582,134 @@ func TestActorEventsRestartAfterDuplicateWindow(t *testing.T) {
 	e.eventually(10*time.Second, "the passed-over events counted", func() bool {
 		return testutil.ToFloat64(second.Metrics().Events.Duplicates) == float64(stored)
 	})
+}
+
+// Each source of the publisher has its own floor (the stream sequence it
+// reads after for its messages stored without acknowledgement), raised only
+// by its own acknowledgements and not while one of its batches awaits them:
+// the log source's acknowledgements, or a copy stored again past the
+// duplicate window, must not lift the notifier source's floor over the
+// messages it had stored without acknowledgement.
+func TestActorEventsPerSourceFloor(t *testing.T) {
+	t.Parallel()
+	logSrc, notifier := actors.NewPubSource(events.SourceLog, 10), actors.NewPubSource(events.SourceNotifier, 10)
+	now := time.Now()
+	// The notifier's batch: two acknowledged (up to sequence 12), three
+	// sent whose acknowledgements were lost (stored at 13-15, say).
+	notifier.NoteBatch(bus.BatchResult{Acked: 2, Sent: 5, LastSeq: 12}, bus.ErrNotConnected, now, 105)
+	require.True(t, notifier.Unacked())
+	require.Equal(t, uint64(12), notifier.Floor())
+	// The log source's batch is acknowledged up to 40: its floor, not the
+	// notifier's.
+	logSrc.NoteBatch(bus.BatchResult{Acked: 20, Sent: 20, LastSeq: 40}, nil, now, 220)
+	require.Equal(t, uint64(40), logSrc.Floor())
+	require.False(t, logSrc.Unacked())
+	require.Equal(t, uint64(12), notifier.Floor(), "another source's acknowledgements leave the floor")
+	// The notifier's batch sent again past the window, partly acknowledged
+	// (copies stored at 41-42): the floor stays below what was stored
+	// without acknowledgement.
+	notifier.NoteBatch(bus.BatchResult{Acked: 2, Sent: 3, LastSeq: 42}, bus.ErrNotConnected, now, 105)
+	require.Equal(t, uint64(12), notifier.Floor(), "no acknowledgement raises the floor while some are missing")
+	// Everything acknowledged: the floor moves up.
+	notifier.NoteBatch(bus.BatchResult{Acked: 1, Sent: 1, LastSeq: 43}, nil, now, 105)
+	require.False(t, notifier.Unacked())
+	require.Equal(t, uint64(43), notifier.Floor())
+	require.Equal(t, uint64(40), logSrc.Floor())
+}
+
+// A batch stored without acknowledgement, an outage past the duplicate
+// window, the stream read and the stored events passed over, and then the
+// stream deleted and created again before the rest is acknowledged: what
+// was read from the old stream does not hold for the new one, so every
+// event is published to it (none is skipped as "stored").
+func TestActorEventsStreamRecreatedAfterStoredRead(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	n, js, loseAcks, lost := lostAckNATS(t, window)
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('x', 'SELECT length($1)')`)
+	recreated := make(chan struct{})
+	e.startProcessor(func(c *actors.Config) {
+		loseAcks(c)
+		lose := actors.NATSBatchHook(c)
+		reads := 0
+		actors.SetNATSStoredHook(c, func(ids map[string]bool, err error) (map[string]bool, error) {
+			reads++
+			return ids, err
+		})
+		actors.SetNATSBatchHook(c, func(res bus.BatchResult, err error) (bus.BatchResult, error) {
+			res, err = lose(res, err)
+			if reads != 1 || err != nil || res.Acked == 0 {
+				return res, err
+			}
+			// The first batch after the read: the stream is replaced.
+			reads++
+			ctx := context.Background()
+			require.NoError(t, js.DeleteStream(ctx, "PGRELAY_EVENTS"))
+			_, cerr := js.CreateStream(ctx, jetstream.StreamConfig{
+				Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
+			})
+			require.NoError(t, cerr)
+			close(recreated)
+			return bus.BatchResult{Sent: res.Sent}, errors.New("test: the stream was replaced")
+		})
+	})
+	e.exec(`SELECT pgrelay.notify_many('x', $1)`, payloads("x", 300))
+	stored := storedWithoutAck(t, lost)
+	t.Logf("%d events stored without acknowledgement", stored)
+	e.exec(`SELECT pgrelay.notify_many('x', $1)`, payloads("later", 200))
+	down := time.Now()
+	e.eventually(time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
+	})
+	require.NoError(t, n.Start())
+	select {
+	case <-recreated:
+	case <-time.After(time.Minute):
+		t.Fatal("the stream was not replaced")
+	}
+	e.eventually(time.Minute, "every event in the new stream", func() bool {
+		return e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	})
+	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "new", "pgrelay.events.>", 500))
+	require.Equal(t, 500, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+}
+
+// When the stream cannot be read for the events stored without
+// acknowledgement (here: the read fails; in practice a NATS user without
+// the permission to create consumers, or a stream too large to read in the
+// budget), the publisher logs a warning saying what it looked for and
+// publishes anyway: the stored events may be stored twice, but the
+// publisher is not stuck.
+func TestActorEventsStoredReadFailsPublishesAnyway(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	n, js, loseAcks, lost := lostAckNATS(t, window)
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('f', 'SELECT length($1)')`)
+	logs := &syncLog{}
+	e.startProcessor(func(c *actors.Config) {
+		loseAcks(c)
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		actors.SetNATSStoredHook(c, func(map[string]bool, error) (map[string]bool, error) {
+			return nil, errors.New("test: permissions violation for subscription")
+		})
+	})
+	e.exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("f", 300))
+	stored := storedWithoutAck(t, lost)
+	e.exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("later", 200))
+	down := time.Now()
+	e.eventually(time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
+	})
+	require.NoError(t, n.Start())
+	e.eventually(time.Minute, "every event published", func() bool {
+		return e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	})
+	require.Equal(t, 500+stored, streamMsgs(js, "PGRELAY_EVENTS"), "the stored events published again")
+	first := e.logIDs("")[0]
+	require.Contains(t, logs.String(), "could not read the events stream for events stored without acknowledgement")
+	require.Contains(t, logs.String(), "first_id="+strconv.FormatInt(first, 10))
+	require.Contains(t, logs.String(), "source=log")
+	require.Contains(t, logs.String(), "permissions violation")
 }

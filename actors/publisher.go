@@ -186,25 +186,68 @@ type pubWorker struct {
 	backlogAt time.Time
 	// dupWindow is the stream's duplicate window, read at each set-up.
 	dupWindow time.Duration
-	// floor is a stream sequence below which no message of this worker
-	// awaits an acknowledgement: the last one acknowledged, or the stream's
-	// last message when it was first set up.
-	floor    uint64
-	floorSet bool
+	// streamCreated is when the stream was created, read at each set-up: a
+	// stream deleted and created again has another, and nothing read from
+	// the old one holds for it.
+	streamCreated time.Time
+	// setUpSeq is the stream's last sequence at the latest set-up: the floor
+	// of a source that has none yet.
+	setUpSeq uint64
 }
 
 type pubSource struct {
 	name   string
 	cursor int64
+	// floor is a stream sequence below which no message of this source
+	// awaits an acknowledgement: the last of its own messages acknowledged
+	// before unackedAt was set, or the stream's last message when the
+	// source was first set up (floorSet). Only the source's own
+	// acknowledgements raise it, and not while unackedAt is set: a copy
+	// stored again past the duplicate window must not lift it over the
+	// messages stored without acknowledgement.
+	floor    uint64
+	floorSet bool
 	// unackedAt: when a batch was sent whose acknowledgements did not all
 	// come (zero when none is outstanding). Its messages may be stored.
 	unackedAt time.Time
-	// stored: the Nats-Msg-Ids found stored after floor when the batch is
-	// sent again past half the duplicate window (the server no longer
+	// stored: the ids (of this node, from the first row of the batch they
+	// were looked for on) read back from the current stream when a batch
+	// is sent again past half the duplicate window (the server no longer
 	// drops those copies reliably); they are passed over, not sent again.
-	stored map[string]bool
+	// The value tells whether the id was counted as a duplicate already.
+	stored map[int64]bool
 	// startChecked: the first batch was checked against the stream.
 	startChecked bool
+}
+
+// noteBatch records the outcome of a batch sent at sentAt to the stream;
+// last is the batch's last row.
+func (src *pubSource) noteBatch(res bus.BatchResult, perr error, sentAt time.Time, last int64) {
+	if src.unackedAt.IsZero() {
+		src.floor = max(src.floor, res.LastSeq)
+	}
+	switch {
+	case res.Sent > res.Acked:
+		if src.unackedAt.IsZero() {
+			src.unackedAt = sentAt
+		}
+	case perr == nil:
+		// Everything acknowledged: nothing of this source awaits an
+		// acknowledgement any more.
+		src.unackedAt = time.Time{}
+		src.floor = max(src.floor, res.LastSeq)
+		for id := range src.stored {
+			if id <= last {
+				delete(src.stored, id)
+			}
+		}
+	}
+}
+
+// forgetStream drops what src knows of a stream that is gone: a new stream
+// of the name holds none of the old one's messages.
+func (src *pubSource) forgetStream() {
+	src.floor, src.stored = 0, nil
 }
 
 // filter is the subjects of src's messages.
@@ -272,6 +315,13 @@ func (w *pubWorker) publish(ctx context.Context) (r roundResult) {
 			r.err = fmt.Errorf("%w: %w", errSession, err)
 			return r
 		}
+		if ok {
+			// The lease won (back): another Processor of the node may have
+			// published meanwhile and stopped with a batch unacknowledged.
+			for _, src := range w.sources {
+				src.startChecked = false
+			}
+		}
 		w.leased = ok
 	}
 	if !w.leased {
@@ -318,6 +368,9 @@ func (w *pubWorker) step(ctx context.Context, r *roundResult) error {
 	}
 	r.published, r.oversize = map[string]int{}, map[string]int{}
 	for _, src := range w.sources {
+		if w.stream != "" && !src.floorSet {
+			src.floor, src.floorSet = w.setUpSeq, true
+		}
 		more, err := w.publishSource(ctx, src, horizon, r)
 		if err != nil {
 			if !errors.Is(err, bus.ErrNotConnected) && !errors.Is(err, errSession) {
@@ -370,6 +423,7 @@ func (w *pubWorker) open(ctx context.Context) error {
 		src := &pubSource{name: name, cursor: cur}
 		if o := old[name]; o != nil {
 			src.unackedAt, src.stored, src.startChecked = o.unackedAt, o.stored, o.startChecked
+			src.floor, src.floorSet = o.floor, o.floorSet
 		}
 		sources = append(sources, src)
 	}
@@ -406,14 +460,37 @@ func (w *pubWorker) setUpStream(ctx context.Context) error {
 		return err
 	}
 	w.dupWindow = st.Duplicates
-	switch {
-	case !w.floorSet:
-		w.floor, w.floorSet = st.LastSeq, true
-	case st.LastSeq < w.floor:
-		// A new stream (the old one was deleted): all of it is after.
-		w.floor = 0
+	fresh := did == "created" || (!w.streamCreated.IsZero() && !st.Created.Equal(w.streamCreated))
+	w.streamCreated, w.setUpSeq = st.Created, st.LastSeq
+	for _, src := range w.sources {
+		switch {
+		case fresh || src.floorSet && st.LastSeq < src.floor:
+			// A new stream (the old one was deleted): all of it is after.
+			src.forgetStream()
+			src.floorSet = true
+		case !src.floorSet:
+			src.floor, src.floorSet = st.LastSeq, true
+		}
 	}
 	w.stream = n.Stream
+	return nil
+}
+
+// checkStream makes sure the ids src holds as stored were read from the
+// stream as it is now (not deleted and created again since the set-up).
+func (w *pubWorker) checkStream(ctx context.Context, src *pubSource) error {
+	st, err := w.d.bus.StreamState(ctx, w.stream)
+	if err != nil {
+		return fmt.Errorf("publisher: check stream %s before passing over %s events found in it: %w", w.stream, src.name, err)
+	}
+	if !st.Created.Equal(w.streamCreated) || st.LastSeq < src.floor {
+		w.d.log.Warn("events stream created again: the events found in the old one are published again",
+			"stream", w.stream, "source", src.name)
+		w.setUp = false
+		for _, s := range w.sources {
+			s.forgetStream()
+		}
+	}
 	return nil
 }
 
@@ -434,18 +511,32 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 	if maxPayload == 0 {
 		return false, bus.ErrNotConnected
 	}
+	if w.stream != "" && len(src.stored) > 0 {
+		if err := w.checkStream(ctx, src); err != nil {
+			return false, err
+		}
+	}
 	var ids []int64
 	var msgs []bus.Msg
-	skipped := 0
-	var storedErr error // from findStored, at the batch's first row
+	skipped, counted := 0, 0
+	var skipFirst, skipLast int64
 	add := func(id int64, subject string, data []byte, shrunk, ok bool) {
 		if last == 0 { // the first row
-			storedErr = w.findStored(ctx, src, id)
+			w.findStored(ctx, src, id)
 		}
 		msgID := strconv.FormatInt(id, 10)
-		if src.stored[msgID] {
+		if c, found := src.stored[id]; found {
 			// Stored before, its acknowledgement lost: not sent again.
+			// Counted once, however often the batch is tried.
+			if !c {
+				src.stored[id] = true
+				counted++
+			}
+			if skipped == 0 {
+				skipFirst = id
+			}
 			skipped++
+			skipLast = id
 			return
 		}
 		if shrunk {
@@ -495,12 +586,9 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 	if n == 0 {
 		return false, nil
 	}
-	if storedErr != nil {
-		return false, storedErr
-	}
 	if skipped > 0 {
 		w.d.log.Info("events found in the stream already, stored without acknowledgement before; not published again",
-			"source", src.name, "count", skipped)
+			"source", src.name, "count", skipped, "first_id", skipFirst, "last_id", skipLast)
 	}
 	sentAt := time.Now()
 	res, perr := w.d.bus.PublishBatch(ctx, w.stream, msgs)
@@ -508,17 +596,9 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 		res, perr = h(res, perr)
 	}
 	r.published[src.name] += res.Acked
-	r.duplicates += res.Duplicates + skipped
+	r.duplicates += res.Duplicates + counted
 	if w.stream != "" {
-		w.floor = max(w.floor, res.LastSeq)
-		switch {
-		case res.Sent > res.Acked:
-			if src.unackedAt.IsZero() {
-				src.unackedAt = sentAt
-			}
-		case perr == nil:
-			src.unackedAt, src.stored = time.Time{}, nil
-		}
+		src.noteBatch(res, perr, sentAt, last)
 	}
 	upTo := last
 	if res.Acked < len(msgs) {
@@ -547,34 +627,72 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 // may be older than half the stream's duplicate window (sent again, they
 // would be stored twice once the window has passed; within it the server
 // drops the copies and nothing is read):
-//   - a batch of this worker went unacknowledged that long ago: the stream
-//     is read after the floor;
-//   - at the worker's first batch (another Processor of the node may have
-//     been stopped with a batch unacknowledged) whose first row is that old:
-//     the stream is read from that row's time on, less clockSkew.
+//   - a batch of src went unacknowledged that long ago: the stream is read
+//     after src's floor;
+//   - at the worker's first batch of src since it won the publish lease
+//     (another Processor of the node may have been stopped with a batch
+//     unacknowledged) whose first row is that old: the stream is read from
+//     that row's time on, less clockSkew.
 //
-// first is the batch's first row.
-func (w *pubWorker) findStored(ctx context.Context, src *pubSource, first int64) error {
+// first is the batch's first row: only this node's ids from it on are kept
+// (what the batch and the ones after it may send again). The ids read are
+// added to src.stored. The read has its own budget (storedReadBudget); when
+// it fails or runs out, a warning is logged and the batch is published all
+// the same: a copy stored twice is better than a publisher stuck for good
+// (a stream too large to read in time, a NATS user without the permission
+// to read it).
+func (w *pubWorker) findStored(ctx context.Context, src *pubSource, first int64) {
 	if w.stream == "" {
-		return nil
+		return
 	}
+	keep := func(s string) bool {
+		id, err := strconv.ParseInt(s, 10, 64)
+		return err == nil && id >= first && idNode(id) == w.node
+	}
+	rctx, cancel := context.WithTimeout(ctx, storedReadBudget)
+	defer cancel()
 	var stored map[string]bool
 	var err error
+	var from string
 	switch {
 	case !src.unackedAt.IsZero() && time.Since(src.unackedAt) > w.dupWindow/2:
-		stored, err = w.d.bus.StoredIDs(ctx, w.stream, src.filter(), w.floor)
+		from = "after sequence " + strconv.FormatUint(src.floor, 10)
+		stored, err = w.d.bus.StoredIDs(rctx, w.stream, src.filter(), src.floor, keep)
 	case !src.startChecked && time.Since(events.IDTime(first)) > w.dupWindow/2:
-		stored, err = w.d.bus.StoredIDsSince(ctx, w.stream, src.filter(), events.IDTime(first).Add(-clockSkew))
+		since := events.IDTime(first).Add(-clockSkew)
+		from = "since " + since.Format(time.RFC3339Nano)
+		stored, err = w.d.bus.StoredIDsSince(rctx, w.stream, src.filter(), since, keep)
 	default:
 		src.startChecked = true
-		return nil
+		return
+	}
+	src.startChecked = true
+	if h := w.d.cfg.NATS.testStored; h != nil {
+		stored, err = h(stored, err)
 	}
 	if err != nil {
-		return fmt.Errorf("publisher: look for %s events stored without acknowledgement: %w", src.name, err)
+		w.d.log.Warn("publisher: could not read the events stream for events stored without acknowledgement; "+
+			"publishing them anyway (those past the duplicate window may be stored twice)",
+			"source", src.name, "stream", w.stream, "from", from, "first_id", first, "err", err)
+		return
 	}
-	src.stored, src.startChecked = stored, true
-	return nil
+	if src.stored == nil {
+		src.stored = map[int64]bool{}
+	}
+	for s := range stored {
+		id, _ := strconv.ParseInt(s, 10, 64) // keep parsed it
+		if _, ok := src.stored[id]; !ok {
+			src.stored[id] = false
+		}
+	}
 }
+
+// storedReadBudget is the most time findStored spends reading the stream.
+const storedReadBudget = 20 * time.Second
+
+// idNode is the node id of an id (docs/architecture.md#ids: milliseconds,
+// then 10 bits of node, then 12 bits of sequence).
+func idNode(id int64) int { return int(id>>12) & 0x3ff }
 
 // clockSkew is how far behind PostgreSQL's the NATS server's clock may run
 // for the first batch's look into the stream (findStored) to find every copy.

@@ -49,6 +49,10 @@ type Options struct {
 	Name string
 	// ReconnectWait is the pause between reconnect attempts (default 500ms).
 	ReconnectWait time.Duration
+	// ReconnectJitter is the most added at random to ReconnectWait: up to
+	// this on plain connections, up to twice this (at least a second) on
+	// TLS ones (default 100ms).
+	ReconnectJitter time.Duration
 	// Logger receives connection state changes (default: discard).
 	Logger *slog.Logger
 }
@@ -94,6 +98,9 @@ func Connect(o Options) (*Conn, error) {
 	if o.ReconnectWait <= 0 {
 		o.ReconnectWait = 500 * time.Millisecond
 	}
+	if o.ReconnectJitter <= 0 {
+		o.ReconnectJitter = 100 * time.Millisecond
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -103,7 +110,7 @@ func Connect(o Options) (*Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(o.ReconnectWait),
-		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.ReconnectJitter(o.ReconnectJitter, max(2*o.ReconnectJitter, time.Second)),
 		nats.ReconnectBufSize(-1), // fail fast while disconnected: see Conn
 		nats.Timeout(5 * time.Second),
 		// A server that refuses the credentials may accept them later (they
@@ -482,6 +489,9 @@ type StreamState struct {
 	LastSeq uint64
 	// Duplicates is the stream's duplicate window.
 	Duplicates time.Duration
+	// Created is when the stream was created: a stream deleted and created
+	// again under the same name has another.
+	Created time.Time
 }
 
 // StreamState reads the state of stream from the server.
@@ -494,7 +504,7 @@ func (c *Conn) StreamState(ctx context.Context, stream string) (StreamState, err
 		return StreamState{}, fmt.Errorf("bus: look up stream %s: %w", stream, c.wrap(err, ""))
 	}
 	info := s.CachedInfo()
-	return StreamState{LastSeq: info.State.LastSeq, Duplicates: info.Config.Duplicates}, nil
+	return StreamState{LastSeq: info.State.LastSeq, Duplicates: info.Config.Duplicates, Created: info.Created}, nil
 }
 
 // storedFetch is how many messages StoredIDs asks for at a time.
@@ -502,19 +512,27 @@ const storedFetch = 1000
 
 // StoredIDs returns the Nats-Msg-Id of every message of stream on subjects
 // filter stored after sequence after, up to the stream's last message when
-// it is called (later messages are not waited for). It reads headers only,
-// through a consumer of its own that it deletes.
-func (c *Conn) StoredIDs(ctx context.Context, stream, filter string, after uint64) (map[string]bool, error) {
-	return c.storedIDs(ctx, stream, filter, after, time.Time{})
+// it is called (later messages are not waited for), that keep accepts (nil:
+// all; the others are read but not held). It reads headers only, through a
+// consumer of its own that it deletes, so the user needs permission to create
+// and delete consumers on the stream and to fetch from them. It returns an
+// error rather than a partial set: when ctx ends first, or when the server
+// stops delivering before every message that matched was read.
+func (c *Conn) StoredIDs(ctx context.Context, stream, filter string, after uint64, keep func(id string) bool) (map[string]bool, error) {
+	return c.storedIDs(ctx, stream, filter, after, time.Time{}, keep)
 }
 
 // StoredIDsSince is StoredIDs from the messages stored at or after since
 // (by the server's clock) on.
-func (c *Conn) StoredIDsSince(ctx context.Context, stream, filter string, since time.Time) (map[string]bool, error) {
-	return c.storedIDs(ctx, stream, filter, 0, since)
+func (c *Conn) StoredIDsSince(ctx context.Context, stream, filter string, since time.Time, keep func(id string) bool) (map[string]bool, error) {
+	return c.storedIDs(ctx, stream, filter, 0, since, keep)
 }
 
-func (c *Conn) storedIDs(ctx context.Context, stream, filter string, after uint64, since time.Time) (map[string]bool, error) {
+// storedFetchWait is the longest wait for one fetch of StoredIDs.
+const storedFetchWait = 5 * time.Second
+
+func (c *Conn) storedIDs(ctx context.Context, stream, filter string, after uint64, since time.Time,
+	keep func(string) bool) (map[string]bool, error) {
 	ids := map[string]bool{}
 	if !c.nc.IsConnected() {
 		return nil, ErrNotConnected
@@ -544,51 +562,79 @@ func (c *Conn) storedIDs(ctx context.Context, stream, filter string, after uint6
 	}
 	cons, err := s.CreateConsumer(ctx, cc)
 	if err != nil {
-		return nil, fmt.Errorf("bus: read stream %s from %s: %w", stream, from, c.wrap(err, ""))
+		return nil, fmt.Errorf("bus: read stream %s (%s) from %s: create a consumer: %w", stream, filter, from, c.wrap(err, ""))
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = s.DeleteConsumer(dctx, cons.CachedInfo().Name)
 	}()
+	fail := func(read int, err error) error {
+		return fmt.Errorf("bus: read stream %s (%s) from %s up to sequence %d (%d messages read): %w",
+			stream, filter, from, last, read, err)
+	}
 	// What matched when the consumer was made, asked for exactly so that a
 	// fetch ends when it arrived rather than at its max wait.
 	remaining := cons.CachedInfo().NumPending
+	read := 0
 	for remaining > 0 {
-		batch, err := cons.Fetch(int(min(remaining, storedFetch)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("bus: read stream %s: %w", stream, c.wrap(err, ""))
-		}
-		n, done := 0, false
-		for m := range batch.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				return nil, fmt.Errorf("bus: read stream %s: %w", stream, err)
-			}
-			if md.Sequence.Stream > last {
-				done = true
-				continue
-			}
-			if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
-				ids[id] = true
-			}
-			if md.Sequence.Stream == last || md.NumPending == 0 {
-				done = true
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, fmt.Errorf("bus: read stream %s: %w", stream, c.wrap(err, ""))
-		}
-		if done || n == 0 {
-			return ids, nil
-		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, fail(read, err)
+		}
+		fctx, cancel := context.WithTimeout(ctx, storedFetchWait)
+		n, done, err := c.fetchIDs(fctx, cons, int(min(remaining, storedFetch)), last, ids, keep)
+		cancel()
+		read += n
+		switch {
+		case err != nil:
+			return nil, fail(read, err)
+		case done:
+			return ids, nil
+		case n == 0:
+			// Neither the messages that matched nor an error: what was read
+			// is not all there is.
+			return nil, fail(read, fmt.Errorf("%d messages not delivered within %s", remaining, storedFetchWait))
 		}
 		remaining -= uint64(min(uint64(n), remaining))
 	}
 	return ids, nil
+}
+
+// fetchIDs fetches up to n messages of cons (until ctx ends) and adds the
+// ids that keep accepts to ids. done reports the stream's message last (or
+// a later one) reached.
+func (c *Conn) fetchIDs(ctx context.Context, cons jetstream.Consumer, n int, last uint64, ids map[string]bool,
+	keep func(string) bool) (got int, done bool, err error) {
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx))
+	if err != nil {
+		return 0, false, c.wrap(err, "")
+	}
+	for m := range batch.Messages() {
+		got++
+		md, err := m.Metadata()
+		if err != nil {
+			return got, false, err
+		}
+		if md.Sequence.Stream > last {
+			done = true
+			continue
+		}
+		if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" && (keep == nil || keep(id)) {
+			ids[id] = true
+		}
+		if md.Sequence.Stream == last || md.NumPending == 0 {
+			done = true
+		}
+	}
+	if err := batch.Error(); err != nil && !done {
+		// A fetch that timed out after some messages is followed by another;
+		// one that brought none is a failure.
+		timeout := errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+		if !timeout || got == 0 {
+			return got, false, c.wrap(err, "")
+		}
+	}
+	return got, done, nil
 }
 
 // wrap turns nats errors callers branch on into this package's.

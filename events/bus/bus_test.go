@@ -126,24 +126,39 @@ func TestPublishBatch(t *testing.T) {
 	// only, the subjects asked for, up to the end).
 	st, err := c.StreamState(ctx, bus.DefaultStream)
 	require.NoError(t, err)
-	require.Equal(t, bus.StreamState{LastSeq: 2, Duplicates: bus.DuplicateWindow}, st)
+	require.Equal(t, uint64(2), st.LastSeq)
+	require.Equal(t, bus.DuplicateWindow, st.Duplicates)
+	require.WithinDuration(t, time.Now(), st.Created, time.Minute)
 	_, err = c.PublishBatch(ctx, bus.DefaultStream, []bus.Msg{
 		{Subject: "pgrelay.notifier.c.sent", Data: []byte(`{}`), ID: "n1"},
 		{Subject: "pgrelay.events.c.failed", Data: []byte(`{}`), ID: "3"}})
 	require.NoError(t, err)
-	ids, err := c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.events.>", 1)
+	ids, err := c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.events.>", 1, nil)
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"2": true, "3": true}, ids)
-	ids, err = c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.notifier.>", 0)
+	ids, err = c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.notifier.>", 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"n1": true}, ids)
-	ids, err = c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.events.>", 4)
+	ids, err = c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.events.>", 4, nil)
 	require.NoError(t, err)
 	require.Empty(t, ids)
-	ids, err = c.StoredIDsSince(ctx, bus.DefaultStream, "pgrelay.events.>", time.Now().Add(-time.Minute))
+	ids, err = c.StoredIDsSince(ctx, bus.DefaultStream, "pgrelay.events.>", time.Now().Add(-time.Minute), nil)
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"1": true, "2": true, "3": true}, ids)
-	ids, err = c.StoredIDsSince(ctx, bus.DefaultStream, "pgrelay.events.>", time.Now().Add(time.Minute))
+	// Only the ids keep accepts are held.
+	ids, err = c.StoredIDsSince(ctx, bus.DefaultStream, "pgrelay.events.>", time.Now().Add(-time.Minute),
+		func(id string) bool { return id != "2" })
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"1": true, "3": true}, ids)
+	ids, err = c.StoredIDs(ctx, bus.DefaultStream, "pgrelay.>", 0, func(id string) bool { return id == "n1" })
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"n1": true}, ids)
+	// A context that ends before the read: an error, not a partial set.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = c.StoredIDs(cctx, bus.DefaultStream, "pgrelay.events.>", 0, nil)
+	require.Error(t, err)
+	ids, err = c.StoredIDsSince(ctx, bus.DefaultStream, "pgrelay.events.>", time.Now().Add(time.Minute), nil)
 	require.NoError(t, err)
 	require.Empty(t, ids)
 	s, err := c.JetStream().Stream(ctx, bus.DefaultStream)
@@ -228,7 +243,7 @@ func refused(t *testing.T, o bus.Options, reason string) {
 	t.Helper()
 	logs := &logBuffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	o.ReconnectWait = 50 * time.Millisecond
+	o.ReconnectWait, o.ReconnectJitter = 20*time.Millisecond, time.Millisecond
 	c, err := bus.Connect(o)
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
@@ -239,7 +254,10 @@ func refused(t *testing.T, o bus.Options, reason string) {
 	_, err = c.PublishBatch(context.Background(), bus.DefaultStream, []bus.Msg{{Subject: "pgrelay.events.c.x", ID: "1"}})
 	require.ErrorIs(t, err, bus.ErrNotConnected)
 	// Several attempts, one log line.
-	time.Sleep(300 * time.Millisecond)
+	// (Reconnects counts the attempts that reached the server.)
+	seen := c.NATS().Stats().Reconnects
+	require.Eventually(t, func() bool { return c.NATS().Stats().Reconnects >= seen+5 }, 30*time.Second,
+		10*time.Millisecond)
 	require.Equal(t, 1, strings.Count(logs.String(), "cannot connect to NATS"), logs.String())
 }
 

@@ -713,3 +713,64 @@ func TestActorEventsStoredReadFailsPublishesAnyway(t *testing.T) {
 	require.Contains(t, logs.String(), "source=log")
 	require.Contains(t, logs.String(), "permissions violation")
 }
+
+// A batch of notifier status events stored without acknowledgement and an
+// outage past the duplicate window, while log events wait too: after the
+// outage the log source publishes first, and its acknowledgements must not
+// raise the sequence the notifier source reads its stored events after (each
+// source has its own floor). Every notifier event is stored once.
+func TestActorEventsNotifierUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	n := startNATS(t, testenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
+	})
+	require.NoError(t, err)
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{})
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.exec(`SELECT pgrelay.register('w', 'SELECT length($1)')`)
+	lost := make(chan int, 1)
+	e.startProcessor(func(c *actors.Config) {
+		withNATS(n.URL())(c)
+		c.SMTPURL = s.URL()
+		first := true
+		actors.SetNATSSourceBatchHook(c, func(src string, res bus.BatchResult, err error) (bus.BatchResult, error) {
+			if src != events.SourceNotifier || !first || err != nil || res.Acked == 0 {
+				return res, err
+			}
+			first = false
+			n.Shutdown()
+			lost <- res.Acked
+			return bus.BatchResult{Sent: res.Sent}, bus.ErrNotConnected
+		})
+	})
+	const mails = 10
+	for i := range mails {
+		e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY[$1], 's', 'b')`, fmt.Sprintf("u%d@example.org", i))
+	}
+	stored := storedWithoutAck(t, lost)
+	t.Logf("%d notifier events stored without acknowledgement", stored)
+	// Log events wait too: the log source publishes them first after the
+	// outage.
+	e.exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("w", 100))
+	down := time.Now()
+	e.eventually(time.Minute, "every mail sent, and an outage of twice the duplicate window", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == mails &&
+			time.Since(down) > 2*window
+	})
+	require.NoError(t, n.Start())
+	e.eventually(time.Minute, "every event published", func() bool {
+		return e.count(`SELECT coalesce(sum(backlog), 0) FROM pgrelay.publish_backlog()`) == 0
+	})
+	// queued, sending and sent for each mail, once each.
+	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "notifier", "pgrelay.notifier.>", 3*mails)
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		require.False(t, seen[m.msgID], "notifier event %s stored twice", m.msgID)
+		seen[m.msgID] = true
+	}
+	require.Len(t, msgs, 3*mails)
+}

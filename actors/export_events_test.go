@@ -12,6 +12,12 @@ func SetNATSBatchHook(c *Config, h func(bus.BatchResult, error) (bus.BatchResult
 	c.NATS.testBatch = h
 }
 
+// SetNATSSourceBatchHook is SetNATSBatchHook with the batch's source
+// (events.SourceLog or events.SourceNotifier).
+func SetNATSSourceBatchHook(c *Config, h func(string, bus.BatchResult, error) (bus.BatchResult, error)) {
+	c.NATS.testSourceBatch = h
+}
+
 // SetNATSStoredHook installs a function that sees, and may change, the
 // outcome of every read of the stream for events stored without
 // acknowledgement (c.NATS must be set).

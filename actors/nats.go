@@ -44,6 +44,8 @@ type NATSConfig struct {
 	// testBatch, when set (by tests only), sees and may change the outcome
 	// of every batch the publisher sent.
 	testBatch func(bus.BatchResult, error) (bus.BatchResult, error)
+	// testSourceBatch is testBatch told the batch's source.
+	testSourceBatch func(string, bus.BatchResult, error) (bus.BatchResult, error)
 	// testStored, when set (by tests only), sees and may change the outcome
 	// of every read of the stream for events stored without acknowledgement.
 	testStored func(map[string]bool, error) (map[string]bool, error)

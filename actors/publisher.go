@@ -595,6 +595,9 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 	if h := w.d.cfg.NATS.testBatch; h != nil {
 		res, perr = h(res, perr)
 	}
+	if h := w.d.cfg.NATS.testSourceBatch; h != nil {
+		res, perr = h(src.name, res, perr)
+	}
 	r.published[src.name] += res.Acked
 	r.duplicates += res.Duplicates + counted
 	if w.stream != "" {

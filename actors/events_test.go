@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -773,4 +774,67 @@ func TestActorEventsNotifierUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 		seen[m.msgID] = true
 	}
 	require.Len(t, msgs, 3*mails)
+}
+
+// A publisher that loses the node's publisher lease (its session broke) and
+// wins it back after another session of the node held it: that one may have
+// stored a batch without acknowledgement (here the test plays it: it holds
+// the lease and stores the next events itself, cursor unmoved), so the
+// first batch after the lease is won back is checked against the stream
+// like a first batch at start, and nothing is stored twice although the
+// duplicate window has passed.
+func TestActorEventsLeaseWonBackChecksStream(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	n := startNATS(t, testenv.NATSConfig{})
+	nc, js := natsClient(t, n.URL())
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
+	})
+	require.NoError(t, err)
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('l', 'SELECT length($1)')`)
+	e.startProcessor(withNATS(n.URL()))
+	e.exec(`SELECT pgrelay.notify_many('l', $1)`, payloads("a", 10))
+	e.eventually(time.Minute, "the first events published", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == 10 &&
+			e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	})
+	// The test's session takes the lease: the publisher's session is ended
+	// until the test's gets it first.
+	holder, err := pgx.Connect(ctx, e.url)
+	require.NoError(t, err)
+	defer func() { _ = holder.Close(ctx) }()
+	node := e.count(`SELECT pgrelay._this_node()`)
+	e.eventually(time.Minute, "the test holding the publisher lease", func() bool {
+		e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'pgrelay-publisher'`)
+		var ok bool
+		require.NoError(t, holder.QueryRow(ctx, `SELECT pg_try_advisory_lock(1886816820, $1)`, node).Scan(&ok))
+		return ok
+	})
+	e.exec(`SELECT pgrelay.notify_many('l', $1)`, payloads("b", 50))
+	e.eventually(time.Minute, "the later events logged", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == 60
+	})
+	// The other publisher's batch, stored without the cursor moving.
+	later := e.logIDs("")[10:]
+	for _, id := range later {
+		msg := nats.NewMsg("pgrelay.events.l.succeeded")
+		msg.Data = fmt.Appendf(nil, `{"id": %d, "channel": "l", "node": %d}`, id, node)
+		msg.Header.Set(jetstream.MsgIDHeader, strconv.FormatInt(id, 10))
+		_, err := js.PublishMsg(ctx, msg)
+		require.NoError(t, err)
+	}
+	require.NoError(t, nc.Flush())
+	require.Equal(t, 60, streamMsgs(js, "PGRELAY_EVENTS"))
+	stored := time.Now()
+	e.eventually(time.Minute, "twice the duplicate window", func() bool { return time.Since(stored) > 2*window })
+	require.NoError(t, holder.Close(ctx)) // the lease is free again
+	e.eventually(time.Minute, "the publisher caught up", func() bool {
+		return e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	})
+	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "lease", "pgrelay.events.>", 60))
+	require.Equal(t, 60, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
 }

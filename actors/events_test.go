@@ -135,6 +135,19 @@ func (e *env) logIDs(where string) []int64 {
 	return out
 }
 
+// requireLogPublishedOnce waits until the publisher has caught up with the
+// log (its backlog is 0) and the stream holds n messages, then requires
+// exactly one message per log row, none twice: stream messages = log rows.
+func requireLogPublishedOnce(t *testing.T, e *env, js jetstream.JetStream, durable string, n int) {
+	t.Helper()
+	e.eventually(time.Minute, "every event in the stream", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log`) == n && streamMsgs(js, "PGRELAY_EVENTS") >= n &&
+			e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	})
+	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", durable, "pgrelay.events.>", n))
+	require.Equal(t, n, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+}
+
 // requireExactlyOnce checks that msgs hold exactly one message per log row,
 // in log id order per channel and node (each node publishes its own rows).
 func requireExactlyOnce(t *testing.T, e *env, msgs []received) {
@@ -498,12 +511,7 @@ func TestActorEventsUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 		return e.count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
 	})
 	require.NoError(t, n.Start())
-	e.eventually(time.Minute, "every event in the stream", func() bool {
-		return streamMsgs(js, "PGRELAY_EVENTS") >= 500 &&
-			e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
-	})
-	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "window", "pgrelay.events.>", 500))
-	require.Equal(t, 500, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+	requireLogPublishedOnce(t, e, js, "window", 500)
 	e.eventually(10*time.Second, "the passed-over events counted", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Duplicates) == float64(stored)
 	})
@@ -574,12 +582,7 @@ func TestActorEventsRestartAfterDuplicateWindow(t *testing.T) {
 	require.NoError(t, n.Start())
 
 	second := e.startProcessor(withNATS(n.URL()))
-	e.eventually(time.Minute, "every event in the stream", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 300 && streamMsgs(js, "PGRELAY_EVENTS") >= 300 &&
-			e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
-	})
-	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "restart", "pgrelay.events.>", 300))
-	require.Equal(t, 300, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+	requireLogPublishedOnce(t, e, js, "restart", 300)
 	e.eventually(10*time.Second, "the passed-over events counted", func() bool {
 		return testutil.ToFloat64(second.Metrics().Events.Duplicates) == float64(stored)
 	})
@@ -669,11 +672,7 @@ func TestActorEventsStreamRecreatedAfterStoredRead(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the stream was not replaced")
 	}
-	e.eventually(time.Minute, "every event in the new stream", func() bool {
-		return e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
-	})
-	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "new", "pgrelay.events.>", 500))
-	require.Equal(t, 500, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+	requireLogPublishedOnce(t, e, js, "new", 500)
 }
 
 // When the stream cannot be read for the events stored without
@@ -832,9 +831,5 @@ func TestActorEventsLeaseWonBackChecksStream(t *testing.T) {
 	stored := time.Now()
 	e.eventually(time.Minute, "twice the duplicate window", func() bool { return time.Since(stored) > 2*window })
 	require.NoError(t, holder.Close(ctx)) // the lease is free again
-	e.eventually(time.Minute, "the publisher caught up", func() bool {
-		return e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
-	})
-	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "lease", "pgrelay.events.>", 60))
-	require.Equal(t, 60, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
+	requireLogPublishedOnce(t, e, js, "lease", 60)
 }

@@ -166,7 +166,11 @@ const maxRounds = 8
 
 // add folds a round of a batch into b.
 func (b *DirectBatch) add(r *DirectBatch) {
-	b.Events = append(b.Events, r.Events...)
+	if b.Events == nil {
+		b.Events = r.Events // the first round: nearly every batch has only one
+	} else {
+		b.Events = append(b.Events, r.Events...)
+	}
 	b.Took += r.Took
 	b.HandlerTime += r.HandlerTime
 	b.Timed += r.Timed
@@ -245,9 +249,8 @@ func (s *Store) recordConnLost(ctx context.Context, scope ClaimScope, e *DirectE
 // recordConnLostTx is recordConnLost's transaction.
 func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent, at int64,
 	cause error) (recorded bool, err error) {
-	var up bool
-	if err := tx.QueryRow(ctx, `SELECT pg_catalog.pg_postmaster_start_time() <
-	  timestamptz 'epoch' + $1 * interval '1 microsecond'`, at).Scan(&up); err != nil {
+	up, err := upSince(ctx, tx, time.UnixMicro(at))
+	if err != nil {
 		return false, err
 	}
 	if !up {

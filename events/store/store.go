@@ -248,8 +248,18 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		case failed == 2 && (conn.Conn().PgConn().IsClosed() || IsConnError(err)):
 			// The session ended while the handler ran: the handler's doing
 			// (an attempt) unless the server restarted since the claim.
-			if !isCrashOfAnother(err) && s.upSince(outer, c.DispatchedAt) {
-				return &HandlerError{Err: &HandlerConnLostError{Err: err}}
+			if !isCrashOfAnother(err) {
+				qctx, cancel := context.WithTimeout(outer, 5*time.Second)
+				up, uerr := upSince(qctx, s.hot, c.DispatchedAt)
+				cancel()
+				if uerr != nil {
+					// Not knowing, the attempt is not counted: the event is
+					// released, as after a restart.
+					return fmt.Errorf("run handler of event %d: %w (%w)", c.ID, err, uerr)
+				}
+				if up {
+					return &HandlerError{Err: &HandlerConnLostError{Err: err}}
+				}
 			}
 		case failed == 2:
 			return &HandlerError{Err: err}
@@ -262,14 +272,16 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 	return nil
 }
 
-// upSince reports whether the server has been up since at, asked on another
-// connection; false when it cannot say (it is down or restarting).
-func (s *Store) upSince(ctx context.Context, at time.Time) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
+// upSince reports whether the server has been up since at: a session that
+// ended after at was not ended by a restart.
+func upSince(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, at time.Time) (bool, error) {
 	var up bool
-	err := s.hot.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() < $1", at).Scan(&up)
-	return err == nil && up
+	if err := q.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() < $1", at).Scan(&up); err != nil {
+		return false, fmt.Errorf("ask the server since when it runs: %w", err)
+	}
+	return up, nil
 }
 
 // HandlerError is an error raised by a handler's own SQL, as opposed to a

@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "pgrelay", Name: "rescued_total", Help: "Claims of dead or stuck Processors taken back by this one.",
 		}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "pgrelay", Name: "in_flight", Help: "Events claimed by this Processor and not yet finished.",
+			Namespace: "pgrelay", Name: "in_flight", Help: "Slots in use: events claimed by this Processor and not yet finished, plus the slots its running direct and lane batches reserve (one per event each may take, up to --sql-batch) until they commit.",
 		}),
 		ClaimLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "pgrelay", Name: "claim_duration_seconds", Help: "Time a claim query takes.",

@@ -242,9 +242,10 @@ type devView struct {
 	rate float64
 	smtp *testenv.SMTP // the SMTP catcher; nil with --smtp-url
 	nats string        // the NATS server status events go to
-	// inFlight is the Processor's count of events it is running. The table's
-	// IN FLIGHT column counts claims written to the queue; rows a batch holds
-	// by row lock (sql channels) are in flight without one.
+	// inFlight is the Processor's slots in use: its claimed events and the
+	// slots its running batches reserve. The table's IN FLIGHT column counts
+	// claims written to the queue; rows a batch holds by row lock (sql
+	// channels) are running without one.
 	inFlight prometheus.Gauge
 }
 
@@ -296,7 +297,7 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	if v.inFlight != nil {
 		var m dto.Metric
 		if err := v.inFlight.Write(&m); err == nil {
-			fmt.Fprintf(&b, "\nProcessor: %.0f events in flight (sql channels' batches included)\n", m.GetGauge().GetValue())
+			fmt.Fprintf(&b, "\nProcessor: %.0f slots in use (claimed events, and the slots running batches reserve)\n", m.GetGauge().GetValue())
 		}
 	}
 	if v.smtp != nil {

@@ -68,7 +68,7 @@ func TestDev(t *testing.T) {
 		return captured.MatchString(p.stdout.String()) || p.exited()
 	})
 	assert.NotContains(t, out, "\033[", "no terminal escapes when stdout is not a terminal")
-	assert.Regexp(t, `Processor: \d+ events in flight`, out, "the live view shows the Processor's in-flight count")
+	assert.Regexp(t, `Processor: \d+ slots in use`, out, "the live view shows the Processor's slots in use")
 
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err, dbURL)

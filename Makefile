@@ -3,16 +3,23 @@
 #   make dev    run pgrelay on embedded defaults (throwaway PostgreSQL, demo channel, live view)
 #   make test   vet, lint and run every test against real PostgreSQL
 #   make build  build bin/pgrelay
+#   make install          install pgrelay to $(PREFIX)/bin (default /usr/local/bin)
+#   make install-service  install the systemd unit (docs/systemd/pgrelay.service)
 #   make lint   gofmt, go vet, staticcheck
 
 GO      ?= go
 BIN     := bin/pgrelay
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release is the newest v* tag (with -N-gHASH past it); the commit is read
+# from the build's VCS stamp by `pgrelay version`.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/pgrelay/pgrelay/internal/cli.Version=$(VERSION)
 # Tests are sized for a 2-core machine: two packages at a time.
 TESTFLAGS ?= -count=1 -p 2 -timeout 15m
 
-.PHONY: dev test build lint deps deps-test
+.PHONY: dev test build lint deps deps-test install install-service
+
+PREFIX     ?= /usr/local
+SYSTEMDDIR ?= /etc/systemd/system
 
 # PostgreSQL 15 for dev; the tests also need pglogical (the two-node cluster).
 deps:
@@ -22,7 +29,19 @@ deps-test:
 	@./scripts/ensure-postgres.sh --pglogical
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pgrelay
+	$(GO) build -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pgrelay
+
+# DESTDIR is prepended for packaging (make install DESTDIR=pkgroot).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/pgrelay
+
+# The unit runs $(PREFIX)/bin/pgrelay as the system user pgrelay, with its
+# settings in /etc/pgrelay/pgrelay.env (docs/user-guide.md, "Install").
+install-service:
+	install -d $(DESTDIR)$(SYSTEMDDIR)
+	sed 's|/usr/local/bin/pgrelay|$(PREFIX)/bin/pgrelay|' docs/systemd/pgrelay.service > $(DESTDIR)$(SYSTEMDDIR)/pgrelay.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/pgrelay.service
 
 dev: deps build
 	./$(BIN) dev

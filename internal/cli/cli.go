@@ -9,10 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
+
+	"golang.org/x/mod/module"
 )
 
 // Version is set at build time (-ldflags "-X .../internal/cli.Version=...").
@@ -30,6 +35,9 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// self is how the hints this program prints run it again: "pgrelay"
+	// when that is this binary, else its path (./bin/pgrelay after make).
+	self string
 }
 
 func commands() []command {
@@ -41,7 +49,7 @@ func commands() []command {
 		{"nodes", "list nodes (heartbeat, mode, leader, pending, pinned); 'nodes decommission N --yes'", runNodes},
 		{"watch", "follow the status events on NATS", runWatch},
 		{"bench", "measure throughput and latency: burn-down, enqueue, latency, backlog, channels, ceiling, ...", runBench},
-		{"version", "print the version", runVersion},
+		{"version", "print the release and the commit it was built from", runVersion},
 	}
 }
 
@@ -52,7 +60,7 @@ func (e *usageError) Error() string { return e.msg }
 
 // Main runs the command line and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, self: selfCommand(exec.LookPath, os.Executable, os.Getwd)}
 	if len(args) < 1 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		a.usage()
 		if len(args) < 1 {
@@ -204,6 +212,80 @@ func runVersion(_ context.Context, a *app, args []string) error {
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout, "pgrelay", Version)
+	fmt.Fprintln(a.stdout, versionLine(Version, buildInfo()))
 	return nil
+}
+
+// selfCommand is the command that runs this binary from the current
+// directory: "pgrelay" when that name on $PATH is this very file, else the
+// binary's path, relative when it is below the working directory
+// ("./bin/pgrelay" after `make build`). Any lookup that fails leaves "pgrelay".
+func selfCommand(lookPath func(string) (string, error), executable func() (string, error), getwd func() (string, error)) string {
+	exe, err := executable()
+	if err != nil {
+		return "pgrelay"
+	}
+	if onPath, err := lookPath("pgrelay"); err == nil {
+		a, errA := os.Stat(onPath)
+		b, errB := os.Stat(exe)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return "pgrelay"
+		}
+	}
+	if wd, err := getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
+	}
+	return exe
+}
+
+// buildInfo returns the binary's build information, or nil.
+func buildInfo() *debug.BuildInfo {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return nil
+	}
+	return bi
+}
+
+// versionLine tells the release and the commit a binary was built from:
+// "pgrelay v0.1.0 (commit 0123abcd4567, 2026-12-01T10:00:00Z)". The release is
+// what the build stamped (make: the newest v* tag), else the module version
+// Go records (`go install …@v0.1.0`, a tagged checkout), else "dev"; the commit comes from the Go
+// toolchain's VCS stamp (builds inside a git checkout), "+modified" when the
+// tree had uncommitted changes.
+func versionLine(release string, bi *debug.BuildInfo) string {
+	var rev, at string
+	var modified bool
+	if bi != nil {
+		// Go stamps a pseudo-version (v0.0.0-<time>-<hash>) when no tag
+		// names the commit: that is no release.
+		if v := bi.Main.Version; release == "dev" && v != "" && v != "(devel)" && !module.IsPseudoVersion(strings.TrimSuffix(v, "+dirty")) {
+			release = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if rev == "" {
+		return "pgrelay " + release + " (commit unknown: built outside a git checkout)"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if modified {
+		rev += "+modified"
+	}
+	if at != "" {
+		return fmt.Sprintf("pgrelay %s (commit %s, %s)", release, rev, at)
+	}
+	return fmt.Sprintf("pgrelay %s (commit %s)", release, rev)
 }

@@ -138,7 +138,7 @@ func runDev(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer stopNATS()
-	fmt.Fprintf(a.stdout, "nats: %s (follow the events: %s)\n", natsURLShown(f.nats.url), watchCommand(f.nats.url))
+	fmt.Fprintf(a.stdout, "nats: %s (follow the events: %s)\n", natsURLShown(f.nats.url), watchCommand(a.self, f.nats.url))
 
 	f.databaseURL = url
 	reg := prometheus.NewRegistry()
@@ -176,7 +176,7 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	}()
 	defer func() { stopProducer(); <-prodDone }()
 
-	view := &devView{out: a.stdout, url: url, tty: isTTY(a.stdout), rate: *rate, smtp: catcher, nats: f.nats.url,
+	view := &devView{out: a.stdout, self: a.self, url: url, tty: isTTY(a.stdout), rate: *rate, smtp: catcher, nats: f.nats.url,
 		inFlight: p.Metrics().InFlight}
 	t := time.NewTicker(*refresh)
 	defer t.Stop()
@@ -242,6 +242,7 @@ type devView struct {
 	rate float64
 	smtp *testenv.SMTP // the SMTP catcher; nil with --smtp-url
 	nats string        // the NATS server status events go to
+	self string        // how to run this binary (app.self)
 	// inFlight is the Processor's slots in use: its claimed events and the
 	// slots its running batches reserve. The table's IN FLIGHT column counts
 	// claims written to the queue; rows a batch holds by row lock (sql
@@ -284,7 +285,7 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	fmt.Fprintf(&b, "database: %s\n", v.url)
 	fmt.Fprintf(&b, "try:      psql '%s' -c \"SELECT pgrelay.notify('demo_orders', '{\\\"hello\\\": 1}')\"\n", v.url)
 	fmt.Fprintf(&b, "          psql '%s' -c \"SELECT pgrelay_notifier.send('demo_email', ARRAY['you@example.com'], 'Hi', 'Hello')\"\n", v.url)
-	fmt.Fprintf(&b, "nats:     %s (follow the events: %s)\n", natsURLShown(v.nats), watchCommand(v.nats))
+	fmt.Fprintf(&b, "nats:     %s (follow the events: %s)\n", natsURLShown(v.nats), watchCommand(v.self, v.nats))
 	fmt.Fprintf(&b, "demo producer: %.0f events/s\n\n", v.rate)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "CHANNEL\tMODE\tPENDING\tIN FLIGHT\tRETRYING\tSUCCEEDED\tFAILED\tGAVE UP\tEXPIRED\t")

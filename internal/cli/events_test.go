@@ -328,7 +328,7 @@ func TestDevWatch(t *testing.T) {
 	require.NoError(t, os.Chmod(tmp, 0o755)) // reachable by the postgres OS user when running as root
 	dev := startCLI(t, []string{"TMPDIR=" + tmp}, "dev", "--rate", "50", "--refresh", "200ms",
 		"--heartbeat-interval", "200ms")
-	shown := regexp.MustCompile(`(?m)^nats: (nats://127\.0\.0\.1:\d+) \(follow the events: pgrelay watch( --nats-url nats://127\.0\.0\.1:\d+)?\)$`)
+	shown := regexp.MustCompile(`(?m)^nats: (nats://127\.0\.0\.1:\d+) \(follow the events: \S*(?:pgrelay|\.test) watch( --nats-url nats://127\.0\.0\.1:\d+)?\)$`)
 	var m []string
 	eventually(t, 90*time.Second, "dev to print its NATS URL", func() bool {
 		m = shown.FindStringSubmatch(dev.stdout.String())

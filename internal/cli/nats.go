@@ -120,12 +120,13 @@ func startDevNATS(f *natsFlags, port int) (stop func(), err error) {
 	return n.Stop, nil
 }
 
-// watchCommand is how to follow a NATS server's events.
-func watchCommand(url string) string {
+// watchCommand is how to follow a NATS server's events; self is how to run
+// this binary (selfCommand).
+func watchCommand(self, url string) string {
 	if url == "nats://127.0.0.1:4222" || url == "nats://localhost:4222" {
-		return "pgrelay watch"
+		return self + " watch"
 	}
-	return "pgrelay watch --nats-url " + url
+	return self + " watch --nats-url " + url
 }
 
 // natsURLShown is url without credentials, for display.

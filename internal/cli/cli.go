@@ -82,6 +82,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	done, second := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(second)
+		exitOnSecondSignal(ctx, done, stderr, cmd.name)
+	}()
+	defer func() { close(done); <-second }()
 	err := cmd.run(ctx, a, args[1:])
 	var ue *usageError
 	switch {

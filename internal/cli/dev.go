@@ -59,7 +59,11 @@ BEGIN
 END $d$;
 `
 
-func runDev(ctx context.Context, a *app, args []string) error {
+// devShutdownTimeout is dev's --shutdown-timeout unless one is given: a
+// developer's Ctrl-C should not wait half a minute for a demo handler.
+const devShutdownTimeout = 3 * time.Second
+
+func runDev(ctx context.Context, a *app, args []string) (err error) {
 	fs := a.newFlags("dev")
 	dataDir := fs.String("data-dir", "", "keep the PostgreSQL cluster in this directory (default: a temporary one, removed on exit)")
 	port := fs.Int("port", 0, "PostgreSQL port on 127.0.0.1 (default: a free port)")
@@ -69,6 +73,8 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	refresh := fs.Duration("refresh", time.Second, "live view refresh interval")
 	var f processorFlags
 	f.register(fs, false)
+	f.shutdownTimeout = devShutdownTimeout
+	fs.Lookup("shutdown-timeout").DefValue = devShutdownTimeout.String()
 	mkLog := logFlags(fs)
 	if err := a.parse(fs, args); err != nil {
 		return err
@@ -84,16 +90,35 @@ func runDev(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 
+	// Everything started is stopped in reverse order by one stopper, which
+	// says what it waits for and gives up past its bound: Ctrl-C always ends
+	// dev within the Processor's shutdown timeout and a few seconds more (a
+	// second Ctrl-C at once).
+	var stops []stopStep
+	defer func() {
+		if len(stops) == 0 {
+			return
+		}
+		fmt.Fprintln(a.stdout, "\nstopping ...")
+		for i, j := 0, len(stops)-1; i < j; i, j = i+1, j-1 {
+			stops[i], stops[j] = stops[j], stops[i]
+		}
+		st := &stopper{say: func(l string) { fmt.Fprintln(a.stdout, l) }, every: time.Second, bound: f.shutdownTimeout + 5*time.Second}
+		if serr := st.stop(stops...); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+
 	fmt.Fprintln(a.stdout, "starting a throwaway PostgreSQL ...")
 	pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{DataDir: *dataDir, Port: *port, Logger: logger})
 	if err != nil {
 		return err
 	}
-	defer func() {
+	stops = append(stops, stopStep{name: "PostgreSQL", run: func() {
 		if err := pg.Stop(); err != nil {
 			logger.Warn("stopping PostgreSQL", "err", err)
 		}
-	}()
+	}})
 	if err := pg.Exec(ctx, "postgres", "SELECT 1"); err != nil {
 		return err
 	}
@@ -111,7 +136,7 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return fmt.Errorf("connect to the dev database: %w", err)
 	}
-	defer pool.Close()
+	stops = append(stops, stopStep{name: "the view's database connections", run: pool.Close})
 	if _, err := migrations.Up(ctx, pool); err != nil {
 		return err
 	}
@@ -127,7 +152,7 @@ func runDev(ctx context.Context, a *app, args []string) error {
 		if err != nil {
 			return err
 		}
-		defer func() { _ = catcher.Close() }()
+		stops = append(stops, stopStep{name: "the SMTP catcher", run: func() { _ = catcher.Close() }})
 		f.smtpURL = catcher.URL()
 	}
 
@@ -137,7 +162,7 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer stopNATS()
+	stops = append(stops, stopStep{name: "the NATS server", run: stopNATS})
 	fmt.Fprintf(a.stdout, "nats: %s (follow the events: %s)\n", natsURLShown(f.nats.url), watchCommand(a.self, f.nats.url))
 
 	f.databaseURL = url
@@ -158,26 +183,27 @@ func runDev(ctx context.Context, a *app, args []string) error {
 			_ = p.Stop(context.WithoutCancel(ctx))
 			return err
 		}
-		defer func() { _ = srv.Close() }()
+		stops = append(stops, stopStep{name: "the metrics server", run: func() { _ = srv.Close() }})
 	}
-	defer func() {
-		fmt.Fprintln(a.stdout, "\nstopping ...")
-		if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
-			logger.Warn("stopping the processor", "err", err)
-		}
-	}()
+	inFlight := p.Metrics().InFlight
+	stops = append(stops, stopStep{name: "the Processor",
+		detail: func() string { return fmt.Sprintf("%.0f slots in use", gaugeValue(inFlight)) },
+		run: func() {
+			if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
+				logger.Warn("stopping the processor", "err", err)
+			}
+		}})
 
 	prodCtx, stopProducer := context.WithCancel(ctx)
-	defer stopProducer()
 	prodDone := make(chan struct{})
 	go func() {
 		defer close(prodDone)
 		produceDemo(prodCtx, pool, *rate, logger)
 	}()
-	defer func() { stopProducer(); <-prodDone }()
+	stops = append(stops, stopStep{name: "the demo producer", run: func() { stopProducer(); <-prodDone }})
 
 	view := &devView{out: a.stdout, self: a.self, url: url, tty: isTTY(a.stdout), rate: *rate, smtp: catcher, nats: f.nats.url,
-		inFlight: p.Metrics().InFlight}
+		inFlight: inFlight}
 	t := time.NewTicker(*refresh)
 	defer t.Stop()
 	for {

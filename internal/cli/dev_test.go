@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -124,4 +126,66 @@ func TestDevDataDir(t *testing.T) {
 	require.False(t, p.exited(), "the second dev exited on its own")
 	p.signal(syscall.SIGINT)
 	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+}
+
+// startDevWithSlowHandler starts dev without a demo producer, registers a
+// channel whose handler sleeps ten minutes, notifies it and waits until the
+// handler runs: a stop then has something in flight to wait for.
+func startDevWithSlowHandler(t *testing.T, args ...string) *proc {
+	t.Helper()
+	tmp, err := os.MkdirTemp("", "pgrelay-cli-devstop-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	require.NoError(t, os.Chmod(tmp, 0o755))
+	p := startCLI(t, []string{"TMPDIR=" + tmp}, append([]string{"dev", "--rate", "0", "--refresh", "200ms",
+		"--heartbeat-interval", "200ms"}, args...)...)
+	var dbURL string
+	eventually(t, 90*time.Second, "dev to show its database", func() bool {
+		_, dbURL = devSucceeded(p.stdout.String(), "demo_orders")
+		return dbURL != "" || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own")
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	_, err = c.Exec(ctx, `SELECT pgrelay.register('slow', 'SELECT pg_catalog.pg_sleep(600)', p_timeout := '1 hour')`)
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, `SELECT pgrelay.notify('slow', 'x')`)
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, "the slow handler to run", func() bool {
+		var n int
+		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
+			WHERE query LIKE '%pg_sleep(600)%' AND pid <> pg_catalog.pg_backend_pid()`).Scan(&n)
+		return (err == nil && n > 0) || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own")
+	return p
+}
+
+// Ctrl-C stops dev while a handler runs: dev says what it waits for, cuts
+// the handler at its shutdown timeout (3 s by default in dev) and exits 0.
+func TestDevStopsWhileAHandlerRuns(t *testing.T) {
+	t.Parallel()
+	p := startDevWithSlowHandler(t)
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+	out := p.stdout.String()
+	assert.Contains(t, out, "stopping ...")
+	assert.Regexp(t, `stopping: waiting for the Processor \(\d+s, [1-9]\d* slots in use; exits at the latest 8s after the stop began; Ctrl-C again to exit now\)`, out)
+}
+
+// A second Ctrl-C exits at once, whatever the stop waits for (here a handler
+// with a ten-minute shutdown timeout).
+func TestDevSecondInterruptExitsAtOnce(t *testing.T) {
+	t.Parallel()
+	p := startDevWithSlowHandler(t, "--shutdown-timeout", "10m")
+	p.signal(syscall.SIGINT)
+	eventually(t, 60*time.Second, "dev to say what it waits for", func() bool {
+		return strings.Contains(p.stdout.String(), "stopping: waiting for the Processor") || p.exited()
+	})
+	require.False(t, p.exited(), "dev waits for its handler")
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 130, p.wait(60*time.Second), "the second SIGINT exits with 130")
+	assert.Contains(t, p.stderr.String(), "pgrelay dev: interrupted again: exiting without finishing the stop")
 }

@@ -181,7 +181,11 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	<-ctx.Done()
 	logger.Info("stopping: finishing in-flight events", "shutdown_timeout", f.shutdownTimeout)
-	err = p.Stop(context.WithoutCancel(ctx))
+	inFlight := p.Metrics().InFlight
+	st := &stopper{say: func(l string) { logger.Info(l) }, every: 5 * time.Second}
+	_ = st.stop(stopStep{name: "in-flight events and outcomes to be written",
+		detail: func() string { return fmt.Sprintf("%.0f slots in use", gaugeValue(inFlight)) },
+		run:    func() { err = p.Stop(context.WithoutCancel(ctx)) }})
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = srv.Shutdown(sctx)

@@ -210,7 +210,7 @@ func TestRunSIGTERMFinishesRunningHandlers(t *testing.T) {
 
 // TestRunSIGTERMCancelsAtShutdownTimeout: handlers still running at the
 // shutdown timeout are cancelled and their events go back to pending; they
-// are not counted as failed attempts.
+// are not counted as failed attempts. While it waits, run says for what.
 func TestRunSIGTERMCancelsAtShutdownTimeout(t *testing.T) {
 	t.Parallel()
 	const n = 5
@@ -219,7 +219,7 @@ func TestRunSIGTERMCancelsAtShutdownTimeout(t *testing.T) {
 	ids := d.enqueue("stuck", "SELECT app.stuck($1)", n)
 
 	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "2",
-		"--shutdown-timeout", "1s", "--heartbeat-interval", "200ms", "--sql-batch", "1")
+		"--shutdown-timeout", "6s", "--heartbeat-interval", "200ms", "--sql-batch", "1")
 	eventually(t, 60*time.Second, "2 handlers to run", func() bool {
 		return d.handlersRunning("stuck") >= 2 || p.exited()
 	})
@@ -239,6 +239,7 @@ func TestRunSIGTERMCancelsAtShutdownTimeout(t *testing.T) {
 		return d.handlersRunning("stuck") == 0
 	})
 	assert.Contains(t, p.stderr.String(), "cancelling them")
+	assert.Regexp(t, `stopping: waiting for in-flight events and outcomes to be written \(5s, 2 slots in use; Ctrl-C again to exit now\)`, p.stderr.String())
 }
 
 // TestRunKillDirectBatches is the crash test for direct batches (the default

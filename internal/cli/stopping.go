@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// stopStep is one part of a command's stop: what it is (for "waiting for
+// ..."), and the work.
+type stopStep struct {
+	name string
+	// detail, when set, adds what the step still holds to the waiting line
+	// ("3 slots in use").
+	detail func() string
+	run    func()
+}
+
+// stopper runs a command's stop steps in order. While a step takes longer
+// than every, it says what it waits for; past the bound (0: none) it gives up
+// on the step and the steps after it, so the command can exit.
+type stopper struct {
+	say   func(line string)
+	every time.Duration
+	bound time.Duration
+}
+
+// errStopBound is returned when a stop went past its bound.
+type errStopBound struct {
+	bound time.Duration
+	step  string
+}
+
+func (e *errStopBound) Error() string {
+	return fmt.Sprintf("stopping: %s did not finish within %s; exiting without it", e.step, e.bound)
+}
+
+// stop runs steps in order; it returns *errStopBound when the bound passed.
+func (s *stopper) stop(steps ...stopStep) error {
+	var deadline <-chan time.Time
+	if s.bound > 0 {
+		t := time.NewTimer(s.bound)
+		defer t.Stop()
+		deadline = t.C
+	}
+	tick := time.NewTicker(s.every)
+	defer tick.Stop()
+	for _, st := range steps {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			st.run()
+		}()
+		stepStart := time.Now()
+	wait:
+		for {
+			select {
+			case <-done:
+				break wait
+			case <-tick.C:
+				if time.Since(stepStart) < s.every {
+					continue
+				}
+				line := fmt.Sprintf("stopping: waiting for %s (%s", st.name, time.Since(stepStart).Round(time.Second))
+				if st.detail != nil {
+					if d := st.detail(); d != "" {
+						line += ", " + d
+					}
+				}
+				if s.bound > 0 {
+					line += fmt.Sprintf("; exits at the latest %s after the stop began", s.bound)
+				}
+				s.say(line + "; Ctrl-C again to exit now)")
+			case <-deadline:
+				// The step goes on in its goroutine; the process exits
+				// after the command returns.
+				return &errStopBound{bound: s.bound, step: st.name}
+			}
+		}
+	}
+	return nil
+}
+
+// gaugeValue reads a gauge's current value (0 if it cannot be read).
+func gaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil || m.Gauge == nil {
+		return 0
+	}
+	return m.Gauge.GetValue()
+}
+
+// exitOnSecondSignal makes a second SIGINT or SIGTERM, once ctx was
+// cancelled by the first, exit the process at once (status 130): a stop that
+// waits can always be cut short. It returns when done is closed.
+func exitOnSecondSignal(ctx context.Context, done <-chan struct{}, stderr io.Writer, cmd string) {
+	select {
+	case <-ctx.Done():
+	case <-done:
+		return
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	select {
+	case <-sig:
+		fmt.Fprintf(stderr, "pgrelay %s: interrupted again: exiting without finishing the stop\n", cmd)
+		os.Exit(130)
+	case <-done:
+	}
+}

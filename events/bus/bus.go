@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgrelay/pgrelay/events"
+	"github.com/pgrelay/pgrelay/internal/secret"
 )
 
 // Errors callers branch on.
@@ -184,15 +185,8 @@ func (c *Conn) noteConnErr(msg string) bool {
 
 var digits = regexp.MustCompile(`[0-9]+`)
 
-// redact hides a password in a URL for messages.
-func redact(url string) string {
-	if at := strings.LastIndex(url, "@"); at >= 0 {
-		if s := strings.Index(url, "://"); s >= 0 && s < at {
-			return url[:s+3] + "***" + url[at:]
-		}
-	}
-	return url
-}
+// redact hides the credentials in a URL for messages.
+func redact(url string) string { return secret.String(url) }
 
 // Close closes the connection.
 func (c *Conn) Close() error {

@@ -18,6 +18,8 @@ import (
 	"syscall"
 
 	"golang.org/x/mod/module"
+
+	"github.com/pgrelay/pgrelay/internal/secret"
 )
 
 // Version is set at build time (-ldflags "-X .../internal/cli.Version=...").
@@ -96,10 +98,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "pgrelay %s: %s\n", cmd.name, ue.msg)
+		fmt.Fprintf(stderr, "pgrelay %s: %s\n", cmd.name, secret.String(ue.msg))
 		return 2
 	default:
-		fmt.Fprintf(stderr, "pgrelay %s: %s\n", cmd.name, oneLine(err.Error()))
+		fmt.Fprintf(stderr, "pgrelay %s: %s\n", cmd.name, secret.String(oneLine(err.Error())))
 		return 1
 	}
 }
@@ -124,6 +126,7 @@ func (a *app) newFlags(name string) *flag.FlagSet {
 // parse parses args, then fills every flag not given on the command line from
 // PGRELAY_<FLAG> (upper case, '-' as '_').
 func (a *app) parse(fs *flag.FlagSet, args []string) error {
+	addFileFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -140,6 +143,7 @@ func (a *app) parse(fs *flag.FlagSet, args []string) error {
 // they may come before, between and after the flags (after "--" everything
 // is an argument). It returns the arguments in order.
 func (a *app) parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
+	addFileFlags(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -163,10 +167,20 @@ func (a *app) parseMixed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // fillEnv fills every flag not given on the command line from
-// PGRELAY_<FLAG>.
+// PGRELAY_<FLAG>; a secret flag's -file companion stands for the flag
+// (applyFileFlags), the command line's winning over the environment's.
 func (a *app) fillEnv(fs *flag.FlagSet) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := a.applyFileFlags(fs, nil); err != nil {
+		return err
+	}
+	set := visited(fs)
+	if err := a.fillEnvExcept(fs, set); err != nil {
+		return err
+	}
+	return a.applyFileFlags(fs, set)
+}
+
+func (a *app) fillEnvExcept(fs *flag.FlagSet, set map[string]bool) error {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	sort.Strings(names)
@@ -198,7 +212,7 @@ func logFlagsAt(fs *flag.FlagSet, def string) func(w io.Writer) (*slog.Logger, e
 		if err := l.UnmarshalText([]byte(*level)); err != nil {
 			return nil, &usageError{msg: fmt.Sprintf("--log-level %q: expected debug, info, warn or error", *level)}
 		}
-		opts := &slog.HandlerOptions{Level: l}
+		opts := &slog.HandlerOptions{Level: l, ReplaceAttr: scrubAttr}
 		switch *format {
 		case "text":
 			return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -207,6 +221,23 @@ func logFlagsAt(fs *flag.FlagSet, def string) func(w io.Writer) (*slog.Logger, e
 		}
 		return nil, &usageError{msg: fmt.Sprintf("--log-format %q: expected text or json", *format)}
 	}
+}
+
+// scrubAttr hides credentials in every log message and string or error
+// attribute (a URL in an error, a DSN).
+func scrubAttr(_ []string, at slog.Attr) slog.Attr {
+	switch at.Value.Kind() {
+	case slog.KindString:
+		at.Value = slog.StringValue(secret.String(at.Value.String()))
+	case slog.KindAny:
+		switch v := at.Value.Any().(type) {
+		case error:
+			at.Value = slog.StringValue(secret.String(v.Error()))
+		case fmt.Stringer:
+			at.Value = slog.StringValue(secret.String(v.String()))
+		}
+	}
+	return at
 }
 
 func oneLine(s string) string {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/pgrelay/pgrelay/internal/secret"
 )
 
 // fileConfig is the --config file: JSON, documented in docs/notifier.md.
@@ -63,4 +65,22 @@ func loadConfigFile(path string) (*fileConfig, error) {
 		return nil, fmt.Errorf("--config %s: more than one JSON value", path)
 	}
 	return &c, nil
+}
+
+// holdsCredentials tells whether the file's SMTP URLs carry a user or a
+// password.
+func (c *fileConfig) holdsCredentials() bool {
+	if c == nil || c.SMTP == nil {
+		return false
+	}
+	urls := []string{c.SMTP.Default}
+	for _, u := range c.SMTP.Channels {
+		urls = append(urls, u)
+	}
+	for _, u := range urls {
+		if secret.String(u) != u {
+			return true
+		}
+	}
+	return false
 }

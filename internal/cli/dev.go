@@ -82,6 +82,9 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	if err := f.validate(); err != nil {
 		return err
 	}
+	if f.file.holdsCredentials() {
+		a.warnWorldReadable("--config "+f.configFile, f.configFile)
+	}
 	if *rate < 0 || *refresh <= 0 {
 		return &usageError{msg: "--rate must not be negative and --refresh must be positive"}
 	}

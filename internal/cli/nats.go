@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/secret"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -126,18 +126,11 @@ func watchCommand(self, url string) string {
 	if url == "nats://127.0.0.1:4222" || url == "nats://localhost:4222" {
 		return self + " watch"
 	}
-	return self + " watch --nats-url " + url
+	return self + " watch --nats-url " + secret.String(url)
 }
 
-// natsURLShown is url without credentials, for display.
-func natsURLShown(url string) string {
-	if at := strings.LastIndex(url, "@"); at >= 0 {
-		if s := strings.Index(url, "://"); s >= 0 && s < at {
-			return url[:s+3] + url[at+1:]
-		}
-	}
-	return url
-}
+// natsURLShown is url with its credentials hidden, for display.
+func natsURLShown(url string) string { return secret.String(url) }
 
 var errNoJetStream = errors.New("the NATS server has no JetStream: replaying (--since-id, --since) needs it")
 

@@ -149,6 +149,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
+	if f.file.holdsCredentials() {
+		a.warnWorldReadable("--config "+f.configFile, f.configFile)
+	}
 	logger, err := mkLog(a.stderr)
 	if err != nil {
 		return err
@@ -202,7 +205,10 @@ func serveMetrics(addr string, reg *prometheus.Registry, p *actors.Processor, lo
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := p.Ping(ctx); err != nil {
-			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			// The detail (a database error, a host name) goes to the log,
+			// not to whoever can reach the port.
+			logger.Warn("healthz: unavailable", "err", err)
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")

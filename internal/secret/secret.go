@@ -1,0 +1,56 @@
+// Package secret hides credentials in the text pgrelay prints and logs: the
+// one redactor for URLs (PostgreSQL, SMTP, NATS) and for messages that may
+// quote one, such as a parser's error.
+package secret
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Mask replaces what is hidden.
+const Mask = "xxxxx"
+
+var (
+	// scheme is the start of a URL: scheme://
+	scheme = regexp.MustCompile(`(?i)[a-z][a-z0-9+.\-]*://`)
+	// keyValue finds key=value credentials: libpq keyword DSNs and URL query
+	// parameters (password=..., sslpassword=..., token=..., pass=...),
+	// quoted or not.
+	keyValue = regexp.MustCompile(`(?i)\b(password|sslpassword|passwd|pass|token|secret)=('(?:[^'\\]|\\.)*'|[^&\s"']*)`)
+)
+
+// String returns s with every credential it recognises replaced by Mask:
+// the userinfo of URLs (user and password: a NATS token is a user), and
+// password-like key=value pairs.
+//
+// A URL's userinfo is everything from its "://" to the last '@' before the
+// next quote, angle bracket, line end or URL (a comma-separated list).
+// Neither spaces nor slashes end it, so a password that makes the URL
+// unparsable ("pa ss", "p/w") is hidden whole; the price is that text after
+// a URL may be hidden with it when an '@' follows on the same line.
+func String(s string) string {
+	var b strings.Builder
+	rest := s
+	for {
+		loc := scheme.FindStringIndex(rest)
+		if loc == nil {
+			b.WriteString(rest)
+			break
+		}
+		b.WriteString(rest[:loc[1]])
+		rest = rest[loc[1]:]
+		end := strings.IndexAny(rest, "\"'<>\n")
+		if end < 0 {
+			end = len(rest)
+		}
+		if next := scheme.FindStringIndex(rest[:end]); next != nil {
+			end = next[0]
+		}
+		if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+			b.WriteString(Mask)
+			rest = rest[at:]
+		}
+	}
+	return keyValue.ReplaceAllString(b.String(), "${1}="+Mask)
+}

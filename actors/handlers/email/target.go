@@ -19,7 +19,9 @@ import (
 //
 // Options (query parameters):
 //
-//	tls=opportunistic|mandatory|none   STARTTLS policy of smtp:// (default opportunistic)
+//	tls=opportunistic|mandatory|none   STARTTLS policy of smtp:// (default opportunistic;
+//	                                   mandatory when the URL has a user and the host
+//	                                   is not loopback)
 //	auth=auto|plain|login|cram-md5|none
 //	                                   SMTP AUTH mechanism (default auto with a user, else none)
 //	insecure_skip_verify=true          do not verify the server's certificate (tests only)
@@ -92,6 +94,7 @@ func ParseTarget(raw string) (*Target, error) {
 	if t.Username != "" {
 		t.Auth = mail.SMTPAuthAutoDiscover
 	}
+	tlsGiven := false
 	for k, vs := range u.Query() {
 		v := ""
 		if len(vs) > 0 {
@@ -99,6 +102,7 @@ func ParseTarget(raw string) (*Target, error) {
 		}
 		switch k {
 		case "tls":
+			tlsGiven = true
 			switch strings.ToLower(v) {
 			case "opportunistic":
 				t.TLSPolicy = mail.TLSOpportunistic
@@ -158,7 +162,23 @@ func ParseTarget(raw string) (*Target, error) {
 	if t.Auth != mail.SMTPAuthNoAuth && t.Username == "" {
 		return nil, fail("auth=%s needs a user name in the URL", strings.ToLower(string(t.Auth)))
 	}
+	// Credentials never travel in clear by default: a network attacker who
+	// strips the server's STARTTLS offer must get a refused send, not the
+	// password. Loopback (a local relay) and an explicit tls= are left as
+	// they are.
+	if t.Username != "" && !t.ImplicitTLS && !tlsGiven && !isLoopback(t.Host) {
+		t.TLSPolicy = mail.TLSMandatory
+	}
 	return t, nil
+}
+
+// isLoopback tells whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Addr is host:port.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	mail "github.com/wneessen/go-mail"
 
@@ -22,7 +23,7 @@ func TestParseTarget(t *testing.T) {
 	require.Equal(t, "mail.example.com", tg.Host)
 	require.Equal(t, 587, tg.Port)
 	require.False(t, tg.ImplicitTLS)
-	require.Equal(t, mail.TLSOpportunistic, tg.TLSPolicy)
+	require.Equal(t, mail.TLSMandatory, tg.TLSPolicy, "credentials to a remote host: STARTTLS is required")
 	require.Equal(t, mail.SMTPAuthAutoDiscover, tg.Auth)
 	require.Equal(t, "user", tg.Username)
 	require.Equal(t, "smtp://mail.example.com:587", tg.String(), "String never shows credentials")
@@ -48,6 +49,29 @@ func TestParseTarget(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, mail.SMTPAuthLogin, tg.Auth)
 	require.Equal(t, mail.NoTLS, tg.TLSPolicy)
+}
+
+// With credentials and a host other than loopback, STARTTLS is mandatory unless
+// the URL turns it off explicitly: a stripped STARTTLS offer must not send the
+// password in clear. Without credentials, or on loopback, it stays
+// opportunistic.
+func TestParseTargetCredentialsRequireTLS(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]mail.TLSPolicy{
+		"smtp://user:pw@mail.example.com":                   mail.TLSMandatory,
+		"smtp://user@mail.example.com?auth=plain":           mail.TLSMandatory,
+		"smtp://user:pw@10.0.0.5:25":                        mail.TLSMandatory,
+		"smtp://user:pw@mail.example.com?tls=opportunistic": mail.TLSOpportunistic,
+		"smtp://user:pw@mail.example.com?tls=none":          mail.NoTLS,
+		"smtp://mail.example.com":                           mail.TLSOpportunistic,
+		"smtp://user:pw@localhost:2525":                     mail.TLSOpportunistic,
+		"smtp://user:pw@127.0.0.1:2525":                     mail.TLSOpportunistic,
+		"smtp://user:pw@[::1]:2525":                         mail.TLSOpportunistic,
+	} {
+		tg, err := ParseTarget(raw)
+		require.NoError(t, err, raw)
+		assert.Equal(t, want, tg.TLSPolicy, raw)
+	}
 }
 
 // No error of a bad URL shows the password, whatever is wrong with it.

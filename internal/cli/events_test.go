@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -456,4 +458,38 @@ func TestRunNATSTLSAndStreamFlags(t *testing.T) {
 	require.False(t, run.exited(), run.stderr.String())
 	run.signal(syscall.SIGTERM)
 	require.Equal(t, 0, run.wait(60*time.Second))
+}
+
+// Messages forged by anyone who can publish under the stream's subjects reach
+// the terminal with their control characters escaped, in both output forms.
+func TestWatchEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	n, js := startNATS(t)
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PGRELAY_EVENTS", Subjects: []string{events.StreamSubjects}})
+	require.NoError(t, err)
+	forged := [][]byte{
+		[]byte("\x1b[2J\x1b[Hnot json\x07\xff"),
+		[]byte(`{"schema":1,"id":1,"channel":"c\u001b[31m","event":"succeeded\u009b","at":"2026-12-01T00:00:00Z"}` + "\x1b]0;title\x07"),
+	}
+	for _, m := range forged {
+		_, err := js.Publish(ctx, events.EventsPrefix+".c.succeeded", m)
+		require.NoError(t, err)
+	}
+	for _, args := range [][]string{
+		{"watch", "--nats-url", n.URL(), "--since", "1h", "--limit", "2"},
+		{"watch", "--nats-url", n.URL(), "--json", "--since", "1h", "--limit", "2"},
+	} {
+		code, out, errOut := runCLI(t, nil, args...)
+		require.Equal(t, 0, code, errOut)
+		for _, c := range out {
+			if c == '\n' {
+				continue
+			}
+			assert.False(t, c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == utf8.RuneError,
+				"%v printed %U raw:\n%q", args, c, out)
+		}
+		assert.Contains(t, out, `\x1b[2J`, args)
+		assert.Contains(t, out, `\x07`, args)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -232,13 +233,18 @@ type watchPrinter struct {
 	json bool
 }
 
+// print prints one message. Whatever a message holds, no control character
+// reaches the terminal (escapeControl): anyone who can publish under the
+// stream's subjects could otherwise move the cursor, clear the screen or
+// rewrite earlier lines.
 func (p *watchPrinter) print(m watched) {
 	if p.json {
-		fmt.Fprintf(p.out, "%s\n", strings.TrimSpace(string(m.data)))
+		fmt.Fprintf(p.out, "%s\n", escapeControl(strings.TrimSpace(string(m.data))))
 		return
 	}
 	if !m.ok {
-		fmt.Fprintf(p.out, "%-23s  %s %s\n", time.Now().UTC().Format("2006-01-02 15:04:05.000"), m.subject, m.data)
+		fmt.Fprintf(p.out, "%-23s  %s %s\n", time.Now().UTC().Format("2006-01-02 15:04:05.000"),
+			escapeControl(m.subject), escapeControl(string(m.data)))
 		return
 	}
 	d := m.doc
@@ -259,7 +265,28 @@ func (p *watchPrinter) print(m watched) {
 	} else if d.PayloadOmitted {
 		b.WriteString(" payload=(omitted)")
 	}
-	fmt.Fprintln(p.out, b.String())
+	fmt.Fprintln(p.out, escapeControl(b.String()))
+}
+
+// escapeControl writes control characters (C0, DEL, C1), and bytes that are
+// not UTF-8, as \xNN or \u00NN escapes; everything else is kept.
+func escapeControl(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[0])
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case r >= 0x80 && r < 0xa0:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 func shorten(s string, n int) string {

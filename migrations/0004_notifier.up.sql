@@ -25,6 +25,14 @@ BEGIN
       NULL;  -- created meanwhile by the migration of another database
     END;
   END IF;
+  -- The notifier's functions are owned by pgrelay_notifier (below), and only
+  -- a member of a role may give it an object. A superuser is one already; a
+  -- non-superuser owner with CREATEROLE (docs/dba-guide.md) makes itself one
+  -- (PostgreSQL 15 does not make a role's creator its member). Without
+  -- CREATEROLE, the DBA grants it beforehand: GRANT pgrelay_notifier TO owner.
+  IF NOT pg_catalog.pg_has_role(CURRENT_USER, 'pgrelay_notifier', 'MEMBER') THEN
+    EXECUTE pg_catalog.format('GRANT pgrelay_notifier TO %I', CURRENT_USER);
+  END IF;
 END
 $$;
 
@@ -437,6 +445,9 @@ $$;
 -- The notifier's functions run as pgrelay_notifier, which may do exactly what
 -- they need: its own tables, read a channel's kind and From address, make ids,
 -- and enqueue through pgrelay.notify(). Nothing on pgrelay.queue or pgrelay.log.
+-- A new owner must hold CREATE on the function's schema unless a superuser
+-- runs this: granted for the transfer only, and taken back below.
+GRANT CREATE ON SCHEMA pgrelay_notifier TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._check_address(text, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._check_addresses(text, text[]) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._check_headers(jsonb) OWNER TO pgrelay_notifier;
@@ -449,6 +460,7 @@ ALTER FUNCTION pgrelay_notifier.cancel(bigint) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.fetch(bigint) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.set_status(bigint, text, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.debug_log(bigint, text) OWNER TO pgrelay_notifier;
+REVOKE CREATE ON SCHEMA pgrelay_notifier FROM pgrelay_notifier;
 
 REVOKE ALL ON SCHEMA pgrelay_notifier FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA pgrelay_notifier FROM PUBLIC;

@@ -1,0 +1,85 @@
+package cli_test
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// The DBA guide's install without a superuser, on a cluster of its own (the
+// pgrelay roles are cluster-wide, and this install must create them): an
+// owner login with only CREATEROLE and CREATE on the database runs `pgrelay
+// migrate`; then an sql channel and an email channel work end to end with a
+// producer login and a Processor login that hold only the pgrelay roles
+// (and, for the handler, INSERT on its table).
+func TestInstallWithoutSuperuser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Stop() })
+	mail, err := testenv.StartSMTP(testenv.SMTPConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mail.Close() })
+
+	super := func(db, sql string) {
+		t.Helper()
+		require.NoError(t, cluster.Exec(ctx, db, sql), sql)
+	}
+	super("postgres", "CREATE ROLE owner LOGIN CREATEROLE")
+	super("postgres", "CREATE DATABASE app")
+	super("postgres", "GRANT CREATE ON DATABASE app TO owner")
+	as := func(role string) string {
+		return strings.Replace(cluster.URL("app"), "postgres://postgres@", "postgres://"+role+"@", 1)
+	}
+
+	code, out, errOut := runCLI(t, nil, "migrate", "--database-url", as("owner"))
+	require.Equal(t, 0, code, "migrate as a non-superuser owner:\n%s%s", out, errOut)
+
+	own, err := pgx.Connect(ctx, as("owner"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = own.Close(context.Background()) })
+	for _, sql := range []string{
+		// The application's side, as its owner would set it up.
+		"CREATE SCHEMA shop",
+		"CREATE TABLE shop.shipped (payload text)",
+		"CREATE ROLE relay LOGIN IN ROLE pgrelay_processor",
+		"CREATE ROLE web LOGIN IN ROLE pgrelay_producer",
+		"GRANT USAGE ON SCHEMA shop TO relay",
+		"GRANT INSERT ON shop.shipped TO relay",
+		"SELECT pgrelay.register('ship', 'INSERT INTO shop.shipped VALUES ($1)')",
+		"SELECT pgrelay_notifier.create_channel('mail', 'Shop <shop@example.com>')",
+	} {
+		_, err := own.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+
+	web, err := pgx.Connect(ctx, as("web"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = web.Close(context.Background()) })
+	_, err = web.Exec(ctx, "SELECT pgrelay.notify('ship', 'order-1')")
+	require.NoError(t, err)
+	var nid int64
+	require.NoError(t, web.QueryRow(ctx,
+		"SELECT pgrelay_notifier.send('mail', ARRAY['you@example.com'], 'Shipped', 'Your order is on its way')").Scan(&nid))
+
+	p := startCLI(t, nil, "run", "--database-url", as("relay"), "--smtp-url", mail.URL())
+	eventually(t, 60*time.Second, "the handler's row and the email", func() bool {
+		var n int
+		_ = own.QueryRow(ctx, "SELECT count(*) FROM shop.shipped WHERE payload = 'order-1'").Scan(&n)
+		return (n == 1 && mail.Count() == 1) || p.exited()
+	})
+	require.False(t, p.exited(), "the Processor exited")
+	var status string
+	require.NoError(t, web.QueryRow(ctx, "SELECT pgrelay_notifier.get_status($1)", nid).Scan(&status))
+	require.Equal(t, "sent", status)
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second))
+}

@@ -242,22 +242,29 @@ func TestActorEmailServerDownThenBack(t *testing.T) {
 	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['late' || g || '@example.org'], 's', 'b') FROM generate_series(1, 30) g`)
 	e.eventually(time.Minute, "failed attempts while the server is down", func() bool {
 		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`) >= 30 &&
-			e.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE attempts >= 2`) >= 10
+			e.count(`SELECT count(*) FROM (SELECT notification_id FROM pgrelay_notifier.debug_log
+				GROUP BY notification_id HAVING count(*) >= 2) d`) >= 10
 	})
 	require.Zero(t, e.statusCount("failed"), "a transient failure does not fail the notification")
+	// Without a connection no attempt reaches the notification: it stays
+	// queued (and cancellable) while the server is down. Only the first few
+	// took one of the pooled connections (pool=4) the server had dropped,
+	// found it dead (NOOP) and failed to dial a new one.
+	require.LessOrEqual(t, e.count(`SELECT count(*) FROM pgrelay_notifier.notifications
+		WHERE to_addrs[1] LIKE 'late%' AND (status <> 'queued' OR attempts > 0)`), 4)
 	require.NoError(t, s.Start())
 	e.eventually(time.Minute, "all 50 to be sent", func() bool { return e.statusCount("sent") == 50 })
 
 	require.Equal(t, 50, s.Count())
 	late := e.notifications("WHERE to_addrs[1] LIKE 'late%'")
-	retried := 0
+	once := 0
 	for _, n := range late {
 		require.Equal(t, "sent", n.Status)
-		if n.Attempts > 1 {
-			retried++
+		if n.Attempts == 1 {
+			once++
 		}
 	}
-	require.Positive(t, retried, "attempts are counted")
+	require.GreaterOrEqual(t, once, 26, "attempts count only those that had a connection")
 	notes := e.count(`SELECT count(*) FROM pgrelay_notifier.debug_log WHERE message LIKE 'attempt % failed: smtp://127.0.0.1:%'`)
 	require.Positive(t, notes, "the reasons of failed attempts are in the debug log")
 	e.eventually(time.Minute, "50 successes in the log", func() bool {
@@ -316,13 +323,15 @@ func (e *env) one(sql string, args ...any) string {
 	return v
 }
 
-// A notification cancelled or deleted before it is sent is skipped cleanly:
-// the event succeeds, nothing is sent.
+// A notification cancelled before it is sent is skipped cleanly: the event
+// succeeds, nothing is sent. A deleted one is missing: its event is retried
+// and gives up naming it (cancel() is the way to stop an email).
 func TestActorEmailSkipsCancelledAndDeleted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, testenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 2,
+		p_retry_delay := '10 milliseconds')`)
 	send := func(to string) int64 {
 		var id int64
 		require.NoError(t, e.pool.QueryRow(context.Background(),
@@ -333,9 +342,12 @@ func TestActorEmailSkipsCancelledAndDeleted(t *testing.T) {
 	e.exec(`SELECT pgrelay_notifier.cancel($1)`, cancel)
 	e.exec(`DELETE FROM pgrelay_notifier.notifications WHERE notification_id = $1`, del)
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
-	e.eventually(time.Minute, "3 events to succeed", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3
+	e.eventually(time.Minute, "2 events to succeed and 1 to give up", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2 &&
+			e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 	})
+	require.Contains(t, e.one(`SELECT error FROM pgrelay.log WHERE event = 'gave_up'`),
+		fmt.Sprintf("not sent: notification %d does not exist", del))
 	require.Equal(t, 1, s.Count())
 	m, _ := s.Last()
 	require.Equal(t, keep, idOf(t, m.MessageID()))
@@ -445,7 +457,7 @@ func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 		require.Equal(t, 3, perChannel[ch], "%s: every notification once", ch)
 	}
 	for _, n := range e.notifications("WHERE status = 'failed'") {
-		require.Equal(t, 2, n.Attempts)
+		require.Zero(t, n.Attempts, "no session opened: no attempt reached the notification")
 		require.Contains(t, *n.LastError, "gave up after 2 attempts", n.Channel)
 		switch n.Channel {
 		case "wrong":
@@ -504,9 +516,11 @@ func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 		c.SMTPURL = u
 		c.SMTPChannels = map[string]string{"locked": strings.Replace(u, pw, "Wrong-"+pw, 1)}
 	})
-	// 9 notifier events (3 per notification) and 3 log events.
-	e.eventually(time.Minute, "12 events on NATS", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 12 })
-	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "all", "pgrelay.>", 12)
+	// 8 notifier events (queued, sending, sent or failed; the locked
+	// channel's notification never reaches sending: its session never
+	// opens) and 3 log events.
+	e.eventually(time.Minute, "11 events on NATS", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 11 })
+	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "all", "pgrelay.>", 11)
 	bySubject := map[string][]int64{}
 	for _, m := range msgs {
 		raw, err := json.Marshal(m.doc)
@@ -523,7 +537,7 @@ func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 	require.Equal(t, []int64{ok}, bySubject["pgrelay.notifier.mail.sent"])
 	require.Len(t, bySubject["pgrelay.notifier.mail.failed"], 1)
 	require.Len(t, bySubject["pgrelay.notifier.locked.queued"], 1)
-	require.Len(t, bySubject["pgrelay.notifier.locked.sending"], 1)
+	require.Empty(t, bySubject["pgrelay.notifier.locked.sending"])
 	require.Len(t, bySubject["pgrelay.notifier.locked.failed"], 1)
 	for _, m := range msgs {
 		if m.subject == "pgrelay.notifier.mail.failed" {
@@ -648,4 +662,102 @@ func TestActorEmailGivenUpOutsideTheHandlerFailsTheNotification(t *testing.T) {
 		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 2`) == 1
 	})
 	require.Equal(t, 1, s.Count())
+}
+
+// An email event whose notification does not exist on this node (never
+// created, deleted, or not replicated here) never ends succeeded: it is
+// retried with the channel's backoff, which covers replication lag, and
+// then gives up naming the notification. Nothing is sent.
+func TestActorEmailMissingNotificationFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{})
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 3,
+		p_retry_delay := '10 milliseconds')`)
+	var origin int64
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay.notify('mail', '424242424242')`).Scan(&origin))
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
+	e.eventually(time.Minute, "the event to end", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1
+			AND event IN ('succeeded', 'gave_up')`, origin) == 1
+	})
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event = 'succeeded'`, origin),
+		"an email event whose notification does not exist succeeded")
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event = 'failed'`, origin),
+		"retried before giving up")
+	why := e.one(`SELECT error FROM pgrelay.log WHERE origin_id = $1 AND event = 'gave_up'`, origin)
+	require.Contains(t, why, "notification 424242424242 does not exist on node 0")
+	require.Zero(t, s.Count())
+}
+
+// One send() is delivered at most once whatever events point at it: three
+// more events of the same notification (notify_many) end without sending
+// and say why. An event of another channel never sends a notification, not
+// even one whose own channel is paused; the notification goes out through
+// its own channel once that is resumed.
+func TestActorEmailOneSendWhateverEventsPointAtIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{})
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'mail@shop.example')`)
+	e.exec(`SELECT pgrelay_notifier.create_channel('other', 'other@shop.example')`)
+	var dup, held int64
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('mail', ARRAY['dup@example.org'], 's', 'b')`).Scan(&dup))
+	e.exec(`SELECT pgrelay.notify_many('mail', ARRAY[$1::text, $1::text, $1::text])`, strconv.FormatInt(dup, 10))
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('mail', ARRAY['held@example.org'], 's', 'b')`).Scan(&held))
+	e.exec(`SELECT pgrelay.update('mail', p_paused := true)`)
+	var stray int64
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay.notify('other', $1)`, strconv.FormatInt(held, 10)).Scan(&stray))
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
+	e.eventually(time.Minute, "the stray event to end", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event IN ('succeeded', 'gave_up')`, stray) == 1
+	})
+	require.Equal(t, "gave_up", e.one(`SELECT event FROM pgrelay.log WHERE origin_id = $1`, stray))
+	require.Contains(t, e.one(`SELECT error FROM pgrelay.log WHERE origin_id = $1`, stray),
+		fmt.Sprintf("notification %d was created for channel 'mail', not 'other'", held))
+	require.Equal(t, "queued", e.notifierStatus(held), "the stray event left the notification alone")
+
+	e.exec(`SELECT pgrelay.update('mail', p_paused := false)`)
+	e.eventually(time.Minute, "every mail event to end", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event IN ('succeeded', 'gave_up')`) == 5
+	})
+	require.Equal(t, 2, s.Count(), "each notification once")
+	for _, m := range s.Messages() {
+		require.Equal(t, "mail@shop.example", strings.Trim(m.From, "<>"))
+	}
+	require.Equal(t, "sent", e.notifierStatus(dup))
+	require.Equal(t, "sent", e.notifierStatus(held))
+	require.Equal(t, 1, e.count(`SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1`, dup))
+	require.Equal(t, 3, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'gave_up'
+		AND error LIKE $1`, fmt.Sprintf("not sent: notification %d %%one send() is delivered at most once", dup)))
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'succeeded'`))
+}
+
+// The message is fetched, and the notification moved to sending, only once
+// an SMTP connection is free: with a pool of one connection and a slow
+// server, the second email starts sending after the first was accepted, so
+// it stays queued (and can be cancelled) while it waits.
+func TestActorEmailFetchedOnlyWithAFreeConnection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, testenv.SMTPConfig{DataDelay: 500 * time.Millisecond})
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 3) g`)
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() + "?pool=1" })
+	e.eventually(time.Minute, "3 notifications to be sent", func() bool { return e.statusCount("sent") == 3 })
+	msgs := s.Messages()
+	require.Len(t, msgs, 3)
+	for i := 1; i < len(msgs); i++ {
+		id := idOf(t, msgs[i].MessageID())
+		var started time.Time
+		require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT at FROM pgrelay_notifier.status_events
+			WHERE notification_id = $1 AND status = 'sending'`, id).Scan(&started))
+		require.True(t, started.After(msgs[i-1].At),
+			"notification %d went to sending at %s, before the connection was free (previous message accepted at %s)",
+			id, started.Format(time.RFC3339Nano), msgs[i-1].At.Format(time.RFC3339Nano))
+	}
 }

@@ -274,7 +274,8 @@ func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
 		column[string](t, d.pool, "SELECT DISTINCT pg_get_userbyid(proowner)::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace"))
 	require.Empty(t, column[string](t, d.pool, `SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace
 		AND (prosrc ~* 'pgrelay\.(queue|log)\M')`))
-	require.ElementsMatch(t, []string{"send", "get_status", "cancel", "fetch", "set_status", "debug_log"},
+	require.ElementsMatch(t, []string{"send", "get_status", "cancel", "fetch", "set_status", "debug_log",
+		"start_sending", "fail_for_event"},
 		column[string](t, d.pool, "SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace AND prosecdef"),
 		"SECURITY DEFINER only where a less privileged caller needs it")
 
@@ -385,4 +386,143 @@ func TestNotifierDomainLiteralsAsNetMail(t *testing.T) {
 		}
 	}
 	require.Greater(t, accepted, 40, "the corpus holds valid literals too")
+}
+
+// send() bounds every field of a message and the whole of it (0009): the
+// subject (PR103), display names (PR102), the number and size of custom
+// headers (PR105) and the message as stored (PR108); each limit itself is
+// accepted.
+func TestNotifierSendLimits(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.emailChannel("mail", "")
+	mib := strings.Repeat("x", 1048576)
+	headers := func(n, size int) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`"X-H` + strconv.Itoa(i) + `": "` + strings.Repeat("v", size) + `"`)
+		}
+		b.WriteString("}")
+		return b.String()
+	}
+	name := func(n int) string { return strings.Repeat("N", n) + " <a@example.org>" }
+	cases := []struct {
+		name, sql, code, mention string
+		args                     []any
+	}{
+		{"subject over 998 bytes", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], repeat('é', 500), 'b')", "PR103", "1000 bytes", nil},
+		{"display name over 256 bytes", "SELECT pgrelay_notifier.send('mail', ARRAY[$1], 's', 'b')", "PR102", "display name of to address <a@example.org> is 257 bytes", []any{name(257)}},
+		{"cc display name over 256 bytes", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_cc := ARRAY[$1])", "PR102", "cc address", []any{name(300)}},
+		{"from display name over 256 bytes", "SELECT pgrelay_notifier.create_channel('long', $1)", "PR102", "from address", []any{name(257)}},
+		{"51 custom headers", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := $1::jsonb)", "PR105", "51 custom headers", []any{headers(51, 1)}},
+		{"custom headers over 16 KiB", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := $1::jsonb)", "PR105", "over the limit of 16384", []any{headers(20, 900)}},
+		{"message over 2 MiB", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', $1, p_body_html := $1)", "PR108", "over the 2 MiB", []any{mib}},
+	}
+	for _, c := range cases {
+		e := requireCode(t, d.err(c.sql, c.args...), c.code, c.name)
+		require.Contains(t, e.Message, c.mention, c.name)
+	}
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay_notifier.notifications"))
+
+	// At the limits.
+	for _, c := range []struct {
+		sql  string
+		args []any
+	}{
+		{"SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], repeat('é', 499), 'b')", nil},
+		{"SELECT pgrelay_notifier.send('mail', ARRAY[$1], 's', 'b')", []any{name(256)}},
+		{"SELECT pgrelay_notifier.create_channel('named', $1)", []any{name(256)}},
+		{"SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := $1::jsonb)", []any{headers(50, 1)}},
+		{"SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := $1::jsonb)", []any{headers(18, 900)}},
+		{"SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', $1, p_body_html := left($1, 1048576 - 100))", []any{mib}},
+	} {
+		require.NoError(t, d.err(c.sql, c.args...), c.sql)
+	}
+}
+
+// start_sending() is the gate (0009): the move queued -> sending is won by
+// one queue event, and only that event's attempts send; another event of the
+// notification is refused with the reason, and so is an event of another
+// channel. A missing notification is 'missing' and names itself.
+// fail_for_event() never fails a notification another event holds.
+func TestNotifierStartSendingIsTheGate(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.emailChannel("mail", "")
+	d.emailChannel("other", "")
+	send := func() int64 {
+		return one[int64](t, d.pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	}
+	type gate struct {
+		Verdict string
+		Reason  *string
+		ID      *int64
+		Status  *string
+	}
+	start := func(id int64, channel string, event int64) gate {
+		var g gate
+		require.NoError(t, d.pool.QueryRow(bg, `SELECT verdict, reason, notification_id, status
+			FROM pgrelay_notifier.start_sending($1, $2, $3)`, id, channel, event).Scan(&g.Verdict, &g.Reason, &g.ID, &g.Status))
+		return g
+	}
+	fail := func(id int64, channel string, event int64) bool {
+		return one[bool](t, d.pool, "SELECT pgrelay_notifier.fail_for_event($1, $2, $3, 'boom')", id, channel, event)
+	}
+	status := func(id int64) string {
+		return one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", id)
+	}
+
+	a := send()
+	g := start(a, "mail", 1)
+	require.Equal(t, "send", g.Verdict)
+	require.Equal(t, a, *g.ID)
+	require.Equal(t, "sending", *g.Status)
+	g = start(a, "mail", 2)
+	require.Equal(t, "refused", g.Verdict, "a second event loses the gate")
+	require.Contains(t, *g.Reason, "is already being sent by event 1; one send() is delivered at most once")
+	require.Nil(t, g.ID, "no message for a refused event")
+	require.False(t, fail(a, "mail", 2), "the loser cannot fail the holder's notification")
+	require.Equal(t, "send", start(a, "mail", 1).Verdict, "the holder's next attempt")
+	require.Equal(t, 2, one[int](t, d.pool, "SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
+	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.set_status($1, 'sent')", a))
+	g = start(a, "mail", 1)
+	require.Equal(t, "sent", g.Verdict, "a redelivery of the holder")
+	g = start(a, "mail", 3)
+	require.Equal(t, "refused", g.Verdict)
+	require.Contains(t, *g.Reason, "was already sent by event 1")
+
+	// Another channel's event: refused, and the notification stays queued.
+	b := send()
+	g = start(b, "other", 7)
+	require.Equal(t, "refused", g.Verdict)
+	require.Contains(t, *g.Reason, "was created for channel 'mail', not 'other'")
+	require.False(t, fail(b, "other", 7))
+	require.Equal(t, "queued", status(b))
+	require.Equal(t, 0, one[int](t, d.pool, "SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", b))
+	// An event of its channel that never got to send may fail it.
+	require.True(t, fail(b, "mail", 8))
+	require.Equal(t, "failed", status(b))
+	g = start(b, "mail", 9)
+	require.Equal(t, "refused", g.Verdict)
+	require.Contains(t, *g.Reason, "already failed: boom")
+
+	// Missing and cancelled.
+	g = start(424242424242, "mail", 1)
+	require.Equal(t, "missing", g.Verdict)
+	require.Contains(t, *g.Reason, "notification 424242424242 does not exist on node 0")
+	c := send()
+	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.cancel($1)", c))
+	require.Equal(t, "cancelled", start(c, "mail", 1).Verdict)
+	require.Equal(t, "cancelled", status(c))
+
+	// Only the Processor's role may call the gate.
+	prod := d.loginAs("producer", "pgrelay_producer")
+	requireCode(t, execErr(prod, "SELECT * FROM pgrelay_notifier.start_sending(1, 'mail', 1)"), insufficientPrivilege)
+	requireCode(t, execErr(prod, "SELECT pgrelay_notifier.fail_for_event(1, 'mail', 1, 'x')"), insufficientPrivilege)
+	proc := d.loginAs("processor", "pgrelay_processor")
+	require.NoError(t, execErr(proc, "SELECT * FROM pgrelay_notifier.start_sending(1, 'mail', 1)"))
 }

@@ -36,39 +36,77 @@ const (
 	NotificationCancelled = "cancelled"
 )
 
-// FetchNotificationForSending calls pgrelay_notifier.fetch() (the message to
-// send, or nil when there is nothing to send: deleted, cancelled, already
-// sent or failed) after set_status('sending'), in one round trip and one
-// transaction: the attempt is counted when there is something to send, and
-// set_status changes nothing when there is not (a cancelled, sent or failed
-// notification never goes back to sending).
-func (s *Store) FetchNotificationForSending(ctx context.Context, id int64) (*Notification, error) {
-	b := &pgx.Batch{}
-	// set_status first: its UPDATE waits for a cancel() or DELETE in
-	// progress, so fetch (a new snapshot) sees what it committed and returns
-	// no row; fetched first, the message would be sent although cancel()
-	// had returned true.
-	b.Queue("SELECT pgrelay_notifier.set_status($1, 'sending')", id)
-	var n Notification
-	found := false
-	b.Queue(`SELECT notification_id, channel, from_addr, to_addrs, cc_addrs, bcc_addrs,
-		subject, body_text, body_html, headers, status, attempts, created_at
-		FROM pgrelay_notifier.fetch($1)`, id).QueryRow(func(r pgx.Row) error {
-		err := r.Scan(&n.ID, &n.Channel, &n.From, &n.To, &n.Cc, &n.Bcc, &n.Subject, &n.BodyText, &n.BodyHTML,
-			&n.Headers, &n.Status, &n.Attempts, &n.CreatedAt)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+// The verdicts of pgrelay_notifier.start_sending(): whether an event may
+// send its notification now.
+const (
+	// VerdictSend: the event holds the notification; the message follows.
+	VerdictSend = "send"
+	// VerdictSent: this event already sent it (a redelivery).
+	VerdictSent = "sent"
+	// VerdictCancelled: cancel() stopped it.
+	VerdictCancelled = "cancelled"
+	// VerdictMissing: no such notification on this node (yet).
+	VerdictMissing = "missing"
+	// VerdictRefused: never to be sent by this event (another channel's
+	// notification, or held or ended by another event).
+	VerdictRefused = "refused"
+)
+
+// Gate is what pgrelay_notifier.start_sending() decided for one event.
+type Gate struct {
+	Verdict string
+	// Reason says why for every verdict but VerdictSend.
+	Reason string
+	// Notification is the message to send, with VerdictSend only.
+	Notification *Notification
+}
+
+// StartSending calls pgrelay_notifier.start_sending(): the gate of queue
+// event event (its origin_id) of channel on notification id. With
+// VerdictSend the notification is now 'sending', held by this event, its
+// attempt counted, and the message comes with it, in one round trip and one
+// transaction. The row lock comes first, so a cancel() or DELETE that
+// commits meanwhile wins whole.
+func (s *Store) StartSending(ctx context.Context, id int64, channel string, event int64) (Gate, error) {
+	var (
+		g       Gate
+		reason  *string
+		n       Notification
+		nid     *int64
+		chn     *string
+		from    *string
+		subject *string
+		body    *string
+		status  *string
+		att     *int
+		created *time.Time
+	)
+	err := s.hot.QueryRow(ctx, `SELECT verdict, reason, notification_id, channel, from_addr, to_addrs, cc_addrs,
+		bcc_addrs, subject, body_text, body_html, headers, status, attempts, created_at
+		FROM pgrelay_notifier.start_sending($1::bigint, $2::text, $3::bigint)`, id, channel, event).Scan(
+		&g.Verdict, &reason, &nid, &chn, &from, &n.To, &n.Cc, &n.Bcc, &subject, &body, &n.BodyHTML,
+		&n.Headers, &status, &att, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// fetch() found nothing right after the gate: cannot happen while
+		// the row is locked; say so rather than send nothing silently.
+		return Gate{}, fmt.Errorf("start sending notification %d for event %d: no verdict", id, event)
+	}
+	if err != nil {
+		return Gate{}, fmt.Errorf("start sending notification %d for event %d of channel %q: %w", id, event, channel, err)
+	}
+	if reason != nil {
+		g.Reason = *reason
+	}
+	if g.Verdict == VerdictSend {
+		if nid == nil || chn == nil || from == nil || subject == nil || body == nil || status == nil ||
+			att == nil || created == nil {
+			return Gate{}, fmt.Errorf("start sending notification %d for event %d: incomplete message", id, event)
 		}
-		found = err == nil
-		return err
-	})
-	if err := s.hot.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("fetch notification %d for sending: %w", id, err)
+		n.ID, n.Channel, n.From, n.Subject, n.BodyText = *nid, *chn, *from, *subject, *body
+		n.Status, n.Attempts, n.CreatedAt = *status, *att, *created
+		g.Notification = &n
 	}
-	if !found {
-		return nil, nil
-	}
-	return &n, nil
+	return g, nil
 }
 
 // SetNotificationStatus calls pgrelay_notifier.set_status(): moves the
@@ -80,8 +118,21 @@ func (s *Store) SetNotificationStatus(ctx context.Context, id int64, status, err
 		e = &errText
 	}
 	var changed bool
-	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.set_status($1, $2, $3)", id, status, e).Scan(&changed); err != nil {
+	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.set_status($1::bigint, $2::text, $3::text)", id, status, e).Scan(&changed); err != nil {
 		return false, fmt.Errorf("set status of notification %d to %s: %w", id, status, err)
+	}
+	return changed, nil
+}
+
+// FailNotificationForEvent calls pgrelay_notifier.fail_for_event(): fails
+// notification id for queue event event of channel, only where that event
+// could still send it (queued and of channel, or sending held by it), and
+// reports whether the status changed.
+func (s *Store) FailNotificationForEvent(ctx context.Context, id int64, channel string, event int64, reason string) (bool, error) {
+	var changed bool
+	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.fail_for_event($1::bigint, $2::text, $3::bigint, $4::text)",
+		id, channel, event, reason).Scan(&changed); err != nil {
+		return false, fmt.Errorf("fail notification %d for event %d of channel %q: %w", id, event, channel, err)
 	}
 	return changed, nil
 }
@@ -89,7 +140,7 @@ func (s *Store) SetNotificationStatus(ctx context.Context, id int64, status, err
 // NotificationDebugLog calls pgrelay_notifier.debug_log(): a note kept in the
 // notification's bounded history.
 func (s *Store) NotificationDebugLog(ctx context.Context, id int64, message string) error {
-	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.debug_log($1, $2)", id, message); err != nil {
+	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.debug_log($1::bigint, $2::text)", id, message); err != nil {
 		return fmt.Errorf("debug log of notification %d: %w", id, err)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 // notification wins: the handler gets nothing to send, and the status stays
 // what the cancel made it. Fetched before the row lock, the message would go
 // out although cancel() had returned true.
-func TestFetchNotificationForSendingLosesToConcurrentCancel(t *testing.T) {
+func TestStartSendingLosesToConcurrentCancel(t *testing.T) {
 	ctx := context.Background()
 	pool := pg.Pool(t)
 	s := New(pool, nil, nil)
@@ -26,15 +26,17 @@ func TestFetchNotificationForSendingLosesToConcurrentCancel(t *testing.T) {
 
 	// Control: a queued notification is fetched and counted as an attempt.
 	id := send()
-	n, err := s.FetchNotificationForSending(ctx, id)
+	g, err := s.StartSending(ctx, id, "mail", 1)
 	require.NoError(t, err)
+	require.Equal(t, VerdictSend, g.Verdict)
+	n := g.Notification
 	require.NotNil(t, n)
 	require.Equal(t, NotificationSending, n.Status)
 	require.Equal(t, 1, n.Attempts)
 
-	for _, tc := range []struct{ name, stmt, status string }{
-		{"cancel", `SELECT pgrelay_notifier.cancel($1)`, NotificationCancelled},
-		{"delete", `DELETE FROM pgrelay_notifier.notifications WHERE notification_id = $1`, ""},
+	for _, tc := range []struct{ name, stmt, status, verdict string }{
+		{"cancel", `SELECT pgrelay_notifier.cancel($1)`, NotificationCancelled, VerdictCancelled},
+		{"delete", `DELETE FROM pgrelay_notifier.notifications WHERE notification_id = $1`, "", VerdictMissing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := send()
@@ -45,27 +47,28 @@ func TestFetchNotificationForSendingLosesToConcurrentCancel(t *testing.T) {
 			require.NoError(t, err)
 
 			type result struct {
-				n   *Notification
+				g   Gate
 				err error
 			}
 			done := make(chan result, 1)
 			go func() {
-				n, err := s.FetchNotificationForSending(ctx, id)
-				done <- result{n, err}
+				g, err := s.StartSending(ctx, id, "mail", 2)
+				done <- result{g, err}
 			}()
 			// The fetch waits on the cancel's row lock; commit only then.
 			require.Eventually(t, func() bool {
 				var waiting bool
 				require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
 				  WHERE datname = current_database() AND wait_event_type = 'Lock'
-				    AND query LIKE '%set_status%')`).Scan(&waiting))
+				    AND query LIKE '%start_sending%')`).Scan(&waiting))
 				return waiting
 			}, 10*time.Second, 10*time.Millisecond)
 			require.NoError(t, tx.Commit(ctx))
 
 			r := <-done
 			require.NoError(t, r.err)
-			require.Nil(t, r.n, "nothing to send after a committed %s", tc.name)
+			require.Equal(t, tc.verdict, r.g.Verdict, tc.name)
+			require.Nil(t, r.g.Notification, "nothing to send after a committed %s", tc.name)
 			var status *string
 			var attempts *int
 			err = pool.QueryRow(ctx, `SELECT status, attempts FROM pgrelay_notifier.notifications

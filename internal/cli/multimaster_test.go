@@ -367,6 +367,9 @@ func parseTable(t *testing.T, out string) []map[string]string {
 	}
 	var table []map[string]string
 	for _, l := range ls[1:] {
+		if l == "" { // the table ends at a blank line
+			break
+		}
 		row := map[string]string{}
 		for k, name := range names {
 			end := len(l)

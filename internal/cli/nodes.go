@@ -69,7 +69,18 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 	if n == 0 {
 		fmt.Fprintln(tw, "(no node has run a Processor yet)")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What this node (the database of --database-url) replicates.
+	fmt.Fprintln(a.stdout)
+	r, err := checkReplication(ctx, conn)
+	if err != nil {
+		fmt.Fprintf(a.stdout, "replication: could not check: %v\n", err)
+		return nil
+	}
+	fmt.Fprintln(a.stdout, r.summary())
+	return nil
 }
 
 func runDecommission(ctx context.Context, a *app, args []string) error {

@@ -168,6 +168,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err := checkSchema(ctx, f.databaseURL); err != nil {
 		return err
 	}
+	if f.mode == "multi-node" || f.mode == "leader" {
+		warnUnreplicated(ctx, f.databaseURL, f.mode, logger)
+	}
 	if err := p.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted while starting: Start undid itself
@@ -242,6 +245,36 @@ func checkSchema(ctx context.Context, url string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return schemaUpToDate(cctx, conn)
+}
+
+// warnUnreplicated logs a warning when pgrelay's or the notifier's tables
+// are not replicated on this node (checkReplication), or cannot be checked:
+// in multi-node and leader mode every node must see every other node's
+// rows. It never stops the Processor.
+func warnUnreplicated(ctx context.Context, url, mode string, logger *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, url)
+	if err != nil {
+		logger.Warn("replication: could not check that pgrelay's tables are replicated", "err", err)
+		return
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	r, err := checkReplication(cctx, conn)
+	switch {
+	case err != nil:
+		logger.Warn("replication: could not check that pgrelay's tables are replicated", "err", err)
+	case r.Extension == "":
+		logger.Warn("replication: no pglogical or Spock in this database; --mode "+mode+
+			" needs pgrelay's and the notifier's tables replicated to every node (docs/multi-master.md)", "node", r.Node)
+	case len(r.Missing) > 0:
+		msg := "replication: tables not in a subscribed replication set on this node; --mode " + mode +
+			" needs them replicated to every node (docs/multi-master.md)"
+		if r.notifierMissing() {
+			msg += "; email events whose notification was composed on another node will fail as missing"
+		}
+		logger.Warn(msg, "node", r.Node, "extension", r.Extension, "tables", strings.Join(r.Missing, ", "))
+	}
 }
 
 // schemaUpToDate fails when the database is not migrated to this version's schema.

@@ -1,9 +1,9 @@
 // Package email is the handler of email channels (kind 'email', the
-// notifier): for each event it fetches the notification from
-// pgrelay_notifier, builds the message with go-mail, sends it through a
-// pooled SMTP connection and records the status with set_status(). Those
-// interface calls (fetch, set_status, debug_log) are all it does in the
-// database.
+// notifier): for each event it takes a pooled SMTP connection, passes the
+// notifier's gate and fetches the notification (start_sending), builds the
+// message with go-mail, sends it and records the status (set_status,
+// fail_for_event). Those interface calls, and debug_log, are all it does in
+// the database.
 //
 // Failure classes: a 5xx reply to the message (MAIL, RCPT, DATA) is
 // permanent: the notification is failed at once with the reply as reason and
@@ -22,6 +22,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	mail "github.com/wneessen/go-mail"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -138,37 +140,59 @@ func (h *Handler) poolFor(channel string) *pool {
 const bookkeeping = 10 * time.Second
 
 // Handle sends the notification the event names (its payload is the
-// notification_id).
+// notification_id). It waits for a free SMTP connection first; only then
+// does it pass the gate (pgrelay_notifier.start_sending(): the move queued ->
+// sending, won by one event) and fetch the message, so a notification stays
+// queued, and cancellable, while its event waits for a connection, and no
+// message is held in memory before it can be sent.
+//
+// An event that may not send ends without sending, and says why: its
+// notification was cancelled, or already sent by this same event (a
+// redelivery) — the event succeeds; it does not exist on this node — a
+// failed attempt, retried with the channel's backoff (replication may bring
+// it), given up on the last; it was created for another channel, or another
+// event holds or ended it — the event gives up at once.
 func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 	id, err := strconv.ParseInt(ev.Payload, 10, 64)
 	if err != nil {
 		return false, handlers.Permanent(fmt.Errorf("email channel %q: payload %q is not a notification id", ev.Channel, ev.Payload))
 	}
-	// fetch() and set_status('sending') go together: one round trip.
-	n, err := h.store.FetchNotificationForSending(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	if n == nil {
-		// Deleted, cancelled, or already ended (a redelivered event).
-		h.log.Debug("email: nothing to send; skipped", "channel", ev.Channel, "notification", id)
-		return false, nil
-	}
-	p := h.poolFor(n.Channel)
+	p := h.poolFor(ev.Channel)
 	if p == nil {
-		return false, h.transient(ctx, ev, id, fmt.Errorf("no SMTP target for channel %q: set --smtp-url or map the channel in the --config file", n.Channel))
+		return false, h.transient(ctx, ev, id, fmt.Errorf("no SMTP target for channel %q: set --smtp-url or map the channel in the --config file", ev.Channel))
 	}
-	msg, env, err := buildMessage(n, h.domain)
-	if err != nil {
-		return false, h.permanent(ctx, id, fmt.Errorf("build the message: %w", err))
+	var (
+		gate     store.Gate
+		dbErr    error
+		buildErr error
+	)
+	prepare := func(ctx context.Context) (*mail.Msg, envelope, error) {
+		gate, dbErr = h.store.StartSending(ctx, id, ev.Channel, ev.OriginID)
+		if dbErr != nil {
+			return nil, envelope{}, dbErr
+		}
+		if gate.Verdict != store.VerdictSend {
+			return nil, envelope{}, errNothingToSend
+		}
+		var msg *mail.Msg
+		var env envelope
+		msg, env, buildErr = buildMessage(gate.Notification, h.domain)
+		return msg, env, buildErr
 	}
-	err = p.send(ctx, msg, env)
-	if err == nil {
+	err = p.send(ctx, prepare)
+	switch {
+	case dbErr != nil:
+		return false, dbErr
+	case gate.Verdict != "" && gate.Verdict != store.VerdictSend:
+		return false, h.notSent(ev, id, gate)
+	case buildErr != nil:
+		return false, h.permanent(ctx, ev, id, fmt.Errorf("build the message: %w", buildErr))
+	case err == nil:
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 		defer cancel()
 		if _, err := h.store.SetNotificationStatus(wctx, id, store.NotificationSent, ""); err != nil {
-			// The event is retried and the message sent again, with the
-			// same Message-ID.
+			// The event is retried (it still holds the notification) and
+			// the message sent again, with the same Message-ID.
 			return false, fmt.Errorf("notification %d was sent but recording it failed: %w", id, err)
 		}
 		return false, nil
@@ -180,9 +204,31 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 		}
 	}
 	if failure.permanent {
-		return false, h.permanent(ctx, id, failure)
+		return false, h.permanent(ctx, ev, id, failure)
 	}
 	return false, h.transient(ctx, ev, id, failure)
+}
+
+// errNothingToSend: the gate said this event sends nothing.
+var errNothingToSend = errors.New("email: nothing to send")
+
+// notSent ends an event the gate did not let send, with the reason: nil (the
+// event succeeds) for a cancelled notification or a redelivery of the event
+// that sent it; a failed attempt for a notification missing on this node;
+// a permanent failure for any other.
+func (h *Handler) notSent(ev handlers.Event, id int64, g store.Gate) error {
+	switch g.Verdict {
+	case store.VerdictCancelled, store.VerdictSent:
+		h.log.Debug("email: nothing to send; skipped", "channel", ev.Channel, "notification", id,
+			"event", ev.OriginID, "reason", g.Reason)
+		return nil
+	case store.VerdictMissing:
+		return fmt.Errorf("not sent: %s", g.Reason)
+	default:
+		h.log.Info("email: event ends without sending", "channel", ev.Channel, "notification", id,
+			"event", ev.OriginID, "reason", g.Reason)
+		return handlers.Permanent(fmt.Errorf("not sent: %s", g.Reason))
+	}
 }
 
 // SendError is a failed SMTP send as the Processor sees it: the text of the
@@ -221,10 +267,10 @@ func Permanent(err error) bool {
 }
 
 // permanent fails the notification with err as reason; the event gives up.
-func (h *Handler) permanent(ctx context.Context, id int64, err error) error {
+func (h *Handler) permanent(ctx context.Context, ev handlers.Event, id int64, err error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 	defer cancel()
-	if _, serr := h.store.SetNotificationStatus(wctx, id, store.NotificationFailed, err.Error()); serr != nil {
+	if _, serr := h.store.FailNotificationForEvent(wctx, id, ev.Channel, ev.OriginID, err.Error()); serr != nil {
 		h.log.Warn("email: could not record a permanent failure", "notification", id, "err", serr)
 	}
 	return handlers.Permanent(err)
@@ -245,7 +291,7 @@ func (h *Handler) transient(ctx context.Context, ev handlers.Event, id int64, er
 	}
 	if ev.Attempt >= ev.MaxAttempts {
 		reason := fmt.Sprintf("gave up after %d attempts: %v", ev.Attempt, err)
-		if _, serr := h.store.SetNotificationStatus(wctx, id, store.NotificationFailed, reason); serr != nil {
+		if _, serr := h.store.FailNotificationForEvent(wctx, id, ev.Channel, ev.OriginID, reason); serr != nil {
 			h.log.Warn("email: could not record the failure", "notification", id, "err", serr)
 		}
 	}
@@ -257,15 +303,17 @@ func (h *Handler) transient(ctx context.Context, ev handlers.Event, id int64, er
 // channel's expire_after), or given up at its last attempt for a cause
 // outside the handler's own bookkeeping (an actor failure, a database error
 // before the send). Without it get_status() would say queued or sending
-// forever. set_status() never moves a status backwards: a notification
-// already sent, failed or cancelled keeps its status, so a call after the
-// handler's own is harmless.
+// forever. fail_for_event() only fails a notification this event could
+// still have sent (queued, or sending held by it): one already sent,
+// failed or cancelled keeps its status, and so does one another event
+// holds or another channel's, so a call after the handler's own, or for an
+// event that lost the gate, is harmless.
 func (h *Handler) EndedFailing(ctx context.Context, ev handlers.Event, reason string) error {
 	id, err := strconv.ParseInt(ev.Payload, 10, 64)
 	if err != nil {
 		return nil // not a notification: nothing to fail
 	}
-	changed, err := h.store.SetNotificationStatus(ctx, id, store.NotificationFailed, reason)
+	changed, err := h.store.FailNotificationForEvent(ctx, id, ev.Channel, ev.OriginID, reason)
 	if err != nil {
 		return fmt.Errorf("email channel %q: %w", ev.Channel, err)
 	}

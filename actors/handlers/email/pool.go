@@ -347,13 +347,29 @@ func code(err error) int {
 	return 0
 }
 
-// send sends one message on a pooled connection. A pooled connection found
-// dead before anything was sent (NOOP fails) is replaced once.
-func (p *pool) send(ctx context.Context, msg *mail.Msg, env envelope) error {
+// send sends one message on a pooled connection. The message is had from
+// prepare only once a connection is free, and only once: a pooled
+// connection found dead before anything was sent (NOOP fails) is replaced
+// once, with the same message. prepare's error is returned as it is, with
+// the connection put back unused.
+func (p *pool) send(ctx context.Context, prepare func(context.Context) (*mail.Msg, envelope, error)) error {
+	var (
+		msg *mail.Msg
+		env envelope
+	)
 	for attempt := 0; ; attempt++ {
 		c, err := p.acquire(ctx)
 		if err != nil {
 			return err
+		}
+		if msg == nil {
+			if msg, env, err = prepare(ctx); err != nil {
+				// Unused; the next user checks it with NOOP first, as it
+				// may have waited here.
+				c.uses = max(c.uses, 1)
+				p.release(c, true)
+				return err
+			}
 		}
 		reused := c.uses > 0
 		c.uses++

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	mail "github.com/wneessen/go-mail"
 
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -36,7 +37,16 @@ func sendOne(t *testing.T, p *pool, ctx context.Context, n *store.Notification) 
 	t.Helper()
 	m, env, err := buildMessage(n, DefaultMessageIDDomain)
 	require.NoError(t, err)
-	return p.send(ctx, m, env)
+	prepared := 0
+	err = p.send(ctx, func(context.Context) (*mail.Msg, envelope, error) {
+		prepared++
+		return m, env, nil
+	})
+	if err == nil {
+		// Even when a dead pooled connection was replaced.
+		require.Equal(t, 1, prepared, "the message is prepared once per send")
+	}
+	return err
 }
 
 // One session carries message after message; a session the server dropped

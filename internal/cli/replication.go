@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// querier is what the replication check needs of a connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// replication is what this database's node replicates of pgrelay's tables
+// and the notifier's, as its replication extension (pglogical or Spock)
+// records it.
+type replication struct {
+	// Node is pgrelay's node id of this database (pgrelay._this_node()).
+	Node int
+	// Extension is "spock" or "pglogical"; empty when neither is installed.
+	Extension string
+	// Missing lists the tables (schema.table) of schemas pgrelay and
+	// pgrelay_notifier, but pgrelay.schema_migrations, that are in no
+	// replication set this node's subscriptions use.
+	Missing []string
+}
+
+// checkReplication reads which of pgrelay's and the notifier's tables are
+// replicated. A table counts as replicated when it is in a replication set
+// of this node that one of this node's subscriptions names: the other nodes
+// subscribe to this one by the same set names in the set-ups
+// docs/multi-master.md describes. With no extension every table is missing.
+func checkReplication(ctx context.Context, q querier) (replication, error) {
+	var r replication
+	var schema string
+	err := q.QueryRow(ctx, `SELECT pgrelay._this_node(), COALESCE(e.extname::text, ''), COALESCE(e.extnamespace::regnamespace::text, '')
+		FROM (SELECT 1) one LEFT JOIN LATERAL (
+		  SELECT x.extname, x.extnamespace FROM pg_catalog.pg_extension x
+		   WHERE x.extname IN ('spock', 'pglogical') ORDER BY x.extname = 'spock' DESC LIMIT 1) e ON true`).
+		Scan(&r.Node, &r.Extension, &schema)
+	if err != nil {
+		return r, fmt.Errorf("replication check: find pglogical or Spock: %w", err)
+	}
+	ext := pgx.Identifier{schema}.Sanitize()
+	replicated := "false"
+	if r.Extension != "" {
+		replicated = `EXISTS (SELECT FROM ` + ext + `.replication_set_table t
+		    JOIN ` + ext + `.replication_set s ON s.set_id = t.set_id
+		   WHERE t.set_reloid = c.oid
+		     AND s.set_nodeid IN (SELECT l.node_id FROM ` + ext + `.local_node l)
+		     AND s.set_name::text IN (SELECT pg_catalog.unnest(sub.sub_replication_sets) FROM ` + ext + `.subscription sub))`
+	}
+	rows, err := q.Query(ctx, `SELECT pg_catalog.format('%I.%I', n.nspname, c.relname)
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname IN ('pgrelay', 'pgrelay_notifier') AND c.relkind IN ('r', 'p')
+		  AND NOT (n.nspname = 'pgrelay' AND c.relname = 'schema_migrations')
+		  AND NOT `+replicated+`
+		ORDER BY 1`)
+	if err != nil {
+		return r, fmt.Errorf("replication check (%s): %w", r.Extension, err)
+	}
+	if r.Missing, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return r, fmt.Errorf("replication check (%s): %w", r.Extension, err)
+	}
+	return r, nil
+}
+
+// notifierMissing reports whether a table of the notifier is missing.
+func (r replication) notifierMissing() bool {
+	for _, t := range r.Missing {
+		if strings.HasPrefix(t, "pgrelay_notifier.") {
+			return true
+		}
+	}
+	return false
+}
+
+// summary is one line on what this node replicates.
+func (r replication) summary() string {
+	switch {
+	case r.Extension == "":
+		return fmt.Sprintf("replication (node %d): no pglogical or Spock in this database: "+
+			"nothing of pgrelay's is replicated (fine for one primary; multi-node and leader need it)", r.Node)
+	case len(r.Missing) == 0:
+		return fmt.Sprintf("replication (node %d, %s): every table of pgrelay and pgrelay_notifier is in a subscribed replication set",
+			r.Node, r.Extension)
+	}
+	return fmt.Sprintf("replication (node %d, %s): NOT REPLICATED: %s (add them to a replication set on every node: docs/multi-master.md)",
+		r.Node, r.Extension, strings.Join(r.Missing, ", "))
+}

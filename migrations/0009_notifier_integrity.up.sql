@@ -338,8 +338,12 @@ BEGIN
 END
 $$;
 
+-- As in 0004: CREATE on the schema is lent for the ownership transfer only
+-- (a non-superuser owner needs it to give the role a function).
+GRANT CREATE ON SCHEMA pgrelay_notifier TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.start_sending(bigint, text, bigint) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.fail_for_event(bigint, text, bigint, text) OWNER TO pgrelay_notifier;
+REVOKE CREATE ON SCHEMA pgrelay_notifier FROM pgrelay_notifier;
 REVOKE ALL ON FUNCTION pgrelay_notifier.start_sending(bigint, text, bigint),
                        pgrelay_notifier.fail_for_event(bigint, text, bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgrelay_notifier.start_sending(bigint, text, bigint),

@@ -42,6 +42,14 @@ func TestInstallWithoutSuperuser(t *testing.T) {
 
 	code, out, errOut := runCLI(t, nil, "migrate", "--database-url", as("owner"))
 	require.Equal(t, 0, code, "migrate as a non-superuser owner:\n%s%s", out, errOut)
+	// The owner can't see other sessions' transactions: the NATS publisher
+	// would stall, and migrate says so with the fix.
+	require.Contains(t, errOut, "pgrelay migrate: warning: owner, the owner of the schema, is neither a superuser nor a member of pg_read_all_stats")
+	require.Contains(t, errOut, `GRANT pg_read_all_stats TO "owner";`)
+	super("postgres", "GRANT pg_read_all_stats TO owner")
+	code, _, errOut = runCLI(t, nil, "migrate", "--database-url", as("owner"))
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut, "no warning once granted")
 
 	own, err := pgx.Connect(ctx, as("owner"))
 	require.NoError(t, err)

@@ -313,6 +313,20 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "applied %04d_%s\n", m.Version, m.Name)
 	}
 	fmt.Fprintf(a.stdout, "schema at version %d\n", res.Version)
+	// The NATS publisher's horizon (pgrelay._publish_horizon, SECURITY
+	// DEFINER) must see every session's transaction: its owner, who ran
+	// this, needs pg_read_all_stats unless a superuser.
+	var owner string
+	var sees bool
+	if err := conn.QueryRow(ctx, `SELECT CURRENT_USER::text,
+		pg_catalog.pg_has_role(CURRENT_USER, 'pg_read_all_stats'::pg_catalog.name, 'USAGE'::pg_catalog.text)`).Scan(&owner, &sees); err != nil {
+		return fmt.Errorf("check the owner's pg_read_all_stats: %w", err)
+	}
+	if !sees {
+		fmt.Fprintf(a.stderr, "pgrelay migrate: warning: %s, the owner of the schema, is neither a superuser nor a member of pg_read_all_stats:\n"+
+			"  publishing status events on NATS (pgrelay run --nats-url) will stall with PR040 until a superuser runs\n"+
+			"  GRANT pg_read_all_stats TO %s;\n", owner, pgx.Identifier{owner}.Sanitize())
+	}
 	return nil
 }
 

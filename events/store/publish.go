@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -92,6 +93,10 @@ func AdvanceCursor(ctx context.Context, c Conn, node int, source string, id int6
 func PublishHorizon(ctx context.Context, c Conn) (int64, error) {
 	var h int64
 	if err := c.QueryRow(ctx, "SELECT pgrelay._publish_horizon()").Scan(&h); err != nil {
+		// PR040's hint is the GRANT that ends it: the log line carries it.
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "PR040" && pe.Hint != "" {
+			return 0, fmt.Errorf("compute the publish horizon: %w (fix: %s)", err, pe.Hint)
+		}
 		return 0, fmt.Errorf("compute the publish horizon: %w", err)
 	}
 	return h, nil

@@ -235,3 +235,42 @@ func TestRescueGivingUpFailsTheNotification(t *testing.T) {
 	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'"))
 	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'"))
 }
+
+// A row pinned to a node is only ever changed by that node (or by an
+// explicit decommission): when an adoption removed a dead node's Processor
+// rows, another node's rescue leaves that node's pinned claims alone — even
+// past the channel's timeout and on their last attempt (no 'gave_up', no
+// failed email) — and the node takes them back itself when it returns.
+func TestRescueLeavesOtherNodesPinnedClaims(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pin", "p_node_restricted := true, p_max_attempts := 1, p_timeout := '1 second'")
+	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com', p_node_restricted := true,
+	  p_max_attempts := 1, p_timeout := '1 second')`)
+	n5, n1 := d.conn(5), d.conn(1)
+	p5 := one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
+	pin := one[int64](t, n5, "SELECT pgrelay.notify('pin', 'x')")
+	mail := one[int64](t, n5, `SELECT pgrelay_notifier.send('mail', ARRAY['to@example.org'], 'Hi', 'Body')`)
+	require.Len(t, claimMode(t, n5, p5, "multi-node", false, 10, "sql", "email"), 2)
+	d.exec(`SELECT pgrelay_notifier.set_status($1, 'sending')`, mail)
+	p1 := one[int64](t, n1, "SELECT pgrelay._processor_start('multi-node', 'host1', 1, 'test')")
+
+	// Node 5 goes silent; node 1 adopts (and removes node 5's Processor rows).
+	d.exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	d.exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	require.Zero(t, one[int32](t, n1, "SELECT pgrelay._adopt('10 seconds')"), "pinned rows are not adopted")
+	d.exec("UPDATE pgrelay.queue SET dispatched_at = now() - interval '1 hour'")
+
+	require.Zero(t, one[int32](t, n1, "SELECT pgrelay._rescue($1, '10 seconds', '1 second')", p1))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 5 AND dispatched_by IS NOT NULL AND attempt = 1"),
+		"node 5's pinned claims are untouched")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.log"))
+	require.Equal(t, "sending", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", mail))
+	d.requireStatus(pin, "in_flight")
+
+	// Node 5 comes back and takes its own claims back.
+	p5b := one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 6, 'test')")
+	require.EqualValues(t, 2, one[int32](t, n5, "SELECT pgrelay._rescue($1, '10 seconds', '1 second')", p5b))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND node = 5"))
+	require.Equal(t, "failed", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", mail))
+}

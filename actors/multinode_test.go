@@ -163,7 +163,8 @@ func TestActorAdoptionAndDecommission(t *testing.T) {
 	require.EqualValues(t, 5, n)
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
 	require.Equal(t, 5, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE 'node 2 was decommissioned%'`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2`))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND decommissioned_at IS NOT NULL`),
+		"node 2 stays as a tombstone")
 	// A live node cannot be decommissioned.
 	_, err := e.pool.Exec(context.Background(), `SELECT pgrelay.decommission(1, '1 minute')`)
 	require.ErrorContains(t, err, "PR022")

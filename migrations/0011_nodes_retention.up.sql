@@ -14,6 +14,13 @@
 --   heartbeats) under the id clears the tombstone. decommission also
 --   discards the node's pinned rows that its dead Processors held, which
 --   nothing else may touch any more, and fails their emails.
+-- * Retention keeps what the NATS publisher has not published: _trim_log
+--   deletes a node's log rows past the retention only up to that node's
+--   publish cursor, when it has one (a publisher ran for it), up to a cap
+--   past which it deletes them all the same and records each batch in
+--   pgrelay.log_dropped. _trim_event_payloads keeps the payloads those rows
+--   may still need. publish_backlog() also gives the age of the oldest
+--   unpublished row.
 
 -- ---------------------------------------------------------------------------
 -- Pinned rows: only their node rescues them
@@ -364,6 +371,172 @@ AS $$
 $$;
 
 -- ---------------------------------------------------------------------------
+-- Retention keeps what is not published
+-- ---------------------------------------------------------------------------
+
+-- One row per batch of log rows that retention deleted before the NATS
+-- publisher of their node had published them (past the cap): whose rows
+-- (node), how many, their id and time ranges, and which node's janitor
+-- deleted them when. Written by _trim_log in the transaction that deletes the
+-- rows. Nothing trims it: delete what you have looked at.
+CREATE TABLE pgrelay.log_dropped (
+  id         bigint PRIMARY KEY DEFAULT pgrelay._next_id(),
+  node       int NOT NULL,
+  rows       bigint NOT NULL,
+  first_id   bigint NOT NULL,
+  last_id    bigint NOT NULL,
+  first_at   timestamptz NOT NULL,
+  last_at    timestamptz NOT NULL,
+  dropped_at timestamptz NOT NULL DEFAULT now(),
+  dropped_by int NOT NULL DEFAULT pgrelay._this_node()
+);
+
+-- _trim_log: deletes up to p_batch log rows older than p_older_than, oldest
+-- first per node, by the (node, id) index (ids carry their creation time).
+-- A node with a log publish cursor has a NATS publisher: its rows past the
+-- cursor are not published yet and are kept, unless older than
+-- p_unpublished_max (at least p_older_than; NULL: kept for as long as it
+-- takes). Those are deleted all the same, recorded in pgrelay.log_dropped,
+-- and returned in dropped (of deleted) with the smallest and largest id.
+DROP FUNCTION pgrelay._trim_log(interval, int);
+CREATE FUNCTION pgrelay._trim_log(p_older_than interval, p_batch int, p_unpublished_max interval DEFAULT NULL)
+RETURNS TABLE (deleted int, dropped int, dropped_first bigint, dropped_last bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_floor bigint := pgrelay._id_floor(now() - p_older_than);
+  v_cap bigint;
+  v_node int;
+  v_cur bigint;
+  v_left int := p_batch;
+  n int;
+  r record;
+BEGIN
+  deleted := 0;
+  dropped := 0;
+  IF p_unpublished_max IS NOT NULL THEN
+    v_cap := LEAST(v_floor, pgrelay._id_floor(now() - p_unpublished_max));
+  END IF;
+  -- The nodes that wrote log rows: a loose scan of the (node, id) index.
+  FOR v_node IN
+    WITH RECURSIVE ns AS (
+      SELECT (SELECT min(l.node) FROM pgrelay.log l) AS node
+      UNION ALL
+      SELECT (SELECT min(l.node) FROM pgrelay.log l WHERE l.node > ns.node) FROM ns WHERE ns.node IS NOT NULL
+    )
+    SELECT ns.node FROM ns WHERE ns.node IS NOT NULL
+  LOOP
+    EXIT WHEN v_left <= 0;
+    v_cur := NULL;
+    SELECT c.last_id INTO v_cur FROM pgrelay.publish_cursors c WHERE c.node_id = v_node AND c.source = 'log';
+    -- Published (or no publisher) and past the retention.
+    DELETE FROM pgrelay.log l
+     WHERE l.id IN (SELECT x.id FROM pgrelay.log x
+                     WHERE x.node = v_node AND x.id < v_floor AND (v_cur IS NULL OR x.id <= v_cur)
+                     ORDER BY x.node, x.id LIMIT v_left);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    deleted := deleted + n;
+    v_left := v_left - n;
+    -- Unpublished and past the cap.
+    IF v_cur IS NOT NULL AND v_cap IS NOT NULL AND v_left > 0 THEN
+      WITH x AS (
+        DELETE FROM pgrelay.log l
+         WHERE l.id IN (SELECT x.id FROM pgrelay.log x
+                         WHERE x.node = v_node AND x.id > v_cur AND x.id < v_cap
+                         ORDER BY x.node, x.id LIMIT v_left)
+        RETURNING l.id, l.at
+      )
+      SELECT count(*)::int AS rows, min(x.id) AS first_id, max(x.id) AS last_id, min(x.at) AS first_at,
+             max(x.at) AS last_at
+        INTO r FROM x;
+      IF r.rows > 0 THEN
+        INSERT INTO pgrelay.log_dropped (node, rows, first_id, last_id, first_at, last_at)
+        VALUES (v_node, r.rows, r.first_id, r.last_id, r.first_at, r.last_at);
+        deleted := deleted + r.rows;
+        dropped := dropped + r.rows;
+        v_left := v_left - r.rows;
+        dropped_first := LEAST(dropped_first, r.first_id);
+        dropped_last := GREATEST(dropped_last, r.last_id);
+      END IF;
+    END IF;
+  END LOOP;
+  RETURN NEXT;
+END
+$$;
+
+-- _trim_event_payloads: deletes up to p_batch kept payloads older than
+-- p_older_than whose queue row is gone and that no publisher may still
+-- need: with publishers (log publish cursors), only payloads of events up to
+-- the least advanced cursor, or older than p_unpublished_max (as in
+-- _trim_log).
+DROP FUNCTION pgrelay._trim_event_payloads(interval, int);
+CREATE FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch int,
+                                             p_unpublished_max interval DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_floor bigint := pgrelay._id_floor(now() - p_older_than);
+  v_published bigint;
+  n int;
+BEGIN
+  SELECT min(c.last_id) INTO v_published FROM pgrelay.publish_cursors c WHERE c.source = 'log';
+  IF v_published IS NOT NULL THEN
+    v_floor := LEAST(v_floor, GREATEST(v_published + 1,
+      CASE WHEN p_unpublished_max IS NOT NULL THEN pgrelay._id_floor(now() - p_unpublished_max) END));
+  END IF;
+  DELETE FROM pgrelay.event_payloads e
+   WHERE e.queue_id IN (SELECT x.queue_id FROM pgrelay.event_payloads x
+                         WHERE x.queue_id < v_floor
+                           AND NOT EXISTS (SELECT FROM pgrelay.queue q WHERE q.id = x.queue_id)
+                         ORDER BY x.queue_id LIMIT p_batch);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+-- publish_backlog gains oldest_at: the time of the oldest row not yet
+-- published (NULL when none), the publisher's lag in time.
+DROP FUNCTION pgrelay.publish_backlog(int);
+CREATE FUNCTION pgrelay.publish_backlog(p_cap int DEFAULT 100000)
+RETURNS TABLE (node_id int, source text, last_id bigint, backlog bigint, updated_at timestamptz,
+               oldest_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c pgrelay.publish_cursors;
+BEGIN
+  FOR c IN SELECT * FROM pgrelay.publish_cursors x ORDER BY x.node_id, x.source LOOP
+    node_id := c.node_id;
+    source := c.source;
+    last_id := c.last_id;
+    updated_at := c.updated_at;
+    oldest_at := NULL;
+    IF c.source = 'log' THEN
+      SELECT count(*) INTO backlog
+        FROM (SELECT FROM pgrelay.log l WHERE l.node = c.node_id AND l.id > c.last_id
+               LIMIT p_cap + 1) x;
+      SELECT l.at INTO oldest_at FROM pgrelay.log l
+       WHERE l.node = c.node_id AND l.id > c.last_id ORDER BY l.node, l.id LIMIT 1;
+    ELSIF pg_catalog.to_regclass('pgrelay_notifier.status_events') IS NOT NULL THEN
+      EXECUTE 'SELECT count(*) FROM (SELECT FROM pgrelay_notifier.status_events s
+                WHERE s.node = $1 AND s.id > $2 LIMIT $3) x'
+        INTO backlog USING c.node_id, c.last_id, p_cap + 1;
+      EXECUTE 'SELECT s.at FROM pgrelay_notifier.status_events s
+                WHERE s.node = $1 AND s.id > $2 ORDER BY s.node, s.id LIMIT 1'
+        INTO oldest_at USING c.node_id, c.last_id;
+    ELSE
+      backlog := 0;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
 -- Privileges
 -- ---------------------------------------------------------------------------
 
@@ -371,3 +544,15 @@ REVOKE ALL ON FUNCTION pgrelay._adopt_rows(int, int, bigint[], text), pgrelay.no
   FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgrelay.nodes_overview(interval) TO pgrelay_admin, pgrelay_processor;
 GRANT EXECUTE ON FUNCTION pgrelay._adopt_rows(int, int, bigint[], text) TO pgrelay_processor;
+
+REVOKE ALL ON pgrelay.log_dropped FROM PUBLIC;
+REVOKE ALL ON FUNCTION
+  pgrelay._trim_log(interval, int, interval), pgrelay._trim_event_payloads(interval, int, interval),
+  pgrelay.publish_backlog(int)
+  FROM PUBLIC;
+GRANT SELECT ON pgrelay.log_dropped TO pgrelay_admin;
+GRANT SELECT, INSERT ON pgrelay.log_dropped TO pgrelay_processor;
+GRANT EXECUTE ON FUNCTION pgrelay.publish_backlog(int) TO pgrelay_admin, pgrelay_processor;
+GRANT EXECUTE ON FUNCTION
+  pgrelay._trim_log(interval, int, interval), pgrelay._trim_event_payloads(interval, int, interval)
+  TO pgrelay_processor;

@@ -184,21 +184,21 @@ func TestTrimLog(t *testing.T) {
 	recent := insertAt("12 hours", 2)
 	d.exec("INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event) VALUES (1, 1, 'c', 1, 'succeeded')")
 
-	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 2)"))
+	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT deleted FROM pgrelay._trim_log('1 day', 2)"))
 	left := column[int64](t, d.pool, "SELECT id FROM pgrelay.log ORDER BY id")
 	require.NotContains(t, left, older[0], "oldest first")
 	require.NotContains(t, left, older[1])
 	require.Contains(t, left, older[2])
 
-	require.EqualValues(t, 6, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 100)"))
+	require.EqualValues(t, 6, one[int32](t, d.pool, "SELECT deleted FROM pgrelay._trim_log('1 day', 100)"))
 	left = column[int64](t, d.pool, "SELECT id FROM pgrelay.log ORDER BY id")
 	require.Len(t, left, 3)
 	require.Equal(t, recent, left[:2])
 	for _, id := range old {
 		require.NotContains(t, left, id)
 	}
-	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 100)"))
-	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_log('6 hours', 100)"))
+	require.Zero(t, one[int32](t, d.pool, "SELECT deleted FROM pgrelay._trim_log('1 day', 100)"))
+	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT deleted FROM pgrelay._trim_log('6 hours', 100)"))
 	require.Len(t, column[int64](t, d.pool, "SELECT id FROM pgrelay.log"), 1)
 }
 

@@ -409,6 +409,7 @@ DECLARE
   v_cap bigint;
   v_node int;
   v_cur bigint;
+  v_upto bigint;
   v_left int := p_batch;
   n int;
   r record;
@@ -430,10 +431,12 @@ BEGIN
     EXIT WHEN v_left <= 0;
     v_cur := NULL;
     SELECT c.last_id INTO v_cur FROM pgrelay.publish_cursors c WHERE c.node_id = v_node AND c.source = 'log';
-    -- Published (or no publisher) and past the retention.
+    -- Published (or no publisher) and past the retention: one index range,
+    -- so that rows held back are not read again at every call.
+    v_upto := CASE WHEN v_cur IS NULL THEN v_floor ELSE LEAST(v_floor, v_cur + 1) END;
     DELETE FROM pgrelay.log l
      WHERE l.id IN (SELECT x.id FROM pgrelay.log x
-                     WHERE x.node = v_node AND x.id < v_floor AND (v_cur IS NULL OR x.id <= v_cur)
+                     WHERE x.node = v_node AND x.id < v_upto
                      ORDER BY x.node, x.id LIMIT v_left);
     GET DIAGNOSTICS n = ROW_COUNT;
     deleted := deleted + n;

@@ -433,11 +433,14 @@ BEGIN
     SELECT c.last_id INTO v_cur FROM pgrelay.publish_cursors c WHERE c.node_id = v_node AND c.source = 'log';
     -- Published (or no publisher) and past the retention: one index range,
     -- so that rows held back are not read again at every call.
+    -- (The row comparisons keep the generic plan on log_node_id: with
+    -- x.node = v_node the planner may walk the primary key instead, through
+    -- every other node's rows; TestExplainTrimLogUsesNodeIndex.)
     v_upto := CASE WHEN v_cur IS NULL THEN v_floor ELSE LEAST(v_floor, v_cur + 1) END;
     DELETE FROM pgrelay.log l
-     WHERE l.id IN (SELECT x.id FROM pgrelay.log x
-                     WHERE x.node = v_node AND x.id < v_upto
-                     ORDER BY x.node, x.id LIMIT v_left);
+     WHERE l.id = ANY (ARRAY(SELECT x.id FROM pgrelay.log x
+                              WHERE (x.node, x.id) >= (v_node, 0::bigint) AND (x.node, x.id) < (v_node, v_upto)
+                              ORDER BY x.node, x.id LIMIT v_left));
     GET DIAGNOSTICS n = ROW_COUNT;
     deleted := deleted + n;
     v_left := v_left - n;
@@ -445,9 +448,9 @@ BEGIN
     IF v_cur IS NOT NULL AND v_cap IS NOT NULL AND v_left > 0 THEN
       WITH x AS (
         DELETE FROM pgrelay.log l
-         WHERE l.id IN (SELECT x.id FROM pgrelay.log x
-                         WHERE x.node = v_node AND x.id > v_cur AND x.id < v_cap
-                         ORDER BY x.node, x.id LIMIT v_left)
+         WHERE l.id = ANY (ARRAY(SELECT x.id FROM pgrelay.log x
+                                  WHERE (x.node, x.id) > (v_node, v_cur) AND (x.node, x.id) < (v_node, v_cap)
+                                  ORDER BY x.node, x.id LIMIT v_left))
         RETURNING l.id, l.at
       )
       SELECT count(*)::int AS rows, min(x.id) AS first_id, max(x.id) AS last_id, min(x.at) AS first_at,

@@ -4,6 +4,7 @@ package migrations_test
 // publisher of its node has not published, up to the cap.
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -100,4 +101,34 @@ func TestTrimEventPayloadsKeepsUnpublished(t *testing.T) {
 	// Once published, the rest goes at the retention.
 	d.exec(`UPDATE pgrelay.publish_cursors SET last_id = pgrelay._id_floor(now())`)
 	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_event_payloads('1 day', 100, '30 days')"))
+}
+
+// _trim_log's statements (copied here) read the (node, id) index, also with
+// the generic plans PL/pgSQL caches: a long backlog held for the publisher
+// (or another node's rows) is not read at every call.
+func TestExplainTrimLogUsesNodeIndex(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	for node := range 3 {
+		insertLog(t, d, node, "10 days", 10000)
+	}
+	d.exec("ANALYZE pgrelay.log")
+	c := d.conn(-1)
+	_, err := c.Exec(bg, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	for name, sql := range map[string]string{
+		"published": `DELETE FROM pgrelay.log l WHERE l.id = ANY (ARRAY(SELECT x.id FROM pgrelay.log x
+			WHERE (x.node, x.id) >= ($1, 0) AND (x.node, x.id) < ($1, $2) ORDER BY x.node, x.id LIMIT $3))`,
+		"unpublished": `DELETE FROM pgrelay.log l WHERE l.id = ANY (ARRAY(SELECT x.id FROM pgrelay.log x
+			WHERE (x.node, x.id) > ($1, $2) AND (x.node, x.id) < ($1, $3) ORDER BY x.node, x.id LIMIT $4))`,
+		"nodes": `SELECT (SELECT min(l.node) FROM pgrelay.log l WHERE l.node > $1)`,
+	} {
+		_, err := c.Exec(bg, "PREPARE "+name+" AS "+sql)
+		require.NoError(t, err, name)
+		args := map[string]string{"published": "(1, 5, 100)", "unpublished": "(1, 1, 5, 100)", "nodes": "(1)"}[name]
+		plan := strings.Join(column[string](t, c, "EXPLAIN EXECUTE "+name+args), "\n")
+		require.Contains(t, plan, "log_node_id", name+"\n"+plan)
+		require.NotContains(t, plan, "Seq Scan", name+"\n"+plan)
+		require.NotRegexp(t, fullSort, plan, name)
+	}
 }

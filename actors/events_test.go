@@ -285,12 +285,16 @@ func TestActorEventsSurviveNATSOutage(t *testing.T) {
 	require.GreaterOrEqual(t, during, before/4, "dispatch slowed down while NATS was down")
 	require.False(t, n.Running())
 
-	// The backlog shows in the gauge and in publish_backlog().
+	// The backlog shows in the gauges (rows and age) and in publish_backlog().
 	e.eventually(10*time.Second, "the backlog gauge to show the unpublished events", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) > 0
 	})
 	backlog := e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`)
 	require.Greater(t, backlog, 0)
+	require.Positive(t, testutil.ToFloat64(p.Metrics().Events.Lag.WithLabelValues("log")), "the lag gauge")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.publish_backlog() WHERE source = 'log'
+		AND oldest_at <= now() - make_interval(secs => $1)`, time.Since(finished).Seconds()),
+		"the oldest unpublished event is older than the end of dispatch")
 	require.Equal(t, 0.0, testutil.ToFloat64(p.Metrics().Events.Connected))
 
 	require.NoError(t, n.Start())

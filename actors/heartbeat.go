@@ -107,8 +107,8 @@ func beatOnce(d *deps) *beatResult {
 }
 
 // rejoining reports whether this node comes back: its row in pgrelay.nodes
-// shows it dead (no heartbeat for DeadAfter) or adopted since its last
-// heartbeat. Single mode never adopts, so it never rejoins.
+// shows it dead (no heartbeat for DeadAfter), adopted since its last
+// heartbeat, or decommissioned. Single mode never adopts, so it never rejoins.
 func rejoining(ctx context.Context, st *store.Store, cfg Config) (bool, error) {
 	if cfg.Mode == ModeSingle {
 		return false, nil
@@ -116,6 +116,7 @@ func rejoining(ctx context.Context, st *store.Store, cfg Config) (bool, error) {
 	var dead bool
 	err := st.Background().QueryRow(ctx, `SELECT COALESCE((
 		SELECT n.last_seen < pg_catalog.now() - $1::interval OR n.adopted_at >= n.last_seen
+		       OR n.decommissioned_at IS NOT NULL
 		  FROM pgrelay.nodes n WHERE n.node_id = pgrelay._this_node()), false)`, cfg.DeadAfter).Scan(&dead)
 	if err != nil {
 		return false, fmt.Errorf("read this node's heartbeat: %w", err)

@@ -5,14 +5,15 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // Messages of the janitor.
 type (
 	trim       struct{}
 	trimResult struct {
-		deleted int
-		more    bool
+		trimmed store.Trimmed
 		err     error
 	}
 )
@@ -22,7 +23,10 @@ type (
 const trimBatch = 5000
 
 // janitor deletes pgrelay.log rows older than LogRetention, in small batches,
-// every JanitorInterval.
+// every JanitorInterval. It keeps the rows that the NATS publisher of their
+// node has not published yet, up to LogRetentionUnpublished; past that it
+// deletes them all the same and says so loudly (an error log with the count
+// and the ids, a counter; the database records them in pgrelay.log_dropped).
 type janitor struct {
 	d        *deps
 	busy     bool
@@ -50,24 +54,34 @@ func (j *janitor) Receive(ctx actor.Context) {
 		go func() {
 			tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			n, err := d.store.TrimLog(tctx, d.cfg.LogRetention, trimBatch)
+			t, err := d.store.TrimLog(tctx, d.cfg.LogRetention, d.cfg.LogRetentionUnpublished, trimBatch)
 			if err == nil {
 				// Payloads kept for status events go with the log rows.
-				_, err = d.store.TrimEventPayloads(tctx, d.cfg.LogRetention, trimBatch)
+				_, err = d.store.TrimEventPayloads(tctx, d.cfg.LogRetention, d.cfg.LogRetentionUnpublished, trimBatch)
 			}
-			d.send(self, &trimResult{deleted: n, more: n == trimBatch, err: err})
+			d.send(self, &trimResult{trimmed: t, err: err})
 		}()
 	case *trimResult:
 		j.busy = false
+		t := m.trimmed
+		if t.Dropped > 0 {
+			// Reported even when trimming the payloads failed: these rows
+			// are gone.
+			j.d.metrics.LogUnpublishedDropped.Add(float64(t.Dropped))
+			j.d.log.Error("deleted log rows that were never published on NATS: older than --log-retention-unpublished; "+
+				"their status events are lost (recorded in pgrelay.log_dropped)",
+				"rows", t.Dropped, "first_id", t.DroppedFirst, "last_id", t.DroppedLast,
+				"log_retention_unpublished", j.d.cfg.LogRetentionUnpublished)
+		}
 		if m.err != nil {
 			j.d.metrics.DBErrors.WithLabelValues("trim").Inc()
 			j.d.log.Error("trimming the log failed", "err", m.err)
 			return
 		}
-		if m.deleted > 0 {
-			j.d.log.Debug("trimmed log", "deleted", m.deleted)
+		if t.Deleted > 0 {
+			j.d.log.Debug("trimmed log", "deleted", t.Deleted)
 		}
-		if m.more {
+		if t.Deleted == trimBatch {
 			ctx.Send(ctx.Self(), &trim{})
 		}
 	case *actor.Stopped:

@@ -1,6 +1,9 @@
 package actors_test
 
 import (
+	"bytes"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,4 +83,61 @@ func TestActorIdleChannelActorsStop(t *testing.T) {
 	e.eventually(10*time.Second, "the later event", func() bool {
 		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 6
 	})
+}
+
+// The janitor keeps the log rows that the NATS publisher of their node has
+// not published yet; past the cap (--log-retention-unpublished) it deletes
+// them all the same, and says so loudly: an error log with the count and the
+// id range, a counter, and a row in pgrelay.log_dropped.
+func TestActorJanitorKeepsUnpublishedLog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	insert := func(node int, age string, channel string) {
+		e.exec(`INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, at)
+		        SELECT pgrelay._id_floor(now() - $2::interval) + ($1::bigint << 12) + g, g, g, $3, 1, 'succeeded', $1,
+		               now() - $2::interval
+		          FROM generate_series(1, 100) g`, node, age, channel)
+	}
+	insert(0, "10 days", "old")         // node 0 has no publisher: trimmed at the retention
+	insert(3, "10 days", "unpublished") // node 3's publisher has not published these
+	insert(4, "40 days", "ancient")     // unpublished, past the cap
+	e.exec(`INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (3, 'log', 0), (4, 'log', 0)`)
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	p := e.startProcessor(func(c *actors.Config) {
+		c.LogRetention = 7 * 24 * time.Hour
+		c.Registerer = reg
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	e.eventually(30*time.Second, "the old log rows to be trimmed", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel IN ('old', 'ancient')`) == 0
+	})
+	require.Equal(t, 100, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'unpublished'`),
+		"unpublished rows are kept")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log_dropped WHERE node = 4 AND rows = 100
+		AND first_at < now() - interval '39 days'`))
+	// The counter and the log line come just after the delete commits.
+	e.eventually(10*time.Second, "the drop to be reported", func() bool {
+		return testutil.ToFloat64(p.Metrics().LogUnpublishedDropped) == 100
+	})
+	require.Regexp(t, `level=ERROR msg="deleted log rows that were never published on NATS[^"]*" .*rows=100 first_id=\d+ last_id=\d+`,
+		logs.String())
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -21,6 +21,9 @@ type Metrics struct {
 	PendingOutcomes prometheus.Gauge
 	DBErrors        *prometheus.CounterVec
 	ChannelActors   prometheus.Gauge
+	// LogUnpublishedDropped counts log rows that retention deleted before
+	// the NATS publisher of their node had published them.
+	LogUnpublishedDropped prometheus.Counter
 	// Events are the collectors of status events on NATS.
 	Events *EventMetrics
 }
@@ -73,12 +76,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		DBErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "pgrelay", Name: "db_errors_total", Help: "Database errors by operation.",
 		}, []string{"op"}),
+		LogUnpublishedDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "log_unpublished_dropped_total",
+			Help: "Log rows this Processor's janitor deleted before the NATS publisher of their node had published them (older than --log-retention-unpublished); recorded in pgrelay.log_dropped.",
+		}),
 		Events: newEventMetrics(),
 	}
 	if reg != nil {
 		for _, c := range append([]prometheus.Collector{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired,
 			m.Released, m.Rescued, m.InFlight, m.ClaimLatency, m.HandlerDuration, m.CompleteLatency,
-			m.PendingOutcomes, m.DBErrors, m.ChannelActors}, m.Events.collectors()...) {
+			m.PendingOutcomes, m.DBErrors, m.ChannelActors, m.LogUnpublishedDropped}, m.Events.collectors()...) {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

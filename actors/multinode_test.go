@@ -163,7 +163,8 @@ func TestActorAdoptionAndDecommission(t *testing.T) {
 	require.EqualValues(t, 5, n)
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
 	require.Equal(t, 5, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE 'node 2 was decommissioned%'`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2`))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND decommissioned_at IS NOT NULL`),
+		"node 2 stays as a tombstone")
 	// A live node cannot be decommissioned.
 	_, err := e.pool.Exec(context.Background(), `SELECT pgrelay.decommission(1, '1 minute')`)
 	require.ErrorContains(t, err, "PR022")
@@ -365,4 +366,34 @@ func TestActorStopReleasesSettlingLease(t *testing.T) {
 	require.NoError(t, p1.Stop(context.Background()))
 	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND lease_until > now()`),
 		"the lease was released, not left to run out in 30 s")
+}
+
+// After a decommission, rows of the node that arrive later (here enqueued as
+// node 2, as replication would deliver them) are adopted and run by the live
+// node in multi-node mode: the decommissioned node stays dead.
+func TestActorDecommissionAdoptsLateRows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	fast := func(c *actors.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Second
+	}
+	p2 := e.startNode(2, actors.ModeMultiNode, fast)
+	require.NoError(t, p2.Stop(context.Background()))
+	e.enqueueOn(2, "u", payloads("before", 50))
+	e.startNode(1, actors.ModeMultiNode, fast)
+	e.eventually(30*time.Second, "node 1 to adopt and run node 2's rows", func() bool {
+		return e.count(`SELECT count(*) FROM ran WHERE node = 1`) == 50
+	})
+	_, err := e.pool.Exec(context.Background(), `SELECT pgrelay.decommission(2, '1 second')`)
+	require.NoError(t, err)
+	e.enqueueOn(2, "u", payloads("late", 50))
+	e.eventually(30*time.Second, "node 1 to adopt and run the rows of node 2 that arrived later", func() bool {
+		return e.count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'late-%'`) == 50
+	})
+	require.Equal(t, 100, e.count(`SELECT count(*) FROM ran`), "nothing ran twice")
+	require.Equal(t, 50, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted'
+		AND error LIKE 'node 2 was decommissioned; adopted by node 1%'`))
 }

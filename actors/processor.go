@@ -45,6 +45,11 @@ import (
 // wait without their timeout running.
 const maxHotConns = 64
 
+// DefaultLogRetentionUnpublished is the default cap on how long unpublished
+// log rows are kept (Config.LogRetentionUnpublished): a NATS outage of up to
+// 30 days loses no status event.
+const DefaultLogRetentionUnpublished = 30 * 24 * time.Hour
+
 // Modes a Processor runs in.
 const (
 	// ModeSingle: one primary (or several Processors on one database); every
@@ -106,7 +111,17 @@ type Config struct {
 	// cancelling them (default 30s).
 	ShutdownTimeout time.Duration
 	// LogRetention is how long pgrelay.log rows are kept (default 7 days).
+	// Rows that the NATS publisher of their node has not published yet are
+	// kept longer, up to LogRetentionUnpublished.
 	LogRetention time.Duration
+	// LogRetentionUnpublished is the cap on how long log rows that the NATS
+	// publisher of their node (a node with a publish cursor) has not
+	// published are kept past LogRetention (default 30 days; never less than
+	// LogRetention). Past it they are deleted all the same: the janitor logs
+	// an error with the count and ids, counts them in
+	// pgrelay_log_unpublished_dropped_total and records them in
+	// pgrelay.log_dropped.
+	LogRetentionUnpublished time.Duration
 	// JanitorInterval is how often the log is trimmed (default 1m).
 	JanitorInterval time.Duration
 	// IdleTimeout: a channel or lane actor with nothing to do for this long is
@@ -163,6 +178,8 @@ func (c *Config) defaults() error {
 	setDefault(&c.LeaderSettle, 2*time.Second)
 	setDefault(&c.ShutdownTimeout, 30*time.Second)
 	setDefault(&c.LogRetention, 7*24*time.Hour)
+	setDefault(&c.LogRetentionUnpublished, DefaultLogRetentionUnpublished)
+	c.LogRetentionUnpublished = max(c.LogRetentionUnpublished, c.LogRetention)
 	setDefault(&c.JanitorInterval, time.Minute)
 	setDefault(&c.IdleTimeout, 30*time.Second)
 	if c.Logger == nil {

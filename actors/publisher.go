@@ -120,6 +120,9 @@ func (p *publisher) record(r roundResult) {
 	for src, n := range r.backlog {
 		m.Backlog.WithLabelValues(src).Set(float64(n))
 	}
+	for src, d := range r.lag {
+		m.Lag.WithLabelValues(src).Set(d.Seconds())
+	}
 	if p.d.bus.Connected() {
 		m.Connected.Set(1)
 	} else {
@@ -153,8 +156,11 @@ type roundResult struct {
 	oversize   map[string]int
 	duplicates int
 	backlog    map[string]int64 // nil when not measured this round
-	more       bool
-	err        error
+	// lag: per source, the age of the oldest row not yet published (0 when
+	// none); measured with the backlog.
+	lag  map[string]time.Duration
+	more bool
+	err  error
 }
 
 // Publisher states, as logged.
@@ -707,13 +713,21 @@ func (w *pubWorker) measureBacklog(ctx context.Context, r *roundResult, force bo
 	if !force && time.Since(w.backlogAt) < backlogEvery {
 		return nil
 	}
-	r.backlog = map[string]int64{}
+	r.backlog, r.lag = map[string]int64{}, map[string]time.Duration{}
 	for _, src := range w.sources {
 		n, err := store.Backlog(ctx, w.conn, w.node, src.name, src.cursor)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errSession, err)
 		}
 		r.backlog[src.name] = n
+		oldest, err := store.OldestUnpublished(ctx, w.conn, w.node, src.name, src.cursor)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errSession, err)
+		}
+		r.lag[src.name] = 0
+		if oldest != nil {
+			r.lag[src.name] = max(time.Since(*oldest), 0)
+		}
 	}
 	w.backlogAt = time.Now()
 	return nil
@@ -725,6 +739,7 @@ type EventMetrics struct {
 	Published       *prometheus.CounterVec
 	PublishErrors   prometheus.Counter
 	Backlog         *prometheus.GaugeVec
+	Lag             *prometheus.GaugeVec
 	Oversize        *prometheus.CounterVec
 	Duplicates      prometheus.Counter
 	Connected       prometheus.Gauge
@@ -745,6 +760,10 @@ func newEventMetrics() *EventMetrics {
 			Namespace: "pgrelay", Name: "events_backlog",
 			Help: "Events of this node not yet published on NATS, by source (counted up to 100001).",
 		}, []string{"source"}),
+		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "events_lag_seconds",
+			Help: "Age of this node's oldest event not yet published on NATS, by source (0 when none).",
+		}, []string{"source"}),
 		Oversize: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "pgrelay", Name: "events_oversize_total",
 			Help: "Events over the NATS max payload: published without payload (or with the error cut), or passed over when even that does not fit (logged), by source.",
@@ -764,6 +783,6 @@ func newEventMetrics() *EventMetrics {
 }
 
 func (m *EventMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Published, m.PublishErrors, m.Backlog, m.Oversize, m.Duplicates,
+	return []prometheus.Collector{m.Published, m.PublishErrors, m.Backlog, m.Lag, m.Oversize, m.Duplicates,
 		m.Connected, m.HandlerTooLarge}
 }

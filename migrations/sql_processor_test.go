@@ -184,21 +184,21 @@ func TestTrimLog(t *testing.T) {
 	recent := insertAt("12 hours", 2)
 	d.exec("INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event) VALUES (1, 1, 'c', 1, 'succeeded')")
 
-	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 2)"))
+	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT deleted FROM pgrelay._trim_log('1 day', 2)"))
 	left := column[int64](t, d.pool, "SELECT id FROM pgrelay.log ORDER BY id")
 	require.NotContains(t, left, older[0], "oldest first")
 	require.NotContains(t, left, older[1])
 	require.Contains(t, left, older[2])
 
-	require.EqualValues(t, 6, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 100)"))
+	require.EqualValues(t, 6, one[int32](t, d.pool, "SELECT deleted FROM pgrelay._trim_log('1 day', 100)"))
 	left = column[int64](t, d.pool, "SELECT id FROM pgrelay.log ORDER BY id")
 	require.Len(t, left, 3)
 	require.Equal(t, recent, left[:2])
 	for _, id := range old {
 		require.NotContains(t, left, id)
 	}
-	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._trim_log('1 day', 100)"))
-	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_log('6 hours', 100)"))
+	require.Zero(t, one[int32](t, d.pool, "SELECT deleted FROM pgrelay._trim_log('1 day', 100)"))
+	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT deleted FROM pgrelay._trim_log('6 hours', 100)"))
 	require.Len(t, column[int64](t, d.pool, "SELECT id FROM pgrelay.log"), 1)
 }
 
@@ -234,4 +234,43 @@ func TestRescueGivingUpFailsTheNotification(t *testing.T) {
 	require.Equal(t, "sending", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", retried))
 	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'"))
 	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'"))
+}
+
+// A row pinned to a node is only ever changed by that node (or by an
+// explicit decommission): when an adoption removed a dead node's Processor
+// rows, another node's rescue leaves that node's pinned claims alone — even
+// past the channel's timeout and on their last attempt (no 'gave_up', no
+// failed email) — and the node takes them back itself when it returns.
+func TestRescueLeavesOtherNodesPinnedClaims(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pin", "p_node_restricted := true, p_max_attempts := 1, p_timeout := '1 second'")
+	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com', p_node_restricted := true,
+	  p_max_attempts := 1, p_timeout := '1 second')`)
+	n5, n1 := d.conn(5), d.conn(1)
+	p5 := one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
+	pin := one[int64](t, n5, "SELECT pgrelay.notify('pin', 'x')")
+	mail := one[int64](t, n5, `SELECT pgrelay_notifier.send('mail', ARRAY['to@example.org'], 'Hi', 'Body')`)
+	require.Len(t, claimMode(t, n5, p5, "multi-node", false, 10, "sql", "email"), 2)
+	d.exec(`SELECT pgrelay_notifier.set_status($1, 'sending')`, mail)
+	p1 := one[int64](t, n1, "SELECT pgrelay._processor_start('multi-node', 'host1', 1, 'test')")
+
+	// Node 5 goes silent; node 1 adopts (and removes node 5's Processor rows).
+	d.exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	d.exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	require.Zero(t, one[int32](t, n1, "SELECT pgrelay._adopt('10 seconds')"), "pinned rows are not adopted")
+	d.exec("UPDATE pgrelay.queue SET dispatched_at = now() - interval '1 hour'")
+
+	require.Zero(t, one[int32](t, n1, "SELECT pgrelay._rescue($1, '10 seconds', '1 second')", p1))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 5 AND dispatched_by IS NOT NULL AND attempt = 1"),
+		"node 5's pinned claims are untouched")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.log"))
+	require.Equal(t, "sending", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", mail))
+	d.requireStatus(pin, "in_flight")
+
+	// Node 5 comes back and takes its own claims back.
+	p5b := one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 6, 'test')")
+	require.EqualValues(t, 2, one[int32](t, n5, "SELECT pgrelay._rescue($1, '10 seconds', '1 second')", p5b))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND node = 5"))
+	require.Equal(t, "failed", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", mail))
 }

@@ -198,12 +198,15 @@ type CursorBacklog struct {
 	LastID    int64
 	Backlog   int64 // above BacklogCap: more than BacklogCap
 	UpdatedAt time.Time
+	// OldestAt is the time of the oldest row not yet published (nil when
+	// none): the publisher's lag.
+	OldestAt *time.Time
 }
 
 // PublishBacklog returns pgrelay.publish_backlog(): per node and source, the
 // events not yet published on NATS. Empty when no publisher ever ran.
 func PublishBacklog(ctx context.Context, q Queryer) ([]CursorBacklog, error) {
-	rows, err := q.Query(ctx, `SELECT node_id, source, last_id, backlog, updated_at
+	rows, err := q.Query(ctx, `SELECT node_id, source, last_id, backlog, updated_at, oldest_at
 		FROM pgrelay.publish_backlog($1)`, BacklogCap)
 	if err != nil {
 		return nil, fmt.Errorf("publish_backlog: %w", err)
@@ -211,7 +214,7 @@ func PublishBacklog(ctx context.Context, q Queryer) ([]CursorBacklog, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (CursorBacklog, error) {
 		var c CursorBacklog
 		var n int32
-		err := r.Scan(&n, &c.Source, &c.LastID, &c.Backlog, &c.UpdatedAt)
+		err := r.Scan(&n, &c.Source, &c.LastID, &c.Backlog, &c.UpdatedAt, &c.OldestAt)
 		c.Node = int(n)
 		return c, err
 	})
@@ -221,11 +224,65 @@ func PublishBacklog(ctx context.Context, q Queryer) ([]CursorBacklog, error) {
 	return out, nil
 }
 
+// Dropped sums, per node, the log rows that retention deleted before the
+// NATS publisher of their node had published them (pgrelay.log_dropped).
+type Dropped struct {
+	Node            int
+	Rows            int64
+	FirstID, LastID int64
+	LastDroppedAt   time.Time
+}
+
+// LogDropped returns pgrelay.log_dropped summed per node (empty when
+// retention never dropped an unpublished row).
+func LogDropped(ctx context.Context, q Queryer) ([]Dropped, error) {
+	rows, err := q.Query(ctx, `SELECT node, sum(rows)::bigint, min(first_id), max(last_id), max(dropped_at)
+		FROM pgrelay.log_dropped GROUP BY node ORDER BY node`)
+	if err != nil {
+		return nil, fmt.Errorf("read pgrelay.log_dropped: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dropped, error) {
+		var d Dropped
+		var n int32
+		err := r.Scan(&n, &d.Rows, &d.FirstID, &d.LastID, &d.LastDroppedAt)
+		d.Node = int(n)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read pgrelay.log_dropped: %w", err)
+	}
+	return out, nil
+}
+
+// OldestUnpublished is the time of the oldest row of source written by node
+// past cursor (nil when none): the publisher's lag.
+func OldestUnpublished(ctx context.Context, c Conn, node int, source string, after int64) (*time.Time, error) {
+	var q string
+	switch source {
+	case events.SourceLog:
+		q = `SELECT l.at FROM pgrelay.log l WHERE l.node = $1 AND l.id > $2 ORDER BY l.node, l.id LIMIT 1`
+	case events.SourceNotifier:
+		q = `SELECT s.at FROM pgrelay_notifier.status_events s WHERE s.node = $1 AND s.id > $2
+			ORDER BY s.node, s.id LIMIT 1`
+	default:
+		return nil, fmt.Errorf("unknown publish source %q", source)
+	}
+	var at time.Time
+	switch err := c.QueryRow(ctx, q, node, after).Scan(&at); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read the oldest unpublished %s row of node %d: %w", source, node, err)
+	}
+	return &at, nil
+}
+
 // TrimEventPayloads deletes up to batch kept payloads older than olderThan
-// whose queue rows are gone.
-func (s *Store) TrimEventPayloads(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
+// whose queue rows are gone and that no publisher may still need (up to
+// unpublishedMax).
+func (s *Store) TrimEventPayloads(ctx context.Context, olderThan, unpublishedMax time.Duration, batch int) (int, error) {
 	var n int
-	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_event_payloads($1, $2)", olderThan, batch).Scan(&n)
+	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_event_payloads($1, $2, $3)", olderThan, batch, unpublishedMax).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("trim kept payloads older than %s: %w", olderThan, err)
 	}

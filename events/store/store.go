@@ -360,14 +360,32 @@ func (s *Store) Rescue(ctx context.Context, proc int64, deadAfter, leaseGrace ti
 	return n, nil
 }
 
-// TrimLog deletes up to batch log rows older than olderThan.
-func (s *Store) TrimLog(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
-	var n int
-	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_log($1, $2)", olderThan, batch).Scan(&n)
+// Trimmed is what one call of TrimLog deleted.
+type Trimmed struct {
+	// Deleted is every row deleted, Dropped among them.
+	Deleted int
+	// Dropped: rows deleted although the publisher of their node had not
+	// published them (past the cap), with the smallest and largest id.
+	Dropped                   int
+	DroppedFirst, DroppedLast int64
+}
+
+// TrimLog deletes up to batch log rows older than olderThan; rows the NATS
+// publisher of their node has not published only when older than
+// unpublishedMax (recorded in pgrelay.log_dropped).
+func (s *Store) TrimLog(ctx context.Context, olderThan, unpublishedMax time.Duration, batch int) (Trimmed, error) {
+	var t Trimmed
+	var first, last *int64
+	err := s.bg.QueryRow(ctx, `SELECT deleted, dropped, dropped_first, dropped_last
+		FROM pgrelay._trim_log($1, $2, $3)`, olderThan, batch, unpublishedMax).
+		Scan(&t.Deleted, &t.Dropped, &first, &last)
 	if err != nil {
-		return 0, fmt.Errorf("trim log older than %s: %w", olderThan, err)
+		return Trimmed{}, fmt.Errorf("trim log older than %s (unpublished: %s): %w", olderThan, unpublishedMax, err)
 	}
-	return n, nil
+	if first != nil && last != nil {
+		t.DroppedFirst, t.DroppedLast = *first, *last
+	}
+	return t, nil
 }
 
 // Lease is the leader lease as this node sees it after one election step.

@@ -404,7 +404,8 @@ func TestRunNodeID(t *testing.T) {
 }
 
 // `pgrelay nodes` on one database; `nodes decommission` without --yes says
-// how many pinned rows it would discard, discards nothing and exits 2.
+// how many pinned rows it would discard, discards nothing and exits 2; with
+// it the node shows as decommissioned.
 func TestNodesListAndDecommissionDryRun(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
@@ -437,6 +438,11 @@ func TestNodesListAndDecommissionDryRun(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "2 pinned rows discarded")
 	require.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue`))
+	// It stays listed, decommissioned, so that its rows arriving late are
+	// adopted.
+	code, out, errOut = cliMain("nodes", "--database-url", d.url)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "decommissioned", parseTable(t, out)[0]["STATE"], out)
 }
 
 func pick(m map[string]string, keys ...string) map[string]string {

@@ -33,7 +33,8 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, `SELECT node_id, mode, last_seen, alive, leader, processors, pending, pinned,
-		COALESCE(hostname, ''), COALESCE(version, '') FROM pgrelay.nodes_overview($1)`, *deadAfter)
+		COALESCE(hostname, ''), COALESCE(version, ''), decommissioned_at IS NOT NULL
+		FROM pgrelay.nodes_overview($1)`, *deadAfter)
 	if err != nil {
 		return fmt.Errorf("nodes: %w", err)
 	}
@@ -46,14 +47,18 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 			id                     int
 			mode, host, version    string
 			seen                   time.Time
-			alive, leader          bool
+			alive, leader, gone    bool
 			procs, pending, pinned int64
 		)
-		if err := rows.Scan(&id, &mode, &seen, &alive, &leader, &procs, &pending, &pinned, &host, &version); err != nil {
+		if err := rows.Scan(&id, &mode, &seen, &alive, &leader, &procs, &pending, &pinned, &host, &version,
+			&gone); err != nil {
 			return fmt.Errorf("nodes: %w", err)
 		}
 		state, lead := "dead", ""
-		if alive {
+		switch {
+		case gone:
+			state = "decommissioned"
+		case alive:
 			state = "alive"
 		}
 		if leader {
@@ -109,13 +114,15 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	if !*yes {
 		// Say what it would do, then refuse.
-		var pinned int64
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pgrelay.queue
-			WHERE run_in_node = $1 AND dispatched_at IS NULL`, node).Scan(&pinned); err != nil {
-			return fmt.Errorf("decommission node %d: count its pinned rows: %w", node, err)
+		var pinned, owned int64
+		if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE run_in_node = $1),
+			count(*) FILTER (WHERE run_in_node IS NULL AND owner_node = $1)
+			FROM pgrelay.queue WHERE run_in_node = $1 OR owner_node = $1`, node).Scan(&pinned, &owned); err != nil {
+			return fmt.Errorf("decommission node %d: count its rows: %w", node, err)
 		}
-		fmt.Fprintf(a.stdout, "decommissioning node %d would discard %d pinned rows (logged gave_up) "+
-			"and remove it from pgrelay.nodes and pgrelay.processors\n", node, pinned)
+		fmt.Fprintf(a.stdout, "decommissioning node %d would discard %d pinned rows (logged gave_up), "+
+			"hand its %d unrestricted rows to the live node that adopts (logged adopted) "+
+			"and remove its Processors, keeping it in pgrelay.nodes as decommissioned\n", node, pinned, owned)
 		return &usageError{msg: fmt.Sprintf("decommissioning node %d discards the rows pinned to it for good; "+
 			"pass --yes to confirm", node)}
 	}
@@ -123,7 +130,8 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 	if err := conn.QueryRow(ctx, "SELECT pgrelay.decommission($1, $2)", node, *deadAfter).Scan(&n); err != nil {
 		return fmt.Errorf("decommission node %d: %w", node, err)
 	}
-	fmt.Fprintf(a.stdout, "node %d decommissioned: %d pinned rows discarded (logged gave_up)\n", node, n)
+	fmt.Fprintf(a.stdout, "node %d decommissioned: %d pinned rows discarded (logged gave_up); "+
+		"its unrestricted rows go to the live node that adopts (logged adopted)\n", node, n)
 	return nil
 }
 

@@ -37,6 +37,7 @@ type processorFlags struct {
 	leaderSettle      time.Duration
 	shutdownTimeout   time.Duration
 	logRetention      time.Duration
+	logUnpublished    time.Duration
 	smtpURL           string
 	configFile        string
 	file              *fileConfig // the --config file, loaded by validate
@@ -59,7 +60,8 @@ func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 	fs.DurationVar(&f.leaderSettle, "leader-settle", 2*time.Second, "leader mode: wait this long after taking the lease, then check it again, before leading (must exceed the replication lag); multi-node and leader: a node that was dead or adopted dispatches only its pinned rows this long after it starts (must exceed twice the lag)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", time.Minute, "a claim held longer than its channel's timeout plus this is rescued")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight handlers may finish before they are cancelled")
-	fs.DurationVar(&f.logRetention, "log-retention", 7*24*time.Hour, "delete pgrelay.log rows older than this")
+	fs.DurationVar(&f.logRetention, "log-retention", 7*24*time.Hour, "delete pgrelay.log rows older than this (rows the NATS publisher of their node has not published: see --log-retention-unpublished)")
+	fs.DurationVar(&f.logUnpublished, "log-retention-unpublished", actors.DefaultLogRetentionUnpublished, "keep log rows that the NATS publisher of their node has not published at most this long (at least --log-retention); older ones are deleted all the same, logged as an error and recorded in pgrelay.log_dropped")
 	fs.StringVar(&f.smtpURL, "smtp-url", "", "SMTP server of email channels: smtp://user:pass@host:port (STARTTLS when offered) or smtps://... (implicit TLS), options in docs/notifier.md (default: email channels stay pending)")
 	f.nats.register(fs)
 	fs.StringVar(&f.configFile, "config", "", "JSON configuration file: SMTP servers per channel and more (docs/notifier.md)")
@@ -67,21 +69,22 @@ func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 
 func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) actors.Config {
 	cfg := actors.Config{
-		DatabaseURL:       f.databaseURL,
-		Mode:              f.mode,
-		Concurrency:       f.concurrency,
-		BatchSize:         f.batchSize,
-		SQLBatch:          f.sqlBatch,
-		PollInterval:      f.pollInterval,
-		HeartbeatInterval: f.heartbeatInterval,
-		DeadAfter:         f.deadAfter,
-		LeaseGrace:        f.leaseGrace,
-		LeaderSettle:      f.leaderSettle,
-		ShutdownTimeout:   f.shutdownTimeout,
-		LogRetention:      f.logRetention,
-		Logger:            logger,
-		Registerer:        reg,
-		Version:           Version,
+		DatabaseURL:             f.databaseURL,
+		Mode:                    f.mode,
+		Concurrency:             f.concurrency,
+		BatchSize:               f.batchSize,
+		SQLBatch:                f.sqlBatch,
+		PollInterval:            f.pollInterval,
+		HeartbeatInterval:       f.heartbeatInterval,
+		DeadAfter:               f.deadAfter,
+		LeaseGrace:              f.leaseGrace,
+		LeaderSettle:            f.leaderSettle,
+		ShutdownTimeout:         f.shutdownTimeout,
+		LogRetention:            f.logRetention,
+		LogRetentionUnpublished: f.logUnpublished,
+		Logger:                  logger,
+		Registerer:              reg,
+		Version:                 Version,
 	}
 	if f.nodeID >= 0 {
 		n := f.nodeID
@@ -114,7 +117,7 @@ func (f *processorFlags) validate() error {
 	}
 	for name, d := range map[string]time.Duration{"poll-interval": f.pollInterval,
 		"heartbeat-interval": f.heartbeatInterval, "shutdown-timeout": f.shutdownTimeout,
-		"log-retention": f.logRetention} {
+		"log-retention": f.logRetention, "log-retention-unpublished": f.logUnpublished} {
 		if d <= 0 {
 			return &usageError{msg: fmt.Sprintf("--%s must be positive", name)}
 		}
@@ -358,6 +361,10 @@ func runStats(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	writeBacklog(a.stdout, backlog)
+	dropped, err := store.LogDropped(cctx, conn)
+	if err != nil {
+		return err
+	}
+	writeBacklog(a.stdout, backlog, dropped)
 	return nil
 }

@@ -1,0 +1,77 @@
+package migrations_test
+
+// Nodes: decommission and adoption (_adopt, decommission).
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// decommission hands the node's unrestricted rows (pending, or claimed by its
+// Processors) to the live node that adopts, at once; rows of the node that
+// arrive later (through replication, here enqueued as node 5) are adopted
+// too. Its pinned rows, pending or in flight, are discarded (gave_up; an
+// email's notification fails).
+func TestDecommissionHandsUnrestrictedRowsToALiveNode(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("u", "")
+	d.register("pin", "p_node_restricted := true")
+	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com', p_node_restricted := true)`)
+	n5, n1 := d.conn(5), d.conn(1)
+	p5 := one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
+	for _, p := range []string{"a", "b", "c"} {
+		one[int64](t, n5, "SELECT pgrelay.notify('u', $1)", p)
+	}
+	require.Len(t, claimMode(t, n5, p5, "multi-node", false, 1, "sql"), 1) // one unrestricted row in flight
+	mail := one[int64](t, n5, `SELECT pgrelay_notifier.send('mail', ARRAY['to@example.org'], 'Hi', 'Body')`)
+	require.Len(t, claimMode(t, n5, p5, "multi-node", false, 10, "email"), 1) // the pinned email in flight
+	one[int64](t, n5, "SELECT pgrelay.notify_many('pin', ARRAY['p1', 'p2'])") // pinned rows pending
+	one[int64](t, n1, "SELECT pgrelay._processor_start('multi-node', 'host1', 1, 'test')")
+	d.exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	d.exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+
+	require.EqualValues(t, 3, one[int64](t, d.pool, "SELECT pgrelay.decommission(5, '10 seconds')"),
+		"the pinned rows, pending and in flight, are discarded")
+	require.Equal(t, 3, d.count(`SELECT count(*) FROM pgrelay.queue
+	  WHERE channel = 'u' AND owner_node = 1 AND dispatched_at IS NULL`), "the unrestricted rows went to node 1")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel <> 'u'"))
+	require.Equal(t, 3, d.count(`SELECT count(*) FROM pgrelay.log
+	  WHERE event = 'adopted' AND error LIKE 'node 5 was decommissioned; adopted by node 1%'`))
+	require.Equal(t, 3, d.count(`SELECT count(*) FROM pgrelay.log
+	  WHERE event = 'gave_up' AND error LIKE 'node 5 was decommissioned%'`))
+	require.Equal(t, "failed", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", mail))
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.processors WHERE node_id = 5"))
+
+	// A row of node 5 that arrives later is adopted at node 1's next look.
+	late := one[int64](t, n5, "SELECT pgrelay.notify('u', 'late')")
+	d.exec("UPDATE pgrelay.nodes SET adopted_at = now() - interval '1 hour' WHERE node_id = 5") // the re-look is due
+	require.EqualValues(t, 1, one[int32](t, n1, "SELECT pgrelay._adopt('10 seconds')"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND owner_node = 1", late))
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay.log WHERE queue_id = $1 AND event = 'adopted'
+	  AND error LIKE 'node 5 was decommissioned; adopted by node 1%'`, late))
+
+	// A node that runs again under the id is no longer decommissioned.
+	one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 7, 'test')")
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.nodes WHERE node_id = 5 AND decommissioned_at IS NULL"))
+}
+
+// Without a live node to adopt, decommission leaves the unrestricted rows to
+// the first node that comes alive: the decommissioned node stays dead, even
+// to an adopter that counts dead only after a longer --dead-after.
+func TestDecommissionWithoutLiveNodeAdoptsLater(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("u", "")
+	n5, n1 := d.conn(5), d.conn(1)
+	one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
+	one[int64](t, n5, "SELECT pgrelay.notify('u', 'a')")
+	d.exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '2 minutes' WHERE node_id = 5")
+	require.Zero(t, one[int64](t, d.pool, "SELECT pgrelay.decommission(5, '1 minute')"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE owner_node = 5"), "no live node yet")
+
+	one[int64](t, n1, "SELECT pgrelay._processor_start('multi-node', 'host1', 1, 'test')")
+	require.EqualValues(t, 1, one[int32](t, n1, "SELECT pgrelay._adopt('1 hour')"))
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE owner_node = 1"))
+}

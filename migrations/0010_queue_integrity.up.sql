@@ -307,3 +307,262 @@ BEGIN
   DELETE FROM pgrelay.channel_locks l WHERE l.channel = p_channel;
 END
 $$;
+
+-- ---------------------------------------------------------------------------
+-- An absorbed notify() is always followed by a run that starts after its
+-- transaction committed.
+--
+-- A deduplicated notify() adds nothing to the queue: the pending row with
+-- the same payload stands for it, and must run after the notifying
+-- transaction commits, or the handler misses that transaction's change. The
+-- deduplicating insert locks the row it absorbs into, and a claim must not
+-- take a row so locked. Direct and lane batches and the classic claim of
+-- 'none' channels lock the rows they take FOR UPDATE SKIP LOCKED, so they
+-- pass such a row over. The classic claim of 'channel' and 'payload' lanes
+-- (email, nats, and sql without direct batches) took a lane's head with a
+-- plain UPDATE, which a FOR KEY SHARE lock does not stop: the run could start
+-- before the absorbed transaction committed. Now:
+--
+-- * _claim locks a lane's head FOR UPDATE SKIP LOCKED before taking it; a
+--   head that a producer holds leaves the lane for a later claim (never its
+--   second row).
+-- * _enqueue_dedup locks the row it absorbs into FOR SHARE SKIP LOCKED, not
+--   FOR KEY SHARE. Both are skipped by the claims' FOR UPDATE and skip a row
+--   a claim holds, so a row being claimed absorbs nothing (the notify gets a
+--   row of its own). But a FOR KEY SHARE lock is granted on a row that a
+--   claim updated and committed after the producer's snapshot, without
+--   reading it again: the producer could absorb into a row already claimed.
+--   FOR SHARE conflicts with that update, so the row is read again (READ
+--   COMMITTED: no longer pending, not absorbed) or the producer fails with a
+--   serialisation failure (REPEATABLE READ).
+-- ---------------------------------------------------------------------------
+
+-- _enqueue_dedup: as in 0007, with the lock above.
+CREATE OR REPLACE FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_hash bigint := pg_catalog.hashtextextended(p_payload, 0);
+  v_row record;
+  v_id bigint;
+BEGIN
+  -- Two producers notifying the same payload at once: the second waits for the
+  -- first to commit, then sees its row.
+  PERFORM pg_catalog.pg_advisory_xact_lock(1886816818,
+    pg_catalog.hashtext(ch.channel) # pg_catalog.hashint8(v_hash));
+  SELECT q.id, q.origin_id, q.attempt INTO v_row
+    FROM pgrelay.queue q
+   WHERE q.channel = ch.channel AND q.phash = v_hash AND q.dispatched_at IS NULL
+     AND q.payload = p_payload
+     AND (NOT ch.node_restricted OR q.run_in_node = v_node)
+   ORDER BY q.origin_id
+   LIMIT 1
+     FOR SHARE OF q SKIP LOCKED;
+  IF FOUND THEN
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
+    VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
+    RETURN v_row.origin_id;
+  END IF;
+  v_id := pgrelay._next_id();
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, phash, expires_at)
+  VALUES (v_id, v_id, ch.channel, p_payload,
+          CASE WHEN ch.node_restricted THEN v_node END,
+          CASE ch.concurrency_mode WHEN 'channel' THEN 0 WHEN 'payload' THEN v_hash END,
+          v_hash,
+          now() + ch.expire_after);
+  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
+    ON CONFLICT (queue_id) DO NOTHING;
+  END IF;
+  RETURN v_id;
+END
+$$;
+
+-- _claim: as in 0005, with a lane's head locked before it is taken.
+CREATE OR REPLACE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader bool, p_limit int,
+                               p_kinds text[] DEFAULT '{sql}', p_term bigint DEFAULT NULL,
+                               p_direct bool DEFAULT false)
+RETURNS TABLE (id bigint, origin_id bigint, channel text, payload text, attempt int,
+               enqueued_at timestamptz, dispatched_at timestamptz, expired bool,
+               kind text, handler text, concurrency_mode text, timeout_ms bigint,
+               max_attempts int)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+-- PL/pgSQL reuses a generic plan once it looks no dearer than the custom ones.
+-- For the lane head query a generic plan guesses a lane of a row or two (the
+-- average over many 'payload' lanes) and may fetch the lane by bitmap and sort
+-- it; for a 'channel' lane, which is the whole channel's backlog, that reads
+-- every pending row of the channel on every claim. Without bitmap scans the
+-- only plans left read queue_lane in order and stop at the head.
+SET enable_bitmapscan = off
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_own bool := p_mode = 'multi-node';
+  v_left int := p_limit;
+  v_nch int;
+  v_share int;
+  v_n int;
+  v_got int;
+  v_full text[] := '{}';
+  v_pass int;
+  v_start bigint;
+  v_lanes bigint[];
+  v_lane bigint;
+  ch pgrelay.channels;
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  IF p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  -- Fencing: a leader that names its term claims unrestricted rows only while
+  -- the lease row still says it holds that term.
+  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
+    v_all := EXISTS (SELECT FROM pgrelay.nodes l
+                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
+                        AND l.lease_until > now());
+  END IF;
+  SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds)
+     AND NOT (p_direct AND c.kind = 'sql');
+  IF v_nch = 0 THEN
+    RETURN;
+  END IF;
+  v_share := GREATEST(1, (p_limit + v_nch - 1) / v_nch);
+
+  FOR v_pass IN 1..2 LOOP
+    FOR ch IN
+      SELECT * FROM pgrelay.channels c
+       WHERE NOT c.paused AND c.kind = ANY (p_kinds) AND (v_pass = 1 OR c.channel = ANY (v_full))
+         AND NOT (p_direct AND c.kind = 'sql')
+       ORDER BY pg_catalog.random()
+    LOOP
+      EXIT WHEN v_left <= 0;
+      IF ch.concurrency_mode = 'none' THEN
+        RETURN QUERY
+        WITH cand AS (
+          SELECT q.id
+            FROM pgrelay.queue q
+           WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+             AND (q.run_in_node = v_node
+                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+           ORDER BY q.not_before, q.id
+           LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
+           FOR UPDATE SKIP LOCKED
+        ), upd AS (
+          -- By primary key whatever the plan: a join with cand in a generic plan
+          -- (which guesses LIMIT at a tenth of the channel) hashes a scan of the
+          -- whole queue.
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+           WHERE q.id = ANY (ARRAY(SELECT cand.id FROM cand))
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u
+         ORDER BY u.not_before, u.id;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_left := v_left - v_n;
+        IF v_pass = 1 AND v_n >= v_share THEN
+          v_full := v_full || ch.channel;
+        END IF;
+        CONTINUE;
+      END IF;
+
+      -- Serialised channels: one lane ('channel') or many ('payload').
+      CONTINUE WHEN v_pass = 2;
+      IF ch.concurrency_mode = 'channel' THEN
+        v_lanes := ARRAY[0::bigint];
+      ELSE
+        -- A loose index scan over the distinct lanes with pending rows, from a
+        -- random starting point, wrapping around, visiting a bounded number.
+        v_start := ((pg_catalog.random() - 0.5) * 18000000000000000000.0)::numeric::bigint;
+        WITH RECURSIVE l(lane) AS (
+          (SELECT q.lane FROM pgrelay.queue q
+            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              AND q.lane >= v_start
+            ORDER BY q.lane LIMIT 1)
+          UNION ALL
+          SELECT (SELECT q.lane FROM pgrelay.queue q
+                   WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                     AND q.lane > l.lane
+                   ORDER BY q.lane LIMIT 1)
+            FROM l WHERE l.lane IS NOT NULL
+        )
+        SELECT pg_catalog.array_agg(x.lane) INTO v_lanes
+          FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL LIMIT 2 * v_share + 8) x;
+        IF COALESCE(pg_catalog.cardinality(v_lanes), 0) < 2 * v_share + 8 THEN
+          WITH RECURSIVE l(lane) AS (
+            (SELECT q.lane FROM pgrelay.queue q
+              WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              ORDER BY q.lane LIMIT 1)
+            UNION ALL
+            SELECT (SELECT q.lane FROM pgrelay.queue q
+                     WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                       AND q.lane > l.lane AND q.lane < v_start
+                     ORDER BY q.lane LIMIT 1)
+              FROM l WHERE l.lane IS NOT NULL
+          )
+          SELECT COALESCE(v_lanes, '{}') || COALESCE(pg_catalog.array_agg(x.lane), '{}') INTO v_lanes
+            FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL AND l.lane < v_start
+                   LIMIT 2 * v_share + 8 - COALESCE(pg_catalog.cardinality(v_lanes), 0)) x;
+        END IF;
+      END IF;
+
+      v_n := 0;
+      FOREACH v_lane IN ARRAY COALESCE(v_lanes, '{}') LOOP
+        -- v_left is only brought down after the loop: bound by both here, or
+        -- a serialised channel visited last takes a full share of what is left.
+        EXIT WHEN v_n >= LEAST(v_share, v_left);
+        CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(1886816819,
+          pg_catalog.hashtext(ch.channel) # pg_catalog.hashint8(v_lane));
+        RETURN QUERY
+        WITH head AS (
+          SELECT q.id
+            FROM pgrelay.queue q
+           WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
+             AND (q.run_in_node = v_node
+                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND NOT EXISTS (
+               SELECT FROM pgrelay.queue f
+                WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
+                  AND (f.run_in_node = v_node
+                       OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+           ORDER BY q.origin_id, q.id
+           LIMIT 1
+        ), locked AS (
+          -- The head itself, never the next row: a head a producer holds
+          -- (it absorbed a notify) leaves the lane for the next claim.
+          SELECT q.id
+            FROM pgrelay.queue q JOIN head ON q.id = head.id
+           WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+             FOR UPDATE OF q SKIP LOCKED
+        ), upd AS (
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+            FROM locked
+           WHERE q.id = locked.id
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        v_n := v_n + v_got;
+      END LOOP;
+      v_left := v_left - v_n;
+    END LOOP;
+    EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
+  END LOOP;
+END
+$$;

@@ -566,3 +566,113 @@ BEGIN
   END LOOP;
 END
 $$;
+
+-- ---------------------------------------------------------------------------
+-- register() of an identical definition is a no-op.
+--
+-- A deployment script that registers its channels runs on every node of a
+-- cluster (pg_auto_mv registers the same node-restricted channel on each);
+-- on the second node the channel's row has already arrived by replication,
+-- and register() failed with PR003. Now a channel that exists with the same
+-- definition — every parameter of register() equal to the stored value;
+-- intervals compare as PostgreSQL compares them, so '60 minutes' equals
+-- '1 hour' — is left as it is (not resumed if paused, no timestamp moved).
+-- A different definition still fails with PR003, and the message names each
+-- field that differs with the registered and the given value.
+--
+-- Concurrent register() calls of one name serialise on the primary key
+-- (INSERT ... ON CONFLICT waits for an uncommitted insert of the name), not
+-- on an advisory lock any login could hold.
+-- ---------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION pgrelay.register(
+  p_channel text,
+  p_handler text,
+  p_kind text DEFAULT 'sql',
+  p_concurrency_mode text DEFAULT 'none',
+  p_deduplicate bool DEFAULT false,
+  p_node_restricted bool DEFAULT false,
+  p_max_attempts int DEFAULT 5,
+  p_retry_delay interval DEFAULT '1 second',
+  p_expire_after interval DEFAULT NULL,
+  p_timeout interval DEFAULT '30 seconds',
+  p_publish_payload bool DEFAULT false
+) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c pgrelay.channels;
+  old pgrelay.channels;
+  v_diff text[] := '{}';
+BEGIN
+  c.channel := p_channel;
+  c.handler := p_handler;
+  c.kind := p_kind;
+  c.concurrency_mode := p_concurrency_mode;
+  c.deduplicate := COALESCE(p_deduplicate, false);
+  c.node_restricted := COALESCE(p_node_restricted, false);
+  c.max_attempts := p_max_attempts;
+  c.retry_delay := p_retry_delay;
+  c.expire_after := p_expire_after;
+  c.timeout := p_timeout;
+  c.publish_payload := COALESCE(p_publish_payload, false);
+  PERFORM pgrelay._check_channel(c);
+  LOOP
+    INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
+                                  node_restricted, max_attempts, retry_delay, expire_after, timeout,
+                                  publish_payload)
+    VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
+            c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout,
+            c.publish_payload)
+    ON CONFLICT (channel) DO NOTHING;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+    SELECT * INTO old FROM pgrelay.channels x WHERE x.channel = p_channel;
+    EXIT WHEN FOUND;
+    -- Unregistered between the two statements: insert again.
+  END LOOP;
+  IF old.handler IS DISTINCT FROM c.handler THEN
+    v_diff := v_diff || pg_catalog.format('handler (%s registered, %s given)',
+      pg_catalog.quote_literal(old.handler), pg_catalog.quote_literal(c.handler));
+  END IF;
+  IF old.kind IS DISTINCT FROM c.kind THEN
+    v_diff := v_diff || pg_catalog.format('kind (%s registered, %s given)', old.kind, c.kind);
+  END IF;
+  IF old.concurrency_mode IS DISTINCT FROM c.concurrency_mode THEN
+    v_diff := v_diff || pg_catalog.format('concurrency_mode (%s registered, %s given)',
+      old.concurrency_mode, c.concurrency_mode);
+  END IF;
+  IF old.deduplicate IS DISTINCT FROM c.deduplicate THEN
+    v_diff := v_diff || pg_catalog.format('deduplicate (%s registered, %s given)', old.deduplicate, c.deduplicate);
+  END IF;
+  IF old.node_restricted IS DISTINCT FROM c.node_restricted THEN
+    v_diff := v_diff || pg_catalog.format('node_restricted (%s registered, %s given)',
+      old.node_restricted, c.node_restricted);
+  END IF;
+  IF old.max_attempts IS DISTINCT FROM c.max_attempts THEN
+    v_diff := v_diff || pg_catalog.format('max_attempts (%s registered, %s given)', old.max_attempts, c.max_attempts);
+  END IF;
+  IF old.retry_delay IS DISTINCT FROM c.retry_delay THEN
+    v_diff := v_diff || pg_catalog.format('retry_delay (%s registered, %s given)', old.retry_delay, c.retry_delay);
+  END IF;
+  IF old.expire_after IS DISTINCT FROM c.expire_after THEN
+    v_diff := v_diff || pg_catalog.format('expire_after (%s registered, %s given)',
+      COALESCE(old.expire_after::text, 'NULL'), COALESCE(c.expire_after::text, 'NULL'));
+  END IF;
+  IF old.timeout IS DISTINCT FROM c.timeout THEN
+    v_diff := v_diff || pg_catalog.format('timeout (%s registered, %s given)', old.timeout, c.timeout);
+  END IF;
+  IF old.publish_payload IS DISTINCT FROM c.publish_payload THEN
+    v_diff := v_diff || pg_catalog.format('publish_payload (%s registered, %s given)',
+      old.publish_payload, c.publish_payload);
+  END IF;
+  IF pg_catalog.cardinality(v_diff) > 0 THEN
+    RAISE EXCEPTION 'pgrelay: channel % already exists with a different definition: %',
+      pg_catalog.quote_literal(p_channel), pg_catalog.array_to_string(v_diff, ', ')
+      USING ERRCODE = 'PR003',
+            HINT = 'Use pgrelay.update() to change it; registering an identical definition again is a no-op.';
+  END IF;
+END
+$$;

@@ -37,11 +37,18 @@
 -- 64 are held — by more than 64 producers of the channel at once, or by an
 -- update() or unregister() — does it share its own slot FOR KEY SHARE, which
 -- does not wait for another producer (a MultiXact only in that overload) and
--- does wait for update() or unregister(). These lock every row of the
--- channel FOR UPDATE (in slot order, so two of them do not deadlock) and
--- then update them, so that a producer in a REPEATABLE READ or SERIALIZABLE
--- transaction whose snapshot predates the change fails with a serialisation
--- failure instead of enqueueing under settings it no longer may see.
+-- does wait for update() or unregister(). update() and unregister() lock
+-- every row of the channel FOR UPDATE (in slot order, so two of them do not
+-- deadlock) and then update them, so that a producer in a REPEATABLE READ or
+-- SERIALIZABLE transaction whose snapshot predates the change fails with a
+-- serialisation failure instead of enqueueing under settings it no longer
+-- may see.
+--
+-- Measured as above with the lock rows: no MultiXact. With commits flushed
+-- to disk the rate stayed within the machine's noise (medians 279 and 269
+-- transactions/s); with synchronous_commit = off the median fell from about
+-- 2 500 to 2 150 notify() transactions/s (the lock costs an index probe and
+-- a WAL record per transaction).
 --
 -- Lock rows are node-local, like the locks they carry: the table is not to
 -- be replicated. A trigger that fires for replicated rows too (ENABLE

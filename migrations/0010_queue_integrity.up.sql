@@ -290,7 +290,8 @@ END
 $$;
 
 -- unregister: as in 0001, after taking the channel exclusively; the
--- channel's lock rows go with it.
+-- channel's lock rows go with it, and a forced one also removes the retry
+-- rows that completions it waited for scheduled meanwhile.
 CREATE OR REPLACE FUNCTION pgrelay.unregister(p_channel text, p_force bool DEFAULT false) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -309,7 +310,14 @@ BEGIN
     RAISE EXCEPTION 'pgrelay: channel % still has % pending or in-flight events', p_channel, n
       USING ERRCODE = 'PR004', HINT = 'Wait for them, or pass p_force := true to discard them.';
   END IF;
-  DELETE FROM pgrelay.queue q WHERE q.channel = p_channel;
+  -- A completion that holds a row of the channel makes the DELETE wait, and
+  -- the retry row it commits is not in the DELETE's snapshot: delete again
+  -- until a new snapshot sees no row. (Producers are held off by the lock;
+  -- a retry only comes from a row that was visible, so this ends.)
+  LOOP
+    DELETE FROM pgrelay.queue q WHERE q.channel = p_channel;
+    EXIT WHEN NOT EXISTS (SELECT FROM pgrelay.queue q WHERE q.channel = p_channel);
+  END LOOP;
   DELETE FROM pgrelay.channels x WHERE x.channel = p_channel;
   DELETE FROM pgrelay.channel_locks l WHERE l.channel = p_channel;
 END

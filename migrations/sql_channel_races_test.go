@@ -207,3 +207,29 @@ func TestNotifyRepeatableReadAfterUpdate(t *testing.T) {
 	_, err = tx.Exec(bg, "SELECT pgrelay.notify('c', 'x')")
 	requireCode(t, err, "40001")
 }
+
+// A forced unregister() that waits for a completion scheduling a retry
+// removes the retry row too. Its DELETE waits for the completion's lock on
+// the claimed row, and cannot see the retry row that the completion commits;
+// left alone, that row would outlive its channel.
+func TestForcedUnregisterRemovesARetryScheduledMeanwhile(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "p_retry_delay := '0'")
+	d.notify("c", "x")
+	got := claim(t, d.pool, 1, 10)
+	require.Len(t, got, 1)
+
+	p := d.conn(-1)
+	tx, err := p.Begin(bg)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(bg) }()
+	require.Equal(t, 1, complete(t, tx, 1, got[0], "failed", "boom"))
+	admin := d.conn(-1)
+	done := background(admin, "SELECT pgrelay.unregister('c', p_force := true)")
+	waitUntilBlocked(t, d.pool, admin.PgConn().PID())
+	require.NoError(t, tx.Commit(bg))
+	require.NoError(t, <-done)
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"), "the retry row went with its channel")
+	require.Zero(t, d.orphans())
+}

@@ -210,7 +210,8 @@ BEGIN
 END
 $$;
 
--- update: as in 0001, after taking the channel exclusively.
+-- update: as in 0001, after taking the channel exclusively; rows in flight
+-- are locked and retry rows re-derived (below).
 CREATE OR REPLACE FUNCTION pgrelay.update(
   p_channel text,
   p_handler text DEFAULT NULL,
@@ -263,28 +264,48 @@ BEGIN
          publish_payload = c.publish_payload, updated_at = now()
    WHERE x.channel = p_channel;
   -- Rows not yet dispatched follow the new settings.
+  --
+  -- Rows in flight keep their claim, but take the new lane too: a channel
+  -- made serialised must count what is already running as its lane's
+  -- in-flight row, or the next claim starts a second one beside it. They are
+  -- updated whenever a derived setting changes, so that each is locked until
+  -- this transaction ends: a completion that comes meanwhile waits, and its
+  -- retry row is then derived from the new settings.
+  --
+  -- A completion that already held a row makes these statements wait, and
+  -- the retry row it commits is not in their snapshot: re-derive until a new
+  -- snapshot sees no row with the old values. (Producers are held off by the
+  -- channel lock; a retry only comes from a row that was visible.)
   IF c.concurrency_mode IS DISTINCT FROM old.concurrency_mode
      OR c.deduplicate IS DISTINCT FROM old.deduplicate
      OR c.node_restricted IS DISTINCT FROM old.node_restricted THEN
-    UPDATE pgrelay.queue q
-       SET lane = CASE c.concurrency_mode
-                    WHEN 'channel' THEN 0
-                    WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                  END,
-           phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
-           run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
-     WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
-  END IF;
-  -- Rows in flight keep their claim, but take the new lane too: a channel made
-  -- serialised must count what is already running as its lane's in-flight row,
-  -- or the next claim starts a second one beside it.
-  IF c.concurrency_mode IS DISTINCT FROM old.concurrency_mode THEN
-    UPDATE pgrelay.queue q
-       SET lane = CASE c.concurrency_mode
-                    WHEN 'channel' THEN 0
-                    WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                  END
-     WHERE q.channel = p_channel AND q.dispatched_at IS NOT NULL;
+    LOOP
+      UPDATE pgrelay.queue q
+         SET lane = CASE c.concurrency_mode
+                      WHEN 'channel' THEN 0
+                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
+                    END,
+             phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
+             run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
+       WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
+      UPDATE pgrelay.queue q
+         SET lane = CASE c.concurrency_mode
+                      WHEN 'channel' THEN 0
+                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
+                    END
+       WHERE q.channel = p_channel AND q.dispatched_at IS NOT NULL;
+      EXIT WHEN NOT EXISTS (
+        SELECT FROM pgrelay.queue q
+         WHERE q.channel = p_channel
+           AND (q.lane IS DISTINCT FROM CASE c.concurrency_mode
+                                          WHEN 'channel' THEN 0
+                                          WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
+                                        END
+                OR (q.dispatched_at IS NULL
+                    AND (q.phash IS DISTINCT FROM CASE WHEN c.deduplicate
+                                                       THEN pg_catalog.hashtextextended(q.payload, 0) END
+                         OR (q.run_in_node IS NULL) = c.node_restricted))));
+    END LOOP;
   END IF;
 END
 $$;

@@ -7,6 +7,7 @@ package migrations_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -232,4 +233,59 @@ func TestForcedUnregisterRemovesARetryScheduledMeanwhile(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"), "the retry row went with its channel")
 	require.Zero(t, d.orphans())
+}
+
+// An update() that changes what queue rows derive from their channel (mode,
+// deduplication, restriction) re-derives the retry rows of completions it
+// waited for, and completions that come after it wait for it and derive
+// theirs from the new settings: no retry row keeps the old lane, hash or pin.
+func TestUpdateRederivesRetriesScheduledMeanwhile(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	for i, change := range []string{
+		"p_concurrency_mode := 'channel'",
+		"p_deduplicate := true",
+		"p_node_restricted := true",
+	} {
+		ch := fmt.Sprintf("c%d", i)
+		d.register(ch, "p_retry_delay := '1 hour'")
+		d.notify(ch, "a")
+		d.notify(ch, "b")
+		got := claim(t, d.pool, 1, 10)
+		require.Len(t, got, 2)
+		stale := func() int {
+			return d.count(`SELECT count(*) FROM pgrelay.queue q JOIN pgrelay.channels c USING (channel)
+			  WHERE q.channel = $1 AND (
+			        q.lane IS DISTINCT FROM CASE c.concurrency_mode WHEN 'channel' THEN 0
+			                                 WHEN 'payload' THEN hashtextextended(q.payload, 0) END
+			     OR (q.dispatched_at IS NULL AND q.phash IS DISTINCT FROM
+			           CASE WHEN c.deduplicate THEN hashtextextended(q.payload, 0) END)
+			     OR (q.dispatched_at IS NULL AND (q.run_in_node IS NULL) = c.node_restricted))`, ch)
+		}
+
+		// A completion holds the first row when update() starts: update()
+		// waits for it, then re-derives the retry row it committed.
+		p := d.conn(-1)
+		tx, err := p.Begin(bg)
+		require.NoError(t, err)
+		require.Equal(t, 1, complete(t, tx, 1, got[0], "failed", "boom"))
+		admin := d.conn(-1)
+		atx, err := admin.Begin(bg)
+		require.NoError(t, err)
+		done := background(atx, "SELECT pgrelay.update($1, "+change+")", ch)
+		waitUntilBlocked(t, d.pool, admin.PgConn().PID())
+		require.NoError(t, tx.Commit(bg))
+		require.NoError(t, <-done, change)
+
+		// The second row completes while update()'s transaction is open: the
+		// completion waits for it.
+		done = background(p, "SELECT pgrelay._complete(1, $1, $2, '{failed}', '{boom}')",
+			[]int64{got[1].ID}, []time.Time{got[1].DispatchedAt})
+		waitUntilBlocked(t, d.pool, p.PgConn().PID())
+		require.NoError(t, atx.Commit(bg))
+		require.NoError(t, <-done)
+
+		require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1 AND retry_of IS NOT NULL", ch), change)
+		require.Zero(t, stale(), "%s: every row derived from the new settings", change)
+	}
 }

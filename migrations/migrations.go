@@ -72,6 +72,13 @@ func all(fsys fs.FS) ([]Migration, error) {
 	return out, nil
 }
 
+// NodeLocalTables names the tables of schema pgrelay that each node of a
+// multi-master cluster keeps for itself and that must not be replicated:
+// its record of applied migrations, and the lock rows its producers take
+// (0010). Every other table of schemas pgrelay and pgrelay_notifier is
+// replicated (docs/multi-master.md).
+func NodeLocalTables() []string { return []string{"schema_migrations", "channel_locks"} }
+
 // Latest is the highest embedded migration version.
 func Latest() int {
 	all, err := All()

@@ -3,6 +3,7 @@ package migrations_test
 // The admin API: pgrelay.register, pgrelay.update, pgrelay.unregister.
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,6 @@ func TestRegisterRejects(t *testing.T) {
 		code    string
 		mention string // the message names the bad value
 	}{
-		{"duplicate", "SELECT pgrelay.register('dup', 'SELECT length($1)')", nil, "PR003", "dup"},
 		{"duplicate, other settings", "SELECT pgrelay.register('dup', 'SELECT $1', p_concurrency_mode := 'channel')", nil, "PR003", "dup"},
 		{"unknown kind", "SELECT pgrelay.register('c', 'SELECT length($1)', p_kind := 'smtp')", nil, "PR011", "smtp"},
 		{"NULL kind", "SELECT pgrelay.register('c', 'SELECT length($1)', p_kind := NULL)", nil, "PR011", ""},
@@ -129,6 +129,69 @@ func TestRegisterRejects(t *testing.T) {
 	}
 	require.Equal(t, []string{long[:100], "dup"}, column[string](t, d.pool, "SELECT channel FROM pgrelay.channels ORDER BY channel"),
 		"no rejected call registered anything")
+}
+
+// register() of a channel that exists with the identical definition is a
+// no-op (one deployment script registers the same channel on every node of a
+// cluster); a different definition is refused with PR003, naming each field
+// that differs, and leaves the channel as it was.
+func TestRegisterIsIdempotent(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	const def = `'SELECT length($1)', p_concurrency_mode := 'payload', p_deduplicate := true,
+		p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '2 seconds',
+		p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true`
+	d.exec("SELECT pgrelay.register('c', " + def + ")")
+	d.exec("SELECT pgrelay.update('c', p_paused := true)")
+	d.exec("UPDATE pgrelay.channels SET created_at = created_at - interval '1 day', updated_at = updated_at - interval '1 day'")
+	snapshot := func() string {
+		return one[string](t, d.pool, "SELECT row_to_json(c)::text FROM pgrelay.channels c WHERE channel = 'c'")
+	}
+	before := snapshot()
+
+	// The same definition, also spelt differently (an interval's other form).
+	d.exec("SELECT pgrelay.register('c', " + def + ")")
+	d.exec(`SELECT pgrelay.register('c', 'SELECT length($1)', p_concurrency_mode := 'payload', p_deduplicate := true,
+		p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '00:00:02',
+		p_expire_after := '60 minutes', p_timeout := '7000 milliseconds', p_publish_payload := true)`)
+	require.Equal(t, before, snapshot(), "a no-op: not resumed, no timestamp moved")
+
+	cases := []struct {
+		name, sql string
+		fields    []string
+	}{
+		{"defaults", "SELECT pgrelay.register('c', 'SELECT length($1)')",
+			[]string{"concurrency_mode", "deduplicate", "node_restricted", "max_attempts", "retry_delay", "expire_after", "timeout", "publish_payload"}},
+		{"handler", "SELECT pgrelay.register('c', 'SELECT length($1) + 1', p_concurrency_mode := 'payload', p_deduplicate := true, p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true)",
+			[]string{"handler"}},
+		{"kind and attempts", "SELECT pgrelay.register('c', 'app.orders', p_kind := 'nats', p_concurrency_mode := 'payload', p_deduplicate := true, p_node_restricted := true, p_max_attempts := 4, p_retry_delay := '2 seconds', p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true)",
+			[]string{"handler", "kind", "max_attempts"}},
+	}
+	all := []string{"handler", "kind", "concurrency_mode", "deduplicate", "node_restricted", "max_attempts", "retry_delay", "expire_after", "timeout", "publish_payload"}
+	for _, tc := range cases {
+		pgErr := requireCode(t, d.err(tc.sql), "PR003", tc.name)
+		require.Contains(t, pgErr.Message, "'c'", tc.name)
+		for _, f := range all {
+			if slices.Contains(tc.fields, f) {
+				require.Contains(t, pgErr.Message, f+" ", "%s: names %s", tc.name, f)
+			} else {
+				require.NotContains(t, pgErr.Message, f+" ", "%s: %s is the same", tc.name, f)
+			}
+		}
+		require.Equal(t, before, snapshot(), "%s: the channel is unchanged", tc.name)
+	}
+
+	// Two sessions registering the same definition at once: both succeed.
+	c1, c2 := d.conn(-1), d.conn(-1)
+	tx, err := c1.Begin(bg)
+	require.NoError(t, err)
+	_, err = tx.Exec(bg, "SELECT pgrelay.register('twice', 'SELECT length($1)')")
+	require.NoError(t, err)
+	done := background(c2, "SELECT pgrelay.register('twice', 'SELECT length($1)')")
+	waitUntilBlocked(t, d.pool, c2.PgConn().PID())
+	require.NoError(t, tx.Commit(bg))
+	require.NoError(t, <-done)
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'twice'"))
 }
 
 // The handler is spliced into a PREPARE run by register(), a SECURITY DEFINER

@@ -417,3 +417,45 @@ func TestClaimModesUnrestrictedChannelPerNode(t *testing.T) {
 	d.exec(`DELETE FROM pgrelay.queue WHERE id = $1`, b1)
 	require.Equal(t, []int64{b2}, ids(claimMode(t, n2, 2, "multi-node", false, 100)))
 }
+
+// A deduplicated notify() absorbed by a pending row is covered by a run that
+// starts after the absorbed transaction commits, on the classic claim path
+// of every concurrency mode (email, nats, and sql without direct batches).
+//
+// Producer first: while the absorbed producer's transaction is open, the
+// row is not claimed (before, a 'channel' or 'payload' lane's head was, and
+// its run started before the producer's change was committed). Claim first:
+// while the claim's transaction is open, a notify() of the same payload is
+// not absorbed by the row being claimed; it gets a row of its own.
+func TestClaimWaitsForAnAbsorbedNotify(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	for _, mode := range []string{"none", "channel", "payload"} {
+		ch := "dedup_" + mode
+		d.register(ch, fmt.Sprintf("p_deduplicate := true, p_concurrency_mode := '%s'", mode))
+		first := d.notify(ch, "x")
+
+		// Producer first.
+		p := d.conn(-1)
+		tx, err := p.Begin(bg)
+		require.NoError(t, err)
+		require.Equal(t, first, one[int64](t, tx, "SELECT pgrelay.notify($1, 'x')", ch), "%s: absorbed", mode)
+		require.Empty(t, claim(t, d.pool, 1, 10), "%s: no run starts before the absorbed producer commits", mode)
+		require.NoError(t, tx.Commit(bg))
+		got := claim(t, d.pool, 1, 10)
+		require.Equal(t, []int64{first}, ids(got), "%s: the run starts after the commit", mode)
+		require.Equal(t, 1, complete(t, d.pool, 1, got[0], "succeeded", ""))
+
+		// Claim first.
+		second := d.notify(ch, "y")
+		c := d.conn(-1)
+		tx, err = c.Begin(bg)
+		require.NoError(t, err)
+		require.Equal(t, []int64{second}, ids(claim(t, tx, 1, 10)), mode)
+		third := d.notify(ch, "y")
+		require.NotEqual(t, second, third, "%s: a row being claimed absorbs nothing", mode)
+		require.NoError(t, tx.Commit(bg))
+		require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1 AND payload = 'y'", ch), mode)
+		d.exec("DELETE FROM pgrelay.queue WHERE channel = $1", ch)
+	}
+}

@@ -54,9 +54,19 @@ func TestNotifierCreateChannelPassesRegisterParameters(t *testing.T) {
 	require.Equal(t, "none", one[string](t, d.pool, "SELECT concurrency_mode FROM pgrelay.channels WHERE channel = 'plain'"))
 
 	// register()'s own checks still apply, and the From address is checked.
-	requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')"), "PR003")
+	// The same definition again is a no-op (register() is idempotent); another
+	// From address is a different definition.
+	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com',
+		p_concurrency_mode := 'channel', p_deduplicate := true, p_node_restricted := true,
+		p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour',
+		p_timeout := '7 seconds', p_publish_payload := true)`)
+	e := requireCode(t, d.err(`SELECT pgrelay_notifier.create_channel('mail', 'other@example.com',
+		p_concurrency_mode := 'channel', p_deduplicate := true, p_node_restricted := true,
+		p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour',
+		p_timeout := '7 seconds', p_publish_payload := true)`), "PR003")
+	require.Contains(t, e.Message, "handler")
 	requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('x', 'app@example.com', p_max_attempts := 0)"), "PR013")
-	e := requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('y', 'not an address')"), "PR102")
+	e = requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('y', 'not an address')"), "PR102")
 	require.Contains(t, e.Message, "'not an address'")
 }
 

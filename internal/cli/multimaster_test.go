@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -212,6 +213,17 @@ func TestMultiMasterCluster(t *testing.T) {
 
 	t.Run("node-restricted", func(t *testing.T) {
 		register("mv", ", p_node_restricted := true, p_deduplicate := true")
+		// The same deployment script runs on every node (pg_auto_mv): on node
+		// 2 the replicated channel is registered again, identically, a no-op;
+		// a different definition is refused.
+		n2.exec(`SELECT pgrelay.register('mv', 'SELECT app.work(''mv'', $1)', p_node_restricted := true, p_deduplicate := true)`)
+		_, err := n2.pool.Exec(ctx, `SELECT pgrelay.register('mv', 'SELECT app.work(''mv'', $1)', p_node_restricted := true)`)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, "PR003", pgErr.Code)
+		require.Contains(t, pgErr.Message, "deduplicate")
+		// Each node has the channel's lock rows, made locally.
+		require.Equal(t, 64, n2.count(`SELECT count(*) FROM pgrelay.channel_locks WHERE channel = 'mv'`))
 		// One unrestricted row stays pending on node 1: its channel is paused.
 		register("held", "")
 		n1.exec(`SELECT pgrelay.notify('held', 'x')`)

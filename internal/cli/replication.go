@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgrelay/pgrelay/migrations"
 )
 
 // querier is what the replication check needs of a connection.
@@ -23,8 +25,8 @@ type replication struct {
 	// Extension is "spock" or "pglogical"; empty when neither is installed.
 	Extension string
 	// Missing lists the tables (schema.table) of schemas pgrelay and
-	// pgrelay_notifier, but pgrelay.schema_migrations, that are in no
-	// replication set this node's subscriptions use.
+	// pgrelay_notifier, but the node-local ones (migrations.NodeLocalTables),
+	// that are in no replication set this node's subscriptions use.
 	Missing []string
 }
 
@@ -56,9 +58,9 @@ func checkReplication(ctx context.Context, q querier) (replication, error) {
 	rows, err := q.Query(ctx, `SELECT pg_catalog.format('%I.%I', n.nspname, c.relname)
 		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname IN ('pgrelay', 'pgrelay_notifier') AND c.relkind IN ('r', 'p')
-		  AND NOT (n.nspname = 'pgrelay' AND c.relname = 'schema_migrations')
+		  AND NOT (n.nspname = 'pgrelay' AND c.relname::text = ANY($1::text[]))
 		  AND NOT `+replicated+`
-		ORDER BY 1`)
+		ORDER BY 1`, migrations.NodeLocalTables())
 	if err != nil {
 		return r, fmt.Errorf("replication check (%s): %w", r.Extension, err)
 	}

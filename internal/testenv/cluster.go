@@ -140,11 +140,13 @@ func (c *Cluster) setupNode(ctx context.Context, n int) error {
 }
 
 // addPgrelayTables puts pgrelay's tables (and the notifier's, when present)
-// in the default replication set; the schema version table stays local.
+// in the default replication set; the schema version table and the
+// channels' lock rows (node-local, like the locks they carry) stay local.
 func addPgrelayTables(ctx context.Context, conn *pgx.Conn) error {
 	rows, err := conn.Query(ctx, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
-		WHERE schemaname IN ('pgrelay', 'pgrelay_notifier') AND tablename <> 'schema_migrations'
-		ORDER BY 1`)
+		WHERE schemaname IN ('pgrelay', 'pgrelay_notifier')
+		  AND NOT (schemaname = 'pgrelay' AND tablename = ANY($1::text[]))
+		ORDER BY 1`, migrations.NodeLocalTables())
 	if err != nil {
 		return err
 	}

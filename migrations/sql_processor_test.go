@@ -236,6 +236,39 @@ func TestRescueGivingUpFailsTheNotification(t *testing.T) {
 	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'"))
 }
 
+// A rescue that gives up an email event fails its notification only if that
+// event may send it: not when another event holds the send (a duplicate
+// event pointing at the same notification), nor another channel's.
+func TestRescueGivingUpLeavesOtherEventsNotification(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec(`SELECT pgrelay_notifier.create_channel('a', 'app@example.com', p_max_attempts := 1)`)
+	d.exec(`SELECT pgrelay_notifier.create_channel('b', 'app@example.com', p_max_attempts := 1)`)
+	held := one[int64](t, d.pool, `SELECT pgrelay_notifier.send('a', ARRAY['to@example.org'], 'Hi', 'Body')`)
+	other := one[int64](t, d.pool, `SELECT pgrelay_notifier.send('a', ARRAY['to@example.org'], 'Hi', 'Body')`)
+	// A second event for the held notification, and one of channel b that
+	// names channel a's notification.
+	d.exec(`SELECT pgrelay.notify('a', $1::bigint::text)`, held)
+	d.exec(`SELECT pgrelay.notify('b', $1::bigint::text)`, other)
+	dead := startProcessor(t, d.pool)
+	live := startProcessor(t, d.pool)
+	require.Len(t, claim(t, d.pool, dead, 10, "email"), 4)
+	// The first event of `held` wins its send gate.
+	first := one[int64](t, d.pool, `SELECT origin_id FROM pgrelay.queue WHERE payload = $1::bigint::text ORDER BY id LIMIT 1`, held)
+	require.Equal(t, "send", one[string](t, d.pool, `SELECT verdict FROM pgrelay_notifier.start_sending($1, 'a', $2)`, held, first))
+	d.exec("UPDATE pgrelay.queue SET dispatched_at = now() - interval '2 hours' WHERE origin_id <> $1", first)
+	d.exec("UPDATE pgrelay.processors SET last_seen = now() WHERE processor_id = $1", dead)
+
+	// The claims but the first's run past their lease: rescued, given up.
+	require.EqualValues(t, 3, one[int32](t, d.pool, "SELECT pgrelay._rescue($1, '30 seconds', '1 minute')", live))
+	require.Equal(t, "sending", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", held),
+		"the event that holds the send goes on")
+	require.Equal(t, "failed", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", other),
+		"channel a's own event for it gave up")
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay_notifier.status_events WHERE notification_id = $1 AND status = 'failed'`, other),
+		"failed once, by its own channel's event")
+}
+
 // A row pinned to a node is only ever changed by that node (or by an
 // explicit decommission): when an adoption removed a dead node's Processor
 // rows, another node's rescue leaves that node's pinned claims alone — even

@@ -256,10 +256,10 @@ func TestUpdate(t *testing.T) {
 	d.exec(`SELECT pgrelay.update('c', p_expire_after := '5 minutes')`)
 	require.Equal(t, "00:05:00", one[string](t, d.pool, "SELECT expire_after::text FROM pgrelay.channels WHERE channel = 'c'"))
 
-	// p_paused: notify refuses a paused channel, and accepts it again after.
+	// p_paused: a paused channel still accepts events (they wait).
 	d.exec(`SELECT pgrelay.update('c', p_paused := true)`)
 	require.True(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
-	requireCode(t, d.err("SELECT pgrelay.notify('c', 'x')"), "PR002")
+	d.notify("c", "x")
 	d.exec(`SELECT pgrelay.update('c', p_max_attempts := 4)`) // NULL p_paused keeps it paused
 	require.True(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
 	d.exec(`SELECT pgrelay.update('c', p_paused := false)`)

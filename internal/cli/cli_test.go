@@ -337,8 +337,8 @@ func TestStats(t *testing.T) {
 		d.exec(`SELECT pgrelay.notify('c1', $1)`, fmt.Sprint("x", i))
 	}
 	d.exec(`SELECT pgrelay.notify('c2', 'y')`)
-	d.exec(`SELECT pgrelay.notify('c3', 'z')`)
 	d.exec(`SELECT pgrelay.update('c3', p_paused := true)`)
+	d.exec(`SELECT pgrelay.notify('c3', 'z')`) // accepted while paused: it waits
 	// One c1 event in flight, one a pending retry.
 	d.exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1
 	         WHERE id = (SELECT min(id) FROM pgrelay.queue WHERE channel = 'c1')`)

@@ -1,4 +1,6 @@
--- 0012: a rescue or a decommission that gives up an email event fails its
+-- 0012: follow-ups of 0009-0011.
+--
+-- A rescue or a decommission that gives up an email event fails its
 -- notification only if that event may send it (0009's send gate): through
 -- pgrelay_notifier.fail_for_event, as the email handler does, never a
 -- notification another event holds or sent, nor another channel's. The
@@ -166,5 +168,33 @@ BEGIN
     SET decommissioned_at = now(),
         adopted_at = CASE WHEN v_adopter IS NOT NULL THEN now() ELSE x.adopted_at END;
   RETURN n;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- A pause stops dispatch only
+-- ---------------------------------------------------------------------------
+
+-- notify() and notify_many() accept events of a paused channel: pausing a
+-- channel must never roll back the application's own transactions. The events
+-- wait, pending (the claims pass over paused channels), until update()
+-- resumes the channel. As in 0010 but for the PR002 refusal.
+CREATE OR REPLACE FUNCTION pgrelay._check_notify(p_channel text) RETURNS pgrelay.channels
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  ch pgrelay.channels;
+BEGIN
+  IF p_channel IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.notify: channel must not be NULL' USING ERRCODE = 'PR001';
+  END IF;
+  PERFORM pgrelay._lock_channel(p_channel);
+  SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = p_channel;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay.notify: unknown channel %', pg_catalog.quote_literal(p_channel)
+      USING ERRCODE = 'PR001', HINT = 'Register it first with pgrelay.register().';
+  END IF;
+  RETURN ch;
 END
 $$;

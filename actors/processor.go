@@ -45,6 +45,21 @@ import (
 // wait without their timeout running.
 const maxHotConns = 64
 
+// Connections besides the hot pool: the background pool, the LISTEN
+// connection, and the NATS publisher's own (with NATS).
+const (
+	bgConns       = 4
+	listenConns   = 1
+	publishConns  = 1
+	minHotConns   = 4
+	minTotalConns = bgConns + listenConns + publishConns + minHotConns
+)
+
+// DefaultMaxConnections is the default of Config.MaxConnections: two
+// Processors and an application fit PostgreSQL's default max_connections
+// (100) with room to spare.
+const DefaultMaxConnections = 24
+
 // DefaultLogRetentionUnpublished is the default cap on how long unpublished
 // log rows are kept (Config.LogRetentionUnpublished): a NATS outage of up to
 // 30 days loses no status event.
@@ -78,6 +93,12 @@ type Config struct {
 	Concurrency int
 	// BatchSize is the most rows one claim takes (default 100).
 	BatchSize int
+	// MaxConnections is the most database connections the Processor opens
+	// (default DefaultMaxConnections, at least 10): 4 background, 1 for
+	// LISTEN, 1 for the NATS publisher when there is NATS, the rest for the
+	// hot pool (claims, batches, handlers, completions), which never grows
+	// past min(Concurrency, 64) + 4.
+	MaxConnections int
 	// SQLBatch is the most events of one sql batch (default 500): events of
 	// one 'none' sql channel, or the heads of many lanes of 'channel' and
 	// 'payload' sql channels, run in one transaction, each under its own
@@ -170,6 +191,11 @@ func (c *Config) defaults() error {
 	}
 	setDefault(&c.Concurrency, 1000)
 	setDefault(&c.BatchSize, 100)
+	setDefault(&c.MaxConnections, DefaultMaxConnections)
+	if c.MaxConnections < minTotalConns {
+		return fmt.Errorf("pgrelay: max connections %d: at least %d (%d background, %d LISTEN, %d NATS publisher, %d hot)",
+			c.MaxConnections, minTotalConns, bgConns, listenConns, publishConns, minHotConns)
+	}
 	setDefault(&c.SQLBatch, 500)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.HeartbeatInterval, time.Second)
@@ -299,6 +325,27 @@ func New(cfg Config) (*Processor, error) {
 	return &Processor{cfg: cfg}, nil
 }
 
+// hotConns is the size of the hot pool: what MaxConnections leaves, and no
+// more than the slots can use.
+func (c *Config) hotConns() int {
+	others := bgConns + listenConns
+	if c.NATS != nil && c.NATS.URL != "" {
+		others += publishConns
+	}
+	return min(c.MaxConnections-others, min(c.Concurrency, maxHotConns)+4)
+}
+
+// Connections is the most database connections the Processor opens: its
+// hot and background pools, the LISTEN connection and, with NATS, the
+// publisher's.
+func (p *Processor) Connections() int {
+	n := p.cfg.hotConns() + bgConns + listenConns
+	if p.cfg.NATS != nil && p.cfg.NATS.URL != "" {
+		n += publishConns
+	}
+	return n
+}
+
 // ID is the instance id in pgrelay.processors (0 before Start).
 func (p *Processor) ID() int64 {
 	if p.d == nil {
@@ -364,11 +411,11 @@ func (p *Processor) Start(ctx context.Context) error {
 	// Slots are events, and a batch runs many on one connection: the hot
 	// pool need not grow with the slots past what the server and the
 	// handlers can use at once.
-	hotCfg, err := p.poolConfig(int32(min(p.cfg.Concurrency, maxHotConns)+4), "pgrelay")
+	hotCfg, err := p.poolConfig(int32(p.cfg.hotConns()), "pgrelay")
 	if err != nil {
 		return err
 	}
-	bgCfg, err := p.poolConfig(4, "pgrelay-background")
+	bgCfg, err := p.poolConfig(bgConns, "pgrelay-background")
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ type processorFlags struct {
 	metricsAddr       string
 	concurrency       int
 	batchSize         int
+	maxConnections    int
 	sqlBatch          int
 	pollInterval      time.Duration
 	heartbeatInterval time.Duration
@@ -53,6 +54,7 @@ func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address, e.g. :9187 (default: off)")
 	fs.IntVar(&f.concurrency, "concurrency", 1000, "most events in flight at once (claimed, running, or held by a batch of sql events until it commits)")
 	fs.IntVar(&f.batchSize, "batch-size", 100, "most rows one claim takes")
+	fs.IntVar(&f.maxConnections, "max-connections", actors.DefaultMaxConnections, "most database connections this Processor opens (at least 10): 4 background, 1 LISTEN, 1 NATS publisher, the rest for claims, batches and handlers")
 	fs.IntVar(&f.sqlBatch, "sql-batch", 500, "most events of a sql batch: one transaction that locks the events (of one 'none' channel, or the heads of many 'channel'/'payload' lanes), runs each under a savepoint and completes them (1: a claim, then a transaction per event)")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "fallback poll when no NOTIFY arrives (also picks up due retries)")
 	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", time.Second, "how often this instance marks itself alive")
@@ -73,6 +75,7 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		Mode:                    f.mode,
 		Concurrency:             f.concurrency,
 		BatchSize:               f.batchSize,
+		MaxConnections:          f.maxConnections,
 		SQLBatch:                f.sqlBatch,
 		PollInterval:            f.pollInterval,
 		HeartbeatInterval:       f.heartbeatInterval,
@@ -108,6 +111,9 @@ func (f *processorFlags) validate() error {
 	}
 	if f.concurrency < 1 {
 		return &usageError{msg: "--concurrency must be at least 1"}
+	}
+	if f.maxConnections < 10 {
+		return &usageError{msg: "--max-connections must be at least 10 (4 background, 1 LISTEN, 1 NATS publisher, 4 for claims, batches and handlers)"}
 	}
 	if f.batchSize < 1 {
 		return &usageError{msg: "--batch-size must be at least 1"}
@@ -174,6 +180,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if f.mode == "multi-node" || f.mode == "leader" {
 		warnUnreplicated(ctx, f.databaseURL, f.mode, logger)
 	}
+	warnConnections(ctx, f.databaseURL, p.Connections(), logger)
 	if err := p.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted while starting: Start undid itself
@@ -248,6 +255,35 @@ func checkSchema(ctx context.Context, url string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return schemaUpToDate(cctx, conn)
+}
+
+// warnConnections logs a warning when this Processor's connections (up to
+// planned) may not fit in what the server has left: max_connections, less
+// the superuser reserve, less the connections open now. It never stops the
+// Processor.
+func warnConnections(ctx context.Context, url string, planned int, logger *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, url)
+	if err != nil {
+		logger.Warn("connections: could not check the server's max_connections", "err", err)
+		return
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var maxConns, reserved, open int
+	if err := conn.QueryRow(cctx, `SELECT pg_catalog.current_setting('max_connections')::pg_catalog.int4,
+		pg_catalog.current_setting('superuser_reserved_connections')::pg_catalog.int4,
+		(SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pg_catalog.pg_stat_activity a
+		  WHERE a.backend_type = 'client backend')`).Scan(&maxConns, &reserved, &open); err != nil {
+		logger.Warn("connections: could not check the server's max_connections", "err", err)
+		return
+	}
+	// This check's own connection is counted open and is gone after it.
+	if free := maxConns - reserved - (open - 1); planned > free {
+		logger.Warn(fmt.Sprintf("connections: this Processor may open %d connections but the server has %d free "+
+			"(max_connections %d, %d reserved for superusers, %d open): lower --max-connections or raise max_connections",
+			planned, max(free, 0), maxConns, reserved, open-1))
+	}
 }
 
 // warnUnreplicated logs a warning when pgrelay's or the notifier's tables

@@ -28,6 +28,19 @@ type Metrics struct {
 	Events *EventMetrics
 }
 
+// dbErrorOps are the operations pgrelay_db_errors_total counts: each starts
+// at zero.
+func dbErrorOps() []string {
+	return []string{"batch", "claim", "complete", "heartbeat", "trim", "queue_stats"}
+}
+
+// initChannel makes the per-channel counters exist, at zero, for channel.
+func (m *Metrics) initChannel(channel string) {
+	for _, v := range []*prometheus.CounterVec{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired} {
+		v.WithLabelValues(channel)
+	}
+}
+
 // NewMetrics creates the collectors and registers them on reg (when not nil).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
@@ -81,6 +94,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Log rows this Processor's janitor deleted before the NATS publisher of their node had published them (older than --log-retention-unpublished); recorded in pgrelay.log_dropped.",
 		}),
 		Events: newEventMetrics(),
+	}
+	for _, op := range dbErrorOps() {
+		m.DBErrors.WithLabelValues(op)
 	}
 	if reg != nil {
 		for _, c := range append([]prometheus.Collector{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired,

@@ -313,8 +313,9 @@ type Processor struct {
 	bgDone  sync.WaitGroup
 	stopped sync.Once
 	stopErr error
-	closers []io.Closer // handlers holding connections of their own
-	bus     *bus.Conn   // nil without NATS
+	closers []io.Closer       // handlers holding connections of their own
+	backlog *backlogCollector // registered on cfg.Registerer while the pools are open
+	bus     *bus.Conn         // nil without NATS
 }
 
 // New validates cfg and prepares a Processor; it connects nothing yet.
@@ -442,6 +443,13 @@ func (p *Processor) Start(ctx context.Context) error {
 	if err != nil {
 		p.closePools()
 		return fmt.Errorf("pgrelay: register metrics: %w", err)
+	}
+	if p.cfg.Registerer != nil {
+		p.backlog = newBacklogCollector(bg, metrics, p.cfg.Logger)
+		if err := p.cfg.Registerer.Register(p.backlog); err != nil {
+			p.closePools()
+			return fmt.Errorf("pgrelay: register metrics: %w", err)
+		}
 	}
 	host, _ := os.Hostname()
 	info := store.ProcessorInfo{Mode: p.cfg.Mode, Hostname: host, PID: os.Getpid(), Version: p.cfg.Version}
@@ -626,6 +634,10 @@ func (p *Processor) abortStart() {
 
 // closePools closes the database pools and the handlers' own connections.
 func (p *Processor) closePools() {
+	if p.backlog != nil {
+		p.cfg.Registerer.Unregister(p.backlog)
+		p.backlog = nil
+	}
 	for _, c := range p.closers {
 		_ = c.Close()
 	}

@@ -18,6 +18,10 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 	d := newDB(t)
 	d.exec(`SELECT pgrelay.register('m', 'SELECT $1')`)
 	d.exec(`SELECT pgrelay.notify('m', 'x')`)
+	// A paused channel with a backlog and nothing run yet.
+	d.exec(`SELECT pgrelay.register('quiet', 'SELECT $1')`)
+	d.exec(`SELECT pgrelay.update('quiet', p_paused := true)`)
+	d.exec(`SELECT pgrelay.notify_many('quiet', ARRAY['a', 'b'])`)
 	p := startCLI(t, nil, "run", "--database-url", d.url, "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
 	addrRe := regexp.MustCompile(`msg="serving metrics".* addr=(127\.0\.0\.1:\d+)`)
 	var addr string
@@ -51,6 +55,31 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 			strings.Contains(body, "pgrelay_in_flight 0")
 	})
 	require.Contains(t, body, "pgrelay_claim_duration_seconds_bucket")
+	// Counters exist at zero for every registered channel and every
+	// operation, before anything happened to them: alerts on them are not
+	// blind. The backlog gauges come from queue_stats().
+	eventually(t, 30*time.Second, "the quiet channel's counters at zero", func() bool {
+		_, body = get("/metrics")
+		return strings.Contains(body, `pgrelay_failed_total{channel="quiet"} 0`)
+	})
+	for _, want := range []string{
+		`pgrelay_succeeded_total{channel="quiet"} 0`,
+		`pgrelay_gave_up_total{channel="quiet"} 0`,
+		`pgrelay_gave_up_total{channel="m"} 0`,
+		`pgrelay_expired_total{channel="quiet"} 0`,
+		`pgrelay_db_errors_total{op="claim"} 0`,
+		`pgrelay_db_errors_total{op="queue_stats"} 0`,
+		`pgrelay_queue_pending{channel="quiet"} 2`,
+		`pgrelay_queue_pending{channel="m"} 0`,
+		`pgrelay_queue_in_flight{channel="quiet"} 0`,
+		`pgrelay_queue_retrying{channel="quiet"} 0`,
+		`pgrelay_queue_paused{channel="quiet"} 1`,
+		`pgrelay_queue_paused{channel="m"} 0`,
+		`pgrelay_queue_oldest_pending_age_seconds{channel="m"} 0`,
+	} {
+		require.Contains(t, body, want)
+	}
+	require.Regexp(t, `pgrelay_queue_oldest_pending_age_seconds\{channel="quiet"\} [0-9.e+-]+`, body)
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(30*time.Second))
 }

@@ -409,3 +409,62 @@ func TestActorHandlerKillsItsConnection(t *testing.T) {
 		})
 	}
 }
+
+// An event whose failure shows only at COMMIT (a deferred constraint trigger
+// that rejects its payload) is charged its attempts, alone, until it gives
+// up: the batch it was in is run again one event per transaction, so the
+// other events of its channel, and those of a healthy channel batched
+// alongside (in lane batches), succeed once each — in direct batches, lane
+// batches ('payload' and 'channel' mode) and on the classic path.
+func TestActorPoisonAtCommit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, mode string
+		sqlBatch   int
+	}{
+		{"direct batch", "none", 0},
+		{"lane batch payload", "payload", 0},
+		{"lane batch channel", "channel", 0},
+		{"classic", "none", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE ran (channel text, payload text)`)
+			e.exec(`CREATE FUNCTION public.check_ran() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+			  IF NEW.payload = 'poison' THEN RAISE EXCEPTION 'rejected at commit: <%>', NEW.payload; END IF;
+			  RETURN NULL;
+			END $$`)
+			e.exec(`CREATE CONSTRAINT TRIGGER check_ran AFTER INSERT ON ran DEFERRABLE INITIALLY DEFERRED
+			  FOR EACH ROW EXECUTE FUNCTION public.check_ran()`)
+			e.exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran VALUES (''p'', $1)', p_max_attempts := 2,
+			  p_retry_delay := '10 milliseconds', p_concurrency_mode := $1)`, tc.mode)
+			e.exec(`SELECT pgrelay.register('h', 'INSERT INTO public.ran VALUES (''h'', $1)', p_concurrency_mode := $1)`, tc.mode)
+			var poison int64
+			e.exec(`SELECT pgrelay.notify('p', 'ok0')`)
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('p', 'poison')`).Scan(&poison))
+			e.exec(`SELECT pgrelay.notify_many('p', ARRAY['ok1', 'ok2', 'ok3'])`)
+			e.exec(`SELECT pgrelay.notify_many('h', ARRAY(SELECT 'h' || g FROM generate_series(1, 20) g))`)
+			e.startProcessor(func(c *actors.Config) {
+				if tc.sqlBatch > 0 {
+					c.SQLBatch = tc.sqlBatch
+				}
+			})
+			e.eventually(60*time.Second, "the other events to succeed and the poison to give up", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 24 &&
+					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+			})
+			require.Equal(t, 24, e.count(`SELECT count(*) FROM ran`), "each other event's effects once")
+			require.Equal(t, 20, e.count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'h'`))
+			require.Zero(t, e.count(`SELECT count(*) FROM ran WHERE payload = 'poison'`))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
+				"no attempt of another event was counted")
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
+			  AND error LIKE '%rejected at commit: <poison>%'`, poison))
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
+			  AND error LIKE '%rejected at commit: <poison>%'`, poison))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+		})
+	}
+}

@@ -468,3 +468,67 @@ func TestActorPoisonAtCommit(t *testing.T) {
 		})
 	}
 }
+
+// Every handler starts from a clean session: what a handler sets — a
+// session setting (set_config(…, false)), a transaction-local one
+// (set_config(…, true), SET LOCAL) or its role — reaches neither the next
+// handler of its batch (same transaction) nor the next user of its pooled
+// connection; in direct batches, lane batches and on the classic path.
+func TestActorHandlerSessionIsClean(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, mode string
+		sqlBatch   int
+	}{
+		{"direct batch", "none", 0},
+		{"lane batch", "payload", 0},
+		{"classic", "none", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE seen (payload text, app text, app_local text, search_path text, usr text,
+			  timeout text, work_mem text)`)
+			// A role of this test's own (roles are the cluster's).
+			var role string
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT current_database() || '_handler'`).Scan(&role))
+			e.exec(`CREATE ROLE ` + role)
+			e.exec(`GRANT pgrelay_processor TO ` + role)
+			e.exec(`GRANT INSERT ON public.seen TO ` + role)
+			e.exec(`CREATE FUNCTION public.work(p text, r text) RETURNS void LANGUAGE plpgsql AS $$
+			BEGIN
+			  INSERT INTO public.seen VALUES (p, current_setting('app.leak', true), current_setting('app.local', true),
+			    current_setting('search_path'), current_user::text, current_setting('statement_timeout'),
+			    current_setting('work_mem'));
+			  PERFORM set_config('app.leak', p, false);
+			  PERFORM set_config('app.local', p, true);
+			  PERFORM set_config('search_path', 'pg_temp, public', false);
+			  PERFORM set_config('work_mem', '77MB', true);
+			  PERFORM set_config('statement_timeout', '0', false);
+			  -- (The tests log in as a superuser, who may change this too.)
+			  PERFORM set_config('session_authorization', r, false);
+			  PERFORM set_config('role', r, false);
+			END $$`)
+			e.exec(`SELECT pgrelay.register('s', 'SELECT public.work($1, ''`+role+`'')', p_timeout := '7 seconds',
+			  p_concurrency_mode := $1)`, tc.mode)
+			e.exec(`SELECT pgrelay.notify_many('s', ARRAY(SELECT g::text FROM generate_series(1, 200) g))`)
+			e.startProcessor(func(c *actors.Config) {
+				c.Concurrency, c.SQLBatch = 4, 50
+				if tc.sqlBatch > 0 {
+					c.SQLBatch = tc.sqlBatch
+				}
+			})
+			e.eventually(60*time.Second, "200 successes", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 200
+			})
+			require.Equal(t, 200, e.count(`SELECT count(DISTINCT payload) FROM seen`))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE COALESCE(app, '') <> ''`), "a session setting leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE COALESCE(app_local, '') <> ''`), "a local setting leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE search_path <> '"$user", public'`), "search_path leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE work_mem <> '4MB'`), "work_mem leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE usr <> session_user`), "the role or the session authorization leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE timeout <> '7s'`), "every handler ran under its timeout")
+		})
+	}
+}

@@ -534,20 +534,24 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		clockAt = len(stmts)
 		exec(now, nil, nil)
 	}
-	timeout := int64(-1)
+	resets := ps.of(conn.Conn().PgConn()).resets
 	for j, i := range run {
 		e := &b.Events[i]
 		// The timeout is set before the savepoint, so that rolling back to
-		// it keeps the timeout in force.
-		if t := max(e.Timeout.Milliseconds(), 1); t != timeout {
-			timeout = t
-			exec("SET LOCAL statement_timeout = "+strconv.FormatInt(t, 10), nil, nil)
-		}
+		// it keeps the timeout in force; for every event, since the reset
+		// after the previous handler undid it.
+		timeout := max(e.Timeout.Milliseconds(), 1)
+		exec("SET LOCAL statement_timeout = "+strconv.FormatInt(timeout, 10), nil, nil)
 		exec(savepointSQL, nil, nil)
 		handlerAt[len(stmts)] = j
 		// $1 is declared text, as register() checked it with PREPARE (text).
 		stmts = append(stmts, statement{sql: e.Handler, args: [][]byte{text(e.Payload)}, oids: textOID, timeoutMS: timeout})
 		exec(releaseSQL, nil, nil)
+		// What the handler set — session or transaction-local settings, its
+		// role — reaches neither the next handler nor the completion.
+		for _, r := range resets {
+			exec(r, nil, nil)
+		}
 	}
 	// What fails from here on is no handler's own error.
 	tailAt := len(stmts)
@@ -635,11 +639,28 @@ const (
 	commitSQL       = "COMMIT"
 )
 
+// The statements that give the next handler a clean session: every setting
+// back to the value the session started with (RESET ALL keeps the
+// connection's prepared statements, which DISCARD ALL would drop), and the
+// role. A superuser login also resets its session authorization (which only
+// a superuser's handler can change), before the role.
+const (
+	resetAllSQL  = "RESET ALL"
+	resetAuthSQL = "RESET SESSION AUTHORIZATION"
+	resetRoleSQL = "RESET ROLE"
+)
+
+var (
+	sessionResets      = []string{resetAllSQL, resetRoleSQL}
+	superuserResets    = []string{resetAllSQL, resetAuthSQL, resetRoleSQL}
+	resetStatementsSQL = []statement{{sql: resetAllSQL}, {sql: resetAuthSQL}, {sql: resetRoleSQL}}
+)
+
 // batchStatements are the statements Statements.Warm prepares.
-var batchStatements = []statement{
+var batchStatements = append([]statement{
 	{sql: clockSQL}, {sql: savepointSQL}, {sql: releaseSQL}, {sql: resetTimeoutSQL},
 	{sql: fenceSQL, oids: int8OID}, {sql: completeSQL, oids: completeOIDs}, {sql: commitSQL},
-}
+}, resetStatementsSQL...)
 
 var (
 	textOID      = []uint32{pgtype.TextOID}

@@ -532,3 +532,57 @@ func TestActorHandlerSessionIsClean(t *testing.T) {
 		})
 	}
 }
+
+// An event whose success cannot be recorded (the completion fails for it: a
+// trigger on the log rejects its row) is charged like one that fails at
+// COMMIT: the others of its batch, and a channel batched alongside, go on.
+func TestActorPoisonInCompletion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, mode string
+		sqlBatch   int
+	}{
+		{"direct batch", "none", 0},
+		{"lane batch", "channel", 0},
+		{"classic", "none", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE ran (channel text, payload text)`)
+			e.exec(`CREATE TABLE poison (id bigint)`)
+			e.exec(`CREATE FUNCTION public.reject_success() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+			  IF NEW.event = 'succeeded' AND NEW.origin_id IN (SELECT id FROM public.poison) THEN
+			    RAISE EXCEPTION 'no success for <%>', NEW.origin_id;
+			  END IF;
+			  RETURN NEW;
+			END $$`)
+			e.exec(`CREATE TRIGGER reject_success BEFORE INSERT ON pgrelay.log FOR EACH ROW EXECUTE FUNCTION public.reject_success()`)
+			e.exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran VALUES (''p'', $1)', p_max_attempts := 2,
+			  p_retry_delay := '10 milliseconds', p_concurrency_mode := $1)`, tc.mode)
+			e.exec(`SELECT pgrelay.register('h', 'INSERT INTO public.ran VALUES (''h'', $1)', p_concurrency_mode := $1)`, tc.mode)
+			var poison int64
+			e.exec(`SELECT pgrelay.notify('p', 'ok0')`)
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('p', 'poison')`).Scan(&poison))
+			e.exec(`INSERT INTO poison VALUES ($1)`, poison)
+			e.exec(`SELECT pgrelay.notify_many('p', ARRAY['ok1', 'ok2', 'ok3'])`)
+			e.exec(`SELECT pgrelay.notify_many('h', ARRAY(SELECT 'h' || g FROM generate_series(1, 20) g))`)
+			e.startProcessor(func(c *actors.Config) {
+				if tc.sqlBatch > 0 {
+					c.SQLBatch = tc.sqlBatch
+				}
+			})
+			e.eventually(60*time.Second, "the other events to succeed and the poison to give up", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 24 &&
+					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+			})
+			require.Equal(t, 24, e.count(`SELECT count(*) FROM ran`), "each other event's effects once")
+			require.Zero(t, e.count(`SELECT count(*) FROM ran WHERE payload = 'poison'`))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
+				"no attempt of another event was counted")
+			require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND error LIKE '%no success for%'`, poison))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+		})
+	}
+}

@@ -54,7 +54,11 @@ type DirectEvent struct {
 // DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), or
 // of the heads of serialised lanes (RunLanes).
 type DirectBatch struct {
-	Scope  ClaimScope
+	Scope ClaimScope
+	// Events are the events of every round of the batch, in order: an event
+	// that ran again after its round failed as a whole (a handler that lost
+	// the connection, a failure at COMMIT) is there once per round, with no
+	// outcome in the round that failed.
 	Events []DirectEvent
 	// Took is the batch's time once it had a connection.
 	Took time.Duration
@@ -368,8 +372,9 @@ func (l *lateFailure) Error() string {
 }
 func (l *lateFailure) Unwrap() error { return l.err }
 
-// isLate reports whether err, of the tail statement sql of a batch on conn,
-// is a late failure: a server error of the transaction's own doing.
+// isLate reports whether err, raised by a statement of a batch's tail (after
+// its last handler) on conn, is a late failure: a server error of the
+// transaction's own doing.
 func isLate(ctx context.Context, conn *pgxpool.Conn, err error) bool {
 	var pgErr *pgconn.PgError
 	if ctx.Err() != nil || !errors.As(err, &pgErr) || connLost(conn, err) {

@@ -409,3 +409,180 @@ func TestActorHandlerKillsItsConnection(t *testing.T) {
 		})
 	}
 }
+
+// An event whose failure shows only at COMMIT (a deferred constraint trigger
+// that rejects its payload) is charged its attempts, alone, until it gives
+// up: the batch it was in is run again one event per transaction, so the
+// other events of its channel, and those of a healthy channel batched
+// alongside (in lane batches), succeed once each — in direct batches, lane
+// batches ('payload' and 'channel' mode) and on the classic path.
+func TestActorPoisonAtCommit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, mode string
+		sqlBatch   int
+	}{
+		{"direct batch", "none", 0},
+		{"lane batch payload", "payload", 0},
+		{"lane batch channel", "channel", 0},
+		{"classic", "none", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE ran (channel text, payload text)`)
+			e.exec(`CREATE FUNCTION public.check_ran() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+			  IF NEW.payload = 'poison' THEN RAISE EXCEPTION 'rejected at commit: <%>', NEW.payload; END IF;
+			  RETURN NULL;
+			END $$`)
+			e.exec(`CREATE CONSTRAINT TRIGGER check_ran AFTER INSERT ON ran DEFERRABLE INITIALLY DEFERRED
+			  FOR EACH ROW EXECUTE FUNCTION public.check_ran()`)
+			e.exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran VALUES (''p'', $1)', p_max_attempts := 2,
+			  p_retry_delay := '10 milliseconds', p_concurrency_mode := $1)`, tc.mode)
+			e.exec(`SELECT pgrelay.register('h', 'INSERT INTO public.ran VALUES (''h'', $1)', p_concurrency_mode := $1)`, tc.mode)
+			var poison int64
+			e.exec(`SELECT pgrelay.notify('p', 'ok0')`)
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('p', 'poison')`).Scan(&poison))
+			e.exec(`SELECT pgrelay.notify_many('p', ARRAY['ok1', 'ok2', 'ok3'])`)
+			e.exec(`SELECT pgrelay.notify_many('h', ARRAY(SELECT 'h' || g FROM generate_series(1, 20) g))`)
+			e.startProcessor(func(c *actors.Config) {
+				if tc.sqlBatch > 0 {
+					c.SQLBatch = tc.sqlBatch
+				}
+			})
+			e.eventually(60*time.Second, "the other events to succeed and the poison to give up", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 24 &&
+					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+			})
+			require.Equal(t, 24, e.count(`SELECT count(*) FROM ran`), "each other event's effects once")
+			require.Equal(t, 20, e.count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'h'`))
+			require.Zero(t, e.count(`SELECT count(*) FROM ran WHERE payload = 'poison'`))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
+				"no attempt of another event was counted")
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
+			  AND error LIKE '%rejected at commit: <poison>%'`, poison))
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
+			  AND error LIKE '%rejected at commit: <poison>%'`, poison))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+		})
+	}
+}
+
+// Every handler starts from a clean session: what a handler sets — a
+// session setting (set_config(…, false)), a transaction-local one
+// (set_config(…, true), SET LOCAL) or its role — reaches neither the next
+// handler of its batch (same transaction) nor the next user of its pooled
+// connection; in direct batches, lane batches and on the classic path.
+func TestActorHandlerSessionIsClean(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, mode string
+		sqlBatch   int
+	}{
+		{"direct batch", "none", 0},
+		{"lane batch", "payload", 0},
+		{"classic", "none", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE seen (payload text, app text, app_local text, search_path text, usr text,
+			  timeout text, work_mem text)`)
+			// A role of this test's own (roles are the cluster's).
+			var role string
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT current_database() || '_handler'`).Scan(&role))
+			e.exec(`CREATE ROLE ` + role)
+			e.exec(`GRANT pgrelay_processor TO ` + role)
+			e.exec(`GRANT INSERT ON public.seen TO ` + role)
+			e.exec(`CREATE FUNCTION public.work(p text, r text) RETURNS void LANGUAGE plpgsql AS $$
+			BEGIN
+			  INSERT INTO public.seen VALUES (p, current_setting('app.leak', true), current_setting('app.local', true),
+			    current_setting('search_path'), current_user::text, current_setting('statement_timeout'),
+			    current_setting('work_mem'));
+			  PERFORM set_config('app.leak', p, false);
+			  PERFORM set_config('app.local', p, true);
+			  PERFORM set_config('search_path', 'pg_temp, public', false);
+			  PERFORM set_config('work_mem', '77MB', true);
+			  PERFORM set_config('statement_timeout', '0', false);
+			  -- (The tests log in as a superuser, who may change this too.)
+			  PERFORM set_config('session_authorization', r, false);
+			  PERFORM set_config('role', r, false);
+			END $$`)
+			e.exec(`SELECT pgrelay.register('s', 'SELECT public.work($1, ''`+role+`'')', p_timeout := '7 seconds',
+			  p_concurrency_mode := $1)`, tc.mode)
+			e.exec(`SELECT pgrelay.notify_many('s', ARRAY(SELECT g::text FROM generate_series(1, 200) g))`)
+			e.startProcessor(func(c *actors.Config) {
+				c.Concurrency, c.SQLBatch = 4, 50
+				if tc.sqlBatch > 0 {
+					c.SQLBatch = tc.sqlBatch
+				}
+			})
+			e.eventually(60*time.Second, "200 successes", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 200
+			})
+			require.Equal(t, 200, e.count(`SELECT count(DISTINCT payload) FROM seen`))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE COALESCE(app, '') <> ''`), "a session setting leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE COALESCE(app_local, '') <> ''`), "a local setting leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE search_path <> '"$user", public'`), "search_path leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE work_mem <> '4MB'`), "work_mem leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE usr <> session_user`), "the role or the session authorization leaked")
+			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE timeout <> '7s'`), "every handler ran under its timeout")
+		})
+	}
+}
+
+// An event whose success cannot be recorded (the completion fails for it: a
+// trigger on the log rejects its row) is charged like one that fails at
+// COMMIT: the others of its batch, and a channel batched alongside, go on.
+func TestActorPoisonInCompletion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, mode string
+		sqlBatch   int
+	}{
+		{"direct batch", "none", 0},
+		{"lane batch", "channel", 0},
+		{"classic", "none", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.exec(`CREATE TABLE ran (channel text, payload text)`)
+			e.exec(`CREATE TABLE poison (id bigint)`)
+			e.exec(`CREATE FUNCTION public.reject_success() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+			  IF NEW.event = 'succeeded' AND NEW.origin_id IN (SELECT id FROM public.poison) THEN
+			    RAISE EXCEPTION 'no success for <%>', NEW.origin_id;
+			  END IF;
+			  RETURN NEW;
+			END $$`)
+			e.exec(`CREATE TRIGGER reject_success BEFORE INSERT ON pgrelay.log FOR EACH ROW EXECUTE FUNCTION public.reject_success()`)
+			e.exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran VALUES (''p'', $1)', p_max_attempts := 2,
+			  p_retry_delay := '10 milliseconds', p_concurrency_mode := $1)`, tc.mode)
+			e.exec(`SELECT pgrelay.register('h', 'INSERT INTO public.ran VALUES (''h'', $1)', p_concurrency_mode := $1)`, tc.mode)
+			var poison int64
+			e.exec(`SELECT pgrelay.notify('p', 'ok0')`)
+			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('p', 'poison')`).Scan(&poison))
+			e.exec(`INSERT INTO poison VALUES ($1)`, poison)
+			e.exec(`SELECT pgrelay.notify_many('p', ARRAY['ok1', 'ok2', 'ok3'])`)
+			e.exec(`SELECT pgrelay.notify_many('h', ARRAY(SELECT 'h' || g FROM generate_series(1, 20) g))`)
+			e.startProcessor(func(c *actors.Config) {
+				if tc.sqlBatch > 0 {
+					c.SQLBatch = tc.sqlBatch
+				}
+			})
+			e.eventually(60*time.Second, "the other events to succeed and the poison to give up", func() bool {
+				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 24 &&
+					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+			})
+			require.Equal(t, 24, e.count(`SELECT count(*) FROM ran`), "each other event's effects once")
+			require.Zero(t, e.count(`SELECT count(*) FROM ran WHERE payload = 'poison'`))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
+				"no attempt of another event was counted")
+			require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND error LIKE '%no success for%'`, poison))
+			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+		})
+	}
+}

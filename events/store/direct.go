@@ -54,7 +54,11 @@ type DirectEvent struct {
 // DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), or
 // of the heads of serialised lanes (RunLanes).
 type DirectBatch struct {
-	Scope  ClaimScope
+	Scope ClaimScope
+	// Events are the events of every round of the batch, in order: an event
+	// that ran again after its round failed as a whole (a handler that lost
+	// the connection, a failure at COMMIT) is there once per round, with no
+	// outcome in the round that failed.
 	Events []DirectEvent
 	// Took is the batch's time once it had a connection.
 	Took time.Duration
@@ -108,7 +112,7 @@ func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string,
 	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Scope: scope},
 		"SELECT id, origin_id, $1::text, 0::bigint, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
 			" FROM pgrelay._claim_direct($1, $2, $3, $4, $5)",
-		channel, scope.Mode, leader, term, limit)
+		func(n int, _ LaneKey) []any { return []any{channel, scope.Mode, leader, term, n} }, limit, LaneKey{})
 }
 
 // RunLanes is RunDirect for the serialised sql channels ('channel' and
@@ -119,23 +123,48 @@ func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string,
 // after the other, each under its own savepoint and its channel's timeout.
 func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, limit int) (*DirectBatch, error) {
 	leader, term := scope.args()
-	var afterCh *string
-	var afterLane *int64
-	if after.Channel != "" {
-		afterCh, afterLane = &after.Channel, &after.Lane
-	}
 	return s.runBatch(ctx, "lanes", &DirectBatch{Scope: scope},
 		"SELECT id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
 			" FROM pgrelay._claim_lanes_direct($1, $2, $3, $4, $5, $6)",
-		scope.Mode, leader, term, limit, afterCh, afterLane)
+		func(n int, after LaneKey) []any {
+			var afterCh *string
+			var afterLane *int64
+			if after.Channel != "" {
+				afterCh, afterLane = &after.Channel, &after.Lane
+			}
+			return []any{scope.Mode, leader, term, n, afterCh, afterLane}
+		}, limit, after)
 }
 
-func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim string, args ...any) (*DirectBatch, error) {
-	for round := 1; ; round++ {
+// claimArgs are the arguments of a batch's claim for up to n events, from
+// the lane after (lane batches).
+type claimArgs func(n int, after LaneKey) []any
+
+// runBatch runs a batch of up to limit events, in rounds:
+//   - a handler that loses the connection: its event alone is charged, and
+//     the others run again with the same claim (up to maxRounds times);
+//   - a batch that fails after its handlers ran (at COMMIT: a deferred
+//     constraint, a constraint trigger; in the completion), which no single
+//     handler's error explains: nothing of it is recorded, and its events
+//     run again one per transaction, each claimed alone, so that the event
+//     whose own transaction fails that way is charged a failed attempt and
+//     the others commit.
+func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim string, args claimArgs,
+	limit int, after LaneKey) (*DirectBatch, error) {
+	singles := 0 // events left to run one per transaction
+	reruns := 0
+	for {
+		n, single := limit, singles > 0
+		if single {
+			n = 1
+			singles--
+		}
 		r := &DirectBatch{Scope: b.Scope}
-		err := s.runRound(ctx, what, r, claim, args...)
+		err := s.runRound(ctx, what, r, claim, args(n, after)...)
 		var lost *lostHandler
-		if errors.As(err, &lost) {
+		var late *lateFailure
+		switch {
+		case errors.As(err, &lost):
 			// The transaction died with its connection: only this event's
 			// attempt is recorded, on another connection; the others are
 			// pending again and run again below.
@@ -152,11 +181,40 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 				// Another transaction holds or ended the row meanwhile.
 				err = nil
 			}
+		case errors.As(err, &late) && len(r.Events) == 1:
+			// Alone in its transaction, the event is the one that fails it.
+			e := &r.Events[0]
+			recorded, rerr := s.recordFailed(ctx, b.Scope, e, late)
+			switch {
+			case rerr != nil:
+				err = fmt.Errorf("batch of 1 event of %s: %w; %w", what, late, rerr)
+			case recorded:
+				e.Outcome, e.Err = "failed", late
+				err = nil
+			default:
+				err = nil
+			}
+		case errors.As(err, &late):
+			// Which event failed the batch is not known: each runs alone.
+			singles, err = len(r.Events), nil
 		}
 		b.add(r)
-		if err != nil || lost == nil || len(r.Events) < 2 || round >= maxRounds {
+		if err != nil {
 			return b, err
 		}
+		if single {
+			if len(r.Events) == 0 {
+				return b, nil // nothing left to take
+			}
+			after = r.Last()
+		}
+		if singles > 0 {
+			continue
+		}
+		if single || lost == nil || len(r.Events) < 2 || reruns >= maxRounds {
+			return b, nil
+		}
+		reruns++
 	}
 }
 
@@ -256,6 +314,29 @@ func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *Direc
 	if !up {
 		return false, errors.New("the server restarted")
 	}
+	return recordFailedTx(ctx, tx, scope, e, cause)
+}
+
+// recordFailed records a failed attempt of e, whose transaction failed after
+// its handler ran (late), in a transaction of its own on another connection.
+// recorded is false when another transaction holds e's row or has ended it.
+func (s *Store) recordFailed(ctx context.Context, scope ClaimScope, e *DirectEvent, late error) (recorded bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
+	defer cancel()
+	err = pgx.BeginFunc(ctx, s.hot, func(tx pgx.Tx) error {
+		var err error
+		recorded, err = recordFailedTx(ctx, tx, scope, e, late)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record the failure of event %d: %w", e.ID, err)
+	}
+	return recorded, nil
+}
+
+// recordFailedTx locks e's row, unless another transaction holds it or has
+// ended it, and records a failed attempt of it with cause.
+func recordFailedTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent, cause error) (recorded bool, err error) {
 	var id int64
 	err = tx.QueryRow(ctx, `SELECT id FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL
 	  FOR UPDATE SKIP LOCKED`, e.ID).Scan(&id)
@@ -275,6 +356,36 @@ func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *Direc
 		return false, err
 	}
 	return true, nil
+}
+
+// lateFailure: a batch's transaction failed after its handlers, at a
+// statement no handler's error explains (COMMIT running a deferred
+// constraint or trigger, the completion), with a server error that is not
+// the connection's, the leader fence's or a cancellation's.
+type lateFailure struct {
+	stmt string
+	err  error
+}
+
+func (l *lateFailure) Error() string {
+	return l.stmt + " failed after the handler ran: " + l.err.Error()
+}
+func (l *lateFailure) Unwrap() error { return l.err }
+
+// isLate reports whether err, raised by a statement of a batch's tail (after
+// its last handler) on conn, is a late failure: a server error of the
+// transaction's own doing.
+func isLate(ctx context.Context, conn *pgxpool.Conn, err error) bool {
+	var pgErr *pgconn.PgError
+	if ctx.Err() != nil || !errors.As(err, &pgErr) || connLost(conn, err) {
+		return false
+	}
+	switch pgErr.Code {
+	case "PR031", // the leader lease ended: the batch fails whole
+		"57014": // cancelled (the tail runs without statement_timeout)
+		return false
+	}
+	return true
 }
 
 // directClaimTimeout bounds a batch's claim, and is the margin of its
@@ -428,21 +539,27 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		clockAt = len(stmts)
 		exec(now, nil, nil)
 	}
-	timeout := int64(-1)
+	resets := ps.of(conn.Conn().PgConn()).resets
 	for j, i := range run {
 		e := &b.Events[i]
 		// The timeout is set before the savepoint, so that rolling back to
-		// it keeps the timeout in force.
-		if t := max(e.Timeout.Milliseconds(), 1); t != timeout {
-			timeout = t
-			exec("SET LOCAL statement_timeout = "+strconv.FormatInt(t, 10), nil, nil)
-		}
+		// it keeps the timeout in force; for every event, since the reset
+		// after the previous handler undid it.
+		timeout := max(e.Timeout.Milliseconds(), 1)
+		exec("SET LOCAL statement_timeout = "+strconv.FormatInt(timeout, 10), nil, nil)
 		exec(savepointSQL, nil, nil)
 		handlerAt[len(stmts)] = j
 		// $1 is declared text, as register() checked it with PREPARE (text).
 		stmts = append(stmts, statement{sql: e.Handler, args: [][]byte{text(e.Payload)}, oids: textOID, timeoutMS: timeout})
 		exec(releaseSQL, nil, nil)
+		// What the handler set — session or transaction-local settings, its
+		// role — reaches neither the next handler nor the completion.
+		for _, r := range resets {
+			exec(r, nil, nil)
+		}
 	}
+	// What fails from here on is no handler's own error.
+	tailAt := len(stmts)
 	if clockAt >= 0 {
 		clockEnd = len(stmts)
 		exec(now, nil, nil)
@@ -499,7 +616,21 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		}
 		return run[j], run[:j], &HandlerError{Err: err}
 	}
+	if failed >= tailAt && failed < n && isLate(ctx, conn, err) {
+		return -1, nil, &lateFailure{stmt: tailName(stmts[failed].sql), err: err}
+	}
 	return -1, nil, err
+}
+
+// tailName names a statement of a batch's tail in a late failure.
+func tailName(sql string) string {
+	switch sql {
+	case commitSQL:
+		return "COMMIT"
+	case completeSQL:
+		return "recording the outcome (pgrelay._complete)"
+	}
+	return sql
 }
 
 // The statements of a batch's pipeline besides its handlers.
@@ -513,11 +644,28 @@ const (
 	commitSQL       = "COMMIT"
 )
 
+// The statements that give the next handler a clean session: every setting
+// back to the value the session started with (RESET ALL keeps the
+// connection's prepared statements, which DISCARD ALL would drop), and the
+// role. A superuser login also resets its session authorization (which only
+// a superuser's handler can change), before the role.
+const (
+	resetAllSQL  = "RESET ALL"
+	resetAuthSQL = "RESET SESSION AUTHORIZATION"
+	resetRoleSQL = "RESET ROLE"
+)
+
+var (
+	sessionResets      = []string{resetAllSQL, resetRoleSQL}
+	superuserResets    = []string{resetAllSQL, resetAuthSQL, resetRoleSQL}
+	resetStatementsSQL = []statement{{sql: resetAllSQL}, {sql: resetAuthSQL}, {sql: resetRoleSQL}}
+)
+
 // batchStatements are the statements Statements.Warm prepares.
-var batchStatements = []statement{
+var batchStatements = append([]statement{
 	{sql: clockSQL}, {sql: savepointSQL}, {sql: releaseSQL}, {sql: resetTimeoutSQL},
 	{sql: fenceSQL, oids: int8OID}, {sql: completeSQL, oids: completeOIDs}, {sql: commitSQL},
-}
+}, resetStatementsSQL...)
 
 var (
 	textOID      = []uint32{pgtype.TextOID}

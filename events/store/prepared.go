@@ -28,6 +28,9 @@ type connStatements struct {
 	names map[statementKey]string
 	stale []string // forgotten, still allocated
 	next  int
+	// resets are the statements that reset the session after a handler:
+	// superuserResets when the connection logged in as a superuser.
+	resets []string
 }
 
 // statementKey is a statement's text and parameter types; comparable, so a
@@ -76,7 +79,12 @@ func (p *Statements) of(pc *pgconn.PgConn) *connStatements {
 				}
 			}
 		}
-		cs = &connStatements{names: map[statementKey]string{}}
+		cs = &connStatements{names: map[statementKey]string{}, resets: sessionResets}
+		// Read before any handler ran on the connection (the server
+		// reports the setting whenever it changes).
+		if pc.ParameterStatus("is_superuser") == "on" {
+			cs.resets = superuserResets
+		}
 		p.conns[pc] = cs
 	}
 	return cs

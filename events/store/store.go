@@ -218,34 +218,44 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		ms = 1
 	}
 	text := func(v string) []byte { return []byte(v) }
+	pc := conn.Conn().PgConn()
 	b := &pgconn.Batch{}
 	b.ExecParams("BEGIN", nil, nil, nil, nil)
 	b.ExecParams(fmt.Sprintf("SET LOCAL statement_timeout = %d", ms), nil, nil, nil, nil)
 	// $1 is declared text, as register() checked it with PREPARE (text):
 	// a handler such as "SELECT f($1) WHERE $1 IS NOT NULL" needs the type.
+	const handlerAt = 2
 	b.ExecParams(c.Handler, [][]byte{text(c.Payload)}, []uint32{pgtype.TextOID}, nil, nil)
+	// What the handler set (settings, its role) is reset before the
+	// completion and the commit: the connection goes back to the pool as it
+	// came. (A transaction that fails takes the handler's settings with it.)
+	resets := s.statements.of(pc).resets
+	for _, r := range resets {
+		b.ExecParams(r, nil, nil, nil, nil)
+	}
 	b.ExecParams("SET LOCAL statement_timeout = 0", nil, nil, nil, nil)
 	b.ExecParams("SELECT pgrelay._succeed($1, $2, $3)",
 		[][]byte{text(strconv.FormatInt(proc, 10)), text(strconv.FormatInt(c.ID, 10)),
 			text(c.DispatchedAt.UTC().Format(time.RFC3339Nano))},
 		[]uint32{pgtype.Int8OID, pgtype.Int8OID, pgtype.TimestamptzOID}, nil, nil)
 	b.ExecParams("COMMIT", nil, nil, nil, nil)
-	results, err := conn.Conn().PgConn().ExecBatch(ctx, b).ReadAll()
+	n := handlerAt + 1 + len(resets) + 3
+	results, err := pc.ExecBatch(ctx, b).ReadAll()
 	failed, err := firstError(results, err) // which statement failed
-	if err == nil && len(results) != 6 {
-		err = fmt.Errorf("expected 6 results, got %d", len(results))
+	if err == nil && len(results) != n {
+		err = fmt.Errorf("expected %d results, got %d", n, len(results))
 	}
 	if err != nil {
 		// An error aborts the rest of the pipeline: roll back whatever is
 		// open before the connection goes back to the pool.
-		if conn.Conn().PgConn().TxStatus() != 'I' {
+		if pc.TxStatus() != 'I' {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 		var pgErr *pgconn.PgError
 		switch {
 		case errors.As(err, &pgErr) && pgErr.Code == "PR030":
 			return ErrClaimLost
-		case failed == 2 && (conn.Conn().PgConn().IsClosed() || IsConnError(err)):
+		case failed == handlerAt && (pc.IsClosed() || IsConnError(err)):
 			// The session ended while the handler ran: the handler's doing
 			// (an attempt) unless the server restarted since the claim.
 			if !isCrashOfAnother(err) {
@@ -261,12 +271,12 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 					return &HandlerError{Err: &HandlerConnLostError{Err: err}}
 				}
 			}
-		case failed == 2:
+		case failed == handlerAt:
 			return &HandlerError{Err: err}
 		}
 		return fmt.Errorf("run handler of event %d: %w", c.ID, err)
 	}
-	if tag := results[5].CommandTag.String(); tag != "COMMIT" {
+	if tag := results[n-1].CommandTag.String(); tag != "COMMIT" {
 		return fmt.Errorf("run handler of event %d: the transaction ended with %s", c.ID, tag)
 	}
 	return nil

@@ -40,6 +40,7 @@ type benchMeasure struct {
 	Counted      bool    `json:"counted"`
 	Backlog      int     `json:"backlog"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	Detail       string  `json:"detail"`
 	LatencyMS    *struct {
 		P50, P95, P99, Max float64
 	} `json:"latency_ms"`

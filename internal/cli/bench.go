@@ -261,6 +261,8 @@ func (o *benchOptions) validate(list []benchScenario) error {
 		return &usageError{msg: "--duration, --fault-every and --drain-timeout must be positive"}
 	case !(o.soakRate > 0) || math.IsInf(o.soakRate, 0):
 		return &usageError{msg: "--soak-rate must be a positive number"}
+	case o.databaseURL != "" && slices.ContainsFunc(list, func(s benchScenario) bool { return s.name == "soak" }):
+		return &usageError{msg: "soak starts and restarts a PostgreSQL of its own: it does not run with --database-url"}
 	case o.peer != "" && o.peer != "river":
 		return &usageError{msg: fmt.Sprintf("--peer %q: the only peer is river", o.peer)}
 	case o.peer != "" && !slices.ContainsFunc(list, func(s benchScenario) bool { return s.peer }):

@@ -32,9 +32,13 @@ var (
 // What it finds on the code it was written against (commit 5a9ab90): with
 // seed 20261201 the sql channel soak_none stops at its first event whose
 // handler fails at COMMIT (payload "n119:commit", through the deferred
-// constraint trigger soak.fail_at_commit): that event and every later event
-// of the channel stay pending with no log row after the 2-minute drain, and
-// lanes of soak_pay stay at 'failed' without a terminal outcome. Broken:
+// constraint trigger soak.fail_at_commit): the Processor logs "a batch
+// failed; its events are pending again" for the batch of 8 events of
+// soak_none every 5 s, and likewise for a batch of lane heads holding
+// "c637:commit" of soak_chan, without the event's attempt ever counting. That
+// event and every later event of soak_none stay pending with no log row
+// after the 2-minute drain (the first: event 121262273917353990), and
+// soak_pay lanes stay at 'failed' without a terminal outcome. Broken:
 // "nothing is left pending, in flight or unpublished", "every committed
 // event has exactly one terminal outcome", "the log holds only committed
 // events, each ended once". Without the COMMIT-failing payloads the same

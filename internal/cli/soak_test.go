@@ -45,6 +45,9 @@ var (
 // seed holds all nine invariants; with a handler that records its effect
 // twice "sql effects happened exactly once" breaks.
 func TestIntegritySoakShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the integrity suite runs for about a minute")
+	}
 	// The bench starts the Processor as this program: as this test binary,
 	// it must act as the pgrelay command (TestMain).
 	t.Setenv(runMainEnv, "1")

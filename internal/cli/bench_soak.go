@@ -51,9 +51,8 @@ type soakConfig struct {
 	// process's environment.
 	Exe string
 	Env []string
-	// Logger receives progress (faults, phases); Out the violations' details.
+	// Logger receives progress (faults, phases).
 	Logger *slog.Logger
-	Out    io.Writer
 }
 
 // The soak's channels.
@@ -170,27 +169,27 @@ var soakFaults = []soakFault{faultKill, faultPGRestart, faultNATS, faultSMTPDown
 
 // soakInvariant is one invariant checked after the run.
 type soakInvariant struct {
-	Name    string   `json:"name"`
-	Checked int64    `json:"checked"` // the items it was checked on
-	Broken  []string `json:"broken,omitempty"`
+	Name    string
+	Checked int64    // the items it was checked on
+	Broken  []string // examples of what broke, at most maxBroken
+	more    int      // how many more broke
 }
 
 // soakResult is what a soak run found.
 type soakResult struct {
-	Seed          uint64            `json:"seed"`
-	Load          time.Duration     `json:"load"`
-	Drain         time.Duration     `json:"drain"`
-	Transactions  int64             `json:"transactions"`
-	ProducerFails int64             `json:"producer_fails"`
-	Events        map[string]int64  `json:"events"`   // committed, distinct ids per channel
-	Outcomes      map[string]int64  `json:"outcomes"` // terminal log events
-	Faults        map[soakFault]int `json:"faults"`
-	Emails        map[string]int64  `json:"emails"` // notification statuses, "caught"
-	Invariants    []*soakInvariant  `json:"invariants"`
-	ProcStarts    int               `json:"processor_starts"`
-	LogRows       int64             `json:"log_rows"`
-	Dir           string            `json:"dir"`
-	faultLog      []string          // when each fault happened, for a failure's report
+	Seed          uint64
+	Load, Drain   time.Duration
+	Transactions  int64            // producer transactions committed
+	ProducerFails int64            // producer transactions that failed (their events never existed)
+	Events        map[string]int64 // committed events (distinct ids) per channel
+	Outcomes      map[string]int64 // terminal log rows per event
+	Faults        map[soakFault]int
+	Emails        map[string]int64 // notifications per status; "caught": distinct Message-IDs
+	Invariants    []*soakInvariant
+	ProcStarts    int
+	LogRows       int64
+	Dir           string   // the work directory (the Processors' output)
+	faultLog      []string // when each fault happened, for a failure's report
 	invariantByID map[string]*soakInvariant
 }
 
@@ -241,9 +240,9 @@ const maxBroken = 20
 func (x *soakInvariant) add(format string, args ...any) {
 	if len(x.Broken) < maxBroken {
 		x.Broken = append(x.Broken, fmt.Sprintf(format, args...))
-	} else if len(x.Broken) == maxBroken {
-		x.Broken = append(x.Broken, "(more not shown)")
+		return
 	}
+	x.more++
 }
 
 // soakEnv is the soak's world: PostgreSQL, NATS, the SMTP catcher, the
@@ -745,7 +744,7 @@ func (e *soakEnv) drained(ctx context.Context) (bool, error) {
 func (e *soakEnv) leftOver(ctx context.Context, inv *soakInvariant) error {
 	rows, err := e.pool.Query(ctx, `SELECT q.id, q.origin_id, q.channel, q.payload, q.attempt,
 		q.dispatched_at IS NOT NULL, COALESCE(q.dispatched_by::text, '')
-		FROM pgrelay.queue q ORDER BY q.id LIMIT 50`)
+		FROM pgrelay.queue q ORDER BY q.id`)
 	if err != nil {
 		return fmt.Errorf("soak: read the queue's leftovers: %w", err)
 	}
@@ -1087,6 +1086,9 @@ func (r *soakResult) report(w io.Writer) {
 		for _, b := range inv.Broken {
 			fmt.Fprintf(w, "    %s\n", b)
 		}
+		if inv.more > 0 {
+			fmt.Fprintf(w, "    (%d more)\n", inv.more)
+		}
 	}
 	fmt.Fprintf(w, "  faults: %s\n", strings.Join(r.faultLog, "; "))
 }
@@ -1105,7 +1107,7 @@ func (b *bench) scenarioSoak(ctx context.Context) (*scenarioResult, error) {
 	fmt.Fprintf(b.a.stderr, "pgrelay bench soak: seed %d, %s under faults (one every %s on average)\n",
 		seed, b.o.duration, b.o.faultEvery)
 	r, err := runSoak(ctx, soakConfig{Duration: b.o.duration, Seed: seed, Rate: b.o.soakRate,
-		FaultEvery: b.o.faultEvery, DrainTimeout: b.o.drainTimeout, Exe: exe, Logger: b.logger, Out: b.a.stderr})
+		FaultEvery: b.o.faultEvery, DrainTimeout: b.o.drainTimeout, Exe: exe, Logger: b.logger})
 	if r == nil {
 		return nil, err
 	}
@@ -1156,7 +1158,7 @@ func soakMeasurements(r *soakResult) *scenarioResult {
 	for _, inv := range r.Invariants {
 		verdict := "held"
 		if len(inv.Broken) > 0 {
-			verdict = "BROKEN"
+			verdict = fmt.Sprintf("BROKEN %d times", len(inv.Broken)+inv.more)
 		} else {
 			held++
 		}

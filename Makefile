@@ -54,7 +54,8 @@ lint:
 
 # ./... includes internal/cli's TestBenchPeerRiver: `pgrelay bench --peer river`
 # at a tiny size and bench/river's own tests (River's module comes from the
-# Go module proxy; -short skips them).
+# Go module proxy; -short skips them), and TestIntegritySoakShort: the
+# integrity suite's short form, about a minute (docs/reliability.md).
 test: deps-test lint
 	$(GO) test $(TESTFLAGS) ./...
 	$(GO) test $(TESTFLAGS) -race -run 'Actor|Race' ./actors/...

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -43,6 +44,7 @@ func benchScenarios() []benchScenario {
 		{"nats", "burn-down without, then with status events to JetStream: ratio", true, false, (*bench).scenarioNATS},
 		{"email", "emails via pgrelay_notifier.send() to an SMTP catcher: emails/s", true, false, (*bench).scenarioEmail},
 		{"cluster", "multi-node burn-down on a two-node pglogical cluster: 1 node, 2", false, false, (*bench).scenarioCluster},
+		{"soak", "integrity: mixed workload under faults for --duration, then invariants", false, false, (*bench).scenarioSoak},
 	}
 }
 
@@ -68,6 +70,11 @@ type benchOptions struct {
 	plot           string
 	progress       bool
 	cpuprofile     string
+	duration       time.Duration
+	seed           uint64
+	soakRate       float64
+	faultEvery     time.Duration
+	drainTimeout   time.Duration
 }
 
 // bench is one run of `pgrelay bench`: its options, the database and the
@@ -137,6 +144,11 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&o.plot, "plot", "", "also write an HTML report (throughput over time, latency CDF; inline SVG) to this .html file")
 	fs.BoolVar(&o.progress, "progress", false, "show progress on stderr even when it is not a terminal (then one line a second)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a Go CPU profile of each measured part to this file (with several parts, one file each: the part's name goes before the extension)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Minute, "soak: how long the workload runs under faults (the drain and the checks follow)")
+	fs.Uint64Var(&o.seed, "seed", 0, "soak: seed of the workload and of the fault schedule (default: from the clock; printed)")
+	fs.Float64Var(&o.soakRate, "soak-rate", 25, "soak: producer transactions per second (1-3 events each)")
+	fs.DurationVar(&o.faultEvery, "fault-every", 10*time.Second, "soak: mean time between two faults")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 3*time.Minute, "soak: how long, after the faults, everything may take to end before what is left counts as stuck")
 	natsMode := fs.Bool("nats", false, "same as the scenario nats")
 	emailMode := fs.Bool("email", false, "same as the scenario email")
 	clusterMode := fs.Bool("cluster", false, "same as the scenario cluster")
@@ -245,6 +257,12 @@ func (o *benchOptions) validate(list []benchScenario) error {
 		return &usageError{msg: "--backlog-measure must be positive"}
 	case o.channels < 1 || o.perChannel < 1:
 		return &usageError{msg: "--channels and --events-per-channel must be positive"}
+	case o.duration <= 0 || o.faultEvery <= 0 || o.drainTimeout <= 0:
+		return &usageError{msg: "--duration, --fault-every and --drain-timeout must be positive"}
+	case !(o.soakRate > 0) || math.IsInf(o.soakRate, 0):
+		return &usageError{msg: "--soak-rate must be a positive number"}
+	case o.databaseURL != "" && slices.ContainsFunc(list, func(s benchScenario) bool { return s.name == "soak" }):
+		return &usageError{msg: "soak starts and restarts a PostgreSQL of its own: it does not run with --database-url"}
 	case o.peer != "" && o.peer != "river":
 		return &usageError{msg: fmt.Sprintf("--peer %q: the only peer is river", o.peer)}
 	case o.peer != "" && !slices.ContainsFunc(list, func(s benchScenario) bool { return s.peer }):

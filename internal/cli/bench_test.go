@@ -40,6 +40,7 @@ type benchMeasure struct {
 	Counted      bool    `json:"counted"`
 	Backlog      int     `json:"backlog"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	Detail       string  `json:"detail"`
 	LatencyMS    *struct {
 		P50, P95, P99, Max float64
 	} `json:"latency_ms"`
@@ -352,6 +353,9 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--channels", "0"}, "--channels and --events-per-channel must be positive"},
 		{[]string{"channels", "--peer", "river"}, "--peer runs with burn-down, enqueue and latency only"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
+		{[]string{"soak", "--duration", "0s"}, "--duration, --fault-every and --drain-timeout must be positive"},
+		{[]string{"soak", "--soak-rate", "0"}, "--soak-rate must be a positive number"},
+		{[]string{"soak", "--database-url", "postgres://nowhere/db"}, "soak starts and restarts a PostgreSQL of its own"},
 	} {
 		code, out, errOut := cliMain(append([]string{"bench"}, tc.args...)...)
 		assert.Equal(t, 2, code, "%v: %s", tc.args, errOut)
@@ -361,10 +365,10 @@ func TestBenchUsage(t *testing.T) {
 	code, _, errOut := cliMain("bench", "-h")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, errOut, "Usage: pgrelay bench [flags] [scenario ...]")
-	for _, s := range []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling", "nats", "email", "cluster", "all"} {
+	for _, s := range []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling", "nats", "email", "cluster", "soak", "all"} {
 		assert.Regexp(t, `(?m)^  `+s+`\s`, errOut)
 	}
-	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster"} {
+	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster", "duration", "seed", "soak-rate", "fault-every", "drain-timeout"} {
 		assert.Regexp(t, `(?m)^  -`+f+`\b`, errOut)
 	}
 }

@@ -198,3 +198,114 @@ BEGIN
   RETURN ch;
 END
 $$;
+
+-- ---------------------------------------------------------------------------
+-- At most once, across crashes: a send in doubt is not repeated
+-- ---------------------------------------------------------------------------
+
+-- 0009's gate lets the event that won a notification send it again on a
+-- later attempt. When the earlier attempt's outcome is unknown — the
+-- Processor died, or the database went away, between handing the message
+-- to the SMTP server and recording 'sent'; or the server's reply to the end
+-- of DATA never came — sending again could deliver it twice. So the gate
+-- marks the notification in doubt when it lets an attempt send, the handler
+-- clears the mark (not_sent) when the attempt certainly handed nothing over
+-- (a refusal, an error before the end of DATA), and a later attempt of the
+-- same event that finds it still in doubt does not send: verdict 'in_doubt',
+-- and the handler fails the notification with the reason.
+ALTER TABLE pgrelay_notifier.notifications ADD COLUMN send_in_doubt bool NOT NULL DEFAULT false;
+COMMENT ON COLUMN pgrelay_notifier.notifications.send_in_doubt IS
+  'true from the moment an attempt may hand the message to the SMTP server until its outcome is recorded';
+
+CREATE OR REPLACE FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint)
+RETURNS TABLE (verdict text, reason text, notification_id bigint, channel text, from_addr text,
+               to_addrs text[], cc_addrs text[], bcc_addrs text[], subject text, body_text text,
+               body_html text, headers jsonb, status text, attempts int, created_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_channel text;
+  v_status text;
+  v_holder bigint;
+  v_doubt bool;
+  v_error text;
+  v_by text;
+  v_verdict text;
+  v_reason text;
+BEGIN
+  SELECT n.channel, n.status, n.sending_event, n.send_in_doubt, n.last_error
+    INTO v_channel, v_status, v_holder, v_doubt, v_error
+    FROM pgrelay_notifier.notifications n
+   WHERE n.notification_id = p_notification_id
+     FOR UPDATE;
+  v_by := CASE WHEN v_holder IS NULL THEN '' ELSE pg_catalog.format(' by event %s', v_holder) END;
+  IF v_channel IS NULL THEN  -- no row (channel is NOT NULL)
+    v_verdict := 'missing';
+    v_reason := pg_catalog.format('notification %s does not exist on node %s (not replicated to this node yet, or deleted)',
+                                  p_notification_id, pgrelay._this_node());
+  ELSIF v_channel IS DISTINCT FROM p_channel THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s was created for channel %s, not %s: an event only sends its own channel''s notifications',
+                                  p_notification_id, pg_catalog.quote_literal(v_channel),
+                                  COALESCE(pg_catalog.quote_literal(p_channel), 'NULL'));
+  ELSIF v_status = 'sending' AND v_holder = p_event AND v_doubt THEN
+    v_verdict := 'in_doubt';
+    v_reason := pg_catalog.format('an earlier attempt of event %s may have handed notification %s to the SMTP server '
+                                  '(it stopped, or lost the database, before the outcome was recorded): not sent again, '
+                                  'so that it is never delivered twice; it may have been delivered',
+                                  p_event, p_notification_id);
+  ELSIF v_status = 'queued' OR (v_status = 'sending' AND (v_holder = p_event OR v_holder IS NULL)) THEN
+    -- In doubt from here until the handler records the outcome: sent, or
+    -- certainly not handed over (not_sent).
+    UPDATE pgrelay_notifier.notifications n SET sending_event = p_event, send_in_doubt = true
+     WHERE n.notification_id = p_notification_id;
+    PERFORM pgrelay_notifier.set_status(p_notification_id, 'sending');
+    RETURN QUERY SELECT 'send'::text, NULL::text, f.* FROM pgrelay_notifier.fetch(p_notification_id) f;
+    RETURN;
+  ELSIF v_status = 'cancelled' THEN
+    v_verdict := 'cancelled';
+    v_reason := pg_catalog.format('notification %s was cancelled', p_notification_id);
+  ELSIF v_status = 'sent' AND v_holder = p_event THEN
+    v_verdict := 'sent';
+    v_reason := pg_catalog.format('notification %s was already sent by this event', p_notification_id);
+  ELSIF v_status = 'sending' THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s is already being sent%s; one send() is delivered at most once',
+                                  p_notification_id, v_by);
+  ELSIF v_status = 'sent' THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s was already sent%s; one send() is delivered at most once',
+                                  p_notification_id, v_by);
+  ELSE
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s already failed%s: %s', p_notification_id, v_by,
+                                  COALESCE(v_error, 'no reason recorded'));
+  END IF;
+  RETURN QUERY SELECT v_verdict, v_reason, NULL::bigint, NULL::text, NULL::text, NULL::text[], NULL::text[],
+                      NULL::text[], NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::text, NULL::int,
+                      NULL::timestamptz;
+END
+$$;
+
+-- not_sent: the attempt of event p_event certainly handed nothing to the SMTP
+-- server; a later attempt may send. True when it cleared the mark.
+CREATE FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) RETURNS bool
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH c AS (
+    UPDATE pgrelay_notifier.notifications n SET send_in_doubt = false
+     WHERE n.notification_id = p_notification_id AND n.status = 'sending'
+       AND n.sending_event = p_event AND n.send_in_doubt
+    RETURNING 1
+  )
+  SELECT EXISTS (SELECT FROM c);
+$$;
+
+GRANT CREATE ON SCHEMA pgrelay_notifier TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.not_sent(bigint, bigint) OWNER TO pgrelay_notifier;
+REVOKE CREATE ON SCHEMA pgrelay_notifier FROM pgrelay_notifier;
+REVOKE ALL ON FUNCTION pgrelay_notifier.not_sent(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgrelay_notifier.not_sent(bigint, bigint) TO pgrelay_processor;

@@ -285,7 +285,7 @@ func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
 	require.Empty(t, column[string](t, d.pool, `SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace
 		AND (prosrc ~* 'pgrelay\.(queue|log)\M')`))
 	require.ElementsMatch(t, []string{"send", "get_status", "cancel", "fetch", "set_status", "debug_log",
-		"start_sending", "fail_for_event"},
+		"start_sending", "fail_for_event", "not_sent"},
 		column[string](t, d.pool, "SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace AND prosecdef"),
 		"SECURITY DEFINER only where a less privileged caller needs it")
 
@@ -496,6 +496,15 @@ func TestNotifierStartSendingIsTheGate(t *testing.T) {
 	require.Contains(t, *g.Reason, "is already being sent by event 1; one send() is delivered at most once")
 	require.Nil(t, g.ID, "no message for a refused event")
 	require.False(t, fail(a, "mail", 2), "the loser cannot fail the holder's notification")
+	// The holder's next attempt, while the first one's outcome is unknown
+	// (it may have handed the message over): not sent again.
+	g = start(a, "mail", 1)
+	require.Equal(t, "in_doubt", g.Verdict, "the holder's next attempt, the first in doubt")
+	require.Contains(t, *g.Reason, "not sent again, so that it is never delivered twice")
+	require.Nil(t, g.ID)
+	// Once the attempt is known to have handed nothing over, the next sends.
+	require.False(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.not_sent($1, 2)", a), "only the holder clears it")
+	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.not_sent($1, 1)", a))
 	require.Equal(t, "send", start(a, "mail", 1).Verdict, "the holder's next attempt")
 	require.Equal(t, 2, one[int](t, d.pool, "SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
 	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.set_status($1, 'sent')", a))

@@ -271,7 +271,7 @@ func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *Direc
 		}
 	}
 	if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::bigint[], NULL, $2::text[], $3::text[])",
-		[]int64{e.ID}, []string{"failed"}, []string{cause.Error()}); err != nil {
+		[]int64{e.ID}, []string{"failed"}, []string{StorableText(cause.Error())}); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -410,7 +410,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 			run = append(run, i)
 			evs[j], errs[j] = "succeeded", "NULL"
 		case "failed":
-			evs[j], errs[j] = "failed", arrayQuote(e.Err.Error())
+			evs[j], errs[j] = "failed", arrayQuote(StorableText(e.Err.Error()))
 		default:
 			evs[j], errs[j] = e.Outcome, "NULL"
 		}

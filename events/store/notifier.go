@@ -73,11 +73,13 @@ func (s *Store) FetchNotificationForSending(ctx context.Context, id int64) (*Not
 
 // SetNotificationStatus calls pgrelay_notifier.set_status(): moves the
 // notification forward (never back) and reports whether its status changed.
-// errText is recorded with a 'failed' status; empty means none.
+// errText is recorded with a 'failed' status (through StorableText); empty
+// means none.
 func (s *Store) SetNotificationStatus(ctx context.Context, id int64, status, errText string) (bool, error) {
 	var e *string
 	if errText != "" {
-		e = &errText
+		t := StorableText(errText)
+		e = &t
 	}
 	var changed bool
 	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.set_status($1, $2, $3)", id, status, e).Scan(&changed); err != nil {
@@ -87,9 +89,9 @@ func (s *Store) SetNotificationStatus(ctx context.Context, id int64, status, err
 }
 
 // NotificationDebugLog calls pgrelay_notifier.debug_log(): a note kept in the
-// notification's bounded history.
+// notification's bounded history (through StorableText).
 func (s *Store) NotificationDebugLog(ctx context.Context, id int64, message string) error {
-	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.debug_log($1, $2)", id, message); err != nil {
+	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.debug_log($1, $2)", id, StorableText(message)); err != nil {
 		return fmt.Errorf("debug log of notification %d: %w", id, err)
 	}
 	return nil

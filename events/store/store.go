@@ -129,6 +129,8 @@ type Outcome struct {
 	// Event: "succeeded", "failed" (retried or given up), "expired", or
 	// "release" (never started: back to pending, no log row).
 	Event string
+	// Error is the failure's text, from whatever failed (a server's reply):
+	// Complete stores it through StorableText.
 	Error string
 }
 
@@ -162,7 +164,7 @@ func complete(ctx context.Context, q querier, proc int64, outs []Outcome) (int, 
 	for i, o := range outs {
 		ids[i], at[i], evs[i] = o.ID, o.ClaimedAt, o.Event
 		if o.Error != "" {
-			e := o.Error
+			e := StorableText(o.Error)
 			errs[i] = &e
 		}
 	}
@@ -322,7 +324,7 @@ type ProcessorInfo struct {
 // node id its sessions run as.
 func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int64, node int, err error) {
 	err = s.bg.QueryRow(ctx, "SELECT pgrelay._processor_start($1, $2, $3, $4), pgrelay._this_node()",
-		info.Mode, info.Hostname, info.PID, info.Version).Scan(&id, &node)
+		info.Mode, StorableText(info.Hostname), info.PID, StorableText(info.Version)).Scan(&id, &node)
 	if err != nil {
 		return 0, 0, fmt.Errorf("register processor (mode %s): %w", info.Mode, err)
 	}
@@ -333,7 +335,7 @@ func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int6
 // removed (it was presumed dead and its claims taken back).
 func (s *Store) Heartbeat(ctx context.Context, proc int64, info ProcessorInfo) (alive bool, err error) {
 	err = s.bg.QueryRow(ctx, "SELECT pgrelay._heartbeat($1, $2, $3, $4, $5)",
-		proc, info.Mode, info.Hostname, info.PID, info.Version).Scan(&alive)
+		proc, info.Mode, StorableText(info.Hostname), info.PID, StorableText(info.Version)).Scan(&alive)
 	if err != nil {
 		return false, fmt.Errorf("heartbeat of processor %d: %w", proc, err)
 	}

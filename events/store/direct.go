@@ -235,27 +235,27 @@ func (s *Store) recordConnLost(ctx context.Context, scope ClaimScope, e *DirectE
 	cause error) (recorded bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
 	defer cancel()
-	err = pgx.BeginFunc(ctx, s.hot, func(tx pgx.Tx) error {
-		var err error
-		recorded, err = recordConnLostTx(ctx, tx, scope, e, at, cause)
-		return err
-	})
+	up, err := s.upSince(ctx, time.UnixMicro(at))
+	if err == nil && !up {
+		err = errors.New("the server restarted")
+	}
+	if err == nil {
+		err = pgx.BeginFunc(ctx, s.hot, func(tx pgx.Tx) error {
+			var err error
+			recorded, err = recordConnLostTx(ctx, tx, scope, e, cause)
+			return err
+		})
+	}
 	if err != nil {
 		return false, fmt.Errorf("record the lost connection of event %d: %w", e.ID, err)
 	}
 	return recorded, nil
 }
 
-// recordConnLostTx is recordConnLost's transaction.
-func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent, at int64,
+// recordConnLostTx is recordConnLost's transaction, once the server was
+// found up since the handler ran.
+func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent,
 	cause error) (recorded bool, err error) {
-	up, err := upSince(ctx, tx, time.UnixMicro(at))
-	if err != nil {
-		return false, err
-	}
-	if !up {
-		return false, errors.New("the server restarted")
-	}
 	var id int64
 	err = tx.QueryRow(ctx, `SELECT id FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL
 	  FOR UPDATE SKIP LOCKED`, e.ID).Scan(&id)

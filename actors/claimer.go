@@ -42,8 +42,11 @@ type claimer struct {
 	// the last one came back full: the next freed slots claim. Otherwise
 	// freed slots claim nothing: new rows wake the claimer, batchers go on
 	// by themselves, and the poll catches the rest.
-	wanted     bool
-	stopping   bool
+	wanted   bool
+	stopping bool
+	// held: the last claim due was held back because the completer has
+	// maxPendingOutcomes outcomes to write (logged once per episode).
+	held       bool
 	waiter     *actor.PID
 	failures   int
 	stopTick   func()
@@ -148,6 +151,22 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 	// channels whatever it takes home, so claiming slot by slot as events end
 	// would cost a claim per event. The poll fills whatever is free, so a
 	// slot never stays empty for longer than a poll interval.
+	// Back-pressure: while the completer cannot keep up (the database
+	// refuses or fails its writes), claiming more would only pile up
+	// outcomes. Its next written batch wakes the claimer.
+	if pending := c.d.pendingOutcomes.Load(); pending >= maxPendingOutcomes(c.d.cfg) {
+		if !c.held {
+			c.held = true
+			c.d.log.Warn("outcomes are waiting to be written; claiming nothing until the log catches up",
+				"pending_outcomes", pending)
+		}
+		c.wanted = true
+		return
+	}
+	if c.held {
+		c.held = false
+		c.d.log.Info("outcomes written; claiming again")
+	}
 	inflight := int(c.d.inflight.Load())
 	free := c.d.cfg.Concurrency - inflight
 	if free <= 0 || (!anyFree && inflight > 0 && free < claimAtLeast(c.d.cfg)) {

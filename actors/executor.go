@@ -229,7 +229,7 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 func finish(d *deps, ev handlers.Event, out *store.Outcome) {
 	claimer, _, completer := d.pids()
 	if out != nil {
-		d.send(completer, &outcome{o: *out})
+		sendOutcome(d, completer, *out)
 		tellEndedFailing(d, ev, out)
 	}
 	n := d.inflight.Add(-1)

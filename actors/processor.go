@@ -257,6 +257,10 @@ type deps struct {
 	info      store.ProcessorInfo
 	runCtx    context.Context // cancelled when in-flight handlers must stop
 	inflight  atomic.Int64    // events claimed and not yet ended
+	// pendingOutcomes: outcomes sent to the completer and not yet written
+	// (in its mailbox, its buffer, or being written); the claimer claims
+	// nothing while maxPendingOutcomes wait.
+	pendingOutcomes atomic.Int64
 	// starved: a batcher had rows to run and no free slot; the claimer
 	// claims when slots are freed, which tells the batchers again.
 	starved atomic.Bool

@@ -60,6 +60,10 @@ func (s *supervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervis
 		}
 	case *dispatchOne:
 		failed(handlers.Event{Claimed: m.row, ProcessorID: s.d.processor})
+	case *outcome:
+		// The completer failed on it: it is lost (its claim is rescued once
+		// its lease passes) and no longer waits to be written.
+		s.d.metrics.PendingOutcomes.Set(float64(s.d.pendingOutcomes.Add(-1)))
 	case *flushResult:
 		// The completer's write is over, but its state (which outlives a
 		// restart) says one is running: without its result the restarted

@@ -79,8 +79,17 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 	// A sql handler's effects commit with its completion: none ran twice.
 	require.Equal(t, 400, e.count(`SELECT count(*) FROM ran`))
 	require.Equal(t, 400, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('failed', 'gave_up')`),
-		"the restart cost no attempt")
+	var failures []string
+	rows, err := pool.Query(ctx, `SELECT format('%s attempt %s: %s', event, attempt, error) FROM pgrelay.log
+	  WHERE event IN ('failed', 'gave_up') ORDER BY id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var f string
+		require.NoError(t, rows.Scan(&f))
+		failures = append(failures, f)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, failures, "the restart cost no attempt")
 	e.eventually(10*time.Second, "the queue to empty", func() bool {
 		return e.count(`SELECT count(*) FROM pgrelay.queue`) == 0
 	})

@@ -293,27 +293,27 @@ func (s *Store) recordConnLost(ctx context.Context, scope ClaimScope, e *DirectE
 	cause error) (recorded bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
 	defer cancel()
-	err = pgx.BeginFunc(ctx, s.hot, func(tx pgx.Tx) error {
-		var err error
-		recorded, err = recordConnLostTx(ctx, tx, scope, e, at, cause)
-		return err
-	})
+	up, err := s.upSince(ctx, time.UnixMicro(at))
+	if err == nil && !up {
+		err = errors.New("the server restarted")
+	}
+	if err == nil {
+		err = pgx.BeginFunc(ctx, s.hot, func(tx pgx.Tx) error {
+			var err error
+			recorded, err = recordConnLostTx(ctx, tx, scope, e, cause)
+			return err
+		})
+	}
 	if err != nil {
 		return false, fmt.Errorf("record the lost connection of event %d: %w", e.ID, err)
 	}
 	return recorded, nil
 }
 
-// recordConnLostTx is recordConnLost's transaction.
-func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent, at int64,
+// recordConnLostTx is recordConnLost's transaction, once the server was
+// found up since the handler ran.
+func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent,
 	cause error) (recorded bool, err error) {
-	up, err := upSince(ctx, tx, time.UnixMicro(at))
-	if err != nil {
-		return false, err
-	}
-	if !up {
-		return false, errors.New("the server restarted")
-	}
 	return recordFailedTx(ctx, tx, scope, e, cause)
 }
 
@@ -352,7 +352,7 @@ func recordFailedTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectE
 		}
 	}
 	if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::bigint[], NULL, $2::text[], $3::text[])",
-		[]int64{e.ID}, []string{"failed"}, []string{cause.Error()}); err != nil {
+		[]int64{e.ID}, []string{"failed"}, []string{StorableText(cause.Error())}); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -521,7 +521,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 			run = append(run, i)
 			evs[j], errs[j] = "succeeded", "NULL"
 		case "failed":
-			evs[j], errs[j] = "failed", arrayQuote(e.Err.Error())
+			evs[j], errs[j] = "failed", arrayQuote(StorableText(e.Err.Error()))
 		default:
 			evs[j], errs[j] = e.Outcome, "NULL"
 		}

@@ -111,11 +111,13 @@ func (s *Store) StartSending(ctx context.Context, id int64, channel string, even
 
 // SetNotificationStatus calls pgrelay_notifier.set_status(): moves the
 // notification forward (never back) and reports whether its status changed.
-// errText is recorded with a 'failed' status; empty means none.
+// errText is recorded with a 'failed' status (through StorableText); empty
+// means none.
 func (s *Store) SetNotificationStatus(ctx context.Context, id int64, status, errText string) (bool, error) {
 	var e *string
 	if errText != "" {
-		e = &errText
+		t := StorableText(errText)
+		e = &t
 	}
 	var changed bool
 	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.set_status($1::bigint, $2::text, $3::text)", id, status, e).Scan(&changed); err != nil {
@@ -131,16 +133,16 @@ func (s *Store) SetNotificationStatus(ctx context.Context, id int64, status, err
 func (s *Store) FailNotificationForEvent(ctx context.Context, id int64, channel string, event int64, reason string) (bool, error) {
 	var changed bool
 	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.fail_for_event($1::bigint, $2::text, $3::bigint, $4::text)",
-		id, channel, event, reason).Scan(&changed); err != nil {
+		id, channel, event, StorableText(reason)).Scan(&changed); err != nil {
 		return false, fmt.Errorf("fail notification %d for event %d of channel %q: %w", id, event, channel, err)
 	}
 	return changed, nil
 }
 
 // NotificationDebugLog calls pgrelay_notifier.debug_log(): a note kept in the
-// notification's bounded history.
+// notification's bounded history (through StorableText).
 func (s *Store) NotificationDebugLog(ctx context.Context, id int64, message string) error {
-	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.debug_log($1::bigint, $2::text)", id, message); err != nil {
+	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.debug_log($1::bigint, $2::text)", id, StorableText(message)); err != nil {
 		return fmt.Errorf("debug log of notification %d: %w", id, err)
 	}
 	return nil

@@ -27,6 +27,8 @@ type Store struct {
 	bg  *pgxpool.Pool
 	// statements: the statements each hot connection has prepared.
 	statements *Statements
+	// upChecks bounds the sessions upSince opens at once.
+	upChecks chan struct{}
 }
 
 // New returns a Store over a hot-path pool and a background pool (bg nil:
@@ -40,7 +42,7 @@ func New(hot, bg *pgxpool.Pool, st *Statements) *Store {
 	if st == nil {
 		st = &Statements{}
 	}
-	return &Store{hot: hot, bg: bg, statements: st}
+	return &Store{hot: hot, bg: bg, statements: st, upChecks: make(chan struct{}, maxUpChecks)}
 }
 
 // Hot is the hot-path pool.
@@ -129,6 +131,8 @@ type Outcome struct {
 	// Event: "succeeded", "failed" (retried or given up), "expired", or
 	// "release" (never started: back to pending, no log row).
 	Event string
+	// Error is the failure's text, from whatever failed (a server's reply):
+	// Complete stores it through StorableText.
 	Error string
 }
 
@@ -162,7 +166,7 @@ func complete(ctx context.Context, q querier, proc int64, outs []Outcome) (int, 
 	for i, o := range outs {
 		ids[i], at[i], evs[i] = o.ID, o.ClaimedAt, o.Event
 		if o.Error != "" {
-			e := o.Error
+			e := StorableText(o.Error)
 			errs[i] = &e
 		}
 	}
@@ -260,7 +264,7 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 			// (an attempt) unless the server restarted since the claim.
 			if !isCrashOfAnother(err) {
 				qctx, cancel := context.WithTimeout(outer, 5*time.Second)
-				up, uerr := upSince(qctx, s.hot, c.DispatchedAt)
+				up, uerr := s.upSince(qctx, c.DispatchedAt)
 				cancel()
 				if uerr != nil {
 					// Not knowing, the attempt is not counted: the event is
@@ -282,17 +286,42 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 	return nil
 }
 
-// upSince reports whether the server has been up since at: a session that
-// ended after at was not ended by a restart.
-func upSince(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, at time.Time) (bool, error) {
+// upSince reports whether the server has been up since at, without a
+// restart: a session that ended after at was not ended by a restart.
+//
+// It asks on a new session, never on a pooled one. A server that shuts down
+// refuses new sessions from the moment the shutdown begins, then ends its
+// sessions one after the other: a pooled session it has not reached yet
+// still answers, with the start time of the server that is going away, and
+// would blame the handler for a session the shutdown ended. A new session is
+// refused during the shutdown (an error: the attempt is not counted) and,
+// after the restart, reports the new server's start time.
+func (s *Store) upSince(ctx context.Context, at time.Time) (bool, error) {
+	select {
+	case s.upChecks <- struct{}{}:
+		defer func() { <-s.upChecks }()
+	case <-ctx.Done():
+		return false, fmt.Errorf("ask the server since when it runs: %w", ctx.Err())
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.hot.Config().ConnConfig)
+	if err != nil {
+		return false, fmt.Errorf("ask the server since when it runs: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	var up bool
-	if err := q.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() < $1", at).Scan(&up); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() < $1::timestamptz", at).Scan(&up); err != nil {
 		return false, fmt.Errorf("ask the server since when it runs: %w", err)
 	}
 	return up, nil
 }
+
+// maxUpChecks bounds the sessions upSince opens at once: after a restart
+// every handler that was running asks.
+const maxUpChecks = 4
 
 // HandlerError is an error raised by a handler's own SQL, as opposed to a
 // failure to talk to the database.
@@ -332,7 +361,7 @@ type ProcessorInfo struct {
 // node id its sessions run as.
 func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int64, node int, err error) {
 	err = s.bg.QueryRow(ctx, "SELECT pgrelay._processor_start($1, $2, $3, $4), pgrelay._this_node()",
-		info.Mode, info.Hostname, info.PID, info.Version).Scan(&id, &node)
+		info.Mode, StorableText(info.Hostname), info.PID, StorableText(info.Version)).Scan(&id, &node)
 	if err != nil {
 		return 0, 0, fmt.Errorf("register processor (mode %s): %w", info.Mode, err)
 	}
@@ -343,7 +372,7 @@ func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int6
 // removed (it was presumed dead and its claims taken back).
 func (s *Store) Heartbeat(ctx context.Context, proc int64, info ProcessorInfo) (alive bool, err error) {
 	err = s.bg.QueryRow(ctx, "SELECT pgrelay._heartbeat($1, $2, $3, $4, $5)",
-		proc, info.Mode, info.Hostname, info.PID, info.Version).Scan(&alive)
+		proc, info.Mode, StorableText(info.Hostname), info.PID, StorableText(info.Version)).Scan(&alive)
 	if err != nil {
 		return false, fmt.Errorf("heartbeat of processor %d: %w", proc, err)
 	}

@@ -42,6 +42,11 @@ type SMTPConfig struct {
 	// TLS, when set, offers STARTTLS, or serves implicit TLS with ImplicitTLS.
 	TLS         *tls.Config
 	ImplicitTLS bool
+	// LoginChallenge, when set, is sent after the password of an AUTH LOGIN
+	// as one more challenge, instead of accepting it: a server whose
+	// exchange goes wrong, whose client gives up quoting the challenge in its
+	// error. It may hold any bytes (not UTF-8, NUL).
+	LoginChallenge []byte
 	// DataDelay is slept in every DATA before it is accepted: it widens the
 	// window in which two transactions of one sender could overlap, or
 	// outlasts a client's timeout. SetDataDelay changes it later.
@@ -413,7 +418,7 @@ func (x *smtpSession) Auth(mech string) (sasl.Server, error) {
 	case sasl.Plain:
 		return sasl.NewPlainServer(func(_, user, pass string) error { return check(user, pass) }), nil
 	case sasl.Login:
-		return &loginServer{check: check}, nil
+		return &loginServer{check: check, extra: x.s.cfg.LoginChallenge}, nil
 	case "CRAM-MD5":
 		return &cramServer{s: x.s, done: func() { x.authed, x.user, x.mech = true, x.s.cfg.Username, mech }}, nil
 	}
@@ -518,6 +523,7 @@ type loginServer struct {
 	check func(user, pass string) error
 	user  string
 	step  int
+	extra []byte // a challenge after the password (SMTPConfig.LoginChallenge)
 }
 
 func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
@@ -534,8 +540,14 @@ func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
 		l.user = string(response)
 		l.step++
 		return []byte("Password:"), false, nil
-	default:
+	case 2:
+		if l.extra != nil {
+			l.step++
+			return l.extra, false, nil
+		}
 		return nil, true, l.check(l.user, string(response))
+	default:
+		return nil, true, smtp.ErrAuthFailed
 	}
 }
 

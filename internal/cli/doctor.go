@@ -542,16 +542,18 @@ var sqlCall = regexp.MustCompile(`(?i)\b([a-z_][a-z0-9_]*)\s*\(`)
 // builtinNames are the names of functions pgrelay's SQL calls: every
 // identifier followed by "(" in the migrations, and goSideBuiltins. Only
 // those that name a function of pg_catalog matter (the query filters).
-func builtinNames() []string {
+func builtinNames() ([]string, error) {
+	all, err := migrations.All()
+	if err != nil {
+		return nil, err
+	}
 	set := map[string]bool{}
 	for _, b := range goSideBuiltins {
 		set[b] = true
 	}
-	if all, err := migrations.All(); err == nil {
-		for _, m := range all {
-			for _, g := range sqlCall.FindAllStringSubmatch(m.SQL, -1) {
-				set[strings.ToLower(g[1])] = true
-			}
+	for _, m := range all {
+		for _, g := range sqlCall.FindAllStringSubmatch(m.SQL, -1) {
+			set[strings.ToLower(g[1])] = true
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -559,7 +561,7 @@ func builtinNames() []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }
 
 // splitSearchPath splits a search_path value into schema names.
@@ -704,6 +706,10 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 
 	// Look-alikes of the built-ins pgrelay calls, and of operators, in any
 	// schema but pg_catalog.
+	names, err := builtinNames()
+	if err != nil {
+		return nil, err
+	}
 	rows, err = n.conn.Query(ctx, `WITH names AS (
 		  SELECT DISTINCT p.proname FROM pg_catalog.pg_proc p
 		   WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname = ANY ($1)),
@@ -722,7 +728,7 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 		   WHERE o.oprname IN (SELECT b.oprname FROM pg_catalog.pg_operator b WHERE b.oprnamespace = 'pg_catalog'::regnamespace))
 		SELECT kind, name, schema::text, COALESCE(ext::text, '') FROM objs
 		 WHERE schema NOT IN ('pg_catalog', 'information_schema') AND schema !~ '^pg_(toast|temp_|toast_temp_)'
-		 ORDER BY 3, 1, 2`, builtinNames())
+		 ORDER BY 3, 1, 2`, names)
 	if err != nil {
 		return nil, err
 	}
@@ -1012,11 +1018,11 @@ func storePublishBacklog(ctx context.Context, conn *pgx.Conn) ([]cursorBacklog, 
 // queueStorage is what the migrations set on pgrelay.queue with ALTER TABLE
 // pgrelay.queue SET (...), later migrations winning: read from them so the
 // rule lives in one place.
-func queueStorage() map[string]string {
+func queueStorage() (map[string]string, error) {
 	out := map[string]string{}
 	all, err := migrations.All()
 	if err != nil {
-		return out
+		return nil, err
 	}
 	stmt := regexp.MustCompile(`(?is)ALTER\s+TABLE\s+pgrelay\.queue\s+SET\s*\(([^)]*)\)`)
 	kv := regexp.MustCompile(`^\s*([a-z_.]+)\s*=\s*'?([^',]*?)'?\s*$`)
@@ -1029,7 +1035,7 @@ func queueStorage() map[string]string {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]finding, error) {
@@ -1050,7 +1056,10 @@ func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]findin
 		k, v, _ := strings.Cut(o, "=")
 		have[k] = v
 	}
-	want := queueStorage()
+	want, err := queueStorage()
+	if err != nil {
+		return nil, err
+	}
 	keys := make([]string, 0, len(want))
 	for k := range want {
 		keys = append(keys, k)
@@ -1134,7 +1143,7 @@ func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]findin
 	rows, err = n.conn.Query(ctx, `SELECT r.rolname::text FROM pg_catalog.pg_db_role_setting s
 		  JOIN pg_catalog.pg_roles r ON r.oid = s.setrole, pg_catalog.unnest(s.setconfig) c
 		WHERE s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
-		  AND c LIKE 'idle\_in\_transaction\_session\_timeout=%' AND c NOT IN ('idle_in_transaction_session_timeout=0')
+		  AND c LIKE 'idle\_in\_transaction\_session\_timeout=%' AND c !~ '=\s*0+\s*(ms|s|min|h|d)?\s*$'
 		  AND r.rolname = ANY ($1)`, producers)
 	if err != nil {
 		return nil, err

@@ -298,8 +298,8 @@ func TestDoctor(t *testing.T) {
 
 // On a real pglogical pair set up as docs/multi-master.md says, doctor
 // finds nothing wrong with the cluster; with node 2's notifier tables out of
-// replication, node 2 given node 1's id and its conflict resolution changed,
-// it names each.
+// replication, node 2 given node 1's id, its conflict resolution changed and
+// its subscription forwarding every origin, it names each.
 func TestDoctorCluster(t *testing.T) {
 	ctx := context.Background()
 	cluster, err := testenv.StartCluster(ctx, testenv.ClusterConfig{})
@@ -316,17 +316,23 @@ func TestDoctorCluster(t *testing.T) {
 	}
 	code, fs, errOut := runDoctor(t, "--database-url", cluster.URL(1), "--database-url", cluster.URL(2))
 	require.Equal(t, 0, code, errOut)
-	require.Empty(t, problems(fs))
+	var twice []string
+	for _, k := range cleanByPostgres {
+		twice = append(twice, k, k)
+	}
+	require.Equal(t, twice, kinds(fs))
 
 	require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT pglogical.replication_set_remove_table('default', c.oid)
 		FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r'`))
 	require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "ALTER DATABASE relay SET pg_relay.node_id = '1'"))
 	require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "ALTER SYSTEM SET pglogical.conflict_resolution = 'apply_remote'"))
 	require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "SELECT pg_reload_conf()"))
+	require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, "UPDATE pglogical.subscription SET sub_forward_origins = '{all}'"))
 	code, fs, _ = runDoctor(t, "--database-url", cluster.URL(1), "--database-url", cluster.URL(2))
 	require.Equal(t, 1, code)
 	n2 := fmt.Sprintf("%d/relay", cluster.Node(2).Port())
-	require.Equal(t, []string{"conflict-resolution " + n2, "node-id-duplicate ", "replication-missing " + n2}, problems(fs))
+	require.Equal(t, []string{"conflict-resolution " + n2, "node-id-duplicate ", "replication-forwarding " + n2,
+		"replication-missing " + n2}, problems(fs))
 	require.Contains(t, find(t, fs, "problem", "replication-missing").Fix,
 		"SELECT pglogical.replication_set_add_table('default', 'pgrelay_notifier.debug_log', synchronize_data := false);")
 	// Node 1 alone is a node of a cluster too (it has pglogical).

@@ -741,7 +741,9 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 			label += " (of extension " + ext + ")"
 			stmt = fmt.Sprintf("-- %s belongs to extension %s: keep that extension's schema off the Processor's search_path", name, ext)
 		}
-		if schemaSet[schema] {
+		// An extension's objects were installed on purpose by a privileged
+		// role: worth knowing, not a plant.
+		if schemaSet[schema] && ext == "" {
 			onPath, onFix = append(onPath, label), append(onFix, stmt)
 		} else {
 			offPath, offFix = append(offPath, label), append(offFix, stmt)
@@ -759,7 +761,7 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 	}
 	if len(offPath) > 0 {
 		out = append(out, finding{ID: "lookalike", Severity: severityWarning,
-			Message: "objects named like built-ins pgrelay's SQL calls, in schemas off the Processor's search_path (harmless until a search_path names them): " +
+			Message: "objects named like built-ins pgrelay's SQL calls, of an extension or in schemas off the Processor's search_path: " +
 				strings.Join(offPath, ", "),
 			Fix: strings.Join(offFix, "\n")})
 	}

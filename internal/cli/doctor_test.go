@@ -203,6 +203,14 @@ func TestDoctor(t *testing.T) {
 		require.Equal(t, []string{"warning idle-in-transaction-timeout", "warning lookalike", "warning owner-superuser",
 			"warning public-connect", "warning public-temp"}, kinds(fs))
 		require.Contains(t, find(t, fs, "warning", "lookalike").Message, "function app.now()")
+		// An extension's operators named like built-ins, in public: a
+		// warning, whatever the search_path.
+		plant("CREATE EXTENSION citext SCHEMA public")
+		code, fs, errOut = runDoctor(t, "--database-url", url)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, find(t, fs, "warning", "lookalike").Message, "operator public.= (citext, citext) (of extension citext)")
+		require.Contains(t, find(t, fs, "warning", "lookalike").Fix, "belongs to extension citext")
+		plant("DROP EXTENSION citext")
 
 		// Named with --processor-role, and as a member of pgrelay_processor.
 		for _, args := range [][]string{{"--processor-role", "doctor_relay"}, nil} {

@@ -1089,6 +1089,19 @@ func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]findin
 	}
 
 	// Open transactions that hold back vacuum of this database's tables.
+	// pg_stat_activity hides other roles' transactions from a login that is
+	// neither a superuser nor in pg_read_all_stats: say so rather than find
+	// nothing.
+	var seesAll bool
+	if err := n.conn.QueryRow(ctx, `SELECT r.rolsuper OR pg_catalog.pg_has_role(r.oid, 'pg_read_all_stats', 'USAGE')
+		FROM pg_catalog.pg_roles r WHERE r.rolname = current_user`).Scan(&seesAll); err != nil {
+		return nil, err
+	}
+	if !seesAll {
+		out = append(out, finding{ID: "long-transaction-unchecked", Severity: severityWarning,
+			Message: "this login is neither a superuser nor a member of pg_read_all_stats: other roles' open transactions are hidden from it and were not checked",
+			Fix:     "run pgrelay doctor as a superuser or a member of pg_read_all_stats"})
+	}
 	rows, err := n.conn.Query(ctx, `SELECT a.pid, COALESCE(a.usename::text, ''), COALESCE(a.application_name, ''), COALESCE(a.state, ''),
 		  pg_catalog.clock_timestamp() - a.xact_start
 		FROM pg_catalog.pg_stat_activity a

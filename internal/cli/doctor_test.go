@@ -243,6 +243,13 @@ func TestDoctor(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		require.Equal(t, clean, kinds(fs))
 		require.Equal(t, "GRANT pg_read_all_stats TO \"doctor_owner\";", find(t, fs, "warning", "publisher-stats").Fix)
+		// As the owner, who cannot see other roles' sessions: said, not
+		// passed over.
+		asOwner := strings.Replace(url, "postgres://postgres@", "postgres://doctor_owner@", 1)
+		code, fs, errOut = runDoctor(t, "--database-url", asOwner)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, []string{"warning idle-in-transaction-timeout", "warning long-transaction-unchecked",
+			"warning public-connect", "warning public-temp", "warning publisher-stats"}, kinds(fs))
 
 		// The publisher has run (a cursor) and left a row of two days ago.
 		super("doctor_pub", "INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (0, 'log', 0)")
@@ -298,7 +305,10 @@ func TestDoctor(t *testing.T) {
 		require.NotContains(t, kinds(fs), "problem node-id-unset")
 	})
 
-	// Usage.
+	// Not installed; usage.
+	code, _, errOut = cliMain("doctor", "--database-url", emptyDB(t))
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "pgrelay is not installed in this database: run 'pgrelay migrate' first")
 	code, _, errOut = cliMain("doctor")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--database-url (or PGRELAY_DATABASE_URL) is required")

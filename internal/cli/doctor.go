@@ -612,6 +612,9 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 			return nil, err
 		}
 	}
+	if procs == nil {
+		procs = []string{} // an empty array, not NULL: "<> ALL (NULL)" is never true
+	}
 	// Their search_path: the database's (as this session sees it) and any
 	// ALTER ROLE/DATABASE ... SET search_path that applies to them.
 	var paths []string
@@ -829,14 +832,15 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 	}
 	if r.Extension != "" {
 		var schema string
-		if err := n.conn.QueryRow(ctx, `SELECT x.extnamespace::regnamespace::text FROM pg_catalog.pg_extension x WHERE x.extname = $1`,
+		if err := n.conn.QueryRow(ctx, `SELECT s.nspname::text FROM pg_catalog.pg_extension x
+			JOIN pg_catalog.pg_namespace s ON s.oid = x.extnamespace WHERE x.extname = $1`,
 			r.Extension).Scan(&schema); err != nil {
 			return nil, err
 		}
 		var has bool
 		if err := n.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute
 			WHERE attrelid = pg_catalog.to_regclass($1) AND attname = 'sub_forward_origins' AND NOT attisdropped)`,
-			schema+".subscription").Scan(&has); err != nil {
+			pgx.Identifier{schema, "subscription"}.Sanitize()).Scan(&has); err != nil {
 			return nil, err
 		}
 		if has {
@@ -858,16 +862,31 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 	}
 
 	// pg_relay.node_id set for the database or the server, not only for a
-	// role or this session.
-	var dbLevel bool
-	var source string
-	if err := n.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
+	// role or this session. pg_settings does not show a parameter no
+	// library defines; the server's files do (pg_file_settings, for
+	// superusers and pg_read_all_settings). Without that view, a value this
+	// session has and no ALTER ROLE of this login gave counts as the
+	// server's.
+	var dbLevel, roleLevel, canReadFiles bool
+	var session string
+	if err := n.conn.QueryRow(ctx, `SELECT
+		  EXISTS (SELECT FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
 		   WHERE s.setrole = 0 AND c LIKE 'pg\_relay.node\_id=%'
 		     AND s.setdatabase = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())),
-		  COALESCE((SELECT source FROM pg_catalog.pg_settings WHERE name = 'pg_relay.node_id'), '')`).Scan(&dbLevel, &source); err != nil {
+		  EXISTS (SELECT FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
+		   WHERE s.setrole = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user) AND c LIKE 'pg\_relay.node\_id=%'),
+		  pg_catalog.has_table_privilege('pg_catalog.pg_file_settings', 'SELECT'),
+		  COALESCE(pg_catalog.current_setting('pg_relay.node_id', true), '')`).Scan(&dbLevel, &roleLevel, &canReadFiles, &session); err != nil {
 		return nil, err
 	}
-	if !dbLevel && source != "configuration file" && source != "command line" {
+	serverLevel := strings.TrimSpace(session) != "" && !roleLevel
+	if canReadFiles {
+		if err := n.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_file_settings f
+			WHERE f.name = 'pg_relay.node_id' AND f.error IS NULL)`).Scan(&serverLevel); err != nil {
+			return nil, err
+		}
+	}
+	if !dbLevel && !serverLevel {
 		out = append(out, finding{ID: "node-id-unset", Severity: severityProblem,
 			Message: fmt.Sprintf("pg_relay.node_id is not set for this database or server (this session sees node %d): every node of a cluster needs its own id", n.nodeID),
 			Fix: fmt.Sprintf("ALTER DATABASE %s SET pg_relay.node_id = '<N>';  -- a different N (0-1023) on each node",

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -303,6 +305,20 @@ func TestDoctor(t *testing.T) {
 		_, fs, _ = runDoctor(t, "--database-url", a, "--database-url", b)
 		require.NotContains(t, kinds(fs), "problem node-id-duplicate")
 		require.NotContains(t, kinds(fs), "problem node-id-unset")
+		// Set in postgresql.conf instead: the server's, which pg_settings
+		// does not show for a parameter no library defines.
+		super("doctor_node_a", "ALTER DATABASE doctor_node_a RESET pg_relay.node_id")
+		_, fs, _ = runDoctor(t, "--database-url", a, "--database-url", b)
+		require.Contains(t, kinds(fs), "problem node-id-unset")
+		f, err := os.OpenFile(filepath.Join(srv.DataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString("pg_relay.node_id = 7\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		super("postgres", "SELECT pg_reload_conf()")
+		_, fs, _ = runDoctor(t, "--database-url", a, "--database-url", b)
+		require.NotContains(t, kinds(fs), "problem node-id-unset")
+		require.NotContains(t, kinds(fs), "problem node-id-duplicate")
 	})
 
 	// Not installed; usage.

@@ -25,10 +25,10 @@ const (
 	severityWarning = "warning"
 )
 
-// finding is one thing `pgrelay doctor` found: a short stable id, its
+// doctorFinding is one thing `pgrelay doctor` found: a short stable id, its
 // severity, the database it is about (host:port/name, no credentials; empty
 // for a finding about the cluster as a whole), what is wrong and the fix.
-type finding struct {
+type doctorFinding struct {
 	ID       string `json:"id"`
 	Severity string `json:"severity"`
 	Database string `json:"database,omitempty"`
@@ -97,7 +97,7 @@ func runDoctor(ctx context.Context, a *app, args []string) error {
 	}
 	if *asJSON {
 		if findings == nil {
-			findings = []finding{}
+			findings = []doctorFinding{}
 		}
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
@@ -108,19 +108,19 @@ func runDoctor(ctx context.Context, a *app, args []string) error {
 		printFindings(a, findings)
 	}
 	if n := countSeverity(findings, severityProblem); n > 0 {
-		return fmt.Errorf("%d %s found", n, plural(n, "problem"))
+		return fmt.Errorf("%d %s found", n, doctorPlural(n, "problem"))
 	}
 	return nil
 }
 
-func plural(n int, word string) string {
+func doctorPlural(n int, word string) string {
 	if n == 1 {
 		return word
 	}
 	return word + "s"
 }
 
-func countSeverity(fs []finding, sev string) int {
+func countSeverity(fs []doctorFinding, sev string) int {
 	n := 0
 	for _, f := range fs {
 		if f.Severity == sev {
@@ -132,7 +132,7 @@ func countSeverity(fs []finding, sev string) int {
 
 // printFindings prints one block per finding: severity, id and database on
 // the first line, the message, then the fix indented.
-func printFindings(a *app, findings []finding) {
+func printFindings(a *app, findings []doctorFinding) {
 	for _, f := range findings {
 		where := ""
 		if f.Database != "" {
@@ -155,13 +155,13 @@ func printFindings(a *app, findings []finding) {
 		fmt.Fprintln(a.stdout, "no problems found")
 		return
 	}
-	fmt.Fprintf(a.stdout, "%d %s, %d %s\n", p, plural(p, "problem"), w, plural(w, "warning"))
+	fmt.Fprintf(a.stdout, "%d %s, %d %s\n", p, doctorPlural(p, "problem"), w, doctorPlural(w, "warning"))
 }
 
 // doctor connects to every URL, runs every check and returns the findings,
 // problems first. An error means it could not run (connect, no schema); a
 // check that fails becomes a finding of its own.
-func doctor(ctx context.Context, urls []string, cfg doctorConfig) ([]finding, error) {
+func doctor(ctx context.Context, urls []string, cfg doctorConfig) ([]doctorFinding, error) {
 	var nodes []*doctorNode
 	defer func() {
 		for _, n := range nodes {
@@ -175,7 +175,7 @@ func doctor(ctx context.Context, urls []string, cfg doctorConfig) ([]finding, er
 		}
 		nodes = append(nodes, n)
 	}
-	var out []finding
+	var out []doctorFinding
 	for _, n := range nodes {
 		fs, err := n.start(ctx)
 		if err != nil {
@@ -194,7 +194,7 @@ func doctor(ctx context.Context, urls []string, cfg doctorConfig) ([]finding, er
 		for _, c := range doctorChecks() {
 			fs, err := c.run(ctx, n, cfg)
 			if err != nil {
-				out = append(out, finding{ID: c.id + "-unchecked", Severity: severityProblem, Database: n.label,
+				out = append(out, doctorFinding{ID: c.id + "-unchecked", Severity: severityProblem, Database: n.label,
 					Message: fmt.Sprintf("could not check %s: %s", c.what, oneLine(err.Error())),
 					Fix:     "run pgrelay doctor as the schema's owner or a superuser"})
 				continue
@@ -249,7 +249,7 @@ func connectDoctor(ctx context.Context, url string) (*doctorNode, error) {
 
 // start reads what every check needs: the schema version, pgrelay's owner,
 // the node id, whether a replication extension is installed.
-func (n *doctorNode) start(ctx context.Context) ([]finding, error) {
+func (n *doctorNode) start(ctx context.Context) ([]doctorFinding, error) {
 	v, err := migrations.Current(ctx, n.conn)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", n.label, err)
@@ -257,9 +257,9 @@ func (n *doctorNode) start(ctx context.Context) ([]finding, error) {
 	if v == 0 {
 		return nil, fmt.Errorf("%s: pgrelay is not installed in this database: run 'pgrelay migrate' first", n.label)
 	}
-	var out []finding
+	var out []doctorFinding
 	if want := migrations.Latest(); v < want {
-		out = append(out, finding{ID: "schema-outdated", Severity: severityProblem, Database: n.label,
+		out = append(out, doctorFinding{ID: "schema-outdated", Severity: severityProblem, Database: n.label,
 			Message: fmt.Sprintf("the schema is at version %d, this pgrelay's is %d: a Processor of this version refuses to start", v, want),
 			Fix:     "pgrelay migrate --database-url <this database's URL>"})
 	}
@@ -277,7 +277,7 @@ func (n *doctorNode) start(ctx context.Context) ([]finding, error) {
 type doctorCheck struct {
 	id   string // prefix of the finding that says the check could not run
 	what string
-	run  func(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]finding, error)
+	run  func(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]doctorFinding, error)
 }
 
 func doctorChecks() []doctorCheck {
@@ -296,24 +296,24 @@ func doctorChecks() []doctorCheck {
 // pgrelayRoles are the NOLOGIN roles pgrelay migrate creates.
 var pgrelayRoles = []string{"pgrelay_admin", "pgrelay_notifier", "pgrelay_processor", "pgrelay_producer"}
 
-func checkRoles(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding, error) {
+func checkRoles(ctx context.Context, n *doctorNode, _ doctorConfig) ([]doctorFinding, error) {
 	rows, err := n.conn.Query(ctx, `SELECT w.name, r.oid IS NOT NULL, COALESCE(r.rolcanlogin, false)
 		FROM pg_catalog.unnest($1::text[]) w(name)
 		LEFT JOIN pg_catalog.pg_roles r ON r.rolname = w.name ORDER BY 1`, pgrelayRoles)
 	if err != nil {
 		return nil, err
 	}
-	var out []finding
+	var out []doctorFinding
 	var name string
 	var exists, login bool
 	_, err = pgx.ForEachRow(rows, []any{&name, &exists, &login}, func() error {
 		switch {
 		case !exists:
-			out = append(out, finding{ID: "role-missing", Severity: severityProblem,
+			out = append(out, doctorFinding{ID: "role-missing", Severity: severityProblem,
 				Message: fmt.Sprintf("role %s does not exist: the logins that should hold it cannot use pgrelay", name),
 				Fix:     fmt.Sprintf("CREATE ROLE %s NOLOGIN;  -- then grant it as docs/reference.md (Roles and privileges) lists", pgx.Identifier{name}.Sanitize())})
 		case login:
-			out = append(out, finding{ID: "role-login", Severity: severityProblem,
+			out = append(out, doctorFinding{ID: "role-login", Severity: severityProblem,
 				Message: fmt.Sprintf("role %s can log in: pgrelay's roles are granted to logins, never logged in as", name),
 				Fix:     fmt.Sprintf("ALTER ROLE %s NOLOGIN;", pgx.Identifier{name}.Sanitize())})
 		}
@@ -337,7 +337,7 @@ func checkRoles(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding, 
 		}
 	}
 	if len(bad) > 0 {
-		out = append(out, finding{ID: "notifier-member", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "notifier-member", Severity: severityProblem,
 			Message: fmt.Sprintf("logins that are members of pgrelay_notifier besides the owner %s: %s (they can act as the notifier: change any email and its status)",
 				n.owner, strings.Join(bad, ", ")),
 			Fix: strings.Join(fix, "\n") + "\n-- a membership through another role: revoke that role's instead"})
@@ -386,7 +386,7 @@ const pgrelayObjects = `WITH o(kind, name, owner, acl, schema) AS (
 	   WHERE s.nspname IN ('pgrelay', 'pgrelay_notifier'))
 	`
 
-func checkPublicPrivileges(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding, error) {
+func checkPublicPrivileges(ctx context.Context, n *doctorNode, _ doctorConfig) ([]doctorFinding, error) {
 	rows, err := n.conn.Query(ctx, pgrelayObjects+`
 		SELECT o.kind, o.name, pg_catalog.string_agg(DISTINCT a.privilege_type, ', ')
 		  FROM o, pg_catalog.aclexplode(o.acl) a
@@ -405,13 +405,13 @@ func checkPublicPrivileges(ctx context.Context, n *doctorNode, _ doctorConfig) (
 	if err != nil || len(list) == 0 {
 		return nil, err
 	}
-	return []finding{{ID: "public-privileges", Severity: severityProblem,
+	return []doctorFinding{{ID: "public-privileges", Severity: severityProblem,
 		Message: "PUBLIC (every login) has privileges on pgrelay's objects: " + strings.Join(list, "; "),
 		Fix:     strings.Join(fix, "\n")}}, nil
 }
 
-func checkOwners(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding, error) {
-	var out []finding
+func checkOwners(ctx context.Context, n *doctorNode, _ doctorConfig) ([]doctorFinding, error) {
+	var out []doctorFinding
 	// The notifier's functions belong to pgrelay_notifier; every other
 	// object to the owner of schema pgrelay.
 	rows, err := n.conn.Query(ctx, pgrelayObjects+`
@@ -441,13 +441,13 @@ func checkOwners(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding,
 		return nil, err
 	}
 	if len(notifier) > 0 {
-		out = append(out, finding{ID: "notifier-function-owner", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "notifier-function-owner", Severity: severityProblem,
 			Message: "functions of pgrelay_notifier not owned by the role pgrelay_notifier (their SECURITY DEFINER code runs as their owner): " +
 				strings.Join(notifier, ", "),
 			Fix: strings.Join(notifierFix, "\n") + "\n-- as a non-superuser: GRANT CREATE ON SCHEMA pgrelay_notifier TO pgrelay_notifier first, REVOKE it after"})
 	}
 	if len(mixed) > 0 {
-		out = append(out, finding{ID: "owner-mixed", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "owner-mixed", Severity: severityProblem,
 			Message: fmt.Sprintf("pgrelay's objects have more than one owner; schema pgrelay belongs to %s, but: %s", n.owner, strings.Join(mixed, ", ")),
 			Fix:     strings.Join(mixedFix, "\n")})
 	}
@@ -482,7 +482,7 @@ func checkOwners(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding,
 				fix = append(fix, fmt.Sprintf("REVOKE %s FROM %s;", pgx.Identifier{n.owner}.Sanitize(), pgx.Identifier{r}.Sanitize()))
 			}
 		}
-		out = append(out, finding{ID: "owner-producer", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "owner-producer", Severity: severityProblem,
 			Message: fmt.Sprintf("roles that are producers (pgrelay_producer) and hold the rights of pgrelay's owner %s: %s (a producer could change pgrelay's functions and tables)",
 				n.owner, strings.Join(both, ", ")),
 			Fix: strings.Join(fix, "\n") + "\n-- a membership through another role: revoke that role's instead"})
@@ -493,14 +493,14 @@ func checkOwners(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding,
 		return nil, err
 	}
 	if super {
-		out = append(out, finding{ID: "owner-superuser", Severity: severityWarning,
+		out = append(out, doctorFinding{ID: "owner-superuser", Severity: severityWarning,
 			Message: fmt.Sprintf("pgrelay's owner %s is a superuser: its SECURITY DEFINER functions run with every right on the server", n.owner),
 			Fix:     "install with a dedicated owner login that is no superuser (docs/dba-guide.md, Installing and upgrading)"})
 	}
 	return out, nil
 }
 
-func checkPublicDatabase(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding, error) {
+func checkPublicDatabase(ctx context.Context, n *doctorNode, _ doctorConfig) ([]doctorFinding, error) {
 	rows, err := n.conn.Query(ctx, `SELECT d.datname::text, a.privilege_type
 		FROM pg_catalog.pg_database d, pg_catalog.aclexplode(COALESCE(d.datacl, pg_catalog.acldefault('d'::"char", d.datdba))) a
 		WHERE d.datname = pg_catalog.current_database() AND a.grantee = 0 AND a.privilege_type IN ('CONNECT', 'TEMPORARY')
@@ -508,18 +508,18 @@ func checkPublicDatabase(ctx context.Context, n *doctorNode, _ doctorConfig) ([]
 	if err != nil {
 		return nil, err
 	}
-	var out []finding
+	var out []doctorFinding
 	var db, priv string
 	_, err = pgx.ForEachRow(rows, []any{&db, &priv}, func() error {
 		d := pgx.Identifier{db}.Sanitize()
 		switch priv {
 		case "CONNECT":
-			out = append(out, finding{ID: "public-connect", Severity: severityWarning,
+			out = append(out, doctorFinding{ID: "public-connect", Severity: severityWarning,
 				Message: fmt.Sprintf("PUBLIC may connect to database %s (PostgreSQL's default): any login can connect and take pgrelay's advisory locks", db),
 				Fix: fmt.Sprintf("REVOKE CONNECT ON DATABASE %s FROM PUBLIC;\nGRANT CONNECT ON DATABASE %s TO pgrelay_producer, pgrelay_processor, pgrelay_admin;"+
 					"  -- and to your application's other logins", d, d)})
 		case "TEMPORARY":
-			out = append(out, finding{ID: "public-temp", Severity: severityWarning,
+			out = append(out, doctorFinding{ID: "public-temp", Severity: severityWarning,
 				Message: fmt.Sprintf("PUBLIC may create temporary objects in database %s (PostgreSQL's default)", db),
 				Fix:     fmt.Sprintf("REVOKE TEMPORARY ON DATABASE %s FROM PUBLIC;  -- grant it back to the logins that need it", d)})
 		}
@@ -594,7 +594,7 @@ func splitSearchPath(v string) []string {
 	return out
 }
 
-func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]finding, error) {
+func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]doctorFinding, error) {
 	// The Processor's logins.
 	var procs []string
 	if cfg.processorRole != "" {
@@ -656,7 +656,7 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 	}
 	sort.Strings(schemas)
 
-	var out []finding
+	var out []doctorFinding
 	// Who may create objects in those schemas, besides the superusers,
 	// pgrelay's owner and the Processor's logins themselves.
 	rows, err = n.conn.Query(ctx, `SELECT s.nspname::text, 'PUBLIC', false, 0
@@ -701,7 +701,7 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 		return nil, err
 	}
 	if len(writers) > 0 {
-		out = append(out, finding{ID: "search-path-writable", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "search-path-writable", Severity: severityProblem,
 			Message: fmt.Sprintf("roles other than pgrelay's owner may create objects in a schema on the Processor's search_path (%s): %s; "+
 				"a look-alike of a built-in there can be called instead of it", strings.Join(schemas, ", "), strings.Join(writers, ", ")),
 			Fix: strings.Join(fix, "\n")})
@@ -757,13 +757,13 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 		return nil, err
 	}
 	if len(onPath) > 0 {
-		out = append(out, finding{ID: "lookalike", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "lookalike", Severity: severityProblem,
 			Message: "on the Processor's search_path, objects named like built-ins pgrelay's SQL calls (an inexact argument type can pick them over pg_catalog's): " +
 				strings.Join(onPath, ", "),
 			Fix: strings.Join(onFix, "\n")})
 	}
 	if len(offPath) > 0 {
-		out = append(out, finding{ID: "lookalike", Severity: severityWarning,
+		out = append(out, doctorFinding{ID: "lookalike", Severity: severityWarning,
 			Message: "objects named like built-ins pgrelay's SQL calls, of an extension or in schemas off the Processor's search_path: " +
 				strings.Join(offPath, ", "),
 			Fix: strings.Join(offFix, "\n")})
@@ -775,18 +775,18 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fi
 // docs/multi-master.md asks: every table replicated (the rule of
 // checkReplication), track_commit_timestamp on, last update wins, and
 // subscriptions that forward nothing.
-func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig) ([]finding, error) {
+func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig) ([]doctorFinding, error) {
 	if !n.cluster {
 		return nil, nil
 	}
-	var out []finding
+	var out []doctorFinding
 	r, err := checkReplication(ctx, n.conn)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case r.Extension == "":
-		out = append(out, finding{ID: "replication-missing", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "replication-missing", Severity: severityProblem,
 			Message: fmt.Sprintf("node %d has neither Spock nor pglogical: nothing of pgrelay's replicates to or from it", r.Node),
 			Fix:     "set up Spock or pglogical as docs/multi-master.md (Setting up a cluster) says"})
 	case len(r.Missing) > 0:
@@ -798,7 +798,7 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 				fix = append(fix, fmt.Sprintf("SELECT pglogical.replication_set_add_table('default', '%s', synchronize_data := false);", t))
 			}
 		}
-		out = append(out, finding{ID: "replication-missing", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "replication-missing", Severity: severityProblem,
 			Message: fmt.Sprintf("node %d (%s): tables in no replication set its subscriptions use: %s", r.Node, r.Extension, strings.Join(r.Missing, ", ")),
 			Fix:     strings.Join(fix, "\n") + "\n-- with the set your subscriptions name, if not 'default'"})
 	}
@@ -816,7 +816,7 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 		return nil, err
 	}
 	if track != "on" {
-		out = append(out, finding{ID: "track-commit-timestamp", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "track-commit-timestamp", Severity: severityProblem,
 			Message: fmt.Sprintf("node %d: track_commit_timestamp is %s: last-update-wins conflict resolution needs it on", n.nodeID, track),
 			Fix:     "ALTER SYSTEM SET track_commit_timestamp = on;  -- then restart the server"})
 	}
@@ -826,7 +826,7 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 		if !conflictSet {
 			shown = "not set (the library is not loaded)"
 		}
-		out = append(out, finding{ID: "conflict-resolution", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "conflict-resolution", Severity: severityProblem,
 			Message: fmt.Sprintf("node %d: %s.conflict_resolution is %s: pgrelay's tables need last update wins", n.nodeID, r.Extension, shown),
 			Fix:     fmt.Sprintf("ALTER SYSTEM SET %s.conflict_resolution = 'last_update_wins';\nSELECT pg_catalog.pg_reload_conf();", r.Extension)})
 	}
@@ -854,7 +854,7 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 				return nil, err
 			}
 			if len(subs) > 0 {
-				out = append(out, finding{ID: "replication-forwarding", Severity: severityProblem,
+				out = append(out, doctorFinding{ID: "replication-forwarding", Severity: severityProblem,
 					Message: fmt.Sprintf("node %d: subscriptions that forward changes from other origins (changes loop between nodes): %s", n.nodeID, strings.Join(subs, ", ")),
 					Fix:     "create these subscriptions again with forward_origins := '{}' (docs/multi-master.md, Setting up a cluster)"})
 			}
@@ -887,7 +887,7 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 		}
 	}
 	if !dbLevel && !serverLevel {
-		out = append(out, finding{ID: "node-id-unset", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "node-id-unset", Severity: severityProblem,
 			Message: fmt.Sprintf("pg_relay.node_id is not set for this database or server (this session sees node %d): every node of a cluster needs its own id", n.nodeID),
 			Fix: fmt.Sprintf("ALTER DATABASE %s SET pg_relay.node_id = '<N>';  -- a different N (0-1023) on each node",
 				pgx.Identifier{n.dbName}.Sanitize())})
@@ -896,7 +896,7 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 }
 
 // nodeIDFindings: the nodes given must have different ids.
-func nodeIDFindings(nodes []*doctorNode) []finding {
+func nodeIDFindings(nodes []*doctorNode) []doctorFinding {
 	by := map[int][]string{}
 	for _, n := range nodes {
 		by[n.nodeID] = append(by[n.nodeID], n.label)
@@ -906,10 +906,10 @@ func nodeIDFindings(nodes []*doctorNode) []finding {
 		ids = append(ids, id)
 	}
 	sort.Ints(ids)
-	var out []finding
+	var out []doctorFinding
 	for _, id := range ids {
 		if len(by[id]) > 1 {
-			out = append(out, finding{ID: "node-id-duplicate", Severity: severityProblem,
+			out = append(out, doctorFinding{ID: "node-id-duplicate", Severity: severityProblem,
 				Message: fmt.Sprintf("node id %d is used by %s: ids would collide and each node would take the other's rows for its own", id, strings.Join(by[id], ", ")),
 				Fix:     "ALTER DATABASE <database> SET pg_relay.node_id = '<N>';  -- on all but one of them, each with an unused N (0-1023), before any Processor runs there"})
 		}
@@ -919,7 +919,7 @@ func nodeIDFindings(nodes []*doctorNode) []finding {
 
 // skewFindings: the nodes' clocks, measured from this machine, must agree
 // within max: leases, heartbeats and ids use each node's clock.
-func skewFindings(nodes []*doctorNode, max time.Duration) []finding {
+func skewFindings(nodes []*doctorNode, max time.Duration) []doctorFinding {
 	if len(nodes) < 2 {
 		return nil
 	}
@@ -936,14 +936,14 @@ func skewFindings(nodes []*doctorNode, max time.Duration) []finding {
 	if d <= max {
 		return nil
 	}
-	return []finding{{ID: "clock-skew", Severity: severityProblem,
+	return []doctorFinding{{ID: "clock-skew", Severity: severityProblem,
 		Message: fmt.Sprintf("the clock of %s is %s ahead of %s's (more than %s): leases, heartbeats and ids use each node's clock",
 			hi.label, d.Round(time.Millisecond), lo.label, max),
 		Fix: "synchronise the servers' clocks (NTP)"}}
 }
 
-func checkPublisher(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]finding, error) {
-	var out []finding
+func checkPublisher(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]doctorFinding, error) {
+	var out []doctorFinding
 	var cursors int
 	if err := n.conn.QueryRow(ctx, "SELECT count(*) FROM pgrelay.publish_cursors").Scan(&cursors); err != nil {
 		return nil, err
@@ -956,7 +956,7 @@ func checkPublisher(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fin
 		return nil, err
 	}
 	if !canSee {
-		f := finding{ID: "publisher-stats", Severity: severityWarning,
+		f := doctorFinding{ID: "publisher-stats", Severity: severityWarning,
 			Message: fmt.Sprintf("pgrelay's owner %s is neither a superuser nor a member of pg_read_all_stats: a Processor with --nats-url will stop publishing (PR040)", owner),
 			Fix:     fmt.Sprintf("GRANT pg_read_all_stats TO %s;", pgx.Identifier{owner}.Sanitize())}
 		if cursors > 0 {
@@ -996,11 +996,11 @@ func checkPublisher(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]fin
 		if c.backlog > c.cap {
 			count = "more than " + strconv.FormatInt(c.cap, 10)
 		}
-		out = append(out, finding{ID: "publish-lag", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "publish-lag", Severity: severityProblem,
 			Message: fmt.Sprintf("node %d's NATS publisher (source %s) has %s unpublished events, the oldest %s old (written %s): "+
-				"the Processors delete log rows older than --log-retention (168h by default) whether published or not",
+				"the Processors' retention (--log-retention, a flag doctor cannot see) deletes old log rows, and an event deleted before it is published never reaches NATS",
 				c.node, c.source, count, age.Round(time.Second), oldest.UTC().Format(time.RFC3339)),
-			Fix: "find why node " + strconv.Itoa(c.node) + "'s publisher is behind (pgrelay stats, the Processor's log, pgrelay_events_backlog); raise --log-retention above the lag until it catches up"})
+			Fix: "find why node " + strconv.Itoa(c.node) + "'s publisher is behind (pgrelay stats, the Processor's log, pgrelay_events_backlog); keep the retention above the lag until it catches up"})
 	}
 	return out, nil
 }
@@ -1059,8 +1059,8 @@ func queueStorage() (map[string]string, error) {
 	return out, nil
 }
 
-func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]finding, error) {
-	var out []finding
+func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]doctorFinding, error) {
+	var out []doctorFinding
 	var autovacuum string
 	var opts []string
 	if err := n.conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('autovacuum'), COALESCE(c.reloptions, '{}')
@@ -1068,7 +1068,7 @@ func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]findin
 		return nil, err
 	}
 	if autovacuum != "on" {
-		out = append(out, finding{ID: "autovacuum-off", Severity: severityProblem,
+		out = append(out, doctorFinding{ID: "autovacuum-off", Severity: severityProblem,
 			Message: "autovacuum is off: the queue's dead rows pile up and every claim walks over them",
 			Fix:     "ALTER SYSTEM SET autovacuum = on;\nSELECT pg_catalog.pg_reload_conf();"})
 	}
@@ -1102,7 +1102,7 @@ func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]findin
 		set = append(set, "autovacuum_enabled = true")
 	}
 	if len(diff) > 0 {
-		out = append(out, finding{ID: "queue-autovacuum", Severity: severityWarning,
+		out = append(out, doctorFinding{ID: "queue-autovacuum", Severity: severityWarning,
 			Message: "pgrelay.queue's autovacuum storage parameters differ from what pgrelay migrate sets (docs/dba-guide.md, Vacuum): " + strings.Join(diff, ", "),
 			Fix:     "ALTER TABLE pgrelay.queue SET (" + strings.Join(set, ", ") + ");"})
 	}
@@ -1117,7 +1117,7 @@ func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]findin
 		return nil, err
 	}
 	if !seesAll {
-		out = append(out, finding{ID: "long-transaction-unchecked", Severity: severityWarning,
+		out = append(out, doctorFinding{ID: "long-transaction-unchecked", Severity: severityWarning,
 			Message: "this login is neither a superuser nor a member of pg_read_all_stats: other roles' open transactions are hidden from it and were not checked",
 			Fix:     "run pgrelay doctor as a superuser or a member of pg_read_all_stats"})
 	}
@@ -1159,7 +1159,7 @@ func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]findin
 		return nil, err
 	}
 	if len(txs) > 0 {
-		out = append(out, finding{ID: "long-transaction", Severity: severityWarning,
+		out = append(out, doctorFinding{ID: "long-transaction", Severity: severityWarning,
 			Message: fmt.Sprintf("transactions open longer than %s hold back vacuum of the queue's dead rows: %s", cfg.maxTransactionAge, strings.Join(txs, "; ")),
 			Fix:     "-- once you know what they are:\n" + strings.Join(kill, "\n")})
 	}
@@ -1202,7 +1202,7 @@ func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]findin
 			if len(without) > 0 {
 				who = "nor do the producer logins " + strings.Join(without, ", ")
 			}
-			out = append(out, finding{ID: "idle-in-transaction-timeout", Severity: severityWarning,
+			out = append(out, doctorFinding{ID: "idle-in-transaction-timeout", Severity: severityWarning,
 				Message: "idle_in_transaction_session_timeout is 0 for this database, " + who +
 					": a session left idle in a transaction holds back the queue's vacuum until it ends",
 				Fix: fmt.Sprintf("ALTER DATABASE %s SET idle_in_transaction_session_timeout = '5min';  -- or per application login: ALTER ROLE <login> SET ...",

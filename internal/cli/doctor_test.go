@@ -37,8 +37,8 @@ func runDoctor(t *testing.T, args ...string) (int, []doctorFinding, string) {
 	return code, fs, errOut
 }
 
-// kinds is "severity id" of every finding, sorted.
-func kinds(fs []doctorFinding) []string {
+// findingKinds is "severity id" of every finding, sorted.
+func findingKinds(fs []doctorFinding) []string {
 	out := []string{}
 	for _, f := range fs {
 		out = append(out, f.Severity+" "+f.ID)
@@ -47,14 +47,14 @@ func kinds(fs []doctorFinding) []string {
 	return out
 }
 
-func find(t *testing.T, fs []doctorFinding, sev, id string) doctorFinding {
+func findingOf(t *testing.T, fs []doctorFinding, sev, id string) doctorFinding {
 	t.Helper()
 	for _, f := range fs {
 		if f.ID == id && f.Severity == sev {
 			return f
 		}
 	}
-	t.Fatalf("no %s %s among %v", sev, id, kinds(fs))
+	t.Fatalf("no %s %s among %v", sev, id, findingKinds(fs))
 	return doctorFinding{}
 }
 
@@ -87,10 +87,10 @@ func TestDoctor(t *testing.T) {
 	clean := newDatabase("doctor_clean")
 	code, fs, errOut := runDoctor(t, "--database-url", clean)
 	require.Equal(t, 0, code, "%s %+v", errOut, fs)
-	require.Equal(t, cleanByPostgres, kinds(fs))
+	require.Equal(t, cleanByPostgres, findingKinds(fs))
 	require.Equal(t, "REVOKE CONNECT ON DATABASE \"doctor_clean\" FROM PUBLIC;\n"+
 		"GRANT CONNECT ON DATABASE \"doctor_clean\" TO pgrelay_producer, pgrelay_processor, pgrelay_admin;  -- and to your application's other logins",
-		find(t, fs, "warning", "public-connect").Fix)
+		findingOf(t, fs, "warning", "public-connect").Fix)
 	code, out, errOut := cliMain("doctor", "--database-url", clean)
 	require.Equal(t, 0, code, errOut)
 	label := fmt.Sprintf("127.0.0.1:%d/doctor_clean", srv.Port())
@@ -149,21 +149,21 @@ func TestDoctor(t *testing.T) {
 			"problem owner-producer", "problem public-privileges", "problem role-login", "problem search-path-writable",
 			"warning idle-in-transaction-timeout", "warning long-transaction", "warning owner-superuser",
 			"warning public-connect", "warning public-temp", "warning queue-autovacuum",
-		}, kinds(fs))
+		}, findingKinds(fs))
 		require.Equal(t, "DROP FUNCTION public.pg_advisory_xact_lock(text, text);\nDROP OPERATOR public.* (numeric, integer);",
-			find(t, fs, "problem", "lookalike").Fix)
+			findingOf(t, fs, "problem", "lookalike").Fix)
 		require.Equal(t, "REVOKE ALL ON TABLE pgrelay.queue FROM PUBLIC;\nREVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;",
-			find(t, fs, "problem", "public-privileges").Fix)
-		require.Contains(t, find(t, fs, "problem", "notifier-member").Fix, "REVOKE pgrelay_notifier FROM \"doctor_mallory\";")
-		require.Contains(t, find(t, fs, "problem", "notifier-function-owner").Fix, "ALTER FUNCTION pgrelay_notifier.\"fetch\"(p_notification_id bigint) OWNER TO \"pgrelay_notifier\";")
-		require.Contains(t, find(t, fs, "problem", "owner-producer").Fix, "REVOKE \"postgres\" FROM \"doctor_app\";")
-		require.Equal(t, "ALTER ROLE \"pgrelay_admin\" NOLOGIN;", find(t, fs, "problem", "role-login").Fix)
+			findingOf(t, fs, "problem", "public-privileges").Fix)
+		require.Contains(t, findingOf(t, fs, "problem", "notifier-member").Fix, "REVOKE pgrelay_notifier FROM \"doctor_mallory\";")
+		require.Contains(t, findingOf(t, fs, "problem", "notifier-function-owner").Fix, "ALTER FUNCTION pgrelay_notifier.\"fetch\"(p_notification_id bigint) OWNER TO \"pgrelay_notifier\";")
+		require.Contains(t, findingOf(t, fs, "problem", "owner-producer").Fix, "REVOKE \"postgres\" FROM \"doctor_app\";")
+		require.Equal(t, "ALTER ROLE \"pgrelay_admin\" NOLOGIN;", findingOf(t, fs, "problem", "role-login").Fix)
 		// doctor_app, a member of the database's owner, owns public too.
-		require.Contains(t, find(t, fs, "problem", "search-path-writable").Message, "PUBLIC (schema public), doctor_app (schema public)")
-		require.Contains(t, find(t, fs, "problem", "search-path-writable").Fix, `REVOKE CREATE ON SCHEMA "public" FROM PUBLIC;`)
-		require.Equal(t, "ALTER TABLE pgrelay.queue SET (autovacuum_vacuum_threshold = 5000);", find(t, fs, "warning", "queue-autovacuum").Fix)
-		require.Contains(t, find(t, fs, "warning", "long-transaction").Fix, fmt.Sprintf("SELECT pg_catalog.pg_terminate_backend(%d);", pid))
-		require.Contains(t, find(t, fs, "warning", "idle-in-transaction-timeout").Message, "nor do the producer logins doctor_app")
+		require.Contains(t, findingOf(t, fs, "problem", "search-path-writable").Message, "PUBLIC (schema public), doctor_app (schema public)")
+		require.Contains(t, findingOf(t, fs, "problem", "search-path-writable").Fix, `REVOKE CREATE ON SCHEMA "public" FROM PUBLIC;`)
+		require.Equal(t, "ALTER TABLE pgrelay.queue SET (autovacuum_vacuum_threshold = 5000);", findingOf(t, fs, "warning", "queue-autovacuum").Fix)
+		require.Contains(t, findingOf(t, fs, "warning", "long-transaction").Fix, fmt.Sprintf("SELECT pg_catalog.pg_terminate_backend(%d);", pid))
+		require.Contains(t, findingOf(t, fs, "warning", "idle-in-transaction-timeout").Message, "nor do the producer logins doctor_app")
 
 		// The fixes, run as given, clear what they fix.
 		_, err = tx.Exec(ctx, "ROLLBACK")
@@ -176,11 +176,11 @@ func TestDoctor(t *testing.T) {
 		plant("DROP FUNCTION public.mul(numeric, integer)")
 		code, fs, errOut = runDoctor(t, "--database-url", url, "--max-transaction-age", "50ms")
 		require.Equal(t, 0, code, errOut)
-		require.Equal(t, cleanByPostgres, kinds(fs))
-		require.Contains(t, find(t, fs, "warning", "idle-in-transaction-timeout").Message, "nor do the producer logins doctor_app")
+		require.Equal(t, cleanByPostgres, findingKinds(fs))
+		require.Contains(t, findingOf(t, fs, "warning", "idle-in-transaction-timeout").Message, "nor do the producer logins doctor_app")
 		plant("ALTER ROLE doctor_app SET idle_in_transaction_session_timeout = '1min'")
 		_, fs, _ = runDoctor(t, "--database-url", url)
-		require.NotContains(t, kinds(fs), "warning idle-in-transaction-timeout")
+		require.NotContains(t, findingKinds(fs), "warning idle-in-transaction-timeout")
 	})
 
 	t.Run("search path of the Processor's login", func(t *testing.T) {
@@ -203,15 +203,15 @@ func TestDoctor(t *testing.T) {
 		code, fs, errOut := runDoctor(t, "--database-url", url)
 		require.Equal(t, 0, code, errOut)
 		require.Equal(t, []string{"warning idle-in-transaction-timeout", "warning lookalike", "warning owner-superuser",
-			"warning public-connect", "warning public-temp"}, kinds(fs))
-		require.Contains(t, find(t, fs, "warning", "lookalike").Message, "function app.now()")
+			"warning public-connect", "warning public-temp"}, findingKinds(fs))
+		require.Contains(t, findingOf(t, fs, "warning", "lookalike").Message, "function app.now()")
 		// An extension's operators named like built-ins, in public: a
 		// warning, whatever the search_path.
 		plant("CREATE EXTENSION citext SCHEMA public")
 		code, fs, errOut = runDoctor(t, "--database-url", url)
 		require.Equal(t, 0, code, errOut)
-		require.Contains(t, find(t, fs, "warning", "lookalike").Message, "operator public.= (citext, citext) (of extension citext)")
-		require.Contains(t, find(t, fs, "warning", "lookalike").Fix, "belongs to extension citext")
+		require.Contains(t, findingOf(t, fs, "warning", "lookalike").Message, "operator public.= (citext, citext) (of extension citext)")
+		require.Contains(t, findingOf(t, fs, "warning", "lookalike").Fix, "belongs to extension citext")
 		plant("DROP EXTENSION citext")
 
 		// Named with --processor-role, and as a member of pgrelay_processor.
@@ -221,9 +221,9 @@ func TestDoctor(t *testing.T) {
 			}
 			code, fs, _ = runDoctor(t, append([]string{"--database-url", url}, args...)...)
 			require.Equal(t, 1, code)
-			require.Equal(t, append([]string{"problem lookalike", "problem search-path-writable"}, cleanByPostgres...), kinds(fs), args)
-			require.Contains(t, find(t, fs, "problem", "search-path-writable").Message, "doctor_dev (schema app)")
-			require.Contains(t, find(t, fs, "problem", "search-path-writable").Fix, "ALTER ROLE <processor login> SET search_path")
+			require.Equal(t, append([]string{"problem lookalike", "problem search-path-writable"}, cleanByPostgres...), findingKinds(fs), args)
+			require.Contains(t, findingOf(t, fs, "problem", "search-path-writable").Message, "doctor_dev (schema app)")
+			require.Contains(t, findingOf(t, fs, "problem", "search-path-writable").Fix, "ALTER ROLE <processor login> SET search_path")
 		}
 	})
 
@@ -243,15 +243,15 @@ func TestDoctor(t *testing.T) {
 		clean := []string{"warning idle-in-transaction-timeout", "warning public-connect", "warning public-temp", "warning publisher-stats"}
 		code, fs, errOut := runDoctor(t, "--database-url", url)
 		require.Equal(t, 0, code, errOut)
-		require.Equal(t, clean, kinds(fs))
-		require.Equal(t, "GRANT pg_read_all_stats TO \"doctor_owner\";", find(t, fs, "warning", "publisher-stats").Fix)
+		require.Equal(t, clean, findingKinds(fs))
+		require.Equal(t, "GRANT pg_read_all_stats TO \"doctor_owner\";", findingOf(t, fs, "warning", "publisher-stats").Fix)
 		// As the owner, who cannot see other roles' sessions: said, not
 		// passed over.
 		asOwner := strings.Replace(url, "postgres://postgres@", "postgres://doctor_owner@", 1)
 		code, fs, errOut = runDoctor(t, "--database-url", asOwner)
 		require.Equal(t, 0, code, errOut)
 		require.Equal(t, []string{"warning idle-in-transaction-timeout", "warning long-transaction-unchecked",
-			"warning public-connect", "warning public-temp", "warning publisher-stats"}, kinds(fs))
+			"warning public-connect", "warning public-temp", "warning publisher-stats"}, findingKinds(fs))
 
 		// The publisher has run (a cursor) and left a row of two days ago.
 		super("doctor_pub", "INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (0, 'log', 0)")
@@ -261,19 +261,19 @@ func TestDoctor(t *testing.T) {
 		require.Equal(t, 1, code)
 		require.Contains(t, errOut, "pgrelay doctor: 2 problems found")
 		require.Equal(t, []string{"problem publish-lag", "problem publisher-stats",
-			"warning idle-in-transaction-timeout", "warning public-connect", "warning public-temp"}, kinds(fs))
-		require.Contains(t, find(t, fs, "problem", "publish-lag").Message, "node 0's NATS publisher (source log) has 1 unpublished events, the oldest 48h")
+			"warning idle-in-transaction-timeout", "warning public-connect", "warning public-temp"}, findingKinds(fs))
+		require.Contains(t, findingOf(t, fs, "problem", "publish-lag").Message, "node 0's NATS publisher (source log) has 1 unpublished events, the oldest 48h")
 
-		super("doctor_pub", find(t, fs, "problem", "publisher-stats").Fix)
+		super("doctor_pub", findingOf(t, fs, "problem", "publisher-stats").Fix)
 		_, fs, _ = runDoctor(t, "--database-url", url)
-		require.Equal(t, []string{"problem publish-lag", "warning idle-in-transaction-timeout", "warning public-connect", "warning public-temp"}, kinds(fs))
+		require.Equal(t, []string{"problem publish-lag", "warning idle-in-transaction-timeout", "warning public-connect", "warning public-temp"}, findingKinds(fs))
 		// Within --max-publish-age, and once published, no finding.
 		_, fs, _ = runDoctor(t, "--database-url", url, "--max-publish-age", "72h")
-		require.Equal(t, clean[:3], kinds(fs))
+		require.Equal(t, clean[:3], findingKinds(fs))
 		super("doctor_pub", "UPDATE pgrelay.publish_cursors SET last_id = (SELECT max(id) FROM pgrelay.log)")
 		code, fs, _ = runDoctor(t, "--database-url", url)
 		require.Equal(t, 0, code)
-		require.Equal(t, clean[:3], kinds(fs))
+		require.Equal(t, clean[:3], findingKinds(fs))
 	})
 
 	t.Run("two databases without replication", func(t *testing.T) {
@@ -283,7 +283,7 @@ func TestDoctor(t *testing.T) {
 		code, fs, _ := runDoctor(t, "--database-url", a, "--database-url", b)
 		require.Equal(t, 1, code)
 		var problems []string
-		for _, k := range kinds(fs) {
+		for _, k := range findingKinds(fs) {
 			if strings.HasPrefix(k, "problem") {
 				problems = append(problems, k)
 			}
@@ -303,13 +303,13 @@ func TestDoctor(t *testing.T) {
 		super("doctor_node_a", "ALTER DATABASE doctor_node_a SET pg_relay.node_id = '1'")
 		super("doctor_node_b", "ALTER DATABASE \"doctor_node_b\" SET pg_relay.node_id = '2'")
 		_, fs, _ = runDoctor(t, "--database-url", a, "--database-url", b)
-		require.NotContains(t, kinds(fs), "problem node-id-duplicate")
-		require.NotContains(t, kinds(fs), "problem node-id-unset")
+		require.NotContains(t, findingKinds(fs), "problem node-id-duplicate")
+		require.NotContains(t, findingKinds(fs), "problem node-id-unset")
 		// Set in postgresql.conf instead: the server's, which pg_settings
 		// does not show for a parameter no library defines.
 		super("doctor_node_a", "ALTER DATABASE doctor_node_a RESET pg_relay.node_id")
 		_, fs, _ = runDoctor(t, "--database-url", a, "--database-url", b)
-		require.Contains(t, kinds(fs), "problem node-id-unset")
+		require.Contains(t, findingKinds(fs), "problem node-id-unset")
 		f, err := os.OpenFile(filepath.Join(srv.DataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 		require.NoError(t, err)
 		_, err = f.WriteString("pg_relay.node_id = 7\n")
@@ -317,8 +317,8 @@ func TestDoctor(t *testing.T) {
 		require.NoError(t, f.Close())
 		super("postgres", "SELECT pg_reload_conf()")
 		_, fs, _ = runDoctor(t, "--database-url", a, "--database-url", b)
-		require.NotContains(t, kinds(fs), "problem node-id-unset")
-		require.NotContains(t, kinds(fs), "problem node-id-duplicate")
+		require.NotContains(t, findingKinds(fs), "problem node-id-unset")
+		require.NotContains(t, findingKinds(fs), "problem node-id-duplicate")
 	})
 
 	// Not installed; usage.
@@ -354,7 +354,7 @@ func TestDoctorCluster(t *testing.T) {
 	for _, k := range cleanByPostgres {
 		twice = append(twice, k, k)
 	}
-	require.Equal(t, twice, kinds(fs))
+	require.Equal(t, twice, findingKinds(fs))
 
 	require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT pglogical.replication_set_remove_table('default', c.oid)
 		FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r'`))
@@ -367,7 +367,7 @@ func TestDoctorCluster(t *testing.T) {
 	n2 := fmt.Sprintf("%d/relay", cluster.Node(2).Port())
 	require.Equal(t, []string{"conflict-resolution " + n2, "node-id-duplicate ", "replication-forwarding " + n2,
 		"replication-missing " + n2}, problems(fs))
-	require.Contains(t, find(t, fs, "problem", "replication-missing").Fix,
+	require.Contains(t, findingOf(t, fs, "problem", "replication-missing").Fix,
 		"SELECT pglogical.replication_set_add_table('default', 'pgrelay_notifier.debug_log', synchronize_data := false);")
 	// Node 1 alone is a node of a cluster too (it has pglogical).
 	code, fs, errOut = runDoctor(t, "--database-url", cluster.URL(1))

@@ -48,6 +48,7 @@ func commands() []command {
 		{"run", "run the Processor: claim queued events and dispatch them", runRun},
 		{"dev", "run everything on embedded defaults with a demo channel and a live view", runDev},
 		{"stats", "show pgrelay.queue_stats() as a table", runStats},
+		{"doctor", "check an installation (roles, grants, search_path, replication, publisher, vacuum) and say how to fix it", runDoctor},
 		{"nodes", "list nodes (heartbeat, mode, leader, pending, pinned); 'nodes decommission N --yes'", runNodes},
 		{"watch", "follow the status events on NATS", runWatch},
 		{"bench", "measure throughput and latency: burn-down, enqueue, latency, backlog, channels, ceiling, ...", runBench},

@@ -50,6 +50,10 @@ const (
 	// VerdictRefused: never to be sent by this event (another channel's
 	// notification, or held or ended by another event).
 	VerdictRefused = "refused"
+	// VerdictInDoubt: an earlier attempt of this event may have handed the
+	// message to the SMTP server and its outcome was never recorded: not
+	// sent again, so that it is never delivered twice.
+	VerdictInDoubt = "in_doubt"
 )
 
 // Gate is what pgrelay_notifier.start_sending() decided for one event.
@@ -137,6 +141,16 @@ func (s *Store) FailNotificationForEvent(ctx context.Context, id int64, channel 
 		return false, fmt.Errorf("fail notification %d for event %d of channel %q: %w", id, event, channel, err)
 	}
 	return changed, nil
+}
+
+// NotSent calls pgrelay_notifier.not_sent(): the attempt of event (its
+// origin id) certainly handed nothing to the SMTP server, so a later attempt
+// may send the notification.
+func (s *Store) NotSent(ctx context.Context, id, event int64) error {
+	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.not_sent($1::bigint, $2::bigint)", id, event); err != nil {
+		return fmt.Errorf("clear the doubt of notification %d for event %d: %w", id, event, err)
+	}
+	return nil
 }
 
 // NotificationDebugLog calls pgrelay_notifier.debug_log(): a note kept in the

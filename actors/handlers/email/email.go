@@ -191,11 +191,23 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 		defer cancel()
 		if _, err := h.store.SetNotificationStatus(wctx, id, store.NotificationSent, ""); err != nil {
-			// The event is retried (it still holds the notification) and
-			// the message sent again, with the same Message-ID.
+			// The notification stays in doubt: the event's next attempt
+			// does not send it again (start_sending says in_doubt) and
+			// fails it, saying it may have been delivered.
 			return false, fmt.Errorf("notification %d was sent but recording it failed: %w", id, err)
 		}
 		return false, nil
+	}
+	// Only a send whose end went unanswered may have delivered the message;
+	// every other failure handed nothing over, and the next attempt may send.
+	var doubt *InDoubtError
+	if !errors.As(err, &doubt) {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+		defer cancel()
+		if nerr := h.store.NotSent(wctx, id, ev.OriginID); nerr != nil {
+			h.log.Warn("email: could not record that nothing was sent; the next attempt will not send it",
+				"notification", id, "err", nerr)
+		}
 	}
 	failure := &SendError{msg: fmt.Sprintf("%s: %v", p.t, err), permanent: Permanent(err)}
 	for _, cerr := range []error{context.DeadlineExceeded, context.Canceled} {
@@ -224,6 +236,16 @@ func (h *Handler) notSent(ev handlers.Event, id int64, g store.Gate) error {
 		return nil
 	case store.VerdictMissing:
 		return fmt.Errorf("not sent: %s", g.Reason)
+	case store.VerdictInDoubt:
+		reason := "not sent again: " + g.Reason
+		wctx, cancel := context.WithTimeout(context.Background(), bookkeeping)
+		defer cancel()
+		if _, err := h.store.FailNotificationForEvent(wctx, id, ev.Channel, ev.OriginID, reason); err != nil {
+			return fmt.Errorf("%s; recording it failed: %w", reason, err)
+		}
+		h.log.Warn("email: not sent again, its earlier attempt's outcome is unknown", "channel", ev.Channel,
+			"notification", id, "event", ev.OriginID)
+		return handlers.Permanent(errors.New(reason))
 	default:
 		h.log.Info("email: event ends without sending", "channel", ev.Channel, "notification", id,
 			"event", ev.OriginID, "reason", g.Reason)

@@ -446,10 +446,27 @@ func (c *conn) transaction(ctx context.Context, msg *mail.Msg, env envelope, reu
 		return fmt.Errorf("DATA: write the message: %w", err)
 	}
 	if err := w.Close(); err != nil {
+		if code(err) == 0 {
+			// No reply to the end of the message: the server may have
+			// taken it.
+			return fmt.Errorf("DATA: end of message: %w", &InDoubtError{err: err})
+		}
 		return fmt.Errorf("DATA: end of message: %w", err)
 	}
 	return nil
 }
+
+// InDoubtError is a send whose outcome is unknown: the whole message went
+// out, and the server's reply to its end never came (the connection broke
+// or timed out). The server may have accepted it; sending it again could
+// deliver it twice. Every other failed send handed nothing over.
+type InDoubtError struct{ err error }
+
+func (e *InDoubtError) Error() string {
+	return "no reply to the end of the message, which the server may have accepted: " + e.err.Error()
+}
+
+func (e *InDoubtError) Unwrap() error { return e.err }
 
 // withContextErr names ctx's end as the cause of err when ctx has ended: a
 // read cut by the caller's deadline says only "i/o timeout".
@@ -463,7 +480,7 @@ func withContextErr(ctx context.Context, err error) error {
 	if cerr == nil {
 		return err
 	}
-	return fmt.Errorf("%w (%v)", cerr, err)
+	return fmt.Errorf("%w (%w)", cerr, err)
 }
 
 // reset ends a refused transaction so the session can carry the next one.

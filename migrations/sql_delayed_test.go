@@ -51,6 +51,9 @@ func TestNotifyDelayed(t *testing.T) {
 	in := one[int64](t, d.pool, "SELECT pgrelay.notify('c', 'in', p_delay := '2 hours')")
 	require.Equal(t, "02:00:00", due(in))
 	require.Equal(t, "01:00:00", *expiry(in))
+	// From Go: a time.Duration is an interval, a time.Time a timestamptz.
+	goDelay := one[int64](t, d.pool, "SELECT pgrelay.notify('c', 'go', p_delay := $1)", 90*time.Minute)
+	require.Equal(t, "01:30:00", due(goDelay))
 	forever := one[int64](t, d.pool, "SELECT pgrelay.notify('forever', 'in', p_delay := '2 hours')")
 	require.Equal(t, "02:00:00", due(forever))
 	require.Nil(t, expiry(forever), "a channel without expiry: none")

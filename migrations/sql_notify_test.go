@@ -431,7 +431,7 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	require.NoError(t, err)
 
 	// What the row carries beyond its id, channel and payload; origin_id
-	// relative to the id.
+	// relative to the id, the expiry to the due time (not_before).
 	type stamps struct {
 		OriginIsID bool
 		Owner      int32
@@ -445,7 +445,7 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 		t.Helper()
 		var s stamps
 		require.NoError(t, d.pool.QueryRow(bg, `SELECT origin_id = id, owner_node, run_in_node, lane, phash,
-			(expires_at - enqueued_at)::text, EXISTS (SELECT FROM pgrelay.event_payloads e WHERE e.queue_id = q.id)
+			(expires_at - not_before)::text, EXISTS (SELECT FROM pgrelay.event_payloads e WHERE e.queue_id = q.id)
 			  FROM pgrelay.queue q WHERE id = $1`, id).
 			Scan(&s.OriginIsID, &s.Owner, &s.RunIn, &s.Lane, &s.PHash, &s.Expiry, &s.Kept))
 		return s
@@ -455,6 +455,9 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	calls := map[string]string{
 		"notify":      "SELECT pgrelay.notify($1, 'p1')",
 		"notify_many": "SELECT pgrelay.notify_many($1, ARRAY['p1', 'p2'])",
+		// Delayed (0017), at a fixed time so that the second call meets the first.
+		"notify delayed":      "SELECT pgrelay.notify($1, 'p1', p_not_before := '2100-01-01 00:00+00')",
+		"notify_many delayed": "SELECT pgrelay.notify_many($1, ARRAY['p1', 'p2'], p_not_before := '2100-01-01 00:00+00')",
 	}
 	for _, ch := range []string{"pin", "pin_dedup", "free", "free_dedup"} {
 		for name, sql := range calls {
@@ -499,6 +502,10 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	require.Nil(t, s.PHash)
 	require.Equal(t, "00:05:00", *s.Expiry)
 	require.True(t, s.Kept)
+	// A delayed one expires that long after its due time.
+	id = one[int64](t, replica, "SELECT pgrelay.notify('pin', 'p2', p_delay := '2 hours')")
+	require.Equal(t, "00:05:00", *read(id).Expiry)
+	require.Equal(t, "02:00:00", one[string](t, d.pool, "SELECT (not_before - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id))
 }
 
 // A pause stops dispatch, never a producer: notify() and notify_many() on a

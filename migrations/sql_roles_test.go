@@ -82,7 +82,8 @@ func TestRoleProducer(t *testing.T) {
 		"SELECT pgrelay._next_id_at(0)",
 		"SELECT nextval('pgrelay._id_seq')",
 		"SELECT pgrelay.queue_stats()",
-		"SELECT pgrelay._enqueue_dedup(c, 'x') FROM pgrelay.channels c",
+		"SELECT pgrelay._enqueue_dedup(c, 'x', NULL) FROM pgrelay.channels c",
+		"SELECT pgrelay._due(now(), NULL)",
 	}
 	for _, sql := range denied {
 		requireCode(t, execErr(p, sql), insufficientPrivilege, sql)

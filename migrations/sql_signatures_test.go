@@ -62,8 +62,8 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	exact := map[string]string{
-		"pgrelay.notify":              "p_channel text, p_payload text",
-		"pgrelay.notify_many":         "p_channel text, p_payloads text[]",
+		"pgrelay.notify":              "p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval",
+		"pgrelay.notify_many":         "p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval",
 		"pgrelay.unregister":          "p_channel text, p_force boolean",
 		"pgrelay.status":              "p_id bigint",
 		"pgrelay.queue_stats":         "",
@@ -78,6 +78,12 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 	}
 	for fn, want := range exact {
 		require.Equal(t, want, identityArgs(t, d.pool, fn), fn)
+	}
+	// The delay parameters default to NULL: two-argument calls stay immediate.
+	for _, fn := range []string{"pgrelay.notify", "pgrelay.notify_many"} {
+		args := arguments(t, d.pool, fn)
+		require.Equal(t, "timestamp with time zone DEFAULT NULL::timestamp with time zone", args["p_not_before"], fn)
+		require.Equal(t, "interval DEFAULT NULL::interval", args["p_delay"], fn)
 	}
 
 	// register: SPEC.md's parameters in its order; pgrelay's own additions

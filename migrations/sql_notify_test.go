@@ -455,7 +455,7 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	calls := map[string]string{
 		"notify":      "SELECT pgrelay.notify($1, 'p1')",
 		"notify_many": "SELECT pgrelay.notify_many($1, ARRAY['p1', 'p2'])",
-		// Delayed (0017), at a fixed time so that the second call meets the first.
+		// Delayed (0013), at a fixed time so that the second call meets the first.
 		"notify delayed":      "SELECT pgrelay.notify($1, 'p1', p_not_before := '2100-01-01 00:00+00')",
 		"notify_many delayed": "SELECT pgrelay.notify_many($1, ARRAY['p1', 'p2'], p_not_before := '2100-01-01 00:00+00')",
 	}

@@ -1,4 +1,4 @@
--- 0017: delayed events.
+-- 0013: delayed events.
 --
 -- notify() and notify_many() take a due time: p_not_before (a timestamp) or
 -- p_delay (an interval from now()), both NULL by default. The row's

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/mail"
 	"slices"
 	"sort"
@@ -769,4 +770,62 @@ func TestActorEmailFetchedOnlyWithAFreeConnection(t *testing.T) {
 			"notification %d went to sending at %s, before the connection was free (previous message accepted at %s)",
 			id, started.Format(time.RFC3339Nano), msgs[i-1].At.Format(time.RFC3339Nano))
 	}
+}
+
+// A failed attempt is logged at warning level (the default level shows it)
+// with the channel, the notification, the attempt, the target without
+// credentials and the reason: a transient one (the server does not answer:
+// retried, then the notification fails) and a permanent one (a 5xx reply).
+func TestActorEmailFailedAttemptsWarn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const pw = "Warn-s3cret"
+	s := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw})
+	s.RejectDomain("bad.example", 550, "no such user")
+	// A port nothing listens on: the server is down.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	downAddr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	downURL := "smtp://relay:" + pw + "@" + downAddr + "?tls=none"
+	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.exec(`SELECT pgrelay_notifier.create_channel('down', 'down@shop.example', p_max_attempts := 2,
+		p_retry_delay := '50 milliseconds')`)
+	var refused, unsent int64
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('mail', ARRAY['x@bad.example'], 's', 'b')`).Scan(&refused))
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT pgrelay_notifier.send('down', ARRAY['y@example.org'], 's', 'b')`).Scan(&unsent))
+	logs := &syncLog{}
+	e.startProcessor(func(c *actors.Config) {
+		c.SMTPURL = s.URL()
+		c.SMTPChannels = map[string]string{"down": downURL}
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil)) // Info and above, as pgrelay run
+	})
+	e.eventually(time.Minute, "both notifications to fail", func() bool { return e.statusCount("failed") == 2 })
+	var warns []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "email:") {
+			warns = append(warns, l)
+		}
+	}
+	find := func(parts ...string) string {
+		t.Helper()
+		for _, l := range warns {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(l, p)
+			}
+			if all {
+				return l
+			}
+		}
+		t.Fatalf("no warning with %q among:\n%s", parts, strings.Join(warns, "\n"))
+		return ""
+	}
+	target := "smtp://" + downAddr
+	find("channel=down", fmt.Sprintf("notification=%d", unsent), "attempt=1", "max_attempts=2", target, "connection refused")
+	find("channel=down", fmt.Sprintf("notification=%d", unsent), "attempt=2", "max_attempts=2", target, "connection refused")
+	find("channel=mail", fmt.Sprintf("notification=%d", refused), "attempt=1", "550", "no such user")
+	require.NotContains(t, logs.String(), pw)
 }

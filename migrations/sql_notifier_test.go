@@ -70,6 +70,31 @@ func TestNotifierCreateChannelPassesRegisterParameters(t *testing.T) {
 	require.Contains(t, e.Message, "'not an address'")
 }
 
+// Email channels' defaults ride out an SMTP outage of an hour: with
+// pgrelay._backoff (retry_delay x 2^(attempt-1), capped at an hour, jitter
+// 0.8 to 1.2) the waits between the first and the last attempt add up to
+// more than an hour even when every jitter is at its lowest. sql channels
+// keep register()'s defaults.
+func TestNotifierEmailDefaultsRideOutAnHour(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec("SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')")
+	require.EqualValues(t, 10, one[int32](t, d.pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'mail'"))
+	require.Equal(t, "00:00:10", one[string](t, d.pool, "SELECT retry_delay::text FROM pgrelay.channels WHERE channel = 'mail'"))
+	// The shortest span of 1000 draws, and the floor no draw can go under.
+	span := one[float64](t, d.pool, `SELECT min(s) FROM (
+		SELECT sum(extract(epoch FROM pgrelay._backoff(c.retry_delay, k))) AS s
+		  FROM generate_series(1, 1000) g, pgrelay.channels c, generate_series(1, c.max_attempts - 1) k
+		 WHERE c.channel = 'mail' GROUP BY g) x`)
+	require.Greater(t, span, 3600.0, "the waits between the 10 attempts")
+	floor := one[float64](t, d.pool, `SELECT sum(0.8 * LEAST(10 * 2 ^ (k - 1), 3600)) FROM generate_series(1, 9) k`)
+	require.InDelta(t, 4088, floor, 0.001, "docs/notifier.md's arithmetic")
+	require.GreaterOrEqual(t, span, floor)
+
+	d.register("plain", "")
+	require.EqualValues(t, 5, one[int32](t, d.pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'plain'"))
+}
+
 func TestNotifierSendStoresAndEnqueuesInTheCallersTransaction(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
@@ -544,4 +569,87 @@ func TestNotifierStartSendingIsTheGate(t *testing.T) {
 	requireCode(t, execErr(prod, "SELECT pgrelay_notifier.fail_for_event(1, 'mail', 1, 'x')"), insufficientPrivilege)
 	proc := d.loginAs("processor", "pgrelay_processor")
 	require.NoError(t, execErr(proc, "SELECT * FROM pgrelay_notifier.start_sending(1, 'mail', 1)"))
+}
+
+// A notification id is not a capability: a producer reads (get_status) and
+// cancels only the notifications its own role sent, and any other id looks
+// exactly like one that does not exist; an admin sees and cancels all. The
+// sending role is the session's role (SET ROLE's, else the login), recorded
+// in sent_by; a role also sees what a role it is a member of sent.
+func TestNotifierProducersSeeOnlyTheirOwn(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.emailChannel("mail", "")
+	p1 := d.loginAs("p1", "pgrelay_producer")
+	p2 := d.loginAs("p2", "pgrelay_producer")
+	admin := d.loginAs("admin", "pgrelay_admin")
+	send := "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')"
+	status := "SELECT pgrelay_notifier.get_status($1)"
+	cancel := "SELECT pgrelay_notifier.cancel($1)"
+
+	id1 := one[int64](t, p1, send)
+	id2 := one[int64](t, p2, send)
+	id3 := one[int64](t, p1, send)
+	require.Equal(t, d.name()+"_p1", one[string](t, d.pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", id1))
+
+	// Each producer sees its own; the other's id answers as an unknown one.
+	require.Equal(t, "queued", *one[*string](t, p1, status, id1))
+	require.Equal(t, "queued", *one[*string](t, p2, status, id2))
+	require.Nil(t, one[*string](t, p1, status, id2))
+	require.Nil(t, one[*string](t, p2, status, id1))
+	require.Nil(t, one[*string](t, p2, status, int64(12345)))
+	require.False(t, one[bool](t, p2, cancel, id1))
+	require.False(t, one[bool](t, p1, cancel, id2))
+	require.False(t, one[bool](t, p1, cancel, int64(12345)))
+	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay_notifier.notifications WHERE notification_id IN ($1, $2) AND status = 'queued'", id1, id2),
+		"a refused cancel changes nothing")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'cancelled'"))
+
+	// Each cancels its own.
+	require.True(t, one[bool](t, p1, cancel, id1))
+	require.Equal(t, "cancelled", *one[*string](t, p1, status, id1))
+	require.Nil(t, one[*string](t, p2, status, id1))
+
+	// An admin sees all and cancels any.
+	require.Equal(t, "cancelled", *one[*string](t, admin, status, id1))
+	require.Equal(t, "queued", *one[*string](t, admin, status, id2))
+	require.True(t, one[bool](t, admin, cancel, id2))
+	require.Equal(t, "cancelled", *one[*string](t, p2, status, id2))
+	require.Equal(t, "queued", *one[*string](t, p1, status, id3))
+
+	// One login for two applications (a shared connection pool) keeps them
+	// apart with SET ROLE: the role set is the sender, not the login.
+	d.exec("CREATE ROLE " + quoteIdent(d.name()+"_tenant_a") + " NOLOGIN IN ROLE pgrelay_producer")
+	d.exec("CREATE ROLE " + quoteIdent(d.name()+"_tenant_b") + " NOLOGIN IN ROLE pgrelay_producer")
+	gw := d.loginAs("gw", "")
+	d.exec("GRANT " + quoteIdent(d.name()+"_tenant_a") + ", " + quoteIdent(d.name()+"_tenant_b") + " TO " + quoteIdent(d.name()+"_gw"))
+	setRole := func(c *pgx.Conn, role string) {
+		t.Helper()
+		require.NoError(t, execErr(c, "SET ROLE "+quoteIdent(d.name()+"_"+role)))
+	}
+	setRole(gw, "tenant_a")
+	ida := one[int64](t, gw, send)
+	require.Equal(t, d.name()+"_tenant_a", one[string](t, d.pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", ida))
+	require.Equal(t, "queued", *one[*string](t, gw, status, ida))
+	setRole(gw, "tenant_b")
+	require.Nil(t, one[*string](t, gw, status, ida))
+	require.False(t, one[bool](t, gw, cancel, ida))
+	require.Nil(t, one[*string](t, p1, status, ida))
+	setRole(gw, "tenant_a")
+	require.True(t, one[bool](t, gw, cancel, ida))
+	// Inside a transaction, SET LOCAL ROLE (what a transaction-pooling proxy
+	// leaves to the application) counts the same.
+	require.NoError(t, execErr(gw, "RESET ROLE"))
+	tx, err := gw.Begin(bg)
+	require.NoError(t, err)
+	_, err = tx.Exec(bg, "SET LOCAL ROLE "+quoteIdent(d.name()+"_tenant_b"))
+	require.NoError(t, err)
+	idb := one[int64](t, tx, send)
+	require.NoError(t, tx.Commit(bg))
+	require.Equal(t, d.name()+"_tenant_b", one[string](t, d.pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", idb))
+	setRole(gw, "tenant_a")
+	require.Nil(t, one[*string](t, gw, status, idb))
+	setRole(gw, "tenant_b")
+	require.Equal(t, "queued", *one[*string](t, gw, status, idb))
+	require.Equal(t, "queued", *one[*string](t, admin, status, idb))
 }

@@ -7,6 +7,7 @@ package migrations_test
 import (
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -110,7 +111,8 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 // create_channel passes register()'s parameters through by name: it must
 // have every one of them, with the same type and default, but p_handler and
 // p_kind (it supplies those: the From address and 'email'), and p_from
-// besides. A parameter register() gains must be added to create_channel
+// besides. p_max_attempts and p_retry_delay have email's own defaults
+// (migration 0014: they outlast an hour of SMTP trouble). A parameter register() gains must be added to create_channel
 // too (0004's comment says it needs no change there; this test is what
 // holds the two together).
 func TestNotifierCreateChannelHasRegistersParameters(t *testing.T) {
@@ -129,9 +131,16 @@ func TestNotifierCreateChannelHasRegistersParameters(t *testing.T) {
 	regArgs := arguments(t, d.pool, "pgrelay.register")
 	createArgs := arguments(t, d.pool, "pgrelay_notifier.create_channel")
 	require.Len(t, createArgs, len(create))
-	require.Equal(t, "interval DEFAULT '00:00:01'::interval", createArgs["p_retry_delay"])
+	require.Equal(t, "interval DEFAULT '00:00:01'::interval", regArgs["p_retry_delay"])
+	require.Equal(t, "interval DEFAULT '00:00:10'::interval", createArgs["p_retry_delay"])
+	require.Equal(t, "integer DEFAULT 5", regArgs["p_max_attempts"])
+	require.Equal(t, "integer DEFAULT 10", createArgs["p_max_attempts"])
 	for _, p := range create {
-		if p == "p_from" {
+		switch p {
+		case "p_from":
+			continue
+		case "p_max_attempts", "p_retry_delay":
+			require.Equal(t, strings.Fields(regArgs[p])[0], strings.Fields(createArgs[p])[0], "type of %s", p)
 			continue
 		}
 		require.Equal(t, regArgs[p], createArgs[p], "type and default of %s", p)

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,4 +173,68 @@ func TestRunEmailConfigFile(t *testing.T) {
 	code, _, errOut := cliMain("run", "--database-url", closedPortURL(t), "--config", unknown)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown field "smpt"`)
+}
+
+// TestRunChecksSMTPAtStart: `pgrelay run` opens a session to each SMTP
+// server at start (EHLO, STARTTLS per policy, AUTH) and logs one warning
+// per server that fails, naming it without credentials, the channels it
+// serves and the reason; a server that works gets an info line and no
+// warning. The Processor keeps running and sends through the good server.
+func TestRunChecksSMTPAtStart(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	const pw = "Check-s3cret"
+	good := smtpCatcher(t, testenv.SMTPConfig{Username: "u", Password: pw})
+	locked := smtpCatcher(t, testenv.SMTPConfig{Username: "u", Password: pw})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	downAddr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cfg := filepath.Join(t.TempDir(), "pgrelay.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"smtp": {"channels": {
+		"locked": "`+strings.Replace(locked.URL(), pw, "Wrong-"+pw, 1)+`",
+		"down": "smtp://u:`+pw+`@`+downAddr+`?tls=none"}}}`), 0o600))
+	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	d.ids(`SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')`)
+
+	p := startCLI(t, []string{"PGRELAY_SMTP_URL=" + good.URL()}, "run", "--database-url", d.url, "--config", cfg)
+	eventually(t, 60*time.Second, "three SMTP check lines", func() bool {
+		return strings.Count(p.stderr.String(), "smtp check:") == 3 || p.exited()
+	})
+	eventually(t, 60*time.Second, "the email to be sent", func() bool {
+		return d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 1 || p.exited()
+	})
+	require.False(t, p.exited(), "the Processor keeps running")
+	require.Equal(t, 1, good.Count())
+	require.Equal(t, "u", good.Messages()[0].AuthUser)
+	var warns, infos []string
+	for _, l := range lines(p.stderr.String()) {
+		switch {
+		case strings.Contains(l, "smtp check:") && strings.Contains(l, "level=WARN"):
+			warns = append(warns, l)
+		case strings.Contains(l, "smtp check:"):
+			infos = append(infos, l)
+		}
+	}
+	require.Len(t, warns, 2, strings.Join(warns, "\n"))
+	require.Len(t, infos, 1, strings.Join(infos, "\n"))
+	require.Contains(t, infos[0], "level=INFO")
+	require.Contains(t, infos[0], "target=smtp://"+good.Addr())
+	require.Contains(t, infos[0], "serves=default")
+	byTarget := map[string]string{}
+	for _, l := range warns {
+		for _, a := range []string{locked.Addr(), downAddr} {
+			if strings.Contains(l, "target=smtp://"+a+" ") {
+				byTarget[a] = l
+			}
+		}
+	}
+	require.Contains(t, byTarget[locked.Addr()], "serves=locked")
+	require.Contains(t, byTarget[locked.Addr()], "535")
+	require.Contains(t, byTarget[downAddr], "serves=down")
+	require.Contains(t, byTarget[downAddr], "connection refused")
+	require.NotContains(t, p.stderr.String(), pw)
+
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/actors/handlers/email"
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/migrations"
 )
@@ -181,6 +182,19 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		warnUnreplicated(ctx, f.databaseURL, f.mode, logger)
 	}
 	warnConnections(ctx, f.databaseURL, p.Connections(), logger)
+	// The SMTP servers are checked beside the start, not before it: a server
+	// that does not answer holds up no other channel.
+	cfg := f.config(logger, nil)
+	smtpCtx, stopSMTPCheck := context.WithCancel(ctx)
+	smtpChecked := make(chan struct{})
+	go func() {
+		defer close(smtpChecked)
+		checkSMTP(smtpCtx, email.Config{Default: cfg.SMTPURL, Channels: cfg.SMTPChannels}, logger)
+	}()
+	defer func() {
+		stopSMTPCheck()
+		<-smtpChecked
+	}()
 	if err := p.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted while starting: Start undid itself
@@ -313,6 +327,37 @@ func warnUnreplicated(ctx context.Context, url, mode string, logger *slog.Logger
 			msg += "; email events whose notification was composed on another node will fail as missing"
 		}
 		logger.Warn(msg, "node", r.Node, "extension", r.Extension, "tables", strings.Join(r.Missing, ", "))
+	}
+}
+
+// checkSMTP opens a session to each SMTP server of cfg, as a send would
+// (email.CheckTargets: connect, EHLO, STARTTLS per the tls= policy, AUTH
+// with a user, each within its target's timeout), and logs the outcome: an
+// info line for a server that works, a warning naming a server that does
+// not (without credentials), what it serves and why. It never stops the
+// Processor: the other channels go on, and that server's emails are retried
+// with their channel's backoff (docs/notifier.md).
+func checkSMTP(ctx context.Context, cfg email.Config, logger *slog.Logger) {
+	if !cfg.Enabled() {
+		return
+	}
+	res, err := email.CheckTargets(ctx, cfg)
+	if err != nil {
+		logger.Warn("smtp check: could not check the SMTP servers", "err", err)
+		return
+	}
+	for _, r := range res {
+		switch {
+		case r.Err == nil:
+			logger.Info("smtp check: server ready (connect, EHLO, STARTTLS and AUTH as configured)",
+				"target", r.Target, "serves", r.ServesText())
+		case ctx.Err() != nil:
+			// Stopped before the check could end: nothing to say.
+		default:
+			logger.Warn("smtp check: cannot open a session with this SMTP server; its emails are retried with "+
+				"their channel's backoff and fail at the last attempt unless it is fixed (other channels are not affected)",
+				"target", r.Target, "serves", r.ServesText(), "err", r.Err)
+		}
 	}
 }
 

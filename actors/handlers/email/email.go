@@ -235,7 +235,11 @@ func (h *Handler) notSent(ev handlers.Event, id int64, g store.Gate) error {
 			"event", ev.OriginID, "reason", g.Reason)
 		return nil
 	case store.VerdictMissing:
-		return fmt.Errorf("not sent: %s", g.Reason)
+		err := fmt.Errorf("not sent: %s", g.Reason)
+		h.log.Warn("email: attempt failed: the notification is not on this node; retried with the channel's backoff "+
+			"until the last attempt", "channel", ev.Channel, "notification", id, "event", ev.OriginID,
+			"attempt", ev.Attempt, "max_attempts", ev.MaxAttempts, "err", err)
+		return err
 	case store.VerdictInDoubt:
 		reason := "not sent again: " + g.Reason
 		wctx, cancel := context.WithTimeout(context.Background(), bookkeeping)
@@ -290,6 +294,8 @@ func Permanent(err error) bool {
 
 // permanent fails the notification with err as reason; the event gives up.
 func (h *Handler) permanent(ctx context.Context, ev handlers.Event, id int64, err error) error {
+	h.log.Warn("email: not sent, for good: the notification is failed", "channel", ev.Channel,
+		"notification", id, "event", ev.OriginID, "attempt", ev.Attempt, "max_attempts", ev.MaxAttempts, "err", err)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 	defer cancel()
 	if _, serr := h.store.FailNotificationForEvent(wctx, id, ev.Channel, ev.OriginID, err.Error()); serr != nil {
@@ -305,6 +311,7 @@ func (h *Handler) transient(ctx context.Context, ev handlers.Event, id int64, er
 		// The Processor is stopping: the event is released, not failed.
 		return err
 	}
+	h.warnAttempt(ev, id, err)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 	defer cancel()
 	note := fmt.Sprintf("attempt %d of %d failed: %v", ev.Attempt, ev.MaxAttempts, err)
@@ -318,6 +325,17 @@ func (h *Handler) transient(ctx context.Context, ev handlers.Event, id int64, er
 		}
 	}
 	return err
+}
+
+// warnAttempt logs a failed attempt that will be retried, or the last one.
+// err names the SMTP target without its credentials.
+func (h *Handler) warnAttempt(ev handlers.Event, id int64, err error) {
+	msg := "email: attempt failed; retried with the channel's backoff"
+	if ev.Attempt >= ev.MaxAttempts {
+		msg = "email: last attempt failed; the notification is failed"
+	}
+	h.log.Warn(msg, "channel", ev.Channel, "notification", id, "event", ev.OriginID, "attempt", ev.Attempt,
+		"max_attempts", ev.MaxAttempts, "err", err)
 }
 
 // EndedFailing fails the notification of an event that pgrelay core ended

@@ -391,3 +391,47 @@ func TestActorNATSHandlerNATSDown(t *testing.T) {
 	}
 	require.Equal(t, total, streamMsgs(js, "ORDERS"))
 }
+
+// A nats channel stored on a subject NATS keeps for itself (as register()
+// accepted before migration 0015) is not published to: its events give up
+// at once, naming the rule. Here the subject would delete the events stream
+// through the JetStream API.
+func TestActorNATSReservedSubject(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, testenv.NATSConfig{})
+	nc, js := natsClient(t, n.URL())
+	sub, err := nc.SubscribeSync("$JS.API.STREAM.DELETE.>")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	e := newEnv(t)
+	e.exec(`SELECT pgrelay.register('api', 'app.placeholder', p_kind := 'nats')`)
+	e.exec(`UPDATE pgrelay.channels SET handler = '$JS.API.STREAM.DELETE.PGRELAY_EVENTS' WHERE channel = 'api'`)
+	e.exec(`SELECT pgrelay.register('plain', 'plain.subject', p_kind := 'nats')`)
+	e.startProcessor(withNATS(n.URL()))
+	e.exec(`SELECT pgrelay.notify('api', '{}')`)
+	e.eventually(time.Minute, "the event on the reserved subject to end", func() bool {
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'api'`) == 1
+	})
+	var ev string
+	var msg *string
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT event, error FROM pgrelay.log WHERE channel = 'api'`).Scan(&ev, &msg))
+	require.Equal(t, "gave_up", ev, "no retry can make the subject allowed")
+	require.NotNil(t, msg)
+	require.Contains(t, *msg, "reserved")
+
+	// A later event on an ordinary subject goes out on the same connection,
+	// after the one refused: had that been published, it would be here first.
+	plain, err := nc.SubscribeSync("plain.subject")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	e.exec(`SELECT pgrelay.notify('plain', 'after')`)
+	_, err = plain.NextMsg(30 * time.Second)
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	got, _, err := sub.Pending()
+	require.NoError(t, err)
+	require.Zero(t, got, "nothing reached the JetStream API")
+	_, err = js.Stream(context.Background(), "PGRELAY_EVENTS")
+	require.NoError(t, err, "the events stream is still there")
+}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -111,6 +112,34 @@ func ValidSubject(s string) bool {
 	}
 	return true
 }
+
+// CheckChannelSubject returns why s cannot be a nats channel's subject, or
+// nil: the rule pgrelay._check_channel applies to the handler of a nats
+// channel, which the nats handler checks again before it publishes.
+//
+//   - s is a literal subject (ValidSubject);
+//   - it is not under "pgrelay.", where pgrelay publishes its own events;
+//   - it is outside what NATS keeps for itself: subjects starting with "$"
+//     ($JS.API. would reach the JetStream API, $KV. and $O. the key-value
+//     and object stores, $SYS. the system account, and NATS reserves every
+//     "$" subject for system use), and the reply inboxes, "_INBOX" and
+//     below.
+func CheckChannelSubject(s string) error {
+	switch {
+	case !ValidSubject(s):
+		return fmt.Errorf("%q is not a valid NATS subject (dot-separated tokens, no spaces, control characters or wildcards)", s)
+	case strings.HasPrefix(s, SubjectRoot+"."):
+		return fmt.Errorf("subject %q is under %q, where pgrelay publishes its own events", s, SubjectRoot+".")
+	case strings.HasPrefix(s, "$"):
+		return fmt.Errorf("subject %q is reserved: NATS keeps subjects starting with \"$\" ($JS, $KV, $O, $SYS, ...) for itself", s)
+	case s == inboxToken || strings.HasPrefix(s, inboxToken+"."):
+		return fmt.Errorf("subject %q is reserved: %s. holds the reply inboxes of NATS clients", s, inboxToken)
+	}
+	return nil
+}
+
+// inboxToken is the first token of NATS reply inboxes.
+const inboxToken = "_INBOX"
 
 // Published is the JSON document of a log event on NATS, version
 // SchemaVersion: the pgrelay.log row (its fields are the log's columns) and

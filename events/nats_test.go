@@ -26,6 +26,39 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
+// A nats channel's subject: a literal subject outside pgrelay's own
+// namespace and outside those NATS keeps for itself ($-prefixed: $JS.API,
+// $KV, $O, $SYS, ...; and the reply inboxes _INBOX.). pgrelay._check_channel
+// applies the same rule (migrations/sql_events_test.go checks they agree).
+func TestCheckChannelSubject(t *testing.T) {
+	for _, s := range []string{"orders.created", "a", "pgrelay", "app.pgrelay.x", "PGRELAY.x", "app.$JS.x",
+		"JS.API.x", "js.api.x", "_INBOXES.x", "x._INBOX.y", "INBOX.x", "_inbox.x", "caf\u00e9.\u00a0"} {
+		require.NoError(t, events.CheckChannelSubject(s), "%q", s)
+	}
+	for s, want := range map[string]string{
+		"":                             "not a valid NATS subject",
+		"orders.*":                     "not a valid NATS subject",
+		"a b":                          "not a valid NATS subject",
+		"pgrelay.x":                    `under "pgrelay."`,
+		"pgrelay.events.c.sent":        `under "pgrelay."`,
+		"$JS.API.STREAM.DELETE.EVENTS": "reserved",
+		"$JS.ACK.x":                    "reserved",
+		"$KV.config.key":               "reserved",
+		"$O.bucket.x":                  "reserved",
+		"$SYS.REQ.SERVER.PING":         "reserved",
+		"$SRV.PING":                    "reserved",
+		"$G":                           "reserved",
+		"$":                            "reserved",
+		"$js.api.x":                    "reserved",
+		"_INBOX.abc":                   "reserved",
+		"_INBOX":                       "reserved",
+	} {
+		err := events.CheckChannelSubject(s)
+		require.Error(t, err, "%q", s)
+		require.Contains(t, err.Error(), want, "%q", s)
+	}
+}
+
 func TestPublishedJSON(t *testing.T) {
 	at := time.Date(2026, 5, 4, 10, 0, 0, 123456000, time.FixedZone("x", 3600))
 	e := events.LogEvent{ID: 1 << 60, QueueID: 2, OriginID: 3, Channel: "orders", Attempt: 1,

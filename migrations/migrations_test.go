@@ -184,3 +184,55 @@ func TestUpDatabasesOfOneClusterAtOnce(t *testing.T) {
 	  ('pgrelay_producer', 'pgrelay_processor', 'pgrelay_admin', 'pgrelay_notifier')`).Scan(&roles))
 	require.Equal(t, 4, roles)
 }
+
+// Migration 0015 keeps channels stored outside its bounds (or on a reserved
+// NATS subject) as they are, and warns of each with what is outside.
+func TestBoundsMigrationWarnsOfChannelsOutside(t *testing.T) {
+	ctx := context.Background()
+	all, err := migrations.All()
+	require.NoError(t, err)
+	before, full := fstest.MapFS{}, fstest.MapFS{}
+	for _, m := range all {
+		f := &fstest.MapFile{Data: []byte(m.SQL)}
+		full[fmt.Sprintf("%04d_%s.up.sql", m.Version, m.Name)] = f
+		if m.Version < 15 {
+			before[fmt.Sprintf("%04d_%s.up.sql", m.Version, m.Name)] = f
+		}
+	}
+	require.NoError(t, pg.Exec(ctx, "postgres", "CREATE DATABASE migrate_bounds"))
+	cfg, err := pgx.ParseConfig(pg.URL("migrate_bounds"))
+	require.NoError(t, err)
+	var warnings []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if n.Severity == "WARNING" {
+			warnings = append(warnings, n.Message)
+		}
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	_, err = migrations.UpFS(ctx, c, before)
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, `SELECT pgrelay.register('long', 'SELECT length($1)', p_max_attempts := 5000,
+		p_timeout := '30 days', p_retry_delay := '2 days', p_expire_after := '10 years')`)
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, `SELECT pgrelay.register('api', '$JS.API.STREAM.DELETE.X', p_kind := 'nats')`)
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, `SELECT pgrelay.register('fine', 'SELECT length($1)', p_timeout := '24 hours')`)
+	require.NoError(t, err)
+
+	_, err = migrations.UpFS(ctx, c, full)
+	require.NoError(t, err)
+	require.Len(t, warnings, 2, "%q", warnings)
+	require.Contains(t, warnings[0], "channel api")
+	require.Contains(t, warnings[0], "reserved NATS subject '$JS.API.STREAM.DELETE.X'")
+	require.Contains(t, warnings[1], "channel long")
+	for _, s := range []string{"max_attempts 5000 > 1000", "timeout 30 days > 24 hours", "retry_delay 2 days > 24 hours",
+		"expire_after 10 years > 365 days"} {
+		require.Contains(t, warnings[1], s)
+	}
+	var n int
+	require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM pgrelay.channels
+		WHERE channel = 'long' AND max_attempts = 5000 AND timeout = '30 days'`).Scan(&n))
+	require.Equal(t, 1, n, "the stored settings are kept")
+}

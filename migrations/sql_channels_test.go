@@ -388,3 +388,81 @@ func TestUnregister(t *testing.T) {
 	requireCode(t, d.err("SELECT pgrelay.unregister(NULL)"), "PR001")
 	requireCode(t, d.err("SELECT pgrelay.notify('busy', 'x')"), "PR001")
 }
+
+// The settings have upper bounds (0015): max_attempts 1000, timeout and
+// retry_delay 24 hours, expire_after 365 days. A value over its bound is
+// refused with the field's SQLSTATE and a message that names the bound, by
+// register(), update() and the notifier's create_channel() alike; the bound
+// itself is accepted.
+func TestSettingsBounds(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	for _, tc := range []struct {
+		name, args, code, bound string
+	}{
+		{"attempts", "p_max_attempts := 1001", "PR013", "at most 1000"},
+		{"attempts, int max", "p_max_attempts := 2147483647", "PR013", "at most 1000"},
+		{"timeout", "p_timeout := '24 hours 1 millisecond'", "PR014", "at most 24 hours"},
+		{"timeout, a month", "p_timeout := '1 month'", "PR014", "at most 24 hours"},
+		{"timeout, centuries", "p_timeout := '300 years'", "PR014", "at most 24 hours"},
+		{"retry delay", "p_retry_delay := '25 hours'", "PR015", "at most 24 hours"},
+		{"retry delay, millennia", "p_retry_delay := '10000 years'", "PR015", "at most 24 hours"},
+		{"expiry", "p_expire_after := '366 days'", "PR016", "at most 365 days"},
+		{"expiry, centuries", "p_expire_after := '300 years'", "PR016", "at most 365 days"},
+	} {
+		e := requireCode(t, d.err("SELECT pgrelay.register('c', 'SELECT length($1)', "+tc.args+")"), tc.code, tc.name)
+		require.Contains(t, e.Message, tc.bound, tc.name)
+		e = requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('m', 'app@example.com', "+tc.args+")"), tc.code, tc.name)
+		require.Contains(t, e.Message, tc.bound, tc.name)
+	}
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.channels"), "nothing over a bound was registered")
+
+	// The bounds themselves (in any spelling PostgreSQL compares as equal).
+	d.register("c", `p_max_attempts := 1000, p_timeout := '24 hours', p_retry_delay := '1 day',
+		p_expire_after := '365 days'`)
+	d.exec(`SELECT pgrelay_notifier.create_channel('m', 'app@example.com', p_max_attempts := 1000,
+		p_timeout := '1 day', p_retry_delay := '24 hours', p_expire_after := '1 year')`)
+
+	// update() holds a new value to the same bounds.
+	d.register("u", "")
+	for arg, code := range map[string]string{"p_max_attempts := 1001": "PR013", "p_timeout := '2 days'": "PR014",
+		"p_retry_delay := '1 mon'": "PR015", "p_expire_after := '2 years'": "PR016"} {
+		requireCode(t, d.err("SELECT pgrelay.update('u', "+arg+")"), code, arg)
+	}
+	d.exec(`SELECT pgrelay.update('u', p_max_attempts := 1000, p_timeout := '86400 seconds',
+		p_retry_delay := '1440 minutes', p_expire_after := '365 days')`)
+
+	// At the bounds, the Processor's arithmetic holds: the claim's timeout_ms
+	// (statement_timeout is an int of milliseconds, ~24.8 days at most) and
+	// the backoff of the last attempt, capped at retry_delay and jittered by
+	// +-20%, stay finite.
+	require.EqualValues(t, 86_400_000, one[int64](t, d.pool,
+		"SELECT (EXTRACT(epoch FROM timeout) * 1000)::bigint FROM pgrelay.channels WHERE channel = 'u'"))
+	for _, attempt := range []int{1, 20, 21, 1000} {
+		b := one[time.Duration](t, d.pool, "SELECT pgrelay._backoff('24 hours', $1)", attempt)
+		require.GreaterOrEqual(t, b, 24*time.Hour*8/10, "attempt %d", attempt)
+		require.LessOrEqual(t, b, 24*time.Hour*12/10, "attempt %d", attempt)
+	}
+}
+
+// A channel stored outside the bounds before 0015 keeps working: its
+// settings are refused only when given anew (register() with another value,
+// update() of that field), so it can still be paused, resumed and
+// re-registered identically by a deployment script.
+func TestSettingsBoundsSpareStoredValues(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("old", "")
+	// As a channel registered before 0015 could be.
+	d.exec(`UPDATE pgrelay.channels SET max_attempts = 5000, timeout = '30 days', retry_delay = '2 days',
+		expire_after = '10 years' WHERE channel = 'old'`)
+	d.exec("SELECT pgrelay.update('old', p_paused := true)")
+	d.exec("SELECT pgrelay.update('old', p_paused := false, p_handler := 'SELECT upper($1)')")
+	d.exec(`SELECT pgrelay.register('old', 'SELECT upper($1)', p_max_attempts := 5000, p_timeout := '30 days',
+		p_retry_delay := '2 days', p_expire_after := '10 years')`) // identical: a no-op
+	requireCode(t, d.err("SELECT pgrelay.update('old', p_timeout := '31 days')"), "PR014")
+	requireCode(t, d.err("SELECT pgrelay.update('old', p_max_attempts := 5001)"), "PR013")
+	d.exec("SELECT pgrelay.update('old', p_timeout := '1 hour', p_max_attempts := 10)") // back within
+	requireCode(t, d.err("SELECT pgrelay.update('old', p_timeout := '30 days')"), "PR014")
+	require.Equal(t, "01:00:00", one[string](t, d.pool, "SELECT timeout::text FROM pgrelay.channels WHERE channel = 'old'"))
+}

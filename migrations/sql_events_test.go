@@ -4,6 +4,7 @@ package migrations_test
 // payloads kept for them, the publisher's horizon, cursors and backlog.
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -70,6 +71,40 @@ func TestRegisterNATSSubject(t *testing.T) {
 	d.register("was_sql", "")
 	requireCode(t, d.err("SELECT pgrelay.update('was_sql', p_kind := 'nats', p_handler := 'pgrelay.events.x')"), "PR017")
 	require.Equal(t, len(goods)+1, d.count("SELECT count(*) FROM pgrelay.channels WHERE kind = 'nats'"))
+}
+
+// register() and events.CheckChannelSubject agree on every subject of the
+// table: both refuse the system namespaces of NATS ($JS.API., $KV., $O.,
+// $SYS., any "$" subject, _INBOX.), pgrelay's own and invalid subjects, and
+// accept the rest. A channel could otherwise publish into the JetStream API
+// (delete a stream), a key-value bucket or another client's reply inbox.
+func TestNATSSubjectRulesAgree(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	subjects := []string{
+		"orders.created", "a", "pgrelay", "app.pgrelay.x", "PGRELAY.x", "app.$JS.x", "JS.API.x", "_INBOXES.x",
+		"x._INBOX.y", "_inbox.x", "caf\u00e9.\u00a0",
+		"", "orders.*", "orders.>", "a b", "a..b", "a\x01b",
+		"pgrelay.x", "pgrelay.events.c.succeeded",
+		"$JS.API.STREAM.DELETE.PGRELAY_EVENTS", "$JS.ACK.s.c.1.1.1.1.0", "$KV.config.key", "$O.bucket.C.x",
+		"$SYS.REQ.SERVER.PING", "$SRV.PING", "$G", "$", "$js.api.x", "_INBOX.abc", "_INBOX",
+	}
+	for i, s := range subjects {
+		goErr := events.CheckChannelSubject(s)
+		sqlErr := d.err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", fmt.Sprintf("s%d", i), s)
+		if goErr == nil {
+			require.NoError(t, sqlErr, "Go accepts %q, register() must too", s)
+			continue
+		}
+		requireCode(t, sqlErr, "PR017", "Go refuses %q (%v), register() must too", s, goErr)
+	}
+	// update() applies the rule as well, to a new subject or kind.
+	d.exec("SELECT pgrelay.register('out', 'orders.created', p_kind := 'nats')")
+	requireCode(t, d.err("SELECT pgrelay.update('out', p_handler := '$JS.API.STREAM.DELETE.X')"), "PR017")
+	requireCode(t, d.err("SELECT pgrelay.update('out', p_handler := '_INBOX.x')"), "PR017")
+	d.register("was_sql", "")
+	pgErr := requireCode(t, d.err("SELECT pgrelay.update('was_sql', p_kind := 'nats', p_handler := '$KV.b.k')"), "PR017")
+	require.Contains(t, pgErr.Message, "reserved")
 }
 
 // Payloads are kept (for the publisher) only for channels that publish

@@ -75,3 +75,24 @@ func TestDecommissionWithoutLiveNodeAdoptsLater(t *testing.T) {
 	require.EqualValues(t, 1, one[int32](t, n1, "SELECT pgrelay._adopt('1 hour')"))
 	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE owner_node = 1"))
 }
+
+// decommission refuses a p_dead_after that is NULL, zero or negative: with
+// it every node counts as silent for long enough, and a live node would be
+// decommissioned (its pinned rows discarded) while its Processors run.
+func TestDecommissionRefusesNonPositiveDeadAfter(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pin", "p_node_restricted := true")
+	n5 := d.conn(5)
+	one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
+	one[int64](t, n5, "SELECT pgrelay.notify('pin', 'a')")
+	for _, bad := range []string{"'-1 hour'", "'-1 microsecond'", "'0'", "NULL"} {
+		e := requireCode(t, d.err("SELECT pgrelay.decommission(5, "+bad+")"), "PR023", bad)
+		require.Contains(t, e.Message, "dead_after must be positive", bad)
+	}
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 5"), "the live node's rows are kept")
+	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.processors WHERE node_id = 5"))
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.nodes WHERE decommissioned_at IS NOT NULL"))
+	// A positive one judges the node by its heartbeat, as before.
+	requireCode(t, d.err("SELECT pgrelay.decommission(5, '1 minute')"), "PR022")
+}

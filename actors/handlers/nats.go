@@ -3,10 +3,12 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/bus"
 )
 
@@ -36,8 +38,13 @@ type NATS struct {
 	OnTooLarge func(ev Event)
 }
 
-// Handle publishes ev's payload.
+// Handle publishes ev's payload. A subject register() refuses now (one
+// stored before migration 0015: a "$" system subject such as $JS.API., or
+// _INBOX.) is not published to: the event gives up (Permanent).
 func (h NATS) Handle(ctx context.Context, ev Event) (bool, error) {
+	if err := events.CheckChannelSubject(ev.Handler); err != nil {
+		return false, Permanent(fmt.Errorf("nats channel %s: not published: %w", ev.Channel, err))
+	}
 	origin := strconv.FormatInt(ev.OriginID, 10)
 	hdr := nats.Header{}
 	hdr.Set(HeaderChannel, ev.Channel)

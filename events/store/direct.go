@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -259,11 +260,7 @@ func (s *Store) runRound(ctx context.Context, what string, b *DirectBatch, claim
 	// Each handler is cut by statement_timeout; the deadline bounds the
 	// batch should the server or the network stop answering, so its locks
 	// and slots are not held forever.
-	budget := directClaimTimeout
-	for _, e := range b.Events {
-		budget += e.Timeout
-	}
-	rctx, cancel := context.WithTimeout(ctx, budget)
+	rctx, cancel := context.WithTimeout(ctx, batchBudget(b.Events))
 	defer cancel()
 	if err := b.run(rctx, conn, s.statements); err != nil {
 		return fmt.Errorf("batch of %d events of %s: %w", len(b.Events), what, err)
@@ -391,6 +388,20 @@ func isLate(ctx context.Context, conn *pgxpool.Conn, err error) bool {
 // directClaimTimeout bounds a batch's claim, and is the margin of its
 // deadline past its handlers' timeouts.
 const directClaimTimeout = 30 * time.Second
+
+// batchBudget is a batch's deadline: directClaimTimeout past the sum of its
+// handlers' timeouts, saturating at the largest time.Duration (a timeout is
+// at most 24 hours, but a batch may hold any number of events).
+func batchBudget(evs []DirectEvent) time.Duration {
+	budget := directClaimTimeout
+	for _, e := range evs {
+		if e.Timeout > math.MaxInt64-budget {
+			return math.MaxInt64
+		}
+		budget += e.Timeout
+	}
+	return budget
+}
 
 func rollback(ctx context.Context, conn *pgxpool.Conn) {
 	if conn.Conn().PgConn().TxStatus() != 'I' {

@@ -285,6 +285,20 @@ func TestRunErrors(t *testing.T) {
 	})
 }
 
+// nodes decommission refuses a --dead-after that is not positive as a usage
+// error, before connecting: a live node would count as silent long enough.
+func TestDecommissionDeadAfterUsage(t *testing.T) {
+	t.Parallel()
+	nowhere := closedPortURL(t)
+	for _, v := range []string{"0s", "-1s", "-1h0m0s"} {
+		code, out, errOut := cliMain("nodes", "decommission", "3", "--yes", "--database-url", nowhere, "--dead-after", v)
+		assert.Equal(t, 2, code, errOut)
+		assert.Empty(t, out)
+		assert.Contains(t, errOut, "--dead-after "+v+": must be positive", v)
+		assert.NotContains(t, errOut, "cannot connect")
+	}
+}
+
 // statsRow is one parsed data row of `pgrelay stats`.
 type statsRow struct {
 	kind, mode                             string

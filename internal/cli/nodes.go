@@ -107,6 +107,12 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 	if *url == "" {
 		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
 	}
+	// As decommission() (PR023): with zero or less a live node counts as
+	// silent long enough.
+	if *deadAfter <= 0 {
+		return &usageError{msg: fmt.Sprintf("--dead-after %s: must be positive "+
+			"(how long the node must have been silent)", *deadAfter)}
+	}
 	conn, err := connectMigrated(ctx, *url)
 	if err != nil {
 		return err

@@ -83,8 +83,25 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	f.shutdownTimeout = devShutdownTimeout
 	fs.Lookup("shutdown-timeout").DefValue = devShutdownTimeout.String()
 	mkLog := logFlags(fs)
-	if err := a.parse(fs, args); err != nil {
+	// Attaching runs a Processor on the database: dev does it only when its
+	// command line says so, not because PGRELAY_DATABASE_URL is set for
+	// `pgrelay run`.
+	pa := *a
+	pa.getenv = func(name string) string {
+		if name == "PGRELAY_DATABASE_URL" || name == "PGRELAY_DATABASE_URL_FILE" {
+			return ""
+		}
+		return a.getenv(name)
+	}
+	if err := pa.parse(fs, args); err != nil {
 		return err
+	}
+	if *dbURL == "" {
+		for _, name := range []string{"PGRELAY_DATABASE_URL", "PGRELAY_DATABASE_URL_FILE"} {
+			if a.getenv(name) != "" {
+				fmt.Fprintf(a.stderr, "pgrelay dev: warning: %s is set but not used: dev attaches to a database only with --database-url on its command line\n", name)
+			}
+		}
 	}
 	if err := f.validate(); err != nil {
 		return err

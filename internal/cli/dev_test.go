@@ -356,3 +356,33 @@ func TestDevAttachedRefusesWhenItCannotMigrate(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--port is for the throwaway PostgreSQL: not with --database-url")
 }
+
+// dev attaches only when --database-url (or --database-url-file) is on its
+// command line: PGRELAY_DATABASE_URL, set for `pgrelay run`, leaves dev on
+// its throwaway PostgreSQL, with a warning, and that database untouched.
+func TestDevIgnoresDatabaseURLFromEnvironment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := emptyDB(t)
+	tmp, err := os.MkdirTemp("", "pgrelay-cli-devenv-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	require.NoError(t, os.Chmod(tmp, 0o755))
+	p := startCLI(t, []string{"TMPDIR=" + tmp, "PGRELAY_DATABASE_URL=" + dbURL}, "dev", "--rate", "0", "--refresh", "200ms")
+	eventually(t, 90*time.Second, "the live view", func() bool {
+		return strings.Contains(p.stdout.String(), "Ctrl-C to stop") || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own:\n%s%s", p.stdout.String(), p.stderr.String())
+	assert.Contains(t, p.stdout.String(), "starting a throwaway PostgreSQL")
+	assert.Contains(t, p.stderr.String(), "pgrelay dev: warning: PGRELAY_DATABASE_URL is set but not used: "+
+		"dev attaches to a database only with --database-url on its command line")
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+
+	c, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	v, err := migrations.Current(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, 0, v, "the environment's database was not migrated")
+}

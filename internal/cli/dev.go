@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/secret"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
@@ -65,9 +69,12 @@ const devShutdownTimeout = 3 * time.Second
 
 func runDev(ctx context.Context, a *app, args []string) (err error) {
 	fs := a.newFlags("dev")
-	dataDir := fs.String("data-dir", "", "keep the PostgreSQL cluster in this directory (default: a temporary one, removed on exit)")
-	port := fs.Int("port", 0, "PostgreSQL port on 127.0.0.1 (default: a free port)")
-	rate := fs.Float64("rate", 20, "demo events enqueued per second (0: none)")
+	dbURL := fs.String("database-url", "", "attach to this database instead of starting a throwaway PostgreSQL: dev migrates it, creates no demo channels unless --demo, and drops nothing on exit")
+	dataDir := fs.String("data-dir", "", "keep the throwaway PostgreSQL cluster, and the SMTP catcher's mail under mail/, in this directory (default: a temporary one, removed on exit); with --database-url only the mail (default: pgrelay/dev in the user's cache directory)")
+	port := fs.Int("port", 0, "port of the throwaway PostgreSQL on 127.0.0.1 (default: a free port; not with --database-url)")
+	var demo optBool
+	fs.Var(&demo, "demo", "create the demo schema and channels and run the demo producer (default: true for the throwaway PostgreSQL, false with --database-url)")
+	rate := fs.Float64("rate", 20, "demo events enqueued per second with the demo channels (0: none)")
 	smtpPort := fs.Int("smtp-port", 0, "port of the in-process SMTP catcher on 127.0.0.1 (default: a free port; unused with --smtp-url)")
 	natsPort := fs.Int("nats-port", 0, "port of the in-process NATS server on 127.0.0.1 (default: 4222 when free, else a free port; unused with --nats-url)")
 	refresh := fs.Duration("refresh", time.Second, "live view refresh interval")
@@ -76,8 +83,25 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	f.shutdownTimeout = devShutdownTimeout
 	fs.Lookup("shutdown-timeout").DefValue = devShutdownTimeout.String()
 	mkLog := logFlags(fs)
-	if err := a.parse(fs, args); err != nil {
+	// Attaching runs a Processor on the database: dev does it only when its
+	// command line says so, not because PGRELAY_DATABASE_URL is set for
+	// `pgrelay run`.
+	pa := *a
+	pa.getenv = func(name string) string {
+		if name == "PGRELAY_DATABASE_URL" || name == "PGRELAY_DATABASE_URL_FILE" {
+			return ""
+		}
+		return a.getenv(name)
+	}
+	if err := pa.parse(fs, args); err != nil {
 		return err
+	}
+	if *dbURL == "" {
+		for _, name := range []string{"PGRELAY_DATABASE_URL", "PGRELAY_DATABASE_URL_FILE"} {
+			if a.getenv(name) != "" {
+				fmt.Fprintf(a.stderr, "pgrelay dev: warning: %s is set but not used: dev attaches to a database only with --database-url on its command line\n", name)
+			}
+		}
 	}
 	if err := f.validate(); err != nil {
 		return err
@@ -87,6 +111,20 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	}
 	if *rate < 0 || *refresh <= 0 {
 		return &usageError{msg: "--rate must not be negative and --refresh must be positive"}
+	}
+	attached := *dbURL != ""
+	if attached && *port != 0 {
+		return &usageError{msg: "--port is for the throwaway PostgreSQL: not with --database-url"}
+	}
+	if !demo.set {
+		demo.v = !attached
+	}
+	if attached && *dataDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return &usageError{msg: fmt.Sprintf("--data-dir is required with --database-url here: no user cache directory (%v)", err)}
+		}
+		*dataDir = filepath.Join(cache, "pgrelay", "dev")
 	}
 	logger, err := mkLog(a.stderr)
 	if err != nil {
@@ -112,46 +150,48 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		}
 	}()
 
-	fmt.Fprintln(a.stdout, "starting a throwaway PostgreSQL ...")
-	pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{DataDir: *dataDir, Port: *port, Logger: logger})
-	if err != nil {
-		return err
-	}
-	stops = append(stops, stopStep{name: "PostgreSQL", run: func() {
-		if err := pg.Stop(); err != nil {
-			logger.Warn("stopping PostgreSQL", "err", err)
-		}
-	}})
-	if err := pg.Exec(ctx, "postgres", "SELECT 1"); err != nil {
-		return err
-	}
-	var exists bool
-	if err := devQueryRow(ctx, pg.URL("postgres"), "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'pgrelay_dev')", &exists); err != nil {
-		return err
-	}
-	if !exists {
-		if err := pg.Exec(ctx, "postgres", "CREATE DATABASE pgrelay_dev"); err != nil {
+	var url, mailDir string
+	if attached {
+		url, mailDir = *dbURL, filepath.Join(*dataDir, "mail")
+		fmt.Fprintf(a.stdout, "attaching to the database %s: no throwaway PostgreSQL, nothing dropped on exit\n", secret.String(url))
+		if err := migrateAttached(ctx, a, url); err != nil {
 			return err
 		}
+	} else {
+		fmt.Fprintln(a.stdout, "starting a throwaway PostgreSQL ...")
+		pg, err := startDevPostgres(ctx, *dataDir, *port, logger)
+		if err != nil {
+			return err
+		}
+		stops = append(stops, stopStep{name: "PostgreSQL", run: func() {
+			if err := pg.Stop(); err != nil {
+				logger.Warn("stopping PostgreSQL", "err", err)
+			}
+		}})
+		url, mailDir = pg.URL("pgrelay_dev"), filepath.Join(pg.DataDir(), "mail")
 	}
-	url := pg.URL("pgrelay_dev")
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return fmt.Errorf("connect to the dev database: %w", err)
 	}
 	stops = append(stops, stopStep{name: "the view's database connections", run: pool.Close})
-	if _, err := migrations.Up(ctx, pool); err != nil {
-		return err
+	if !attached {
+		if _, err := migrations.Up(ctx, pool); err != nil {
+			return err
+		}
 	}
-	if _, err := pool.Exec(ctx, devSetup); err != nil {
-		return fmt.Errorf("create the demo channels: %w", err)
+	if demo.v {
+		if _, err := pool.Exec(ctx, devSetup); err != nil {
+			return fmt.Errorf("create the demo channels: %w", err)
+		}
 	}
 
 	// Email channels go to an in-process SMTP catcher unless an SMTP server
 	// was configured.
 	var catcher *testenv.SMTP
 	if f.smtpURL == "" && (f.file == nil || f.file.SMTP == nil || f.file.SMTP.Default == "") {
-		catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Addr: fmt.Sprintf("127.0.0.1:%d", *smtpPort), Logger: logger})
+		catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Addr: fmt.Sprintf("127.0.0.1:%d", *smtpPort), Logger: logger,
+			SaveDir: mailDir})
 		if err != nil {
 			return err
 		}
@@ -197,16 +237,26 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 			}
 		}})
 
-	prodCtx, stopProducer := context.WithCancel(ctx)
-	prodDone := make(chan struct{})
-	go func() {
-		defer close(prodDone)
-		produceDemo(prodCtx, pool, *rate, logger)
-	}()
-	stops = append(stops, stopStep{name: "the demo producer", run: func() { stopProducer(); <-prodDone }})
+	// The demo producer writes only to the demo channels: those dev
+	// created (--demo).
+	if demo.v && *rate > 0 {
+		prodCtx, stopProducer := context.WithCancel(ctx)
+		prodDone := make(chan struct{})
+		go func() {
+			defer close(prodDone)
+			produceDemo(prodCtx, pool, *rate, logger)
+		}()
+		stops = append(stops, stopStep{name: "the demo producer", run: func() { stopProducer(); <-prodDone }})
+	}
 
-	view := &devView{out: a.stdout, self: a.self, url: url, tty: isTTY(a.stdout), rate: *rate, smtp: catcher, nats: f.nats.url,
-		inFlight: inFlight}
+	view := &devView{out: a.stdout, self: a.self, url: url, tty: isTTY(a.stdout), rate: *rate, demo: demo.v,
+		smtp: catcher, mailDir: mailDir, nats: f.nats.url, inFlight: inFlight}
+	if attached {
+		view.url = secret.String(url)
+		if view.url != url {
+			view.psqlArg = `"$DATABASE_URL"`
+		}
+	}
 	t := time.NewTicker(*refresh)
 	defer t.Stop()
 	for {
@@ -218,6 +268,86 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		}
 	}
 }
+
+// startDevPostgres starts dev's throwaway PostgreSQL and creates its
+// database pgrelay_dev unless it exists (a kept --data-dir).
+func startDevPostgres(ctx context.Context, dataDir string, port int, logger *slog.Logger) (*testenv.Postgres, error) {
+	pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{DataDir: dataDir, Port: port, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	err = func() error {
+		if err := pg.Exec(ctx, "postgres", "SELECT 1"); err != nil {
+			return err
+		}
+		var exists bool
+		if err := devQueryRow(ctx, pg.URL("postgres"), "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'pgrelay_dev')", &exists); err != nil {
+			return err
+		}
+		if !exists {
+			return pg.Exec(ctx, "postgres", "CREATE DATABASE pgrelay_dev")
+		}
+		return nil
+	}()
+	if err != nil {
+		if serr := pg.Stop(); serr != nil {
+			logger.Warn("stopping PostgreSQL", "err", serr)
+		}
+		return nil, err
+	}
+	return pg, nil
+}
+
+// migrateAttached migrates the database dev attaches to as `pgrelay
+// migrate` does, saying so first; a login that cannot is refused with what
+// to do. A schema already up to date needs no rights beyond reading it.
+func migrateAttached(ctx context.Context, a *app, url string) error {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	conn, err := pgx.Connect(cctx, url)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("cannot connect to the database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	v, err := migrations.Current(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if v >= migrations.Latest() {
+		fmt.Fprintf(a.stdout, "schema at version %d: nothing to migrate\n", v)
+		return nil
+	}
+	fmt.Fprintln(a.stdout, "migrating the database as 'pgrelay migrate' would ...")
+	res, err := migrations.Up(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("cannot migrate the database as %s: %w; run 'pgrelay migrate' as the schema's owner first, or give dev a login that can",
+			conn.Config().User, err)
+	}
+	sayMigrated(a.stdout, res)
+	return warnOwnerStats(ctx, conn, a.stderr, "pgrelay dev")
+}
+
+// optBool is a boolean flag whose default depends on other flags: set tells
+// whether it was given (command line or environment).
+type optBool struct{ v, set bool }
+
+func (b *optBool) String() string {
+	if b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.v, b.set = v, true
+	return nil
+}
+
+func (b *optBool) IsBoolFlag() bool { return true }
 
 func devQueryRow(ctx context.Context, url, sql string, dst ...any) error {
 	c, err := pgx.Connect(ctx, url)
@@ -265,13 +395,16 @@ func produceDemo(ctx context.Context, pool *pgxpool.Pool, rate float64, logger *
 
 // devView renders the live view: per channel pending / in flight / done.
 type devView struct {
-	out  io.Writer
-	url  string
-	tty  bool
-	rate float64
-	smtp *testenv.SMTP // the SMTP catcher; nil with --smtp-url
-	nats string        // the NATS server status events go to
-	self string        // how to run this binary (app.self)
+	out     io.Writer
+	url     string // the database, as shown
+	psqlArg string // the database in the psql commands shown (default: url, quoted)
+	tty     bool
+	rate    float64
+	demo    bool          // the demo channels are there (--demo)
+	smtp    *testenv.SMTP // the SMTP catcher; nil with --smtp-url
+	mailDir string        // where the catcher keeps its mail
+	nats    string        // the NATS server status events go to
+	self    string        // how to run this binary (app.self)
 	// inFlight is the Processor's slots in use: its claimed events and the
 	// slots its running batches reserve. The table's IN FLIGHT column counts
 	// claims written to the queue; rows a batch holds by row lock (sql
@@ -311,11 +444,26 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 		b.WriteString("\033[H\033[2J")
 	}
 	fmt.Fprintf(&b, "pgrelay dev — %s — Ctrl-C to stop\n", time.Now().Format("15:04:05"))
+	psqlArg := v.psqlArg
+	if psqlArg == "" {
+		psqlArg = "'" + v.url + "'"
+	}
+	channel, emailChannel := "demo_orders", "demo_email"
+	if !v.demo {
+		channel, emailChannel = "<channel>", "<email channel>"
+	}
 	fmt.Fprintf(&b, "database: %s\n", v.url)
-	fmt.Fprintf(&b, "try:      psql '%s' -c \"SELECT pgrelay.notify('demo_orders', '{\\\"hello\\\": 1}')\"\n", v.url)
-	fmt.Fprintf(&b, "          psql '%s' -c \"SELECT pgrelay_notifier.send('demo_email', ARRAY['you@example.com'], 'Hi', 'Hello')\"\n", v.url)
+	fmt.Fprintf(&b, "try:      psql %s -c \"SELECT pgrelay.notify('%s', '{\\\"hello\\\": 1}')\"\n", psqlArg, channel)
+	fmt.Fprintf(&b, "          psql %s -c \"SELECT pgrelay_notifier.send('%s', ARRAY['you@example.com'], 'Hi', 'Hello')\"\n", psqlArg, emailChannel)
 	fmt.Fprintf(&b, "nats:     %s (follow the events: %s)\n", natsURLShown(v.nats), watchCommand(v.self, v.nats))
-	fmt.Fprintf(&b, "demo producer: %.0f events/s\n\n", v.rate)
+	switch {
+	case !v.demo:
+		b.WriteString("demo producer: off (no demo channels: --demo creates them)\n\n")
+	case v.rate == 0:
+		b.WriteString("demo producer: off (--rate 0)\n\n")
+	default:
+		fmt.Fprintf(&b, "demo producer: %.0f events/s\n\n", v.rate)
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "CHANNEL\tMODE\tPENDING\tIN FLIGHT\tRETRYING\tSUCCEEDED\tFAILED\tGAVE UP\tEXPIRED\t")
 	for _, s := range stats {
@@ -336,11 +484,49 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 			fmt.Fprintf(&b, ", last: %q to %s", m.Subject(), strings.Join(m.To, ", "))
 		}
 		b.WriteString("\n")
+		v.renderKept(&b)
 	}
 	if !v.tty {
 		b.WriteString("\n")
 	}
 	fmt.Fprint(v.out, b.String())
+}
+
+// devMailListed is how many of the catcher's kept messages the view lists.
+const devMailListed = 5
+
+// renderKept lists the last messages the catcher kept, with its directory.
+func (v *devView) renderKept(b *strings.Builder) {
+	kept := v.smtp.Saved(devMailListed)
+	if len(kept) == 0 {
+		fmt.Fprintf(b, "mail kept in %s: none yet\n", v.mailDir)
+		return
+	}
+	fmt.Fprintf(b, "mail kept in %s (newest last):\n", v.mailDir)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  FROM\tTO\tSUBJECT\tFILE")
+	for _, m := range kept {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", devCell(m.From), devCell(m.To), devCell(m.Subject), filepath.Base(m.File))
+	}
+	_ = tw.Flush()
+}
+
+// devCell is s for a cell of the view: control characters and tabs as
+// spaces, at most 40 characters.
+func devCell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > 40 {
+		s = string(r[:39]) + "…"
+	}
+	if s == "" {
+		s = "-"
+	}
+	return s
 }
 
 func isTTY(w io.Writer) bool {

@@ -1,10 +1,14 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"net/mail"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +19,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/secret"
+	"github.com/pgrelay/pgrelay/migrations"
 )
 
 // devSucceeded returns the SUCCEEDED count of channel in the last frame of the
@@ -69,6 +76,12 @@ func TestDev(t *testing.T) {
 	eventually(t, 60*time.Second, "the live view to show captured emails", func() bool {
 		return captured.MatchString(p.stdout.String()) || p.exited()
 	})
+	// Each one is kept as an .eml file, and the view lists the last ones.
+	kept := regexp.MustCompile(`(?m)^ +"pgrelay demo" <demo@pgrelay\.localhost> +.+ +Order \d+ confirmed +\d{8}T\d{6}\.\d{9}Z-\d+\.eml$`)
+	eventually(t, 60*time.Second, "the live view to list the kept emails", func() bool {
+		return kept.MatchString(p.stdout.String()) || p.exited()
+	})
+	assert.Regexp(t, `mail kept in .+/mail \(newest last\):`, p.stdout.String())
 	assert.NotContains(t, out, "\033[", "no terminal escapes when stdout is not a terminal")
 	assert.Regexp(t, `Processor: \d+ slots in use`, out, "the live view shows the Processor's slots in use")
 
@@ -130,13 +143,17 @@ func TestDevDataDir(t *testing.T) {
 
 // startDevWithSlowHandler starts dev without a demo producer, registers a
 // channel whose handler sleeps ten minutes, notifies it and waits until the
-// handler runs: a stop then has something in flight to wait for.
-func startDevWithSlowHandler(t *testing.T, args ...string) *proc {
+// handler runs: a stop then has something in flight to wait for. With
+// attachTo, dev attaches to that database.
+func startDevWithSlowHandler(t *testing.T, attachTo string, args ...string) *proc {
 	t.Helper()
 	tmp, err := os.MkdirTemp("", "pgrelay-cli-devstop-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
 	require.NoError(t, os.Chmod(tmp, 0o755))
+	if attachTo != "" {
+		args = append([]string{"--database-url", attachTo, "--data-dir", tmp}, args...)
+	}
 	p := startCLI(t, []string{"TMPDIR=" + tmp}, append([]string{"dev", "--rate", "0", "--refresh", "200ms",
 		"--heartbeat-interval", "200ms"}, args...)...)
 	var dbURL string
@@ -145,6 +162,9 @@ func startDevWithSlowHandler(t *testing.T, args ...string) *proc {
 		return dbURL != "" || p.exited()
 	})
 	require.False(t, p.exited(), "dev exited on its own")
+	if attachTo != "" {
+		dbURL = attachTo // the view hides its credentials
+	}
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
@@ -156,7 +176,8 @@ func startDevWithSlowHandler(t *testing.T, args ...string) *proc {
 	eventually(t, 60*time.Second, "the slow handler to run", func() bool {
 		var n int
 		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
-			WHERE query LIKE '%pg_sleep(600)%' AND pid <> pg_catalog.pg_backend_pid()`).Scan(&n)
+			WHERE query LIKE '%pg_sleep(600)%' AND pid <> pg_catalog.pg_backend_pid()
+			AND datname = pg_catalog.current_database()`).Scan(&n)
 		return (err == nil && n > 0) || p.exited()
 	})
 	require.False(t, p.exited(), "dev exited on its own")
@@ -167,7 +188,7 @@ func startDevWithSlowHandler(t *testing.T, args ...string) *proc {
 // the handler at its shutdown timeout (3 s by default in dev) and exits 0.
 func TestDevStopsWhileAHandlerRuns(t *testing.T) {
 	t.Parallel()
-	p := startDevWithSlowHandler(t)
+	p := startDevWithSlowHandler(t, "")
 	p.signal(syscall.SIGINT)
 	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
 	out := p.stdout.String()
@@ -175,11 +196,26 @@ func TestDevStopsWhileAHandlerRuns(t *testing.T) {
 	assert.Regexp(t, `stopping: waiting for the Processor \(\d+s, [1-9]\d* slots in use; exits at the latest 8s after the stop began; Ctrl-C again to exit now\)`, out)
 }
 
+// Attached to a database, the stop works the same, stops no PostgreSQL and
+// leaves the cut event in the database for a later Processor.
+func TestDevAttachedStopsWhileAHandlerRuns(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	p := startDevWithSlowHandler(t, d.url)
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+	out := p.stdout.String()
+	assert.Contains(t, out, "stopping ...")
+	assert.Regexp(t, `stopping: waiting for the Processor \(\d+s, [1-9]\d* slots in use; exits at the latest 8s after the stop began; Ctrl-C again to exit now\)`, out)
+	assert.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'slow'"),
+		"the event is still queued")
+}
+
 // A second Ctrl-C exits at once, whatever the stop waits for (here a handler
 // with a ten-minute shutdown timeout).
 func TestDevSecondInterruptExitsAtOnce(t *testing.T) {
 	t.Parallel()
-	p := startDevWithSlowHandler(t, "--shutdown-timeout", "10m")
+	p := startDevWithSlowHandler(t, "", "--shutdown-timeout", "10m")
 	p.signal(syscall.SIGINT)
 	eventually(t, 60*time.Second, "dev to say what it waits for", func() bool {
 		return strings.Contains(p.stdout.String(), "stopping: waiting for the Processor") || p.exited()
@@ -188,4 +224,187 @@ func TestDevSecondInterruptExitsAtOnce(t *testing.T) {
 	p.signal(syscall.SIGINT)
 	require.Equal(t, 130, p.wait(60*time.Second), "the second SIGINT exits with 130")
 	assert.Contains(t, p.stderr.String(), "pgrelay dev: interrupted again: exiting without finishing the stop")
+}
+
+// keptMail returns the .eml files in dir, in name order.
+func keptMail(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.eml"))
+	require.NoError(t, err)
+	return files
+}
+
+// TestDevAttached: `pgrelay dev --database-url` on an existing database
+// starts no PostgreSQL, says it migrates the database and does, creates no
+// demo channels, and runs the database's own channels: an email channel's
+// message reaches dev's SMTP catcher, which keeps it as an .eml file under
+// --data-dir that the view lists. Ctrl-C leaves the database as it was. A
+// second dev on the same --data-dir lists the kept mail again, and with
+// --demo creates the demo channels.
+func TestDevAttached(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := emptyDB(t)
+	dataDir := t.TempDir()
+	mailDir := filepath.Join(dataDir, "mail")
+
+	p := startCLI(t, nil, "dev", "--database-url", dbURL, "--data-dir", dataDir, "--refresh", "200ms",
+		"--heartbeat-interval", "200ms")
+	eventually(t, 60*time.Second, "the live view", func() bool {
+		return strings.Contains(p.stdout.String(), "Ctrl-C to stop") || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own:\n%s%s", p.stdout.String(), p.stderr.String())
+	out := p.stdout.String()
+	assert.NotContains(t, out, "starting a throwaway PostgreSQL")
+	assert.Contains(t, out, "migrating the database as 'pgrelay migrate' would ...")
+	assert.Contains(t, out, "applied 0001_core")
+	assert.Contains(t, out, fmt.Sprintf("schema at version %d", migrations.Latest()))
+	assert.Contains(t, out, "database: "+secret.String(dbURL), "credentials hidden")
+	assert.Contains(t, out, `try:      psql "$DATABASE_URL" -c "SELECT pgrelay.notify('<channel>',`)
+	assert.Contains(t, out, "demo producer: off (no demo channels: --demo creates them)")
+
+	c, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	one := func(sql string) (v any) {
+		t.Helper()
+		require.NoError(t, c.QueryRow(ctx, sql).Scan(&v), sql)
+		return v
+	}
+	assert.EqualValues(t, migrations.Latest(), one("SELECT max(version) FROM pgrelay.schema_migrations"), "dev migrated the database")
+	assert.Equal(t, true, one("SELECT to_regnamespace('demo') IS NULL"), "no demo schema")
+	assert.EqualValues(t, 0, one("SELECT count(*) FROM pgrelay.channels"), "no demo channels")
+
+	// The application's own channels.
+	for _, sql := range []string{
+		"CREATE TABLE public.shipped (payload text NOT NULL)",
+		"SELECT pgrelay.register('shipped', 'INSERT INTO public.shipped (payload) VALUES ($1)')",
+		"SELECT pgrelay_notifier.create_channel('welcome', 'Team <team@example.com>')",
+		"SELECT pgrelay.notify('shipped', '{\"order\": 7}')",
+		"SELECT pgrelay_notifier.send('welcome', ARRAY['New Hire <new@example.com>'], 'Welcome aboard', 'Hello.')",
+	} {
+		_, err := c.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	eventually(t, 60*time.Second, "the catcher to keep the welcome email", func() bool {
+		return len(keptMail(t, mailDir)) > 0 || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own")
+	files := keptMail(t, mailDir)
+	require.Len(t, files, 1)
+	file := files[0]
+	assert.Regexp(t, `^\d{8}T\d{6}\.\d{9}Z-1\.eml$`, filepath.Base(file))
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	m, err := mail.ReadMessage(bytes.NewReader(raw))
+	require.NoError(t, err, "the file is an RFC 5322 message")
+	assert.Equal(t, "Welcome aboard", m.Header.Get("Subject"))
+	from, err := mail.ParseAddress(m.Header.Get("From"))
+	require.NoError(t, err)
+	assert.Equal(t, "team@example.com", from.Address)
+	to, err := mail.ParseAddress(m.Header.Get("To"))
+	require.NoError(t, err)
+	assert.Equal(t, "new@example.com", to.Address)
+	assert.NotEmpty(t, m.Header.Get("Message-Id"))
+
+	listed := regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(m.Header.Get("From")) + ` +` +
+		regexp.QuoteMeta(m.Header.Get("To")) + ` +Welcome aboard +` + regexp.QuoteMeta(filepath.Base(file)) + `$`)
+	eventually(t, 30*time.Second, "the view to list the kept email and the shipped event", func() bool {
+		n, _ := devSucceeded(p.stdout.String(), "shipped")
+		return (listed.MatchString(p.stdout.String()) && n == 1) || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own")
+	assert.Contains(t, p.stdout.String(), "mail kept in "+mailDir+" (newest last):")
+	assert.Regexp(t, `(?m)^ *welcome +none +\d+`, p.stdout.String(), "the view lists every channel of the database")
+
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+	assert.Contains(t, p.stdout.String(), "stopping ...")
+
+	// The database is as dev left it running: schema, channels, rows, log.
+	assert.EqualValues(t, migrations.Latest(), one("SELECT max(version) FROM pgrelay.schema_migrations"))
+	assert.EqualValues(t, 2, one("SELECT count(*) FROM pgrelay.channels"))
+	assert.Equal(t, `{"order": 7}`, one("SELECT payload FROM public.shipped"))
+	assert.EqualValues(t, 2, one("SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'"))
+	assert.Equal(t, true, one("SELECT to_regnamespace('demo') IS NULL"))
+
+	// Again on the same --data-dir, with --demo: nothing to migrate, the
+	// kept email is listed, the demo channels are created.
+	p = startCLI(t, nil, "dev", "--database-url", dbURL, "--data-dir", dataDir, "--demo", "--rate", "0",
+		"--refresh", "200ms", "--heartbeat-interval", "200ms")
+	eventually(t, 60*time.Second, "the second dev to list the kept email", func() bool {
+		return listed.MatchString(p.stdout.String()) || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own:\n%s%s", p.stdout.String(), p.stderr.String())
+	out = p.stdout.String()
+	assert.Contains(t, out, fmt.Sprintf("schema at version %d: nothing to migrate", migrations.Latest()))
+	assert.NotContains(t, out, "applied 0001_core")
+	assert.Contains(t, out, "demo producer: off (--rate 0)")
+	assert.Regexp(t, `SMTP catcher smtp://127\.0\.0\.1:\d+: 0 emails captured\n`, out)
+	assert.EqualValues(t, 4, one("SELECT count(*) FROM pgrelay.channels WHERE channel LIKE 'demo\\_%'"))
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+	assert.Len(t, keptMail(t, mailDir), 1)
+}
+
+// dev attached with a login that cannot migrate the database says it is
+// about to migrate, then refuses with the reason and what to do; it changes
+// nothing. --port is for the throwaway PostgreSQL only.
+func TestDevAttachedRefusesWhenItCannotMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := emptyDB(t)
+	role := fmt.Sprintf("dev_nomigrate_%d", os.Getpid())
+	require.NoError(t, pg.Exec(ctx, "postgres", "CREATE ROLE "+role+" LOGIN"))
+	t.Cleanup(func() { _ = pg.Exec(context.Background(), "postgres", "DROP ROLE "+role) })
+	asRole := strings.Replace(dbURL, "postgres://postgres@", "postgres://"+role+"@", 1)
+	require.NotEqual(t, dbURL, asRole)
+
+	code, out, errOut := runCLI(t, nil, "dev", "--database-url", asRole, "--data-dir", t.TempDir())
+	require.Equal(t, 1, code, "%s%s", out, errOut)
+	assert.Contains(t, out, "migrating the database as 'pgrelay migrate' would ...")
+	assert.Regexp(t, `cannot migrate the database as `+role+`: .*permission denied`, errOut)
+	assert.Contains(t, errOut, "run 'pgrelay migrate' as the schema's owner first, or give dev a login that can")
+	assert.NotContains(t, out, "Ctrl-C to stop")
+
+	c, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	v, err := migrations.Current(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, 0, v, "nothing was created")
+
+	code, _, errOut = cliMain("dev", "--database-url", dbURL, "--port", "5999")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--port is for the throwaway PostgreSQL: not with --database-url")
+}
+
+// dev attaches only when --database-url (or --database-url-file) is on its
+// command line: PGRELAY_DATABASE_URL, set for `pgrelay run`, leaves dev on
+// its throwaway PostgreSQL, with a warning, and that database untouched.
+func TestDevIgnoresDatabaseURLFromEnvironment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := emptyDB(t)
+	tmp, err := os.MkdirTemp("", "pgrelay-cli-devenv-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	require.NoError(t, os.Chmod(tmp, 0o755))
+	p := startCLI(t, []string{"TMPDIR=" + tmp, "PGRELAY_DATABASE_URL=" + dbURL}, "dev", "--rate", "0", "--refresh", "200ms")
+	eventually(t, 90*time.Second, "the live view", func() bool {
+		return strings.Contains(p.stdout.String(), "Ctrl-C to stop") || p.exited()
+	})
+	require.False(t, p.exited(), "dev exited on its own:\n%s%s", p.stdout.String(), p.stderr.String())
+	assert.Contains(t, p.stdout.String(), "starting a throwaway PostgreSQL")
+	assert.Contains(t, p.stderr.String(), "pgrelay dev: warning: PGRELAY_DATABASE_URL is set but not used: "+
+		"dev attaches to a database only with --database-url on its command line")
+	p.signal(syscall.SIGINT)
+	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
+
+	c, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	v, err := migrations.Current(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, 0, v, "the environment's database was not migrated")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -393,10 +394,21 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	sayMigrated(a.stdout, res)
+	return warnOwnerStats(ctx, conn, a.stderr, "pgrelay migrate")
+}
+
+// sayMigrated prints what migrations.Up did, as `pgrelay migrate` does.
+func sayMigrated(w io.Writer, res migrations.Result) {
 	for _, m := range res.Applied {
-		fmt.Fprintf(a.stdout, "applied %04d_%s\n", m.Version, m.Name)
+		fmt.Fprintf(w, "applied %04d_%s\n", m.Version, m.Name)
 	}
-	fmt.Fprintf(a.stdout, "schema at version %d\n", res.Version)
+	fmt.Fprintf(w, "schema at version %d\n", res.Version)
+}
+
+// warnOwnerStats warns on w, prefixed with cmd, when the user conn logs in
+// as, who owns what it migrated, cannot see every session's transaction.
+func warnOwnerStats(ctx context.Context, conn *pgx.Conn, w io.Writer, cmd string) error {
 	// The NATS publisher's horizon (pgrelay._publish_horizon, SECURITY
 	// DEFINER) must see every session's transaction: its owner, who ran
 	// this, needs pg_read_all_stats unless a superuser.
@@ -407,9 +419,9 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("check the owner's pg_read_all_stats: %w", err)
 	}
 	if !sees {
-		fmt.Fprintf(a.stderr, "pgrelay migrate: warning: %s, the owner of the schema, is neither a superuser nor a member of pg_read_all_stats:\n"+
+		fmt.Fprintf(w, "%s: warning: %s, the owner of the schema, is neither a superuser nor a member of pg_read_all_stats:\n"+
 			"  publishing status events on NATS (pgrelay run --nats-url) will stall with PR040 until a superuser runs\n"+
-			"  GRANT pg_read_all_stats TO %s;\n", owner, pgx.Identifier{owner}.Sanitize())
+			"  GRANT pg_read_all_stats TO %s;\n", cmd, owner, pgx.Identifier{owner}.Sanitize())
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ import (
 	"net"
 	"net/mail"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,7 +55,26 @@ type SMTPConfig struct {
 	DataDelay time.Duration
 	// Logger receives the server's own errors (default: discard).
 	Logger *slog.Logger
+	// SaveDir, when set, is where the catcher keeps every message it
+	// accepts, as <time>-<n>.eml (the bytes as received, mode 0600; <time>
+	// in UTC, <n> the message's number in this catcher): created (mode 0700)
+	// when missing. A message it cannot write there is refused with a 451,
+	// for the sender to retry. Saved lists the last ones, those an earlier
+	// catcher kept there included. Without it nothing is written.
+	SaveDir string
 }
+
+// SavedMessage is one message kept in SMTPConfig.SaveDir: its file and the
+// header fields that tell it apart (empty when the file has no header).
+type SavedMessage struct {
+	File    string
+	From    string
+	To      string
+	Subject string // decoded
+}
+
+// savedKept is how many SavedMessage the catcher keeps in memory for Saved.
+const savedKept = 100
 
 // SMTP is an in-process SMTP server that accepts every message and records
 // it, with the sessions that carried them and any two mail transactions of
@@ -73,6 +94,8 @@ type SMTP struct {
 	maxActive map[string]int
 	overlaps  int
 	reject    map[string]rejectRule // domain -> rule
+	saved     []SavedMessage        // the last savedKept messages in cfg.SaveDir
+	saveSeq   int                   // messages given a file name in cfg.SaveDir
 }
 
 type rejectRule struct {
@@ -179,6 +202,13 @@ func StartSMTP(cfg SMTPConfig) (*SMTP, error) {
 	}
 	s := &SMTP{cfg: cfg, addr: cfg.Addr, dataDelay: cfg.DataDelay, active: map[string]int{},
 		maxActive: map[string]int{}, reject: map[string]rejectRule{}}
+	if cfg.SaveDir != "" {
+		saved, err := loadSaved(cfg.SaveDir)
+		if err != nil {
+			return nil, err
+		}
+		s.saved = saved
+	}
 	if err := s.Start(); err != nil {
 		return nil, err
 	}
@@ -322,6 +352,81 @@ func (s *SMTP) Last() (Message, bool) {
 		return Message{}, false
 	}
 	return s.messages[len(s.messages)-1], true
+}
+
+// Saved returns the last n (at most 100) messages kept in SMTPConfig.SaveDir,
+// oldest first: this catcher's and those kept there before it started. It is
+// empty without SaveDir.
+func (s *SMTP) Saved(n int) []SavedMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n = min(max(n, 0), len(s.saved))
+	return append([]SavedMessage(nil), s.saved[len(s.saved)-n:]...)
+}
+
+// loadSaved reads the header fields of the last savedKept messages in dir
+// (created when missing), oldest first.
+func loadSaved(dir string) ([]SavedMessage, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("testenv: smtp: make %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir) // sorted by name: by time
+	if err != nil {
+		return nil, fmt.Errorf("testenv: smtp: list %s: %w", dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".eml") && !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	names = names[len(names)-min(len(names), savedKept):]
+	out := make([]SavedMessage, 0, len(names))
+	for _, n := range names {
+		path := filepath.Join(dir, n)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("testenv: smtp: read %s: %w", path, err)
+		}
+		out = append(out, savedMessage(path, b))
+	}
+	return out, nil
+}
+
+// savedMessage is the SavedMessage of the message data kept in path.
+func savedMessage(path string, data []byte) SavedMessage {
+	sm := SavedMessage{File: path}
+	m, err := mail.ReadMessage(bytes.NewReader(data))
+	if err != nil {
+		return sm
+	}
+	msg := Message{Header: m.Header}
+	sm.From, sm.To, sm.Subject = m.Header.Get("From"), m.Header.Get("To"), msg.Subject()
+	return sm
+}
+
+// save writes data to the catcher's SaveDir as message number n: to a
+// temporary file first, renamed once complete, so that a reader of the
+// directory never sees part of a message.
+func (s *SMTP) save(n int, at time.Time, data []byte) (SavedMessage, error) {
+	dir := s.cfg.SaveDir
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.eml", at.UTC().Format("20060102T150405.000000000Z"), n))
+	f, err := os.CreateTemp(dir, ".part-*")
+	if err != nil {
+		return SavedMessage{}, fmt.Errorf("testenv: smtp: save message %d: %w", n, err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return SavedMessage{}, fmt.Errorf("testenv: smtp: save message %d as %s: %w", n, path, err)
+	}
+	return savedMessage(path, data), nil
 }
 
 // Sessions is the number of SMTP sessions (connections greeted) so far.
@@ -489,8 +594,29 @@ func (x *smtpSession) Data(r io.Reader) error {
 		msg.Header = m.Header
 	}
 	s := x.s
+	if s.cfg.SaveDir == "" {
+		s.mu.Lock()
+		s.messages = append(s.messages, msg)
+		s.mu.Unlock()
+		return nil
+	}
+	// Only a message kept is accepted: its number is taken first, and
+	// recorded once its file is complete.
+	s.mu.Lock()
+	s.saveSeq++
+	n := s.saveSeq
+	s.mu.Unlock()
+	sm, err := s.save(n, msg.At, b)
+	if err != nil {
+		s.cfg.Logger.Error("smtp catcher: cannot keep a message", "err", err)
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "cannot keep the message, try again later"}
+	}
 	s.mu.Lock()
 	s.messages = append(s.messages, msg)
+	s.saved = append(s.saved, sm)
+	if len(s.saved) > savedKept {
+		s.saved = append(s.saved[:0], s.saved[len(s.saved)-savedKept:]...)
+	}
 	s.mu.Unlock()
 	return nil
 }

@@ -303,7 +303,9 @@ func (s *Store) upSince(ctx context.Context, at time.Time) (bool, error) {
 	case <-ctx.Done():
 		return false, fmt.Errorf("ask the server since when it runs: %w", ctx.Err())
 	}
-	conn, err := pgx.ConnectConfig(ctx, s.hot.Config().ConnConfig)
+	cc := s.hot.Config().ConnConfig.Copy()
+	PinSearchPath(cc)
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return false, fmt.Errorf("ask the server since when it runs: %w", err)
 	}
@@ -313,7 +315,7 @@ func (s *Store) upSince(ctx context.Context, at time.Time) (bool, error) {
 		_ = conn.Close(cctx)
 	}()
 	var up bool
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() < $1::timestamptz", at).Scan(&up); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() OPERATOR(pg_catalog.<) $1::pg_catalog.timestamptz", at).Scan(&up); err != nil {
 		return false, fmt.Errorf("ask the server since when it runs: %w", err)
 	}
 	return up, nil

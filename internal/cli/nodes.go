@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // runNodes lists the cluster's nodes, or decommissions one:
@@ -115,9 +117,11 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 	if !*yes {
 		// Say what it would do, then refuse.
 		var pinned, owned int64
-		if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE run_in_node = $1),
-			count(*) FILTER (WHERE run_in_node IS NULL AND owner_node = $1)
-			FROM pgrelay.queue WHERE run_in_node = $1 OR owner_node = $1`, node).Scan(&pinned, &owned); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT pg_catalog.count(*) FILTER (WHERE run_in_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4),
+			pg_catalog.count(*) FILTER (WHERE run_in_node IS NULL AND owner_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4)
+			FROM pgrelay.queue
+			WHERE run_in_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 OR owner_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4`,
+			node).Scan(&pinned, &owned); err != nil {
 			return fmt.Errorf("decommission node %d: count its rows: %w", node, err)
 		}
 		fmt.Fprintf(a.stdout, "decommissioning node %d would discard %d pinned rows (logged gave_up), "+
@@ -143,6 +147,7 @@ func connectMigrated(ctx context.Context, url string) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to the database: invalid --database-url: %w", err)
 	}
+	store.PinSearchPath(cfg)
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to the database: %w", err)

@@ -263,6 +263,7 @@ func checkSchema(ctx context.Context, url string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	store.PinSearchPath(cfg)
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return fmt.Errorf("cannot connect to the database: %w", err)
@@ -278,7 +279,7 @@ func checkSchema(ctx context.Context, url string) error {
 func warnConnections(ctx context.Context, url string, planned int, logger *slog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, url)
+	conn, err := connect(cctx, url)
 	if err != nil {
 		logger.Warn("connections: could not check the server's max_connections", "err", err)
 		return
@@ -307,7 +308,7 @@ func warnConnections(ctx context.Context, url string, planned int, logger *slog.
 func warnUnreplicated(ctx context.Context, url, mode string, logger *slog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, url)
+	conn, err := connect(cctx, url)
 	if err != nil {
 		logger.Warn("replication: could not check that pgrelay's tables are replicated", "err", err)
 		return
@@ -383,7 +384,7 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, err := pgx.Connect(cctx, *url)
+	conn, err := connect(cctx, *url)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("cannot connect to the database: %w", err)
@@ -425,7 +426,7 @@ func runStats(ctx context.Context, a *app, args []string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, *url)
+	conn, err := connect(cctx, *url)
 	if err != nil {
 		return fmt.Errorf("cannot connect to the database: %w", err)
 	}

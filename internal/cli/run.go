@@ -289,7 +289,7 @@ func warnConnections(ctx context.Context, url string, planned int, logger *slog.
 	if err := conn.QueryRow(cctx, `SELECT pg_catalog.current_setting('max_connections')::pg_catalog.int4,
 		pg_catalog.current_setting('superuser_reserved_connections')::pg_catalog.int4,
 		(SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pg_catalog.pg_stat_activity a
-		  WHERE a.backend_type = 'client backend')`).Scan(&maxConns, &reserved, &open); err != nil {
+		  WHERE a.backend_type OPERATOR(pg_catalog.=) 'client backend'::pg_catalog.text)`).Scan(&maxConns, &reserved, &open); err != nil {
 		logger.Warn("connections: could not check the server's max_connections", "err", err)
 		return
 	}
@@ -403,7 +403,7 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 	// this, needs pg_read_all_stats unless a superuser.
 	var owner string
 	var sees bool
-	if err := conn.QueryRow(ctx, `SELECT CURRENT_USER::text,
+	if err := conn.QueryRow(ctx, `SELECT CURRENT_USER::pg_catalog.text,
 		pg_catalog.pg_has_role(CURRENT_USER, 'pg_read_all_stats'::pg_catalog.name, 'USAGE'::pg_catalog.text)`).Scan(&owner, &sees); err != nil {
 		return fmt.Errorf("check the owner's pg_read_all_stats: %w", err)
 	}

@@ -97,6 +97,11 @@ var searchPathAggs = []struct{ sig, stype, body string }{
 	{"string_agg(text, text)", "text", "pg_catalog.concat(s, a)"},
 }
 
+// searchPathTypes are built-in types that a look-alike domain may shadow
+// (the SQL standard's names, such as bigint or integer, always mean
+// pg_catalog's).
+var searchPathTypes = []string{"text", "int8", "int4", "bool", "timestamptz", "jsonb", "name", "regclass", "float8"}
+
 // plantSearchPathTraps creates the look-alikes in public of the database
 // pool is connected to (as a superuser, with a pinned search path).
 func plantSearchPathTraps(t *testing.T, pool *pgxpool.Pool) {
@@ -150,6 +155,15 @@ CREATE AGGREGATE public.%s (SFUNC = public.sp_agg_%d, STYPE = %s);
 `, i, params, a.stype, quoteLit("aggregate "+a.sig), a.body, a.sig, i, a.stype)
 		_ = name
 		_ = sfArgs
+	}
+	// Types: a domain named like a built-in type runs its check, as the
+	// caller, on every value cast to it.
+	b.WriteString(`CREATE FUNCTION public.sp_type(what text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.sp_hit(what); RETURN true; END $$;
+`)
+	for _, typ := range searchPathTypes {
+		fmt.Fprintf(&b, "CREATE DOMAIN public.%s AS pg_catalog.%s CHECK (public.sp_type(%s));\n",
+			typ, typ, quoteLit("type "+typ))
 	}
 	_, err := pool.Exec(ctx, b.String())
 	require.NoError(t, err, b.String())

@@ -111,7 +111,7 @@ func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string,
 	leader, term := scope.args()
 	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Scope: scope},
 		"SELECT id, origin_id, $1::pg_catalog.text, 0::pg_catalog.int8, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
-			" FROM pgrelay._claim_direct($1, $2, $3, $4, $5)",
+			" FROM pgrelay._claim_direct($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.bool, $4::pg_catalog.int8, $5::pg_catalog.int4)",
 		func(n int, _ LaneKey) []any { return []any{channel, scope.Mode, leader, term, n} }, limit, LaneKey{})
 }
 
@@ -125,7 +125,7 @@ func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, l
 	leader, term := scope.args()
 	return s.runBatch(ctx, "lanes", &DirectBatch{Scope: scope},
 		"SELECT id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
-			" FROM pgrelay._claim_lanes_direct($1, $2, $3, $4, $5, $6)",
+			" FROM pgrelay._claim_lanes_direct($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.int8, $4::pg_catalog.int4, $5::pg_catalog.text, $6::pg_catalog.int8)",
 		func(n int, after LaneKey) []any {
 			var afterCh *string
 			var afterLane *int64

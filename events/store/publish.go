@@ -153,7 +153,7 @@ func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit 
 // after < id < before, in id order.
 func NotifierBatch(ctx context.Context, c Conn, node int, after, before int64, limit int) ([]events.NotifierStatus, error) {
 	rows, err := c.Query(ctx, `SELECT id, notification_id, channel, status, error, node, at
-		FROM pgrelay._notifier_status_batch($1, $2, $3, $4)`, node, after, before, limit)
+		FROM pgrelay._notifier_status_batch($1::pg_catalog.int4, $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int4)`, node, after, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read notifier status events of node %d after %d: %w", node, after, err)
 	}
@@ -213,7 +213,7 @@ type CursorBacklog struct {
 // events not yet published on NATS. Empty when no publisher ever ran.
 func PublishBacklog(ctx context.Context, q Queryer) ([]CursorBacklog, error) {
 	rows, err := q.Query(ctx, `SELECT node_id, source, last_id, backlog, updated_at, oldest_at
-		FROM pgrelay.publish_backlog($1)`, BacklogCap)
+		FROM pgrelay.publish_backlog($1::pg_catalog.int4)`, BacklogCap)
 	if err != nil {
 		return nil, fmt.Errorf("publish_backlog: %w", err)
 	}
@@ -292,7 +292,7 @@ func OldestUnpublished(ctx context.Context, c Conn, node int, source string, aft
 // unpublishedMax).
 func (s *Store) TrimEventPayloads(ctx context.Context, olderThan, unpublishedMax time.Duration, batch int) (int, error) {
 	var n int
-	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_event_payloads($1, $2, $3)", olderThan, batch, unpublishedMax).Scan(&n)
+	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_event_payloads($1::pg_catalog.interval, $2::pg_catalog.int4, $3::pg_catalog.interval)", olderThan, batch, unpublishedMax).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("trim kept payloads older than %s: %w", olderThan, err)
 	}

@@ -36,7 +36,7 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, `SELECT node_id, mode, last_seen, alive, leader, processors, pending, pinned,
 		COALESCE(hostname, ''), COALESCE(version, ''), decommissioned_at IS NOT NULL
-		FROM pgrelay.nodes_overview($1)`, *deadAfter)
+		FROM pgrelay.nodes_overview($1::pg_catalog.interval)`, *deadAfter)
 	if err != nil {
 		return fmt.Errorf("nodes: %w", err)
 	}
@@ -131,7 +131,7 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 			"pass --yes to confirm", node)}
 	}
 	var n int64
-	if err := conn.QueryRow(ctx, "SELECT pgrelay.decommission($1, $2)", node, *deadAfter).Scan(&n); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pgrelay.decommission($1::pg_catalog.int4, $2::pg_catalog.interval)", node, *deadAfter).Scan(&n); err != nil {
 		return fmt.Errorf("decommission node %d: %w", node, err)
 	}
 	fmt.Fprintf(a.stdout, "node %d decommissioned: %d pinned rows discarded (logged gave_up); "+

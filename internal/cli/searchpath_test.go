@@ -118,8 +118,7 @@ BEGIN
   INSERT INTO public.sp_calls (what) VALUES (what);
 END $$;
 `)
-	for i, f := range searchPathTraps {
-		name := f.args[:strings.IndexByte(f.args, '(')]
+	for _, f := range searchPathTraps {
 		body := "RETURN " + f.body + ";"
 		switch {
 		case f.ret == "void":
@@ -130,8 +129,6 @@ END $$;
 		fmt.Fprintf(&b, `CREATE FUNCTION public.%s RETURNS %s LANGUAGE plpgsql AS $$
 BEGIN PERFORM public.sp_hit(%s); %s END $$;
 `, f.args, f.ret, quoteLit("function "+f.args), body)
-		_ = name
-		_ = i
 	}
 	for i, o := range searchPathOps {
 		fmt.Fprintf(&b, `CREATE FUNCTION public.sp_op_%d(a %s, b %s) RETURNS %s LANGUAGE plpgsql AS $$
@@ -141,20 +138,18 @@ CREATE OPERATOR public.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = public.sp_op_
 			o.op, o.left, o.right, i)
 	}
 	for i, a := range searchPathAggs {
-		name, arg, _ := strings.Cut(strings.TrimSuffix(a.sig, ")"), "(")
-		params, sfArgs := "s "+a.stype+", a "+arg, a.stype+", "+arg
-		if arg == "*" {
-			params, sfArgs = "s "+a.stype, a.stype
-		} else if strings.Contains(arg, ",") {
+		_, arg, _ := strings.Cut(strings.TrimSuffix(a.sig, ")"), "(")
+		params := "s " + a.stype + ", a " + arg
+		switch {
+		case arg == "*":
+			params = "s " + a.stype
+		case strings.Contains(arg, ","):
 			params = "s " + a.stype + ", a text, d text"
-			sfArgs = a.stype + ", " + arg
 		}
 		fmt.Fprintf(&b, `CREATE FUNCTION public.sp_agg_%d(%s) RETURNS %s LANGUAGE plpgsql AS $$
 BEGIN PERFORM public.sp_hit(%s); RETURN %s; END $$;
 CREATE AGGREGATE public.%s (SFUNC = public.sp_agg_%d, STYPE = %s);
 `, i, params, a.stype, quoteLit("aggregate "+a.sig), a.body, a.sig, i, a.stype)
-		_ = name
-		_ = sfArgs
 	}
 	// Types: a domain named like a built-in type runs its check, as the
 	// caller, on every value cast to it.
@@ -242,11 +237,13 @@ func TestSearchPathHijack(t *testing.T) {
 				p_concurrency_mode := 'channel')`)
 			d.exec(`SELECT pgrelay.register('sp_fail', 'SELECT sp.fail($1)', p_max_attempts := 2,
 				p_retry_delay := '10 milliseconds', p_publish_payload := true)`)
+			d.exec(`SELECT pgrelay.register('sp_nats', 'sp.outbox', p_kind := 'nats')`)
 			d.exec(`SELECT pgrelay_notifier.create_channel('sp_mail', 'app@shop.example')`)
 			enqueue := func() {
 				d.exec(`SELECT pgrelay.notify_many('sp_none', ARRAY(SELECT 'n' || g FROM pg_catalog.generate_series(1, 20) g))`)
 				d.exec(`SELECT pgrelay.notify_many('sp_lanes', ARRAY(SELECT 'l' || g FROM pg_catalog.generate_series(1, 10) g))`)
 				d.exec(`SELECT pgrelay.notify('sp_fail', 'f')`)
+				d.exec(`SELECT pgrelay.notify_many('sp_nats', ARRAY['m1', 'm2', 'm3'])`)
 				d.exec(`SELECT pgrelay_notifier.send('sp_mail', ARRAY['a@example.org'], 'Hi', 'Hello')`)
 			}
 			// Every event ended (2 attempts for sp_fail), the emails were
@@ -262,7 +259,7 @@ func TestSearchPathHijack(t *testing.T) {
 					logRows, logRows+statusRows-streamMsgs(js, "PGRELAY_EVENTS"))
 			}
 			settled := func(rounds int) string {
-				return fmt.Sprintf("queue 0, sent %d, log %d, unpublished 0", rounds, rounds*(20+10+2+1))
+				return fmt.Sprintf("queue 0, sent %d, log %d, unpublished 0", rounds, rounds*(20+10+2+3+1))
 			}
 			env := []string{"PGRELAY_SMTP_URL=" + smtp.URL()}
 			for round, batch := range []string{"500", "1"} {
@@ -294,7 +291,10 @@ func TestSearchPathHijack(t *testing.T) {
 			require.Equal(t, 0, code, out+errOut)
 			require.Equal(t, noHits, hits(), "watch")
 
-			// dev runs its own cluster; its statements run here.
+			// dev starts a PostgreSQL of its own, where nothing is planted:
+			// the statements it sends there (the demo set-up, the producer's,
+			// the live view's; its migration and Processor are the ones
+			// above) run here.
 			dp, err := pgxpool.ParseConfig(url)
 			require.NoError(t, err)
 			dev, err := pgxpool.NewWithConfig(ctx, dp)

@@ -115,9 +115,10 @@ func rejoining(ctx context.Context, st *store.Store, cfg Config) (bool, error) {
 	}
 	var dead bool
 	err := st.Background().QueryRow(ctx, `SELECT COALESCE((
-		SELECT n.last_seen < pg_catalog.now() - $1::interval OR n.adopted_at >= n.last_seen
+		SELECT n.last_seen OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)
+		       OR n.adopted_at OPERATOR(pg_catalog.>=) n.last_seen
 		       OR n.decommissioned_at IS NOT NULL
-		  FROM pgrelay.nodes n WHERE n.node_id = pgrelay._this_node()), false)`, cfg.DeadAfter).Scan(&dead)
+		  FROM pgrelay.nodes n WHERE n.node_id OPERATOR(pg_catalog.=) pgrelay._this_node()), false)`, cfg.DeadAfter).Scan(&dead)
 	if err != nil {
 		return false, fmt.Errorf("read this node's heartbeat: %w", err)
 	}

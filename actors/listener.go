@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // listen holds a connection that LISTENs on "pgrelay" (notify() wakes it) and
@@ -17,7 +19,9 @@ import (
 func listen(ctx context.Context, d *deps, cfg *pgxpool.Config) {
 	failures := 0
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, d, cfg.ConnConfig.Copy())
+		cc := cfg.ConnConfig.Copy()
+		store.PinSearchPath(cc)
+		err := listenOnce(ctx, d, cc)
 		if ctx.Err() != nil {
 			return
 		}

@@ -424,6 +424,9 @@ func (p *Processor) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// pgrelay's background statements run under its own search_path; the
+	// hot pool keeps the login's, which the handlers' SQL may rely on.
+	store.PinSearchPath(bgCfg.ConnConfig)
 	hotCfg.MinConns = min(warmHotConns, hotCfg.MaxConns)
 	stmts := &store.Statements{}
 	hotCfg.AfterConnect = stmts.Warm

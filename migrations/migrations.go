@@ -117,15 +117,23 @@ func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", lockClass, lockMigrate); err != nil {
+	// The migrations run under pgrelay's own search_path (as its sessions
+	// do, see store.SearchPath): what they name unqualified, and the
+	// defaults and checks they create, resolve in pg_catalog only, never to
+	// a look-alike in a schema of the migrating login's search_path.
+	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)"); err != nil {
+		return Result{}, fmt.Errorf("migrate: set the search_path: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_catalog.pg_advisory_xact_lock($1::pg_catalog.int4, $2::pg_catalog.int4)",
+		lockClass, lockMigrate); err != nil {
 		return Result{}, fmt.Errorf("migrate: take the migration lock: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `
 		CREATE SCHEMA IF NOT EXISTS pgrelay;
 		CREATE TABLE IF NOT EXISTS pgrelay.schema_migrations (
-		  version    int PRIMARY KEY,
-		  name       text NOT NULL,
-		  applied_at timestamptz NOT NULL DEFAULT now()
+		  version    pg_catalog.int4 PRIMARY KEY,
+		  name       pg_catalog.text NOT NULL,
+		  applied_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
 		);`); err != nil {
 		return Result{}, fmt.Errorf("migrate: create the version table: %w", err)
 	}
@@ -151,7 +159,7 @@ func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return Result{}, fmt.Errorf("migrate: apply %04d_%s: %w", m.Version, m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO pgrelay.schema_migrations (version, name) VALUES ($1, $2)",
+		if _, err := tx.Exec(ctx, "INSERT INTO pgrelay.schema_migrations (version, name) VALUES ($1::pg_catalog.int4, $2::pg_catalog.text)",
 			m.Version, m.Name); err != nil {
 			return Result{}, fmt.Errorf("migrate: record %04d_%s: %w", m.Version, m.Name, err)
 		}
@@ -171,14 +179,14 @@ func Current(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) (int, error) {
 	var exists bool
-	if err := q.QueryRow(ctx, "SELECT to_regclass('pgrelay.schema_migrations') IS NOT NULL").Scan(&exists); err != nil {
+	if err := q.QueryRow(ctx, "SELECT pg_catalog.to_regclass('pgrelay.schema_migrations'::pg_catalog.text) IS NOT NULL").Scan(&exists); err != nil {
 		return 0, fmt.Errorf("read the schema version: %w", err)
 	}
 	if !exists {
 		return 0, nil
 	}
 	var v *int32
-	if err := q.QueryRow(ctx, "SELECT max(version) FROM pgrelay.schema_migrations").Scan(&v); err != nil {
+	if err := q.QueryRow(ctx, "SELECT pg_catalog.max(version) FROM pgrelay.schema_migrations").Scan(&v); err != nil {
 		return 0, fmt.Errorf("read the schema version: %w", err)
 	}
 	if v == nil {

@@ -111,8 +111,8 @@ func (b *DirectBatch) Last() LaneKey {
 func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string, limit int) (*DirectBatch, error) {
 	leader, term := scope.args()
 	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Scope: scope},
-		"SELECT id, origin_id, $1::text, 0::bigint, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
-			" FROM pgrelay._claim_direct($1, $2, $3, $4, $5)",
+		"SELECT id, origin_id, $1::pg_catalog.text, 0::pg_catalog.int8, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
+			" FROM pgrelay._claim_direct($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.bool, $4::pg_catalog.int8, $5::pg_catalog.int4)",
 		func(n int, _ LaneKey) []any { return []any{channel, scope.Mode, leader, term, n} }, limit, LaneKey{})
 }
 
@@ -126,7 +126,7 @@ func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, l
 	leader, term := scope.args()
 	return s.runBatch(ctx, "lanes", &DirectBatch{Scope: scope},
 		"SELECT id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
-			" FROM pgrelay._claim_lanes_direct($1, $2, $3, $4, $5, $6)",
+			" FROM pgrelay._claim_lanes_direct($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.int8, $4::pg_catalog.int4, $5::pg_catalog.text, $6::pg_catalog.int8)",
 		func(n int, after LaneKey) []any {
 			var afterCh *string
 			var afterLane *int64
@@ -335,7 +335,7 @@ func (s *Store) recordFailed(ctx context.Context, scope ClaimScope, e *DirectEve
 // ended it, and records a failed attempt of it with cause.
 func recordFailedTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent, cause error) (recorded bool, err error) {
 	var id int64
-	err = tx.QueryRow(ctx, `SELECT id FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL
+	err = tx.QueryRow(ctx, `SELECT id FROM pgrelay.queue WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND dispatched_at IS NULL
 	  FOR UPDATE SKIP LOCKED`, e.ID).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
@@ -348,7 +348,7 @@ func recordFailedTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectE
 			return false, err
 		}
 	}
-	if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::bigint[], NULL, $2::text[], $3::text[])",
+	if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::pg_catalog.int8[], NULL, $2::pg_catalog.text[], $3::pg_catalog.text[])",
 		[]int64{e.ID}, []string{"failed"}, []string{StorableText(cause.Error())}); err != nil {
 		return false, err
 	}
@@ -646,7 +646,7 @@ func tailName(sql string) string {
 
 // The statements of a batch's pipeline besides its handlers.
 const (
-	clockSQL        = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+	clockSQL        = "SELECT (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000::pg_catalog.numeric)::pg_catalog.int8"
 	savepointSQL    = "SAVEPOINT pgrelay_event"
 	releaseSQL      = "RELEASE SAVEPOINT pgrelay_event"
 	resetTimeoutSQL = "SET LOCAL statement_timeout = 0"

@@ -87,7 +87,7 @@ func (s *Store) StartSending(ctx context.Context, id int64, channel string, even
 	)
 	err := s.hot.QueryRow(ctx, `SELECT verdict, reason, notification_id, channel, from_addr, to_addrs, cc_addrs,
 		bcc_addrs, subject, body_text, body_html, headers, status, attempts, created_at
-		FROM pgrelay_notifier.start_sending($1::bigint, $2::text, $3::bigint)`, id, channel, event).Scan(
+		FROM pgrelay_notifier.start_sending($1::bigint, $2::pg_catalog.text, $3::bigint)`, id, channel, event).Scan(
 		&g.Verdict, &reason, &nid, &chn, &from, &n.To, &n.Cc, &n.Bcc, &subject, &body, &n.BodyHTML,
 		&n.Headers, &status, &att, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -124,7 +124,7 @@ func (s *Store) SetNotificationStatus(ctx context.Context, id int64, status, err
 		e = &t
 	}
 	var changed bool
-	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.set_status($1::bigint, $2::text, $3::text)", id, status, e).Scan(&changed); err != nil {
+	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.set_status($1::bigint, $2::pg_catalog.text, $3::pg_catalog.text)", id, status, e).Scan(&changed); err != nil {
 		return false, fmt.Errorf("set status of notification %d to %s: %w", id, status, err)
 	}
 	return changed, nil
@@ -136,7 +136,7 @@ func (s *Store) SetNotificationStatus(ctx context.Context, id int64, status, err
 // reports whether the status changed.
 func (s *Store) FailNotificationForEvent(ctx context.Context, id int64, channel string, event int64, reason string) (bool, error) {
 	var changed bool
-	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.fail_for_event($1::bigint, $2::text, $3::bigint, $4::text)",
+	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.fail_for_event($1::bigint, $2::pg_catalog.text, $3::bigint, $4::pg_catalog.text)",
 		id, channel, event, StorableText(reason)).Scan(&changed); err != nil {
 		return false, fmt.Errorf("fail notification %d for event %d of channel %q: %w", id, event, channel, err)
 	}
@@ -156,7 +156,7 @@ func (s *Store) NotSent(ctx context.Context, id, event int64) error {
 // NotificationDebugLog calls pgrelay_notifier.debug_log(): a note kept in the
 // notification's bounded history (through StorableText).
 func (s *Store) NotificationDebugLog(ctx context.Context, id int64, message string) error {
-	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.debug_log($1::bigint, $2::text)", id, StorableText(message)); err != nil {
+	if _, err := s.hot.Exec(ctx, "SELECT pgrelay_notifier.debug_log($1::bigint, $2::pg_catalog.text)", id, StorableText(message)); err != nil {
 		return fmt.Errorf("debug log of notification %d: %w", id, err)
 	}
 	return nil

@@ -34,7 +34,7 @@ const publishLeaseClass = 1886816820
 // false when another session holds it. It lasts as long as the session.
 func TryPublishLease(ctx context.Context, c Conn, node int) (bool, error) {
 	var ok bool
-	if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, $2)", publishLeaseClass, node).Scan(&ok); err != nil {
+	if err := c.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock($1::pg_catalog.int4, $2::pg_catalog.int4)", publishLeaseClass, node).Scan(&ok); err != nil {
 		return false, fmt.Errorf("take the publisher lease of node %d: %w", node, err)
 	}
 	return ok, nil
@@ -53,7 +53,7 @@ func ThisNode(ctx context.Context, c Conn) (int, error) {
 // exists (the notifier's migration was applied).
 func NotifierEventsExist(ctx context.Context, c Conn) (bool, error) {
 	var ok bool
-	if err := c.QueryRow(ctx, "SELECT to_regclass('pgrelay_notifier.status_events') IS NOT NULL").Scan(&ok); err != nil {
+	if err := c.QueryRow(ctx, "SELECT pg_catalog.to_regclass('pgrelay_notifier.status_events'::pg_catalog.text) IS NOT NULL").Scan(&ok); err != nil {
 		return false, fmt.Errorf("look for pgrelay_notifier.status_events: %w", err)
 	}
 	return ok, nil
@@ -62,12 +62,13 @@ func NotifierEventsExist(ctx context.Context, c Conn) (bool, error) {
 // OpenCursor creates the cursor of (node, source) when missing (at 0: the
 // whole retained log is published) and returns its position.
 func OpenCursor(ctx context.Context, c Conn, node int, source string) (int64, error) {
-	if _, err := c.Exec(ctx, `INSERT INTO pgrelay.publish_cursors (node_id, source) VALUES ($1, $2)
+	if _, err := c.Exec(ctx, `INSERT INTO pgrelay.publish_cursors (node_id, source) VALUES ($1::pg_catalog.int4, $2::pg_catalog.text)
 		ON CONFLICT (node_id, source) DO NOTHING`, node, source); err != nil {
 		return 0, fmt.Errorf("create the %s publish cursor of node %d: %w", source, node, err)
 	}
 	var last int64
-	if err := c.QueryRow(ctx, `SELECT last_id FROM pgrelay.publish_cursors WHERE node_id = $1 AND source = $2`,
+	if err := c.QueryRow(ctx, `SELECT last_id FROM pgrelay.publish_cursors
+		WHERE node_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND source OPERATOR(pg_catalog.=) $2::pg_catalog.text`,
 		node, source).Scan(&last); err != nil {
 		return 0, fmt.Errorf("read the %s publish cursor of node %d: %w", source, node, err)
 	}
@@ -79,8 +80,9 @@ func OpenCursor(ctx context.Context, c Conn, node int, source string) (int64, er
 func AdvanceCursor(ctx context.Context, c Conn, node int, source string, id int64) (int64, error) {
 	var last int64
 	err := c.QueryRow(ctx, `UPDATE pgrelay.publish_cursors
-		SET last_id = GREATEST(last_id, $3), updated_at = now()
-		WHERE node_id = $1 AND source = $2 RETURNING last_id`, node, source, id).Scan(&last)
+		SET last_id = GREATEST(last_id, $3::pg_catalog.int8), updated_at = pg_catalog.now()
+		WHERE node_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND source OPERATOR(pg_catalog.=) $2::pg_catalog.text
+		RETURNING last_id`, node, source, id).Scan(&last)
 	if err != nil {
 		return 0, fmt.Errorf("advance the %s publish cursor of node %d to %d: %w", source, node, id, err)
 	}
@@ -120,14 +122,15 @@ func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit 
 		SELECT l.id, l.queue_id, l.origin_id, l.channel, l.attempt, l.event, l.error, l.node, l.at,
 		       COALESCE(ch.publish_payload, false),
 		       CASE WHEN ch.publish_payload THEN
-		         COALESCE((SELECT p.payload FROM pgrelay.event_payloads p WHERE p.queue_id = l.queue_id),
-		                  (SELECT q.payload FROM pgrelay.queue q WHERE q.id = l.queue_id))
+		         COALESCE((SELECT p.payload FROM pgrelay.event_payloads p WHERE p.queue_id OPERATOR(pg_catalog.=) l.queue_id),
+		                  (SELECT q.payload FROM pgrelay.queue q WHERE q.id OPERATOR(pg_catalog.=) l.queue_id))
 		       END
 		  FROM pgrelay.log l
-		  LEFT JOIN pgrelay.channels ch ON ch.channel = l.channel
-		 WHERE l.node = $1 AND l.id > $2 AND l.id < $3
+		  LEFT JOIN pgrelay.channels ch ON ch.channel OPERATOR(pg_catalog.=) l.channel
+		 WHERE l.node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND l.id OPERATOR(pg_catalog.>) $2::pg_catalog.int8
+		   AND l.id OPERATOR(pg_catalog.<) $3::pg_catalog.int8
 		 ORDER BY l.id
-		 LIMIT $4`, node, after, before, limit)
+		 LIMIT $4::pg_catalog.int8`, node, after, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read log rows of node %d after %d: %w", node, after, err)
 	}
@@ -150,7 +153,7 @@ func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit 
 // after < id < before, in id order.
 func NotifierBatch(ctx context.Context, c Conn, node int, after, before int64, limit int) ([]events.NotifierStatus, error) {
 	rows, err := c.Query(ctx, `SELECT id, notification_id, channel, status, error, node, at
-		FROM pgrelay._notifier_status_batch($1, $2, $3, $4)`, node, after, before, limit)
+		FROM pgrelay._notifier_status_batch($1::pg_catalog.int4, $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int4)`, node, after, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read notifier status events of node %d after %d: %w", node, after, err)
 	}
@@ -177,10 +180,13 @@ func Backlog(ctx context.Context, c Conn, node int, source string, after int64) 
 	var q string
 	switch source {
 	case events.SourceLog:
-		q = `SELECT count(*) FROM (SELECT FROM pgrelay.log l WHERE l.node = $1 AND l.id > $2 LIMIT $3) x`
+		q = `SELECT pg_catalog.count(*) FROM (SELECT FROM pgrelay.log l
+			WHERE l.node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND l.id OPERATOR(pg_catalog.>) $2::pg_catalog.int8
+			LIMIT $3::pg_catalog.int8) x`
 	case events.SourceNotifier:
-		q = `SELECT count(*) FROM (SELECT FROM pgrelay_notifier.status_events s
-			WHERE s.node = $1 AND s.id > $2 LIMIT $3) x`
+		q = `SELECT pg_catalog.count(*) FROM (SELECT FROM pgrelay_notifier.status_events s
+			WHERE s.node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND s.id OPERATOR(pg_catalog.>) $2::pg_catalog.int8
+			LIMIT $3::pg_catalog.int8) x`
 	default:
 		return 0, fmt.Errorf("unknown publish source %q", source)
 	}
@@ -207,7 +213,7 @@ type CursorBacklog struct {
 // events not yet published on NATS. Empty when no publisher ever ran.
 func PublishBacklog(ctx context.Context, q Queryer) ([]CursorBacklog, error) {
 	rows, err := q.Query(ctx, `SELECT node_id, source, last_id, backlog, updated_at, oldest_at
-		FROM pgrelay.publish_backlog($1)`, BacklogCap)
+		FROM pgrelay.publish_backlog($1::pg_catalog.int4)`, BacklogCap)
 	if err != nil {
 		return nil, fmt.Errorf("publish_backlog: %w", err)
 	}
@@ -236,7 +242,8 @@ type Dropped struct {
 // LogDropped returns pgrelay.log_dropped summed per node (empty when
 // retention never dropped an unpublished row).
 func LogDropped(ctx context.Context, q Queryer) ([]Dropped, error) {
-	rows, err := q.Query(ctx, `SELECT node, sum(rows)::bigint, min(first_id), max(last_id), max(dropped_at)
+	rows, err := q.Query(ctx, `SELECT node, pg_catalog.sum(rows)::pg_catalog.int8, pg_catalog.min(first_id), pg_catalog.max(last_id),
+		pg_catalog.max(dropped_at)
 		FROM pgrelay.log_dropped GROUP BY node ORDER BY node`)
 	if err != nil {
 		return nil, fmt.Errorf("read pgrelay.log_dropped: %w", err)
@@ -260,9 +267,12 @@ func OldestUnpublished(ctx context.Context, c Conn, node int, source string, aft
 	var q string
 	switch source {
 	case events.SourceLog:
-		q = `SELECT l.at FROM pgrelay.log l WHERE l.node = $1 AND l.id > $2 ORDER BY l.node, l.id LIMIT 1`
+		q = `SELECT l.at FROM pgrelay.log l
+			WHERE l.node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND l.id OPERATOR(pg_catalog.>) $2::pg_catalog.int8
+			ORDER BY l.node, l.id LIMIT 1`
 	case events.SourceNotifier:
-		q = `SELECT s.at FROM pgrelay_notifier.status_events s WHERE s.node = $1 AND s.id > $2
+		q = `SELECT s.at FROM pgrelay_notifier.status_events s
+			WHERE s.node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND s.id OPERATOR(pg_catalog.>) $2::pg_catalog.int8
 			ORDER BY s.node, s.id LIMIT 1`
 	default:
 		return nil, fmt.Errorf("unknown publish source %q", source)
@@ -282,7 +292,7 @@ func OldestUnpublished(ctx context.Context, c Conn, node int, source string, aft
 // unpublishedMax).
 func (s *Store) TrimEventPayloads(ctx context.Context, olderThan, unpublishedMax time.Duration, batch int) (int, error) {
 	var n int
-	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_event_payloads($1, $2, $3)", olderThan, batch, unpublishedMax).Scan(&n)
+	err := s.bg.QueryRow(ctx, "SELECT pgrelay._trim_event_payloads($1::pg_catalog.interval, $2::pg_catalog.int4, $3::pg_catalog.interval)", olderThan, batch, unpublishedMax).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("trim kept payloads older than %s: %w", olderThan, err)
 	}

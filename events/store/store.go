@@ -83,9 +83,11 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 	// whatever the claim leads to commits later, durably, which writes the
 	// claim's commit to disk first.
 	b.Queue("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)")
-	b.Queue("SELECT * FROM pgrelay._claim($1, $2, $3, $4, $5, $6, $7)", proc, scope.Mode, leader, limit, kinds, term, direct)
+	b.Queue(`SELECT * FROM pgrelay._claim($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
+		$4::pg_catalog.int4, $5::pg_catalog.text[], $6::pg_catalog.int8, $7::pg_catalog.bool)`,
+		proc, scope.Mode, leader, limit, kinds, term, direct)
 	if direct {
-		b.Queue("SELECT * FROM pgrelay._ready_direct($1, $2)", scope.Mode, leader)
+		b.Queue("SELECT * FROM pgrelay._ready_direct($1::pg_catalog.text, $2::pg_catalog.bool)", scope.Mode, leader)
 	}
 	br := s.hot.SendBatch(ctx, b)
 	defer br.Close()
@@ -171,7 +173,7 @@ func complete(ctx context.Context, q querier, proc int64, outs []Outcome) (int, 
 		}
 	}
 	var n int
-	err := q.QueryRow(ctx, "SELECT pgrelay._complete($1, $2, $3, $4, $5)", proc, ids, at, evs, errs).Scan(&n)
+	err := q.QueryRow(ctx, "SELECT pgrelay._complete($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.text[], $5::pg_catalog.text[])", proc, ids, at, evs, errs).Scan(&n)
 	return n, err
 }
 
@@ -303,7 +305,9 @@ func (s *Store) upSince(ctx context.Context, at time.Time) (bool, error) {
 	case <-ctx.Done():
 		return false, fmt.Errorf("ask the server since when it runs: %w", ctx.Err())
 	}
-	conn, err := pgx.ConnectConfig(ctx, s.hot.Config().ConnConfig)
+	cc := s.hot.Config().ConnConfig.Copy()
+	PinSearchPath(cc)
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return false, fmt.Errorf("ask the server since when it runs: %w", err)
 	}
@@ -313,7 +317,7 @@ func (s *Store) upSince(ctx context.Context, at time.Time) (bool, error) {
 		_ = conn.Close(cctx)
 	}()
 	var up bool
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() < $1::timestamptz", at).Scan(&up); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time() OPERATOR(pg_catalog.<) $1::pg_catalog.timestamptz", at).Scan(&up); err != nil {
 		return false, fmt.Errorf("ask the server since when it runs: %w", err)
 	}
 	return up, nil
@@ -360,7 +364,7 @@ type ProcessorInfo struct {
 // StartProcessor registers a Processor instance and returns its id and the
 // node id its sessions run as.
 func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int64, node int, err error) {
-	err = s.bg.QueryRow(ctx, "SELECT pgrelay._processor_start($1, $2, $3, $4), pgrelay._this_node()",
+	err = s.bg.QueryRow(ctx, "SELECT pgrelay._processor_start($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text), pgrelay._this_node()",
 		info.Mode, StorableText(info.Hostname), info.PID, StorableText(info.Version)).Scan(&id, &node)
 	if err != nil {
 		return 0, 0, fmt.Errorf("register processor (mode %s): %w", info.Mode, err)
@@ -371,7 +375,7 @@ func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int6
 // Heartbeat marks the instance alive; alive is false when its row had been
 // removed (it was presumed dead and its claims taken back).
 func (s *Store) Heartbeat(ctx context.Context, proc int64, info ProcessorInfo) (alive bool, err error) {
-	err = s.bg.QueryRow(ctx, "SELECT pgrelay._heartbeat($1, $2, $3, $4, $5)",
+	err = s.bg.QueryRow(ctx, "SELECT pgrelay._heartbeat($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.int4, $5::pg_catalog.text)",
 		proc, info.Mode, StorableText(info.Hostname), info.PID, StorableText(info.Version)).Scan(&alive)
 	if err != nil {
 		return false, fmt.Errorf("heartbeat of processor %d: %w", proc, err)
@@ -381,7 +385,7 @@ func (s *Store) Heartbeat(ctx context.Context, proc int64, info ProcessorInfo) (
 
 // StopProcessor releases whatever the instance still holds and removes it.
 func (s *Store) StopProcessor(ctx context.Context, proc int64) (released int, err error) {
-	err = s.bg.QueryRow(ctx, "SELECT pgrelay._processor_stop($1)", proc).Scan(&released)
+	err = s.bg.QueryRow(ctx, "SELECT pgrelay._processor_stop($1::pg_catalog.int8)", proc).Scan(&released)
 	if err != nil {
 		return 0, fmt.Errorf("unregister processor %d: %w", proc, err)
 	}
@@ -392,7 +396,7 @@ func (s *Store) StopProcessor(ctx context.Context, proc int64) (released int, er
 // held past their lease; returns how many.
 func (s *Store) Rescue(ctx context.Context, proc int64, deadAfter, leaseGrace time.Duration) (int, error) {
 	var n int
-	err := s.bg.QueryRow(ctx, "SELECT pgrelay._rescue($1, $2, $3)", proc, deadAfter, leaseGrace).Scan(&n)
+	err := s.bg.QueryRow(ctx, "SELECT pgrelay._rescue($1::pg_catalog.int8, $2::pg_catalog.interval, $3::pg_catalog.interval)", proc, deadAfter, leaseGrace).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("rescue claims (processor %d): %w", proc, err)
 	}
@@ -416,7 +420,7 @@ func (s *Store) TrimLog(ctx context.Context, olderThan, unpublishedMax time.Dura
 	var t Trimmed
 	var first, last *int64
 	err := s.bg.QueryRow(ctx, `SELECT deleted, dropped, dropped_first, dropped_last
-		FROM pgrelay._trim_log($1, $2, $3)`, olderThan, batch, unpublishedMax).
+		FROM pgrelay._trim_log($1::pg_catalog.interval, $2::pg_catalog.int4, $3::pg_catalog.interval)`, olderThan, batch, unpublishedMax).
 		Scan(&t.Deleted, &t.Dropped, &first, &last)
 	if err != nil {
 		return Trimmed{}, fmt.Errorf("trim log older than %s (unpublished: %s): %w", olderThan, unpublishedMax, err)
@@ -440,7 +444,7 @@ type Lease struct {
 func (s *Store) LeaseStep(ctx context.Context, duration time.Duration) (Lease, error) {
 	var l Lease
 	var term *int64
-	err := s.bg.QueryRow(ctx, "SELECT leader_node, term, lease_until, mine, taken FROM pgrelay._lease($1)", duration).
+	err := s.bg.QueryRow(ctx, "SELECT leader_node, term, lease_until, mine, taken FROM pgrelay._lease($1::pg_catalog.interval)", duration).
 		Scan(&l.Leader, &term, &l.LeaseUntil, &l.Mine, &l.Taken)
 	if err != nil {
 		return Lease{}, fmt.Errorf("leader lease step: %w", err)
@@ -453,7 +457,7 @@ func (s *Store) LeaseStep(ctx context.Context, duration time.Duration) (Lease, e
 
 // LeaseRelease gives up the lease of term, if this node still holds it.
 func (s *Store) LeaseRelease(ctx context.Context, term int64) error {
-	if _, err := s.bg.Exec(ctx, "SELECT pgrelay._lease_release($1)", term); err != nil {
+	if _, err := s.bg.Exec(ctx, "SELECT pgrelay._lease_release($1::pg_catalog.int8)", term); err != nil {
 		return fmt.Errorf("release leader lease (term %d): %w", term, err)
 	}
 	return nil
@@ -463,7 +467,7 @@ func (s *Store) LeaseRelease(ctx context.Context, term int64) error {
 // one to do it (see pgrelay._adopt); returns the rows adopted.
 func (s *Store) Adopt(ctx context.Context, deadAfter time.Duration) (int, error) {
 	var n int
-	if err := s.bg.QueryRow(ctx, "SELECT pgrelay._adopt($1)", deadAfter).Scan(&n); err != nil {
+	if err := s.bg.QueryRow(ctx, "SELECT pgrelay._adopt($1::pg_catalog.interval)", deadAfter).Scan(&n); err != nil {
 		return 0, fmt.Errorf("adopt dead nodes' work: %w", err)
 	}
 	return n, nil

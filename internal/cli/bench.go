@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
@@ -359,7 +360,14 @@ func (b *bench) openDatabase(ctx context.Context, rep *benchReport) (stop func()
 		b.dbURL = pg.URL("pgrelay_bench")
 		rep.Database = "throwaway PostgreSQL, default durability"
 	}
-	pool, err := pgxpool.New(ctx, b.dbURL)
+	// The bench's own statements run under pgrelay's search_path, as the
+	// Processor's background ones do.
+	pcfg, err := pgxpool.ParseConfig(b.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse the database URL: %w", err)
+	}
+	store.PinSearchPath(pcfg.ConnConfig)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

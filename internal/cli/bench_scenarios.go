@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // The scenarios burn-down, enqueue, latency, backlog, channels and ceiling.
@@ -246,6 +247,7 @@ func (b *bench) scenarioLatency(ctx context.Context) (*scenarioResult, error) {
 	if !strings.Contains(b.dbURL, "pool_max_conns") {
 		pcfg.MaxConns = latencyInsertConns
 	}
+	store.PinSearchPath(pcfg.ConnConfig)
 	ins, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect the insert pool: %w", err)
@@ -631,7 +633,7 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 		}
 	}()
 	for range ceilingWorkers {
-		c, err := pgx.Connect(ctx, b.dbURL)
+		c, err := connect(ctx, b.dbURL)
 		if err != nil {
 			return res, fmt.Errorf("connect: %w", err)
 		}

@@ -29,35 +29,38 @@ import (
 // devSetup creates the demo schema and channels (idempotent).
 const devSetup = `
 CREATE SCHEMA IF NOT EXISTS demo;
-CREATE TABLE IF NOT EXISTS demo.orders (id bigserial PRIMARY KEY, payload jsonb NOT NULL,
-  handled_at timestamptz NOT NULL DEFAULT clock_timestamp());
-CREATE TABLE IF NOT EXISTS demo.ledger (id bigserial PRIMARY KEY, payload jsonb NOT NULL,
-  handled_at timestamptz NOT NULL DEFAULT clock_timestamp());
-CREATE OR REPLACE FUNCTION demo.record_order(p text) RETURNS void LANGUAGE sql AS
-  $f$ INSERT INTO demo.orders(payload) VALUES (p::jsonb) $f$;
-CREATE OR REPLACE FUNCTION demo.post_ledger(p text) RETURNS void LANGUAGE sql AS
-  $f$ INSERT INTO demo.ledger(payload) VALUES (p::jsonb) $f$;
+CREATE TABLE IF NOT EXISTS demo.orders (id bigserial PRIMARY KEY, payload pg_catalog.jsonb NOT NULL,
+  handled_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp());
+CREATE TABLE IF NOT EXISTS demo.ledger (id bigserial PRIMARY KEY, payload pg_catalog.jsonb NOT NULL,
+  handled_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp());
+CREATE OR REPLACE FUNCTION demo.record_order(p pg_catalog.text) RETURNS pg_catalog.void LANGUAGE sql
+  SET search_path = pg_catalog, pg_temp AS
+  $f$ INSERT INTO demo.orders(payload) VALUES (p::pg_catalog.jsonb) $f$;
+CREATE OR REPLACE FUNCTION demo.post_ledger(p pg_catalog.text) RETURNS pg_catalog.void LANGUAGE sql
+  SET search_path = pg_catalog, pg_temp AS
+  $f$ INSERT INTO demo.ledger(payload) VALUES (p::pg_catalog.jsonb) $f$;
 -- Fails about one call in four, to show retries and give-ups.
-CREATE OR REPLACE FUNCTION demo.flaky(p text) RETURNS void LANGUAGE plpgsql AS $f$
+CREATE OR REPLACE FUNCTION demo.flaky(p pg_catalog.text) RETURNS pg_catalog.void LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp AS $f$
 BEGIN
-  IF random() < 0.25 THEN
+  IF pg_catalog.random() OPERATOR(pg_catalog.<) 0.25::pg_catalog.float8 THEN
     RAISE EXCEPTION 'demo: the downstream service is flaky (payload %)', p;
   END IF;
 END $f$;
 DO $d$
 BEGIN
-  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel = 'demo_orders') THEN
+  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel OPERATOR(pg_catalog.=) 'demo_orders'::pg_catalog.text) THEN
     PERFORM pgrelay.register('demo_orders', 'SELECT demo.record_order($1)');
   END IF;
-  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel = 'demo_ledger') THEN
+  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel OPERATOR(pg_catalog.=) 'demo_ledger'::pg_catalog.text) THEN
     PERFORM pgrelay.register('demo_ledger', 'SELECT demo.post_ledger($1)',
       p_concurrency_mode := 'channel');
   END IF;
-  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel = 'demo_flaky') THEN
+  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel OPERATOR(pg_catalog.=) 'demo_flaky'::pg_catalog.text) THEN
     PERFORM pgrelay.register('demo_flaky', 'SELECT demo.flaky($1)',
       p_max_attempts := 3, p_retry_delay := '500 milliseconds');
   END IF;
-  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel = 'demo_email') THEN
+  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel OPERATOR(pg_catalog.=) 'demo_email'::pg_catalog.text) THEN
     PERFORM pgrelay_notifier.create_channel('demo_email', 'pgrelay demo <demo@pgrelay.localhost>');
   END IF;
 END $d$;
@@ -170,7 +173,14 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		}})
 		url, mailDir = pg.URL("pgrelay_dev"), filepath.Join(pg.DataDir(), "mail")
 	}
-	pool, err := pgxpool.New(ctx, url)
+	// The view's and the demo producer's sessions use pgrelay's own
+	// search_path, like every pgrelay session that runs no handler.
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("connect to the dev database: %w", err)
+	}
+	store.PinSearchPath(pcfg.ConnConfig)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("connect to the dev database: %w", err)
 	}
@@ -281,7 +291,7 @@ func startDevPostgres(ctx context.Context, dataDir string, port int, logger *slo
 			return err
 		}
 		var exists bool
-		if err := devQueryRow(ctx, pg.URL("postgres"), "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'pgrelay_dev')", &exists); err != nil {
+		if err := devQueryRow(ctx, pg.URL("postgres"), devExistsSQL, &exists); err != nil {
 			return err
 		}
 		if !exists {
@@ -303,7 +313,7 @@ func startDevPostgres(ctx context.Context, dataDir string, port int, logger *slo
 // to do. A schema already up to date needs no rights beyond reading it.
 func migrateAttached(ctx context.Context, a *app, url string) error {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, err := pgx.Connect(cctx, url)
+	conn, err := connect(cctx, url)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("cannot connect to the database: %w", err)
@@ -349,6 +359,21 @@ func (b *optBool) Set(s string) error {
 
 func (b *optBool) IsBoolFlag() bool { return true }
 
+// The demo producer's and the live view's statements.
+const (
+	devSendSQL = `SELECT pgrelay_notifier.send('demo_email'::pg_catalog.text, ARRAY[$1::pg_catalog.text],
+		$2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.text)`
+	devNotifySQL = "SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text)"
+	devDoneSQL   = `SELECT channel,
+		pg_catalog.count(*) FILTER (WHERE event OPERATOR(pg_catalog.=) 'succeeded'::pg_catalog.text),
+		pg_catalog.count(*) FILTER (WHERE event OPERATOR(pg_catalog.=) 'failed'::pg_catalog.text),
+		pg_catalog.count(*) FILTER (WHERE event OPERATOR(pg_catalog.=) 'gave_up'::pg_catalog.text),
+		pg_catalog.count(*) FILTER (WHERE event OPERATOR(pg_catalog.=) 'expired'::pg_catalog.text)
+		FROM pgrelay.log GROUP BY channel`
+	devExistsSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_database
+		WHERE datname OPERATOR(pg_catalog.=) 'pgrelay_dev'::pg_catalog.name)`
+)
+
 func devQueryRow(ctx context.Context, url, sql string, dst ...any) error {
 	c, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -379,13 +404,13 @@ func produceDemo(ctx context.Context, pool *pgxpool.Pool, rate float64, logger *
 		amount := rand.IntN(10000)
 		var err error
 		if ch == "demo_email" {
-			_, err = pool.Exec(ctx, `SELECT pgrelay_notifier.send('demo_email', ARRAY[$1], $2, $3, $4)`,
+			_, err = pool.Exec(ctx, devSendSQL,
 				fmt.Sprintf("Customer %d <customer%d@example.com>", seq, seq), fmt.Sprintf("Order %d confirmed", seq),
 				fmt.Sprintf("Thank you for your order of %d.%02d EUR.", amount/100, amount%100),
 				fmt.Sprintf("<p>Thank you for your order of <b>%d.%02d EUR</b>.</p>", amount/100, amount%100))
 		} else {
 			payload := fmt.Sprintf(`{"seq": %d, "amount": %d}`, seq, amount)
-			_, err = pool.Exec(ctx, "SELECT pgrelay.notify($1, $2)", ch, payload)
+			_, err = pool.Exec(ctx, devNotifySQL, ch, payload)
 		}
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("demo producer", "err", err)
@@ -425,10 +450,7 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 		return
 	}
 	done := map[string]doneCounts{}
-	rows, err := pool.Query(qctx, `SELECT channel,
-		count(*) FILTER (WHERE event = 'succeeded'), count(*) FILTER (WHERE event = 'failed'),
-		count(*) FILTER (WHERE event = 'gave_up'), count(*) FILTER (WHERE event = 'expired')
-		FROM pgrelay.log GROUP BY channel`)
+	rows, err := pool.Query(qctx, devDoneSQL)
 	if err == nil {
 		for rows.Next() {
 			var ch string

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // runNodes lists the cluster's nodes, or decommissions one:
@@ -34,7 +36,7 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, `SELECT node_id, mode, last_seen, alive, leader, processors, pending, pinned,
 		COALESCE(hostname, ''), COALESCE(version, ''), decommissioned_at IS NOT NULL
-		FROM pgrelay.nodes_overview($1)`, *deadAfter)
+		FROM pgrelay.nodes_overview($1::pg_catalog.interval)`, *deadAfter)
 	if err != nil {
 		return fmt.Errorf("nodes: %w", err)
 	}
@@ -121,9 +123,11 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 	if !*yes {
 		// Say what it would do, then refuse.
 		var pinned, owned int64
-		if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE run_in_node = $1),
-			count(*) FILTER (WHERE run_in_node IS NULL AND owner_node = $1)
-			FROM pgrelay.queue WHERE run_in_node = $1 OR owner_node = $1`, node).Scan(&pinned, &owned); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT pg_catalog.count(*) FILTER (WHERE run_in_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4),
+			pg_catalog.count(*) FILTER (WHERE run_in_node IS NULL AND owner_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4)
+			FROM pgrelay.queue
+			WHERE run_in_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 OR owner_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4`,
+			node).Scan(&pinned, &owned); err != nil {
 			return fmt.Errorf("decommission node %d: count its rows: %w", node, err)
 		}
 		fmt.Fprintf(a.stdout, "decommissioning node %d would discard %d pinned rows (logged gave_up), "+
@@ -133,7 +137,7 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 			"pass --yes to confirm", node)}
 	}
 	var n int64
-	if err := conn.QueryRow(ctx, "SELECT pgrelay.decommission($1, $2)", node, *deadAfter).Scan(&n); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pgrelay.decommission($1::pg_catalog.int4, $2::pg_catalog.interval)", node, *deadAfter).Scan(&n); err != nil {
 		return fmt.Errorf("decommission node %d: %w", node, err)
 	}
 	fmt.Fprintf(a.stdout, "node %d decommissioned: %d pinned rows discarded (logged gave_up); "+
@@ -149,6 +153,7 @@ func connectMigrated(ctx context.Context, url string) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to the database: invalid --database-url: %w", err)
 	}
+	store.PinSearchPath(cfg)
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to the database: %w", err)

@@ -38,10 +38,12 @@ type replication struct {
 func checkReplication(ctx context.Context, q querier) (replication, error) {
 	var r replication
 	var schema string
-	err := q.QueryRow(ctx, `SELECT pgrelay._this_node(), COALESCE(e.extname::text, ''), COALESCE(e.extnamespace::regnamespace::text, '')
+	err := q.QueryRow(ctx, `SELECT pgrelay._this_node(), COALESCE(e.extname::pg_catalog.text, ''),
+		COALESCE(e.extnamespace::pg_catalog.regnamespace::pg_catalog.text, '')
 		FROM (SELECT 1) one LEFT JOIN LATERAL (
 		  SELECT x.extname, x.extnamespace FROM pg_catalog.pg_extension x
-		   WHERE x.extname IN ('spock', 'pglogical') ORDER BY x.extname = 'spock' DESC LIMIT 1) e ON true`).
+		   WHERE x.extname OPERATOR(pg_catalog.=) ANY ('{spock,pglogical}'::pg_catalog.name[])
+		   ORDER BY x.extname OPERATOR(pg_catalog.=) 'spock'::pg_catalog.name DESC LIMIT 1) e ON true`).
 		Scan(&r.Node, &r.Extension, &schema)
 	if err != nil {
 		return r, fmt.Errorf("replication check: find pglogical or Spock: %w", err)
@@ -50,15 +52,18 @@ func checkReplication(ctx context.Context, q querier) (replication, error) {
 	replicated := "false"
 	if r.Extension != "" {
 		replicated = `EXISTS (SELECT FROM ` + ext + `.replication_set_table t
-		    JOIN ` + ext + `.replication_set s ON s.set_id = t.set_id
-		   WHERE t.set_reloid = c.oid
-		     AND s.set_nodeid IN (SELECT l.node_id FROM ` + ext + `.local_node l)
-		     AND s.set_name::text IN (SELECT pg_catalog.unnest(sub.sub_replication_sets) FROM ` + ext + `.subscription sub))`
+		    JOIN ` + ext + `.replication_set s ON s.set_id OPERATOR(pg_catalog.=) t.set_id
+		   WHERE t.set_reloid OPERATOR(pg_catalog.=) c.oid
+		     AND s.set_nodeid OPERATOR(pg_catalog.=) ANY (SELECT l.node_id FROM ` + ext + `.local_node l)
+		     AND s.set_name::pg_catalog.text OPERATOR(pg_catalog.=) ANY (
+		       SELECT pg_catalog.unnest(sub.sub_replication_sets) FROM ` + ext + `.subscription sub))`
 	}
 	rows, err := q.Query(ctx, `SELECT pg_catalog.format('%I.%I', n.nspname, c.relname)
-		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname IN ('pgrelay', 'pgrelay_notifier') AND c.relkind IN ('r', 'p')
-		  AND NOT (n.nspname = 'pgrelay' AND c.relname::text = ANY($1::text[]))
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+		WHERE n.nspname OPERATOR(pg_catalog.=) ANY ('{pgrelay,pgrelay_notifier}'::pg_catalog.name[])
+		  AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog."char"[])
+		  AND NOT (n.nspname OPERATOR(pg_catalog.=) 'pgrelay'::pg_catalog.name
+		           AND c.relname::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]))
 		  AND NOT `+replicated+`
 		ORDER BY 1`, migrations.NodeLocalTables())
 	if err != nil {

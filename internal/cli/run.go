@@ -264,6 +264,7 @@ func checkSchema(ctx context.Context, url string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	store.PinSearchPath(cfg)
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return fmt.Errorf("cannot connect to the database: %w", err)
@@ -279,7 +280,7 @@ func checkSchema(ctx context.Context, url string) error {
 func warnConnections(ctx context.Context, url string, planned int, logger *slog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, url)
+	conn, err := connect(cctx, url)
 	if err != nil {
 		logger.Warn("connections: could not check the server's max_connections", "err", err)
 		return
@@ -289,7 +290,7 @@ func warnConnections(ctx context.Context, url string, planned int, logger *slog.
 	if err := conn.QueryRow(cctx, `SELECT pg_catalog.current_setting('max_connections')::pg_catalog.int4,
 		pg_catalog.current_setting('superuser_reserved_connections')::pg_catalog.int4,
 		(SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pg_catalog.pg_stat_activity a
-		  WHERE a.backend_type = 'client backend')`).Scan(&maxConns, &reserved, &open); err != nil {
+		  WHERE a.backend_type OPERATOR(pg_catalog.=) 'client backend'::pg_catalog.text)`).Scan(&maxConns, &reserved, &open); err != nil {
 		logger.Warn("connections: could not check the server's max_connections", "err", err)
 		return
 	}
@@ -308,7 +309,7 @@ func warnConnections(ctx context.Context, url string, planned int, logger *slog.
 func warnUnreplicated(ctx context.Context, url, mode string, logger *slog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, url)
+	conn, err := connect(cctx, url)
 	if err != nil {
 		logger.Warn("replication: could not check that pgrelay's tables are replicated", "err", err)
 		return
@@ -384,7 +385,7 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	conn, err := pgx.Connect(cctx, *url)
+	conn, err := connect(cctx, *url)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("cannot connect to the database: %w", err)
@@ -414,7 +415,7 @@ func warnOwnerStats(ctx context.Context, conn *pgx.Conn, w io.Writer, cmd string
 	// this, needs pg_read_all_stats unless a superuser.
 	var owner string
 	var sees bool
-	if err := conn.QueryRow(ctx, `SELECT CURRENT_USER::text,
+	if err := conn.QueryRow(ctx, `SELECT CURRENT_USER::pg_catalog.text,
 		pg_catalog.pg_has_role(CURRENT_USER, 'pg_read_all_stats'::pg_catalog.name, 'USAGE'::pg_catalog.text)`).Scan(&owner, &sees); err != nil {
 		return fmt.Errorf("check the owner's pg_read_all_stats: %w", err)
 	}
@@ -437,7 +438,7 @@ func runStats(ctx context.Context, a *app, args []string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, *url)
+	conn, err := connect(cctx, *url)
 	if err != nil {
 		return fmt.Errorf("cannot connect to the database: %w", err)
 	}

@@ -235,13 +235,13 @@ func TestCompleteBackoff(t *testing.T) {
 		{"1 minute", 25, time.Hour},         // far past the cap
 		{"2 hours", 3, 2 * time.Hour},       // retry_delay above 1 hour: the cap is retry_delay
 		{"0", 3, 0},                         // no delay
-		{"1 second", 1000000, time.Hour},    // no overflow at huge attempts
+		{"1 second", 999, time.Hour},        // no overflow at the largest attempt (max_attempts at most 1000)
 		{"1.5 seconds", 2, 3 * time.Second}, // fractions
 		{"500 milliseconds", 1, 500 * time.Millisecond},
 	}
 	for i, tc := range cases {
 		ch := "c" + string(rune('a'+i))
-		d.exec("SELECT pgrelay.register($1, 'SELECT length($1)', p_retry_delay := $2::interval, p_max_attempts := 2000000)", ch, tc.retryDelay)
+		d.exec("SELECT pgrelay.register($1, 'SELECT length($1)', p_retry_delay := $2::interval, p_max_attempts := 1000)", ch, tc.retryDelay)
 		d.exec("INSERT INTO pgrelay.queue (channel, payload, attempt) VALUES ($1, 'x', $2)", ch, tc.attempt)
 	}
 	got := claim(t, d.pool, 1, 100)

@@ -408,6 +408,13 @@ func TestActorNATSReservedSubject(t *testing.T) {
 	e.exec(`UPDATE pgrelay.channels SET handler = '$JS.API.STREAM.DELETE.PGRELAY_EVENTS' WHERE channel = 'api'`)
 	e.exec(`SELECT pgrelay.register('plain', 'plain.subject', p_kind := 'nats')`)
 	e.startProcessor(withNATS(n.URL()))
+	// The publisher creates the events stream when it starts publishing:
+	// it must exist before the event that could delete it, or the check at
+	// the end would prove nothing (and fail on a slow start).
+	e.eventually(time.Minute, "the events stream", func() bool {
+		_, err := js.Stream(context.Background(), "PGRELAY_EVENTS")
+		return err == nil
+	})
 	e.exec(`SELECT pgrelay.notify('api', '{}')`)
 	e.eventually(time.Minute, "the event on the reserved subject to end", func() bool {
 		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'api'`) == 1

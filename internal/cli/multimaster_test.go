@@ -147,8 +147,13 @@ func TestMultiMasterCluster(t *testing.T) {
 		// Node 1 polls only every 10 minutes: it learns of rows enqueued on
 		// node 2 only from the replica wake-up trigger (queue_wake_replica).
 		p1 := n1.run("leader", "--poll-interval", "10m")
-		eventually(t, 30*time.Second, "node 1 to lead", func() bool {
-			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+		// Node 1 holds the lease, and node 2 knows it before it starts: a
+		// node 2 that starts while node 1's lease row is still on its way
+		// (replication lagging on a loaded machine) finds the lease free,
+		// takes it, and wins it by last-update-wins while node 1 settles.
+		eventually(t, 30*time.Second, "node 1's lease on both nodes", func() bool {
+			const held = `SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`
+			return n1.count(held) == 1 && n2.count(held) == 1
 		})
 		p2 := n2.run("leader")
 		n1.enqueue("ld", "a", 1000)

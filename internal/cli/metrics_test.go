@@ -23,26 +23,10 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 	d.exec(`SELECT pgrelay.update('quiet', p_paused := true)`)
 	d.exec(`SELECT pgrelay.notify_many('quiet', ARRAY['a', 'b'])`)
 	p := startCLI(t, nil, "run", "--database-url", d.url, "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
-	addrRe := regexp.MustCompile(`msg="serving metrics".* addr=(127\.0\.0\.1:\d+)`)
-	var addr string
-	eventually(t, 30*time.Second, "the metrics server", func() bool {
-		if m := addrRe.FindStringSubmatch(p.stderr.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return false
-	})
+	get := metricsServer(t, p)
 	eventually(t, 30*time.Second, "the event to succeed", func() bool {
 		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
 	})
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
-	}
 	code, body := get("/healthz")
 	require.Equal(t, 200, code)
 	require.Equal(t, "ok\n", body)
@@ -82,4 +66,29 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 	require.Regexp(t, `pgrelay_queue_oldest_pending_age_seconds\{channel="quiet"\} [0-9.e+-]+`, body)
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(30*time.Second))
+}
+
+// metricsServer waits for the metrics server of a `pgrelay run
+// --metrics-addr 127.0.0.1:0 --log-level info` to say where it listens, and
+// returns a GET of a path there: the status and the body.
+func metricsServer(t *testing.T, p *proc) func(path string) (int, string) {
+	t.Helper()
+	addrRe := regexp.MustCompile(`msg="serving metrics".* addr=(127\.0\.0\.1:\d+)`)
+	var addr string
+	eventually(t, 30*time.Second, "the metrics server", func() bool {
+		if m := addrRe.FindStringSubmatch(p.stderr.String()); m != nil {
+			addr = m[1]
+			return true
+		}
+		return p.exited()
+	})
+	require.NotEmpty(t, addr, "the metrics server's address")
+	return func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
 }

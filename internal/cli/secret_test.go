@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -128,24 +127,8 @@ func TestHealthzHidesTheError(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	p := startCLI(t, nil, "run", "--database-url", d.url, "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
-	addrRe := regexp.MustCompile(`msg="serving metrics".* addr=(127\.0\.0\.1:\d+)`)
-	var addr string
-	eventually(t, 30*time.Second, "the metrics server", func() bool {
-		if m := addrRe.FindStringSubmatch(p.stderr.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return p.exited()
-	})
-	require.NotEmpty(t, addr)
-	get := func() (int, string) {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
-	}
+	metrics := metricsServer(t, p)
+	get := func() (int, string) { return metrics("/healthz") }
 	u, err := url.Parse(d.url)
 	require.NoError(t, err)
 	name := u.Path[1:]

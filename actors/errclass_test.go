@@ -83,9 +83,9 @@ func TestActorEventsNotifierErrorTexts(t *testing.T) {
 		withNATS(n.URL())(c)
 		c.SMTPURL = url
 	})
-	e.eventually(time.Minute, "both mails failed and published", func() bool {
-		return e.statusCount("failed") == 2 &&
-			e.count(`SELECT coalesce(sum(backlog), 0) FROM pgrelay.publish_backlog()`) == 0
+	e.eventually(time.Minute, "both mails failed and every event in the stream", func() bool {
+		return e.statusCount("failed") == 2 && streamMsgs(js, "PGRELAY_EVENTS") >=
+			e.count(`SELECT (SELECT count(*) FROM pgrelay_notifier.status_events) + (SELECT count(*) FROM pgrelay.log)`)
 	})
 	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events
 		WHERE status = 'failed' AND error LIKE '%tok_SECRET_reply%'`), "the database keeps the full text")

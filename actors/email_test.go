@@ -542,10 +542,10 @@ func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 	require.Len(t, bySubject["pgrelay.notifier.locked.failed"], 1)
 	for _, m := range msgs {
 		if m.subject == "pgrelay.notifier.mail.failed" {
-			require.Contains(t, m.doc["error"], "550")
+			require.Equal(t, "smtp_5xx", m.doc["error_class"])
 		}
 		if m.subject == "pgrelay.notifier.locked.failed" {
-			require.Contains(t, m.doc["error"], "535")
+			require.Equal(t, "smtp_5xx", m.doc["error_class"])
 		}
 	}
 }

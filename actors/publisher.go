@@ -571,6 +571,7 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 				payload = row.Payload
 			}
 			doc := events.NewPublished(row.LogEvent, payload)
+			doc.Error, doc.ErrorClass = events.PublishedError(row.Error, row.PublishErrors)
 			doc.PayloadOmitted = row.PublishPayload && row.Payload == nil
 			data, shrunk, ok := events.Fit(doc, maxPayload-headroom)
 			add(row.ID, doc.Subject(), data, shrunk, ok)

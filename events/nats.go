@@ -148,6 +148,10 @@ type Published struct {
 	// Schema is SchemaVersion.
 	Schema int `json:"schema"`
 	LogEvent
+	// ErrorClass is the class of the error (ErrorClass), for a failure of a
+	// channel whose publish_errors is ErrorsClass or ErrorsText; Error is
+	// nil but for ErrorsText (PublishedError).
+	ErrorClass string `json:"error_class,omitempty"`
 	// Payload is the event's payload, present only when the channel was
 	// registered with p_publish_payload.
 	Payload *string `json:"payload,omitempty"`
@@ -181,6 +185,8 @@ type NotifierStatus struct {
 	Node           int       `json:"node"`
 	At             time.Time `json:"at"`
 	ErrorTruncated bool      `json:"error_truncated,omitempty"`
+	// ErrorClass: as Published's, by the publish_errors of the channel.
+	ErrorClass string `json:"error_class,omitempty"`
 }
 
 // Subject is where s is published.

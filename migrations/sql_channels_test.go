@@ -140,7 +140,7 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	d := newSQLDB(t)
 	const def = `'SELECT length($1)', p_concurrency_mode := 'payload', p_deduplicate := true,
 		p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '2 seconds',
-		p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true`
+		p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true, p_publish_errors := 'text'`
 	d.exec("SELECT pgrelay.register('c', " + def + ")")
 	d.exec("SELECT pgrelay.update('c', p_paused := true)")
 	d.exec("UPDATE pgrelay.channels SET created_at = created_at - interval '1 day', updated_at = updated_at - interval '1 day'")
@@ -153,7 +153,8 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	d.exec("SELECT pgrelay.register('c', " + def + ")")
 	d.exec(`SELECT pgrelay.register('c', 'SELECT length($1)', p_concurrency_mode := 'payload', p_deduplicate := true,
 		p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '00:00:02',
-		p_expire_after := '60 minutes', p_timeout := '7000 milliseconds', p_publish_payload := true)`)
+		p_expire_after := '60 minutes', p_timeout := '7000 milliseconds', p_publish_payload := true,
+		p_publish_errors := 'text')`)
 	require.Equal(t, before, snapshot(), "a no-op: not resumed, no timestamp moved")
 
 	cases := []struct {
@@ -161,13 +162,13 @@ func TestRegisterIsIdempotent(t *testing.T) {
 		fields    []string
 	}{
 		{"defaults", "SELECT pgrelay.register('c', 'SELECT length($1)')",
-			[]string{"concurrency_mode", "deduplicate", "node_restricted", "max_attempts", "retry_delay", "expire_after", "timeout", "publish_payload"}},
-		{"handler", "SELECT pgrelay.register('c', 'SELECT length($1) + 1', p_concurrency_mode := 'payload', p_deduplicate := true, p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true)",
+			[]string{"concurrency_mode", "deduplicate", "node_restricted", "max_attempts", "retry_delay", "expire_after", "timeout", "publish_payload", "publish_errors"}},
+		{"handler", "SELECT pgrelay.register('c', 'SELECT length($1) + 1', p_concurrency_mode := 'payload', p_deduplicate := true, p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true, p_publish_errors := 'text')",
 			[]string{"handler"}},
-		{"kind and attempts", "SELECT pgrelay.register('c', 'app.orders', p_kind := 'nats', p_concurrency_mode := 'payload', p_deduplicate := true, p_node_restricted := true, p_max_attempts := 4, p_retry_delay := '2 seconds', p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true)",
-			[]string{"handler", "kind", "max_attempts"}},
+		{"kind and attempts", "SELECT pgrelay.register('c', 'app.orders', p_kind := 'nats', p_concurrency_mode := 'payload', p_deduplicate := true, p_node_restricted := true, p_max_attempts := 4, p_retry_delay := '2 seconds', p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true, p_publish_errors := 'none')",
+			[]string{"handler", "kind", "max_attempts", "publish_errors"}},
 	}
-	all := []string{"handler", "kind", "concurrency_mode", "deduplicate", "node_restricted", "max_attempts", "retry_delay", "expire_after", "timeout", "publish_payload"}
+	all := []string{"handler", "kind", "concurrency_mode", "deduplicate", "node_restricted", "max_attempts", "retry_delay", "expire_after", "timeout", "publish_payload", "publish_errors"}
 	for _, tc := range cases {
 		pgErr := requireCode(t, d.err(tc.sql), "PR003", tc.name)
 		require.Contains(t, pgErr.Message, "'c'", tc.name)
@@ -192,6 +193,41 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	require.NoError(t, tx.Commit(bg))
 	require.NoError(t, <-done)
 	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'twice'"))
+}
+
+// publish_errors (0017): what of a channel's errors goes to NATS. 'class'
+// by default (register() and the notifier's create_channel()), 'text' or
+// 'none' as given; anything else is refused with PR018 by register() and
+// update() alike.
+func TestPublishErrorsSetting(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	setting := func(ch string) string {
+		return one[string](t, d.pool, "SELECT publish_errors FROM pgrelay.channels WHERE channel = $1", ch)
+	}
+	d.exec("SELECT pgrelay.register('dflt', 'SELECT length($1)')")
+	require.Equal(t, "class", setting("dflt"))
+	d.exec("SELECT pgrelay.register('txt', 'SELECT length($1)', p_publish_errors := 'text')")
+	require.Equal(t, "text", setting("txt"))
+	d.exec("SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')")
+	require.Equal(t, "class", setting("mail"))
+	d.exec("SELECT pgrelay_notifier.create_channel('mail2', 'app@example.com', p_publish_errors := 'none')")
+	require.Equal(t, "none", setting("mail2"))
+
+	e := requireCode(t, d.err("SELECT pgrelay.register('bad', 'SELECT length($1)', p_publish_errors := 'all')"), "PR018")
+	require.Contains(t, e.Message, "'all'")
+	requireCode(t, d.err("SELECT pgrelay.register('bad', 'SELECT length($1)', p_publish_errors := NULL)"), "PR018")
+	requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('bad', 'app@example.com', p_publish_errors := 'TEXT')"), "PR018")
+	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'bad'"))
+
+	d.exec("SELECT pgrelay.update('dflt', p_publish_errors := 'none')")
+	require.Equal(t, "none", setting("dflt"))
+	d.exec("SELECT pgrelay.update('dflt', p_paused := true)")
+	require.Equal(t, "none", setting("dflt"), "kept when not given")
+	requireCode(t, d.err("SELECT pgrelay.update('dflt', p_publish_errors := 'full')"), "PR018")
+	require.Equal(t, "none", setting("dflt"))
+	d.exec("SELECT pgrelay.update('dflt', p_publish_errors := 'class')")
+	require.Equal(t, "class", setting("dflt"))
 }
 
 // The handler is spliced into a PREPARE run by register(), a SECURITY DEFINER

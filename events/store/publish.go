@@ -112,6 +112,9 @@ type LogRow struct {
 	PublishPayload bool
 	// Payload: the kept payload (nil when none was kept).
 	Payload *string
+	// PublishErrors: the channel's publish_errors (events.ErrorsClass when
+	// the channel is gone).
+	PublishErrors string
 }
 
 // LogBatch returns up to limit log rows of node with after < id < before, in
@@ -124,13 +127,14 @@ func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit 
 		       CASE WHEN ch.publish_payload THEN
 		         COALESCE((SELECT p.payload FROM pgrelay.event_payloads p WHERE p.queue_id OPERATOR(pg_catalog.=) l.queue_id),
 		                  (SELECT q.payload FROM pgrelay.queue q WHERE q.id OPERATOR(pg_catalog.=) l.queue_id))
-		       END
+		       END,
+		       COALESCE(ch.publish_errors, $5::pg_catalog.text)
 		  FROM pgrelay.log l
 		  LEFT JOIN pgrelay.channels ch ON ch.channel OPERATOR(pg_catalog.=) l.channel
 		 WHERE l.node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND l.id OPERATOR(pg_catalog.>) $2::pg_catalog.int8
 		   AND l.id OPERATOR(pg_catalog.<) $3::pg_catalog.int8
 		 ORDER BY l.id
-		 LIMIT $4::pg_catalog.int8`, node, after, before, limit)
+		 LIMIT $4::pg_catalog.int8`, node, after, before, limit, events.ErrorsClass)
 	if err != nil {
 		return nil, fmt.Errorf("read log rows of node %d after %d: %w", node, after, err)
 	}
@@ -139,7 +143,7 @@ func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit 
 		var ev string
 		var attempt, n int32
 		err := r.Scan(&l.ID, &l.QueueID, &l.OriginID, &l.Channel, &attempt, &ev, &l.Error, &n, &l.At,
-			&l.PublishPayload, &l.Payload)
+			&l.PublishPayload, &l.Payload, &l.PublishErrors)
 		l.Event, l.Attempt, l.Node = events.Kind(ev), int(attempt), int(n)
 		return l, err
 	})
@@ -150,18 +154,25 @@ func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit 
 }
 
 // NotifierBatch returns up to limit notifier status events of node with
-// after < id < before, in id order.
+// after < id < before, in id order, with their error as the channel's
+// publish_errors has it published (events.PublishedError; a channel gone
+// counts as events.ErrorsClass).
 func NotifierBatch(ctx context.Context, c Conn, node int, after, before int64, limit int) ([]events.NotifierStatus, error) {
-	rows, err := c.Query(ctx, `SELECT id, notification_id, channel, status, error, node, at
-		FROM pgrelay._notifier_status_batch($1::pg_catalog.int4, $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int4)`, node, after, before, limit)
+	rows, err := c.Query(ctx, `SELECT s.id, s.notification_id, s.channel, s.status, s.error, s.node, s.at,
+		       COALESCE(ch.publish_errors, $5::pg_catalog.text)
+		  FROM pgrelay._notifier_status_batch($1::pg_catalog.int4, $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int4) s
+		  LEFT JOIN pgrelay.channels ch ON ch.channel OPERATOR(pg_catalog.=) s.channel
+		 ORDER BY s.id`, node, after, before, limit, events.ErrorsClass)
 	if err != nil {
 		return nil, fmt.Errorf("read notifier status events of node %d after %d: %w", node, after, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (events.NotifierStatus, error) {
 		s := events.NotifierStatus{Schema: events.SchemaVersion}
 		var n int32
-		err := r.Scan(&s.ID, &s.NotificationID, &s.Channel, &s.Status, &s.Error, &n, &s.At)
+		var policy string
+		err := r.Scan(&s.ID, &s.NotificationID, &s.Channel, &s.Status, &s.Error, &n, &s.At, &policy)
 		s.Node, s.At = int(n), s.At.UTC()
+		s.Error, s.ErrorClass = events.PublishedError(s.Error, policy)
 		return s, err
 	})
 	if err != nil {

@@ -195,7 +195,8 @@ func TestWatch(t *testing.T) {
 	d.exec(`CREATE FUNCTION public.nope(p text) RETURNS void LANGUAGE plpgsql AS
 	$$ BEGIN RAISE EXCEPTION 'nope: %', p; END $$`)
 	d.exec(`SELECT pgrelay.register('w1', 'SELECT length($1)')`)
-	d.exec(`SELECT pgrelay.register('w2', 'SELECT public.nope($1)', p_max_attempts := 1, p_publish_payload := true)`)
+	d.exec(`SELECT pgrelay.register('w2', 'SELECT public.nope($1)', p_max_attempts := 1, p_publish_payload := true,
+		p_publish_errors := 'text')`)
 	run := startCLI(t, nil, "run", "--database-url", d.url, "--nats-url", n.URL(), "--nats-publish-interval", "50ms")
 	d.exec(`SELECT pgrelay.notify_many('w1', ARRAY(SELECT 'a' || g FROM generate_series(1, 10) g))`)
 	d.exec(`SELECT pgrelay.notify_many('w2', ARRAY['b1', 'b2'])`)
@@ -237,7 +238,7 @@ func TestWatch(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	ls := nonEmpty(out)
 	require.Len(t, ls, 2, out)
-	line := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +w2 +gave_up +id=\d+ origin=\d+ attempt=1 node=0 error=".*nope: b\d.*" payload="b\d"$`)
+	line := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +w2 +gave_up +id=\d+ origin=\d+ attempt=1 node=0 error_class=sqlstate_P0001 error=".*nope: b\d.*" payload="b\d"$`)
 	for _, l := range ls {
 		assert.Regexp(t, line, l)
 	}

@@ -129,6 +129,7 @@ type watchDoc struct {
 	Attempt        int       `json:"attempt"`
 	Event          string    `json:"event"`
 	Error          *string   `json:"error"`
+	ErrorClass     string    `json:"error_class"`
 	Node           int       `json:"node"`
 	At             time.Time `json:"at"`
 	Payload        *string   `json:"payload"`
@@ -256,6 +257,9 @@ func (p *watchPrinter) print(m watched) {
 	} else {
 		fmt.Fprintf(&b, "%-23s  %-20s %-13s id=%d origin=%d attempt=%d node=%d", at, d.Channel, d.Event,
 			d.ID, d.OriginID, d.Attempt, d.Node)
+	}
+	if d.ErrorClass != "" {
+		fmt.Fprintf(&b, " error_class=%s", d.ErrorClass)
 	}
 	if d.Error != nil {
 		fmt.Fprintf(&b, " error=%s", strconv.Quote(shorten(*d.Error, 200)))

@@ -195,7 +195,7 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'twice'"))
 }
 
-// publish_errors (0017): what of a channel's errors goes to NATS. 'class'
+// publish_errors (0016): what of a channel's errors goes to NATS. 'class'
 // by default (register() and the notifier's create_channel()), 'text' or
 // 'none' as given; anything else is refused with PR018 by register() and
 // update() alike.

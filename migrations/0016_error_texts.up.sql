@@ -1,4 +1,4 @@
--- 0017: what NATS subscribers learn of a failure.
+-- 0016: what NATS subscribers learn of a failure.
 --
 -- The event documents published on NATS (docs/events.md) carried the full
 -- error text of a failure even for channels that keep their payloads off

@@ -863,8 +863,10 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 
 	// pg_relay.node_id set for the database or the server, not only for a
 	// role or this session. pg_settings does not show a parameter no
-	// library defines; the server's files do (pg_file_settings, for
-	// superusers and pg_read_all_settings). Without that view, a value this
+	// library defines; the server's files do (pg_file_settings: superusers,
+	// or a role granted SELECT on it and EXECUTE on
+	// pg_show_all_file_settings(); pg_read_all_settings is not enough on
+	// PostgreSQL 15). Without that view, a value this
 	// session has and no ALTER ROLE of this login gave counts as the
 	// server's.
 	var dbLevel, roleLevel, canReadFiles bool

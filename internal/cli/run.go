@@ -176,13 +176,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return &usageError{msg: strings.TrimPrefix(err.Error(), "pgrelay: ")}
 	}
-	if err := checkSchema(ctx, f.databaseURL); err != nil {
+	if err := startChecks(ctx, f.databaseURL, f.mode, p.Connections(), logger); err != nil {
 		return err
 	}
-	if f.mode == "multi-node" || f.mode == "leader" {
-		warnUnreplicated(ctx, f.databaseURL, f.mode, logger)
-	}
-	warnConnections(ctx, f.databaseURL, p.Connections(), logger)
 	// The SMTP servers are checked beside the start, not before it: a server
 	// that does not answer holds up no other channel.
 	cfg := f.config(logger, nil)
@@ -215,7 +211,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	inFlight := p.Metrics().InFlight
 	st := &stopper{say: func(l string) { logger.Info(l) }, every: 5 * time.Second}
 	_ = st.stop(stopStep{name: "in-flight events and outcomes to be written",
-		detail: func() string { return fmt.Sprintf("%.0f slots in use", gaugeValue(inFlight)) },
+		detail: func() string { return slotsInUse(inFlight) },
 		run:    func() { err = p.Stop(context.WithoutCancel(ctx)) }})
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -255,46 +251,44 @@ func serveMetrics(addr string, reg *prometheus.Registry, p *actors.Processor, lo
 	return srv, nil
 }
 
-// checkSchema fails with a clear message when the database cannot be reached
-// or is not migrated to this version's schema.
-func checkSchema(ctx context.Context, url string) error {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return fmt.Errorf("cannot connect to the database: invalid --database-url: %w", err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	store.PinSearchPath(cfg)
-	conn, err := pgx.ConnectConfig(cctx, cfg)
-	if err != nil {
-		return fmt.Errorf("cannot connect to the database: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return schemaUpToDate(cctx, conn)
-}
-
-// warnConnections logs a warning when this Processor's connections (up to
-// planned) may not fit in what the server has left: max_connections, less
-// the superuser reserve, less the connections open now. It never stops the
-// Processor.
-func warnConnections(ctx context.Context, url string, planned int, logger *slog.Logger) {
+// startChecks runs run's checks before the Processor starts, on one
+// session that is closed before it starts: it fails with a clear message
+// when the database cannot be reached or is not migrated to this version's
+// schema; it warns, without stopping, when pgrelay's tables are not
+// replicated (multi-node and leader modes) or the Processor's connections
+// may not fit.
+func startChecks(ctx context.Context, url, mode string, planned int, logger *slog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	conn, err := connect(cctx, url)
 	if err != nil {
-		logger.Warn("connections: could not check the server's max_connections", "err", err)
-		return
+		return fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := schemaUpToDate(cctx, conn); err != nil {
+		return err
+	}
+	if mode == "multi-node" || mode == "leader" {
+		warnUnreplicated(cctx, conn, mode, logger)
+	}
+	warnConnections(cctx, conn, planned, logger)
+	return nil
+}
+
+// warnConnections logs a warning when this Processor's connections (up to
+// planned) may not fit in what the server has left: max_connections, less
+// the superuser reserve, less the connections open now (conn's own, which
+// closes before the Processor starts, not counted). It never stops the
+// Processor.
+func warnConnections(ctx context.Context, conn *pgx.Conn, planned int, logger *slog.Logger) {
 	var maxConns, reserved, open int
-	if err := conn.QueryRow(cctx, `SELECT pg_catalog.current_setting('max_connections')::pg_catalog.int4,
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('max_connections')::pg_catalog.int4,
 		pg_catalog.current_setting('superuser_reserved_connections')::pg_catalog.int4,
 		(SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pg_catalog.pg_stat_activity a
 		  WHERE a.backend_type OPERATOR(pg_catalog.=) 'client backend'::pg_catalog.text)`).Scan(&maxConns, &reserved, &open); err != nil {
 		logger.Warn("connections: could not check the server's max_connections", "err", err)
 		return
 	}
-	// This check's own connection is counted open and is gone after it.
 	if free := maxConns - reserved - (open - 1); planned > free {
 		logger.Warn(fmt.Sprintf("connections: this Processor may open %d connections but the server has %d free "+
 			"(max_connections %d, %d reserved for superusers, %d open): lower --max-connections or raise max_connections",
@@ -306,16 +300,8 @@ func warnConnections(ctx context.Context, url string, planned int, logger *slog.
 // are not replicated on this node (checkReplication), or cannot be checked:
 // in multi-node and leader mode every node must see every other node's
 // rows. It never stops the Processor.
-func warnUnreplicated(ctx context.Context, url, mode string, logger *slog.Logger) {
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	conn, err := connect(cctx, url)
-	if err != nil {
-		logger.Warn("replication: could not check that pgrelay's tables are replicated", "err", err)
-		return
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	r, err := checkReplication(cctx, conn)
+func warnUnreplicated(ctx context.Context, conn *pgx.Conn, mode string, logger *slog.Logger) {
+	r, err := checkReplication(ctx, conn)
 	switch {
 	case err != nil:
 		logger.Warn("replication: could not check that pgrelay's tables are replicated", "err", err)

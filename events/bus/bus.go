@@ -153,7 +153,7 @@ func Connect(o Options) (*Conn, error) {
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("bus: connect to %s: %w", redact(o.URL), err)
+		return nil, fmt.Errorf("bus: connect to %s: %w", secret.String(o.URL), err)
 	}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncTimeout(10*time.Second),
@@ -184,9 +184,6 @@ func (c *Conn) noteConnErr(msg string) bool {
 }
 
 var digits = regexp.MustCompile(`[0-9]+`)
-
-// redact hides the credentials in a URL for messages.
-func redact(url string) string { return secret.String(url) }
 
 // Close closes the connection.
 func (c *Conn) Close() error {

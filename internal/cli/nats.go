@@ -129,9 +129,6 @@ func watchCommand(self, url string) string {
 	return self + " watch --nats-url " + secret.String(url)
 }
 
-// natsURLShown is url with its credentials hidden, for display.
-func natsURLShown(url string) string { return secret.String(url) }
-
 var errNoJetStream = errors.New("the NATS server has no JetStream: replaying (--since-id, --since) needs it")
 
 // writeBacklog prints, under the stats table, the events each node's

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/internal/secret"
 )
 
 // runWatch follows the status events on NATS: a line per event, or the JSON
@@ -75,7 +76,7 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("cannot connect to NATS at %s: %w", natsURLShown(n.url), err)
+		return fmt.Errorf("cannot connect to NATS at %s: %w", secret.String(n.url), err)
 	}
 
 	filters := []string{

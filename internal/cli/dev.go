@@ -14,10 +14,8 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -216,7 +214,7 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		return err
 	}
 	stops = append(stops, stopStep{name: "the NATS server", run: stopNATS})
-	fmt.Fprintf(a.stdout, "nats: %s (follow the events: %s)\n", natsURLShown(f.nats.url), watchCommand(a.self, f.nats.url))
+	fmt.Fprintf(a.stdout, "nats: %s (follow the events: %s)\n", secret.String(f.nats.url), watchCommand(a.self, f.nats.url))
 
 	f.databaseURL = url
 	reg := prometheus.NewRegistry()
@@ -240,7 +238,7 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	}
 	inFlight := p.Metrics().InFlight
 	stops = append(stops, stopStep{name: "the Processor",
-		detail: func() string { return fmt.Sprintf("%.0f slots in use", gaugeValue(inFlight)) },
+		detail: func() string { return slotsInUse(inFlight) },
 		run: func() {
 			if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
 				logger.Warn("stopping the processor", "err", err)
@@ -375,7 +373,7 @@ const (
 )
 
 func devQueryRow(ctx context.Context, url, sql string, dst ...any) error {
-	c, err := pgx.Connect(ctx, url)
+	c, err := connect(ctx, url)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -477,7 +475,7 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	fmt.Fprintf(&b, "database: %s\n", v.url)
 	fmt.Fprintf(&b, "try:      psql %s -c \"SELECT pgrelay.notify('%s', '{\\\"hello\\\": 1}')\"\n", psqlArg, channel)
 	fmt.Fprintf(&b, "          psql %s -c \"SELECT pgrelay_notifier.send('%s', ARRAY['you@example.com'], 'Hi', 'Hello')\"\n", psqlArg, emailChannel)
-	fmt.Fprintf(&b, "nats:     %s (follow the events: %s)\n", natsURLShown(v.nats), watchCommand(v.self, v.nats))
+	fmt.Fprintf(&b, "nats:     %s (follow the events: %s)\n", secret.String(v.nats), watchCommand(v.self, v.nats))
 	switch {
 	case !v.demo:
 		b.WriteString("demo producer: off (no demo channels: --demo creates them)\n\n")
@@ -495,10 +493,7 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	}
 	_ = tw.Flush()
 	if v.inFlight != nil {
-		var m dto.Metric
-		if err := v.inFlight.Write(&m); err == nil {
-			fmt.Fprintf(&b, "\nProcessor: %.0f slots in use (claimed events, and the slots running batches reserve)\n", m.GetGauge().GetValue())
-		}
+		fmt.Fprintf(&b, "\nProcessor: %s (claimed events, and the slots running batches reserve)\n", slotsInUse(v.inFlight))
 	}
 	if v.smtp != nil {
 		fmt.Fprintf(&b, "\nSMTP catcher smtp://%s: %d emails captured", v.smtp.Addr(), v.smtp.Count())

@@ -88,13 +88,14 @@ func (s *stopper) stop(steps ...stopStep) error {
 	return nil
 }
 
-// gaugeValue reads a gauge's current value (0 if it cannot be read).
-func gaugeValue(g prometheus.Gauge) float64 {
+// slotsInUse says how many of the Processor's slots are in use (its
+// pgrelay_in_flight gauge), or why that cannot be read.
+func slotsInUse(g prometheus.Gauge) string {
 	var m dto.Metric
-	if err := g.Write(&m); err != nil || m.Gauge == nil {
-		return 0
+	if err := g.Write(&m); err != nil {
+		return "slots in use unknown: " + err.Error()
 	}
-	return m.Gauge.GetValue()
+	return fmt.Sprintf("%.0f slots in use", m.GetGauge().GetValue())
 }
 
 // exitOnSecondSignal makes a second SIGINT or SIGTERM, once ctx was

@@ -333,23 +333,20 @@ func New(cfg Config) (*Processor, error) {
 // hotConns is the size of the hot pool: what MaxConnections leaves, and no
 // more than the slots can use.
 func (c *Config) hotConns() int {
-	others := bgConns + listenConns
-	if c.NATS != nil && c.NATS.URL != "" {
-		others += publishConns
-	}
-	return min(c.MaxConnections-others, min(c.Concurrency, maxHotConns)+4)
+	return min(c.MaxConnections-c.otherConns(), min(c.Concurrency, maxHotConns)+4)
 }
 
-// Connections is the most database connections the Processor opens: its
-// hot and background pools, the LISTEN connection and, with NATS, the
-// publisher's.
-func (p *Processor) Connections() int {
-	n := p.cfg.hotConns() + bgConns + listenConns
-	if p.cfg.NATS != nil && p.cfg.NATS.URL != "" {
-		n += publishConns
+// otherConns is what the Processor opens besides the hot pool: the
+// background pool, the LISTEN connection and, with NATS, the publisher's.
+func (c *Config) otherConns() int {
+	if c.NATS != nil && c.NATS.URL != "" {
+		return bgConns + listenConns + publishConns
 	}
-	return n
+	return bgConns + listenConns
 }
+
+// Connections is the most database connections the Processor opens.
+func (p *Processor) Connections() int { return p.cfg.hotConns() + p.cfg.otherConns() }
 
 // ID is the instance id in pgrelay.processors (0 before Start).
 func (p *Processor) ID() int64 {

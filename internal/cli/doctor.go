@@ -947,7 +947,7 @@ func skewFindings(nodes []*doctorNode, max time.Duration) []doctorFinding {
 func checkPublisher(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]doctorFinding, error) {
 	var out []doctorFinding
 	var cursors int
-	if err := n.conn.QueryRow(ctx, "SELECT count(*) FROM pgrelay.publish_cursors").Scan(&cursors); err != nil {
+	if err := n.conn.QueryRow(ctx, "SELECT pg_catalog.count(*) FROM pgrelay.publish_cursors").Scan(&cursors); err != nil {
 		return nil, err
 	}
 	var owner string

@@ -22,12 +22,12 @@ type (
 		channel string
 		seen    time.Time
 	}
-	// batchHint: a notification named channel; its batcher, if it has one,
-	// gets a batchReady (the claimer's claim tells it too, a round trip
-	// later).
+	// batchHint: a notification named a channel by its wakeHint; the
+	// channel's batcher, if it has one, gets a batchReady (the claimer's
+	// claim tells it too, a round trip later).
 	batchHint struct {
-		channel string
-		seen    time.Time
+		hint string
+		seen time.Time
 	}
 	// batchDone: a batch goroutine returned; its slots are already free.
 	batchDone struct {

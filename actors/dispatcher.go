@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -91,6 +93,15 @@ type dispatcher struct {
 	waiters  []*actor.PID
 	stopTick func()
 	stopIdle func()
+	// hints: the wakeHint of each channel that has had a batcher.
+	hints map[string]string
+}
+
+// wakeHint is what a wake-up carries for channel: md5(key || channel) in
+// hex, as pgrelay._queue_wake computes it.
+func wakeHint(key, channel string) string {
+	sum := md5.Sum([]byte(key + channel))
+	return hex.EncodeToString(sum[:])
 }
 
 func dispatcherProps(d *deps) *actor.Props {
@@ -125,15 +136,21 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 			name := fmt.Sprintf("batch-%d-%s-", p.d.node, channel)
 			if channel == "" {
 				name = fmt.Sprintf("lanes-%d-", p.d.node)
+			} else if p.d.wakeKey != "" {
+				if p.hints == nil {
+					p.hints = map[string]string{}
+				}
+				p.hints[wakeHint(p.d.wakeKey, channel)] = channel
 			}
 			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel) }, name, m)
 		}
 	case *batchHint:
 		// Only a running batcher: the notification does not say whether
 		// the channel is a 'none' sql channel; the claim does.
-		if c, ok := p.r.children[m.channel+"\x00batch"]; ok && !p.draining {
+		channel, known := p.hints[m.hint]
+		if c, ok := p.r.children[channel+"\x00batch"]; known && ok && !p.draining {
 			c.outstanding++
-			ctx.Send(c.pid, &batchReady{channel: m.channel, seen: m.seen})
+			ctx.Send(c.pid, &batchReady{channel: channel, seen: m.seen})
 		}
 	case *eventEnded:
 		p.r.ended(m.key)

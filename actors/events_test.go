@@ -22,6 +22,7 @@ import (
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -815,8 +816,8 @@ func TestActorEventsLeaseWonBackChecksStream(t *testing.T) {
 	e.eventually(time.Minute, "the test holding the publisher lease", func() bool {
 		e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = 'pgrelay-publisher'`)
-		var ok bool
-		require.NoError(t, holder.QueryRow(ctx, `SELECT pg_try_advisory_lock(1886816820, $1)`, node).Scan(&ok))
+		ok, err := store.TryPublishLease(ctx, holder, node)
+		require.NoError(t, err)
 		return ok
 	})
 	e.exec(`SELECT pgrelay.notify_many('l', $1)`, payloads("b", 50))

@@ -12,8 +12,9 @@ import (
 
 // listen holds a connection that LISTENs on "pgrelay" (notify() wakes it) and
 // wakes the claimer on every notification. A notification that names a
-// channel also goes to that channel's batcher, if it has one, which starts a
-// batch without waiting for the claim. When the connection breaks it
+// channel (by its wakeHint: anyone may LISTEN) also goes to that channel's
+// batcher, if it has one, which starts a batch without waiting for the
+// claim; one that names nothing known costs a claim. When the connection breaks it
 // reconnects with backoff and wakes the claimer once, to catch up on what it
 // missed; the claimer's poll covers the gap.
 func listen(ctx context.Context, d *deps, cfg *pgxpool.Config) {
@@ -53,7 +54,7 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
 		}
 		claimer, dispatcher, _ := d.pids()
 		if n.Payload != "" && d.direct {
-			d.send(dispatcher, &batchHint{channel: n.Payload, seen: time.Now()})
+			d.send(dispatcher, &batchHint{hint: n.Payload, seen: time.Now()})
 		}
 		d.send(claimer, &wake{})
 	}

@@ -254,9 +254,12 @@ type deps struct {
 	system    *actor.ActorSystem
 	processor int64
 	node      int // pg_relay.node_id of the Processor's sessions
-	info      store.ProcessorInfo
-	runCtx    context.Context // cancelled when in-flight handlers must stop
-	inflight  atomic.Int64    // events claimed and not yet ended
+	// wakeKey: this node's wake-up key; a wake-up that names a channel
+	// carries wakeHint(wakeKey, channel), not the name.
+	wakeKey  string
+	info     store.ProcessorInfo
+	runCtx   context.Context // cancelled when in-flight handlers must stop
+	inflight atomic.Int64    // events claimed and not yet ended
 	// pendingOutcomes: outcomes sent to the completer and not yet written
 	// (in its mailbox, its buffer, or being written); the claimer claims
 	// nothing while maxPendingOutcomes wait.
@@ -463,6 +466,13 @@ func (p *Processor) Start(ctx context.Context) error {
 		p.closePools()
 		return fmt.Errorf("pgrelay: %w", err)
 	}
+	// The node id producers stamp is the one the Processors of the node
+	// run with (they cannot set their own).
+	recorded, wakeKey, err := st.RecordNode(ctx)
+	if err != nil {
+		p.closePools()
+		return fmt.Errorf("pgrelay: %w", err)
+	}
 	procID, node, err := st.StartProcessor(ctx, info)
 	if err != nil {
 		p.closePools()
@@ -495,6 +505,10 @@ func (p *Processor) Start(ctx context.Context) error {
 	direct := builtinSQL && p.cfg.SQLBatch > 1
 
 	logger := p.cfg.Logger.With("processor", procID, "node", node)
+	if recorded != node {
+		logger.Warn("this database's node id changed: producers' events are stamped with this Processor's node id from now on",
+			"was", recorded)
+	}
 	// The actor system's own messages (started, dead letters after a stop)
 	// are routine: only its warnings and errors reach the log.
 	actorLog := slog.New(minLevel{Handler: logger.Handler(), min: slog.LevelWarn}).With("component", "actor")
@@ -505,7 +519,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.cancel = cancel
 	p.d = &deps{
 		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, direct: direct, metrics: metrics, log: logger, bus: p.bus,
-		system: system, processor: procID, node: node, info: info, runCtx: runCtx,
+		system: system, processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
 	}
 	if rejoin {
 		p.d.rejoinUntil = time.Now().Add(p.cfg.LeaderSettle)

@@ -4,14 +4,16 @@
 //
 // Each file is named NNNN_name.up.sql. Up applies every file whose version is
 // not yet recorded in pgrelay.schema_migrations, in version order, in one
-// transaction that first takes a transaction-level advisory lock: several
-// processes may migrate one database at once, the others wait and then find
-// nothing left to do.
+// transaction that first locks pgrelay.schema_migrations: several processes
+// may migrate one database at once, the others wait and then find nothing
+// left to do. Only the migrating roles can take that lock (no advisory lock
+// that any login could hold).
 package migrations
 
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -19,18 +21,11 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed *.up.sql
 var files embed.FS
-
-// The advisory lock (two-int form) every migrating process takes: the first
-// key is the class pgrelay uses for its own locks (the id generator takes
-// (lockClass, 1)); the second distinguishes uses.
-const (
-	lockClass   = 1886816817
-	lockMigrate = 0
-)
 
 // Migration is one numbered SQL file.
 type Migration struct {
@@ -74,10 +69,13 @@ func all(fsys fs.FS) ([]Migration, error) {
 
 // NodeLocalTables names the tables of schema pgrelay that each node of a
 // multi-master cluster keeps for itself and that must not be replicated:
-// its record of applied migrations, and the lock rows its producers take
-// (0010). Every other table of schemas pgrelay and pgrelay_notifier is
-// replicated (docs/multi-master.md).
-func NodeLocalTables() []string { return []string{"schema_migrations", "channel_locks"} }
+// its record of applied migrations, the lock rows its producers take (0010,
+// 0017), its node id and wake-up key, and its publisher's lease (0017).
+// Every other table of schemas pgrelay and pgrelay_notifier is replicated
+// (docs/multi-master.md).
+func NodeLocalTables() []string {
+	return []string{"schema_migrations", "channel_locks", "this_node", "dedup_locks", "publish_leases"}
+}
 
 // Latest is the highest embedded migration version.
 func Latest() int {
@@ -102,11 +100,11 @@ type Result struct {
 }
 
 // Up applies every pending migration in one transaction.
-func Up(ctx context.Context, db Beginner) (Result, error) { return up(ctx, db, files) }
+func Up(ctx context.Context, db Beginner) (Result, error) { return up(ctx, db, files, true) }
 
 // up applies every pending migration of fsys in one transaction: a migration
 // that fails rolls back every one applied with it, and their records.
-func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
+func up(ctx context.Context, db Beginner, fsys fs.FS, firstTry bool) (Result, error) {
 	migs, err := all(fsys)
 	if err != nil {
 		return Result{}, err
@@ -124,18 +122,19 @@ func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
 	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)"); err != nil {
 		return Result{}, fmt.Errorf("migrate: set the search_path: %w", err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_catalog.pg_advisory_xact_lock($1::pg_catalog.int4, $2::pg_catalog.int4)",
-		lockClass, lockMigrate); err != nil {
-		return Result{}, fmt.Errorf("migrate: take the migration lock: %w", err)
+	// The first migration of a database creates the schema: two migrating
+	// at once then collide on the schema's name (the second's CREATE waits
+	// for the first to commit and fails). The second starts over once and
+	// finds the table there, locked by nobody or by a migration it waits for.
+	if err := createVersionTable(ctx, tx); err != nil {
+		if !isDuplicateObject(err) || !firstTry {
+			return Result{}, err
+		}
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return up(ctx, db, fsys, false)
 	}
-	if _, err := tx.Exec(ctx, `
-		CREATE SCHEMA IF NOT EXISTS pgrelay;
-		CREATE TABLE IF NOT EXISTS pgrelay.schema_migrations (
-		  version    pg_catalog.int4 PRIMARY KEY,
-		  name       pg_catalog.text NOT NULL,
-		  applied_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
-		);`); err != nil {
-		return Result{}, fmt.Errorf("migrate: create the version table: %w", err)
+	if _, err := tx.Exec(ctx, "LOCK TABLE pgrelay.schema_migrations IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+		return Result{}, fmt.Errorf("migrate: lock pgrelay.schema_migrations: %w", err)
 	}
 	applied := map[int]bool{}
 	rows, err := tx.Query(ctx, "SELECT version FROM pgrelay.schema_migrations")
@@ -171,6 +170,28 @@ func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
 	}
 	res.Version = current
 	return res, nil
+}
+
+// createVersionTable creates schema pgrelay and its version table when
+// missing.
+func createVersionTable(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `
+		CREATE SCHEMA IF NOT EXISTS pgrelay;
+		CREATE TABLE IF NOT EXISTS pgrelay.schema_migrations (
+		  version    pg_catalog.int4 PRIMARY KEY,
+		  name       pg_catalog.text NOT NULL,
+		  applied_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+		);`); err != nil {
+		return fmt.Errorf("migrate: create the version table: %w", err)
+	}
+	return nil
+}
+
+// isDuplicateObject: err is a unique violation on a catalog (a concurrent
+// CREATE ... IF NOT EXISTS committed first) or a duplicate schema or table.
+func isDuplicateObject(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06" || pe.Code == "42P07")
 }
 
 // Current returns the database's schema version: 0 when pgrelay was never

@@ -122,12 +122,17 @@ func TestNotifyWakesListeners(t *testing.T) {
 }
 
 // The wake-up names the channel when a statement's rows are all of one
-// channel (0006), and is empty when they are of several.
+// channel (0006), and is empty when they are of several. It names it by a
+// digest with this node's wake-up key (0017): anyone may LISTEN, and a
+// listener outside pgrelay's roles must not learn channel names.
 func TestNotifyWakeNamesChannel(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.register("c", "")
-	d.register("e", "")
+	d.register("orders", "")
+	d.register("signups", "")
+	hint := func(ch string) string {
+		return one[string](t, d.pool, "SELECT md5(wake_key || $1) FROM pgrelay.this_node", ch)
+	}
 	listener := d.conn(-1)
 	_, err := listener.Exec(bg, "LISTEN pgrelay")
 	require.NoError(t, err)
@@ -137,24 +142,26 @@ func TestNotifyWakeNamesChannel(t *testing.T) {
 		t.Helper()
 		n, err := listener.WaitForNotification(ctx)
 		require.NoError(t, err)
+		require.NotContains(t, n.Payload, "orders")
+		require.NotContains(t, n.Payload, "signups")
 		return n.Payload
 	}
-	d.notify("c", "x")
-	require.Equal(t, "c", next())
-	d.exec("SELECT pgrelay.notify_many('e', ARRAY['a', 'b'])")
-	require.Equal(t, "e", next())
+	d.notify("orders", "x")
+	require.Equal(t, hint("orders"), next())
+	d.exec("SELECT pgrelay.notify_many('signups', ARRAY['a', 'b'])")
+	require.Equal(t, hint("signups"), next())
 	// One statement, two channels: no name.
-	d.exec("INSERT INTO pgrelay.queue (channel, payload) VALUES ('c', 'y'), ('e', 'z')")
+	d.exec("INSERT INTO pgrelay.queue (channel, payload) VALUES ('orders', 'y'), ('signups', 'z')")
 	require.Empty(t, next())
 	// A transaction notifying two channels wakes once per channel.
 	tx, err := d.pool.Begin(bg)
 	require.NoError(t, err)
-	for _, ch := range []string{"c", "e", "c"} {
+	for _, ch := range []string{"orders", "signups", "orders"} {
 		_, err := tx.Exec(bg, "SELECT pgrelay.notify($1, 'p')", ch)
 		require.NoError(t, err)
 	}
 	require.NoError(t, tx.Commit(bg))
-	require.ElementsMatch(t, []string{"c", "e"}, []string{next(), next()})
+	require.ElementsMatch(t, []string{hint("orders"), hint("signups")}, []string{next(), next()})
 }
 
 func TestNotifyExpireAfter(t *testing.T) {

@@ -23,18 +23,32 @@ type Conn interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// publishLeaseClass is the advisory lock class ("pgr4") of the per-node
-// publisher lease; the second key is the node id. Other classes: 1886816817
-// (migrations, the id counter, register), 1886816818 (deduplication),
-// 1886816819 (serialised lanes).
-const publishLeaseClass = 1886816820
-
-// TryPublishLease takes the session-level lease that makes this connection
-// the only active publisher of node (several Processors may run per node);
-// false when another session holds it. It lasts as long as the session.
+// TryPublishLease takes the lease that makes this connection's session the
+// only active publisher of node (several Processors may run per node);
+// false when another live session holds it. It lasts as long as the
+// session: a lease whose holder's session has ended (no backend with its
+// pid, or one started at another time) is free. The lease is a row of
+// pgrelay.publish_leases, which only pgrelay's roles can write, so no
+// other login can take or hold it.
 func TryPublishLease(ctx context.Context, c Conn, node int) (bool, error) {
 	var ok bool
-	if err := c.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock($1::pg_catalog.int4, $2::pg_catalog.int4)", publishLeaseClass, node).Scan(&ok); err != nil {
+	err := c.QueryRow(ctx, `INSERT INTO pgrelay.publish_leases AS l (node_id, holder_pid, holder_start)
+		SELECT $1::pg_catalog.int4, a.pid, a.backend_start
+		  FROM pg_catalog.pg_stat_activity a WHERE a.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+		ON CONFLICT (node_id) DO UPDATE
+		   SET holder_pid = excluded.holder_pid, holder_start = excluded.holder_start, taken_at = pg_catalog.now()
+		 WHERE (l.holder_pid OPERATOR(pg_catalog.=) excluded.holder_pid AND l.holder_start OPERATOR(pg_catalog.=) excluded.holder_start)
+		    OR NOT EXISTS (
+		         -- backend_start is NULL for another role's session unless
+		         -- this role may read its statistics: the pid alone then.
+		         SELECT FROM pg_catalog.pg_stat_activity a
+		          WHERE a.pid OPERATOR(pg_catalog.=) l.holder_pid
+		            AND (a.backend_start IS NULL OR a.backend_start OPERATOR(pg_catalog.=) l.holder_start))
+		RETURNING true`, node).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
 		return false, fmt.Errorf("take the publisher lease of node %d: %w", node, err)
 	}
 	return ok, nil

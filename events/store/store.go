@@ -361,6 +361,18 @@ type ProcessorInfo struct {
 	Version  string
 }
 
+// RecordNode records the node id of this Processor's sessions as the one
+// producers stamp (pgrelay._record_node()); returns the id recorded before
+// and the node's wake-up key.
+func (s *Store) RecordNode(ctx context.Context) (previous int, wakeKey string, err error) {
+	var prev int32
+	err = s.bg.QueryRow(ctx, "SELECT pgrelay._record_node(), (SELECT t.wake_key FROM pgrelay.this_node t)").Scan(&prev, &wakeKey)
+	if err != nil {
+		return 0, "", fmt.Errorf("record this node's id: %w", err)
+	}
+	return int(prev), wakeKey, nil
+}
+
 // StartProcessor registers a Processor instance and returns its id and the
 // node id its sessions run as.
 func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int64, node int, err error) {

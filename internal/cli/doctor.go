@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -60,6 +61,10 @@ type doctorNode struct {
 	owner   string        // owner of schema pgrelay
 	ownerID uint32
 	dbName  string // current_database()
+	// loginPath: the login's own search_path, read before the session's
+	// was pinned to pgrelay's (every other statement of doctor runs under
+	// that: what it names unqualified resolves in pg_catalog).
+	loginPath string
 }
 
 // urlList is a flag that may be given several times.
@@ -236,6 +241,14 @@ func connectDoctor(ctx context.Context, url string) (*doctorNode, error) {
 		return nil, fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	n := &doctorNode{conn: conn, label: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))) + "/" + cfg.Database}
+	if err := conn.QueryRow(cctx, "SELECT pg_catalog.current_setting('search_path'::pg_catalog.text)").Scan(&n.loginPath); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%s: read the search_path: %w", n.label, err)
+	}
+	if _, err := conn.Exec(cctx, "SELECT pg_catalog.set_config('search_path'::pg_catalog.text, $1::pg_catalog.text, false)", store.SearchPath); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%s: set the search_path: %w", n.label, err)
+	}
 	before := time.Now()
 	var server time.Time
 	if err := conn.QueryRow(cctx, "SELECT pg_catalog.clock_timestamp()").Scan(&server); err != nil {
@@ -515,7 +528,7 @@ func checkPublicDatabase(ctx context.Context, n *doctorNode, _ doctorConfig) ([]
 		switch priv {
 		case "CONNECT":
 			out = append(out, doctorFinding{ID: "public-connect", Severity: severityWarning,
-				Message: fmt.Sprintf("PUBLIC may connect to database %s (PostgreSQL's default): any login can connect and take pgrelay's advisory locks", db),
+				Message: fmt.Sprintf("PUBLIC may connect to database %s (PostgreSQL's default): any login can connect, LISTEN for pgrelay's wake-ups and send forged ones (each costs a Processor one claim)", db),
 				Fix: fmt.Sprintf("REVOKE CONNECT ON DATABASE %s FROM PUBLIC;\nGRANT CONNECT ON DATABASE %s TO pgrelay_producer, pgrelay_processor, pgrelay_admin;"+
 					"  -- and to your application's other logins", d, d)})
 		case "TEMPORARY":
@@ -531,8 +544,7 @@ func checkPublicDatabase(ctx context.Context, n *doctorNode, _ doctorConfig) ([]
 // goSideBuiltins are built-in functions the Processor's Go code calls in
 // its own statements (the migrations' calls are read from the migrations).
 var goSideBuiltins = []string{
-	"pg_advisory_lock", "pg_advisory_unlock", "pg_advisory_xact_lock", "pg_advisory_xact_lock_shared",
-	"pg_try_advisory_lock", "pg_try_advisory_xact_lock", "pg_backend_pid", "now", "clock_timestamp",
+	"pg_backend_pid", "now", "clock_timestamp",
 	"date_part", "extract", "count", "unnest", "current_setting", "set_config", "hashtextextended",
 	"txid_current", "length", "octet_length", "array_agg", "format", "to_regclass", "floor",
 }
@@ -617,12 +629,7 @@ func checkSearchPath(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]do
 	}
 	// Their search_path: the database's (as this session sees it) and any
 	// ALTER ROLE/DATABASE ... SET search_path that applies to them.
-	var paths []string
-	var show string
-	if err := n.conn.QueryRow(ctx, "SHOW search_path").Scan(&show); err != nil {
-		return nil, err
-	}
-	paths = append(paths, show)
+	paths := []string{n.loginPath}
 	rows, err := n.conn.Query(ctx, `SELECT pg_catalog.substr(c, pg_catalog.strpos(c, '=') + 1)
 		FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
 		WHERE s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))

@@ -382,6 +382,11 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	sayMigrated(a.stdout, res)
+	// The node id producers stamp: this session's pg_relay.node_id (the
+	// database's or the server's setting), until a Processor records its own.
+	if _, err := conn.Exec(ctx, "SELECT pgrelay._record_node()"); err != nil {
+		return fmt.Errorf("record this node's id: %w", err)
+	}
 	return warnOwnerStats(ctx, conn, a.stderr, "pgrelay migrate")
 }
 

@@ -24,3 +24,6 @@ func IsBatchDone(msg any) bool {
 
 // HotPoolConns is how many connections the Processor's hot pool holds open.
 func HotPoolConns(p *Processor) int32 { return p.hot.Stat().TotalConns() }
+
+// WakeHint is wakeHint, for the test that ties it to pgrelay._queue_wake.
+var WakeHint = wakeHint

@@ -210,7 +210,7 @@ func TestDoctor(t *testing.T) {
 		plant("CREATE EXTENSION citext SCHEMA public")
 		code, fs, errOut = runDoctor(t, "--database-url", url)
 		require.Equal(t, 0, code, errOut)
-		require.Contains(t, findingOf(t, fs, "warning", "lookalike").Message, "operator public.= (citext, citext) (of extension citext)")
+		require.Contains(t, findingOf(t, fs, "warning", "lookalike").Message, "operator public.= (public.citext, public.citext) (of extension citext)")
 		require.Contains(t, findingOf(t, fs, "warning", "lookalike").Fix, "belongs to extension citext")
 		plant("DROP EXTENSION citext")
 

@@ -94,8 +94,11 @@ func TestRunEventsKilledMidPublish(t *testing.T) {
 	args := []string{"run", "--database-url", d.url, "--nats-url", n.URL(), "--nats-publish-batch", "100",
 		"--nats-publish-interval", "50ms", "--heartbeat-interval", "200ms", "--dead-after", "1s", "--metrics-addr", "127.0.0.1:0"}
 	first := startCLI(t, nil, args...)
-	eventually(t, 60*time.Second, "the publisher's cursor", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source = 'log'`) == 1 || first.exited()
+	// Both cursors (the log's and the notifier's): the publisher creates
+	// them one after the other, and one still missing would wait for the
+	// lock below before anything is published.
+	eventually(t, 60*time.Second, "the publisher's cursors", func() bool {
+		return d.count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source IN ('log', 'notifier')`) == 2 || first.exited()
 	})
 	require.False(t, first.exited(), "the processor exited on its own")
 

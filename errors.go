@@ -14,7 +14,7 @@ type codeError struct {
 	text string
 }
 
-func (e *codeError) Error() string { return "pgrelay: " + e.text + " (" + e.code + ")" }
+func (e *codeError) Error() string { return e.text + " (" + e.code + ")" }
 
 func newCode(code, text string) *codeError { return &codeError{code: code, text: text} }
 
@@ -153,14 +153,14 @@ var (
 	// ErrNotFound: Status or EmailStatus found no status for the id (an
 	// unknown id, one whose log rows were trimmed, or a notification the
 	// caller may not see).
-	ErrNotFound = errors.New("pgrelay: not found")
+	ErrNotFound = errors.New("not found")
 	// ErrMalformedEvent: ParseEvent was given something that is not a
 	// pgrelay status-event document.
-	ErrMalformedEvent = errors.New("pgrelay: not a status-event document")
+	ErrMalformedEvent = errors.New("not a pgrelay status-event document")
 	// ErrUnsupportedSchema: ParseEvent was given a document of a schema
 	// version newer than this package reads (its fields may have changed
 	// meaning); a newer pgrelay module reads it.
-	ErrUnsupportedSchema = errors.New("pgrelay: unsupported status-event schema")
+	ErrUnsupportedSchema = errors.New("unsupported status-event schema")
 )
 
 // sqlError is a refusal of one of pgrelay's SQL functions: the server's error

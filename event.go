@@ -44,33 +44,33 @@ func ParseEvent(data []byte) (Event, error) {
 		Status         *string `json:"status"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return Event{}, fmt.Errorf("%w: %w", ErrMalformedEvent, err)
+		return Event{}, fmt.Errorf("pgrelay: parse event: %w: %w", ErrMalformedEvent, err)
 	}
 	switch {
 	case probe.Schema == nil || *probe.Schema < 1:
-		return Event{}, fmt.Errorf("%w: no schema version", ErrMalformedEvent)
+		return Event{}, fmt.Errorf("pgrelay: parse event: %w: no schema version", ErrMalformedEvent)
 	case *probe.Schema > SchemaVersion:
-		return Event{}, fmt.Errorf("%w: version %d, this package reads up to %d", ErrUnsupportedSchema, *probe.Schema, SchemaVersion)
+		return Event{}, fmt.Errorf("pgrelay: parse event: %w: version %d, this package reads up to %d", ErrUnsupportedSchema, *probe.Schema, SchemaVersion)
 	}
 	switch {
 	case probe.Event != nil && probe.NotificationID == nil:
 		var d LogDocument
 		if err := json.Unmarshal(data, &d); err != nil {
-			return Event{}, fmt.Errorf("%w: log event: %w", ErrMalformedEvent, err)
+			return Event{}, fmt.Errorf("pgrelay: parse event: %w: log event: %w", ErrMalformedEvent, err)
 		}
 		if d.ID == 0 || d.OriginID == 0 || d.Channel == "" || d.Event == "" {
-			return Event{}, fmt.Errorf("%w: log event without id, origin_id, channel or event", ErrMalformedEvent)
+			return Event{}, fmt.Errorf("pgrelay: parse event: %w: log event without id, origin_id, channel or event", ErrMalformedEvent)
 		}
 		return Event{Log: &d}, nil
 	case probe.NotificationID != nil && probe.Status != nil && probe.Event == nil:
 		var d NotifierDocument
 		if err := json.Unmarshal(data, &d); err != nil {
-			return Event{}, fmt.Errorf("%w: notifier status: %w", ErrMalformedEvent, err)
+			return Event{}, fmt.Errorf("pgrelay: parse event: %w: notifier status: %w", ErrMalformedEvent, err)
 		}
 		if d.ID == 0 || d.NotificationID == 0 || d.Channel == "" || d.Status == "" {
-			return Event{}, fmt.Errorf("%w: notifier status without id, notification_id, channel or status", ErrMalformedEvent)
+			return Event{}, fmt.Errorf("pgrelay: parse event: %w: notifier status without id, notification_id, channel or status", ErrMalformedEvent)
 		}
 		return Event{Notifier: &d}, nil
 	}
-	return Event{}, fmt.Errorf("%w: neither a log event nor a notifier status", ErrMalformedEvent)
+	return Event{}, fmt.Errorf("pgrelay: parse event: %w: neither a log event nor a notifier status", ErrMalformedEvent)
 }

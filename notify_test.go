@@ -186,5 +186,5 @@ func TestStatus(t *testing.T) {
 
 	_, err = pgrelay.Status(bg, d.producer, 42)
 	require.ErrorIs(t, err, pgrelay.ErrNotFound)
-	require.Equal(t, "pgrelay: status of event 42: pgrelay: not found", err.Error())
+	require.Equal(t, "pgrelay: status of event 42: not found", err.Error())
 }

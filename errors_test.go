@@ -77,3 +77,17 @@ func TestClassify(t *testing.T) {
 		return errors.Is(pgrelay.Classify(&pgconn.PgError{Code: prcodes.Internal}), s)
 	}))
 }
+
+// Classify serves pgrelay's SQL functions called directly: register() of a
+// channel that exists with another definition is ErrChannelExists.
+func TestClassifyDirectSQL(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.exec(t, "SELECT pgrelay.register('orders', 'SELECT pg_catalog.length($1)')")
+	_, err := d.admin.Exec(bg, "SELECT pgrelay.register('orders', 'SELECT pg_catalog.length($1)', p_max_attempts := 3)")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, pgrelay.ErrChannelExists, "a raw pgx error has no sentinel")
+	err = pgrelay.Classify(err)
+	require.ErrorIs(t, err, pgrelay.ErrChannelExists)
+	require.Contains(t, err.Error(), "max_attempts (5 registered, 3 given)")
+}

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrelay/pgrelay/internal/prcodes"
 )
 
 // ClaimScope says which rows a Processor may claim: its mode and, in leader
@@ -378,7 +380,7 @@ func isLate(ctx context.Context, conn *pgxpool.Conn, err error) bool {
 		return false
 	}
 	switch pgErr.Code {
-	case "PR031", // the leader lease ended: the batch fails whole
+	case prcodes.LeaseEnded, // the batch fails whole
 		"57014": // cancelled (the tail runs without statement_timeout)
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgrelay/pgrelay/events"
+	"github.com/pgrelay/pgrelay/internal/prcodes"
 )
 
 // The event publisher's SQL. It runs on the publisher's own connection (a
@@ -110,7 +111,7 @@ func PublishHorizon(ctx context.Context, c Conn) (int64, error) {
 	var h int64
 	if err := c.QueryRow(ctx, "SELECT pgrelay._publish_horizon()").Scan(&h); err != nil {
 		// PR040's hint is the GRANT that ends it: the log line carries it.
-		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "PR040" && pe.Hint != "" {
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == prcodes.PublishHorizonBlind && pe.Hint != "" {
 			return 0, fmt.Errorf("compute the publish horizon: %w (fix: %s)", err, pe.Hint)
 		}
 		return 0, fmt.Errorf("compute the publish horizon: %w", err)

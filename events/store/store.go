@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrelay/pgrelay/internal/prcodes"
 )
 
 // Store runs pgrelay's SQL.
@@ -259,7 +261,7 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		}
 		var pgErr *pgconn.PgError
 		switch {
-		case errors.As(err, &pgErr) && pgErr.Code == "PR030":
+		case errors.As(err, &pgErr) && pgErr.Code == prcodes.ClaimTakenBack:
 			return ErrClaimLost
 		case failed == handlerAt && (pc.IsClosed() || IsConnError(err)):
 			// The session ended while the handler ran: the handler's doing

@@ -1,0 +1,76 @@
+package pgrelay
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/pgrelay/pgrelay/events"
+)
+
+// LogDocument is the document of a log event, published on
+// pgrelay.events.<channel>.<event>: a row of pgrelay.log (Event is
+// succeeded, failed, gave_up, expired, deduplicated, adopted or rescued;
+// OriginID is the id Notify returned), with its error class and, for
+// channels that publish them, its payload. docs/events.md describes each
+// field.
+type LogDocument = events.Published
+
+// NotifierDocument is the document of an email's status change, published
+// on pgrelay.notifier.<channel>.<status>: NotificationID is the id Send
+// returned, Status an EmailState.
+type NotifierDocument = events.NotifierStatus
+
+// SchemaVersion is the newest version of the status-event documents
+// ParseEvent reads (their "schema" field).
+const SchemaVersion = events.SchemaVersion
+
+// Event is one status-event document from NATS: exactly one of Log and
+// Notifier is set.
+type Event struct {
+	Log      *LogDocument
+	Notifier *NotifierDocument
+}
+
+// ParseEvent decodes a status-event document pgrelay published on NATS (the
+// data of a message under pgrelay.>). Fields it does not know are ignored, as
+// later versions may add some. It returns an error matching
+// ErrUnsupportedSchema for a document of a schema newer than SchemaVersion,
+// and ErrMalformedEvent for anything that is not such a document.
+func ParseEvent(data []byte) (Event, error) {
+	var probe struct {
+		Schema         *int    `json:"schema"`
+		Event          *string `json:"event"`
+		NotificationID *int64  `json:"notification_id"`
+		Status         *string `json:"status"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return Event{}, fmt.Errorf("pgrelay: parse event: %w: %w", ErrMalformedEvent, err)
+	}
+	switch {
+	case probe.Schema == nil || *probe.Schema < 1:
+		return Event{}, fmt.Errorf("pgrelay: parse event: %w: no schema version", ErrMalformedEvent)
+	case *probe.Schema > SchemaVersion:
+		return Event{}, fmt.Errorf("pgrelay: parse event: %w: version %d, this package reads up to %d", ErrUnsupportedSchema, *probe.Schema, SchemaVersion)
+	}
+	switch {
+	case probe.Event != nil && probe.NotificationID == nil:
+		var d LogDocument
+		if err := json.Unmarshal(data, &d); err != nil {
+			return Event{}, fmt.Errorf("pgrelay: parse event: %w: log event: %w", ErrMalformedEvent, err)
+		}
+		if d.ID == 0 || d.OriginID == 0 || d.Channel == "" || d.Event == "" {
+			return Event{}, fmt.Errorf("pgrelay: parse event: %w: log event without id, origin_id, channel or event", ErrMalformedEvent)
+		}
+		return Event{Log: &d}, nil
+	case probe.NotificationID != nil && probe.Status != nil && probe.Event == nil:
+		var d NotifierDocument
+		if err := json.Unmarshal(data, &d); err != nil {
+			return Event{}, fmt.Errorf("pgrelay: parse event: %w: notifier status: %w", ErrMalformedEvent, err)
+		}
+		if d.ID == 0 || d.NotificationID == 0 || d.Channel == "" || d.Status == "" {
+			return Event{}, fmt.Errorf("pgrelay: parse event: %w: notifier status without id, notification_id, channel or status", ErrMalformedEvent)
+		}
+		return Event{Notifier: &d}, nil
+	}
+	return Event{}, fmt.Errorf("pgrelay: parse event: %w: neither a log event nor a notifier status", ErrMalformedEvent)
+}

@@ -1,0 +1,64 @@
+// Package prcodes names the SQLSTATEs of class PR that pgrelay's SQL
+// functions raise on purpose, once, for the Go code that branches on them.
+// Applications use the sentinel errors of the root package
+// (github.com/pgrelay/pgrelay), which are built from these constants;
+// docs/reference.md says what each code means.
+package prcodes
+
+// Channels and producers (pgrelay.register, update, unregister, notify,
+// notify_many).
+const (
+	UnknownChannel         = "PR001"
+	ChannelPaused          = "PR002" // no longer raised: a paused channel accepts events; reserved
+	ChannelExists          = "PR003"
+	ChannelNotEmpty        = "PR004"
+	NullPayload            = "PR005"
+	PayloadTooLarge        = "PR006"
+	NotBeforeAndDelay      = "PR007"
+	InvalidDueTime         = "PR008"
+	InvalidChannelName     = "PR010"
+	InvalidKind            = "PR011"
+	InvalidConcurrencyMode = "PR012"
+	InvalidMaxAttempts     = "PR013"
+	InvalidTimeout         = "PR014"
+	InvalidRetryDelay      = "PR015"
+	InvalidExpireAfter     = "PR016"
+	InvalidHandler         = "PR017"
+	InvalidPublishErrors   = "PR018"
+)
+
+// Nodes and Processors.
+const (
+	InvalidNodeID    = "PR020"
+	UnknownMode      = "PR021"
+	NodeAlive        = "PR022"
+	InvalidDeadAfter = "PR023"
+	// ClaimTakenBack: pgrelay._succeed found the claim taken back before
+	// the handler's transaction completed it.
+	ClaimTakenBack = "PR030"
+	// LeaseEnded: pgrelay._batch_fence found that this node no longer holds
+	// the leader lease term the batch started under.
+	LeaseEnded = "PR031"
+	// PublishHorizonBlind: the owner of pgrelay._publish_horizon() cannot
+	// see other sessions' transactions; the error's hint is the GRANT.
+	PublishHorizonBlind = "PR040"
+)
+
+// The notifier (pgrelay_notifier.send, create_channel, set_status).
+const (
+	NotEmailChannel           = "PR100"
+	NoRecipients              = "PR101"
+	InvalidAddress            = "PR102"
+	InvalidSubject            = "PR103"
+	BodyTooLarge              = "PR104"
+	InvalidHeaders            = "PR105"
+	TooManyRecipients         = "PR106"
+	NullBody                  = "PR107"
+	MessageTooLarge           = "PR108"
+	UnknownNotificationStatus = "PR110"
+)
+
+// Internal is raised and caught inside one SQL function (pgrelay._next_id_at,
+// to roll back the row locks it took): it never reaches a caller, so no Go
+// code branches on it.
+const Internal = "PR099"

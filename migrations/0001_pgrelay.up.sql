@@ -137,7 +137,9 @@ $$;
 
 -- _record_node: records the caller's node id (its pg_relay.node_id) as this
 -- node's; returns the id recorded before. Run by every Processor as it
--- starts and by `pgrelay migrate`.
+-- starts and by `pgrelay migrate`. SECURITY DEFINER: no role may write
+-- pgrelay.this_node itself.
+
 CREATE FUNCTION pgrelay._record_node() RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -460,9 +462,9 @@ $$;
 -- works on any stored channel, as it does for a handler whose function was
 -- dropped.
 --
--- A nats channel's subject is checked as events.ValidSubject and
--- events.CheckChannelSubject check it (the nats handler applies them again
--- before it publishes): dot-separated tokens without '.', '*', '>', any
+-- A nats channel's subject follows the rules of events.ValidSubject and
+-- events.CheckChannelSubject (the nats handler applies them again before it
+-- publishes): dot-separated tokens, none empty or holding '*', '>', a
 -- character up to U+0020 or DEL; not under "pgrelay." (the events stream
 -- captures pgrelay.>, so the channel's messages would land among pgrelay's
 -- own status events); not in a namespace NATS keeps for itself: "$"
@@ -1350,7 +1352,10 @@ $$;
 -- estimate and retrying is scaled from the rows read (pending_estimated is
 -- then true). In-flight rows are few and always counted exactly.
 -- pending_restricted is the pending count of a node-restricted channel (every
--- row of such a channel is pinned), 0 otherwise.
+-- row of such a channel is pinned), 0 otherwise. VOLATILE because PostgreSQL
+-- refuses EXPLAIN in a non-volatile function. Runs as its caller: every role
+-- granted it may read the channels and the queue (and EXPLAIN them).
+
 CREATE FUNCTION pgrelay.queue_stats()
 RETURNS TABLE (channel text, pending bigint, pending_restricted bigint, in_flight bigint,
                retrying bigint, oldest_pending timestamptz, kind text,
@@ -1427,10 +1432,10 @@ $$;
 -- the lane is in flight and it is ready, and it is locked FOR UPDATE SKIP
 -- LOCKED before it is taken. A head that another transaction holds (a
 -- claimer, or a producer whose notify it absorbed), has in flight or has
--- deleted is passed over, and never the lane's second row: FOR UPDATE SKIP
--- LOCKED on any row of the lane would let two claimers take a lane's first
--- and second rows at once. That keeps a lane to one event at a time without
--- any lock of its own.
+-- deleted is passed over with its lane. Never the lane's second row: a plain
+-- FOR UPDATE SKIP LOCKED over the lane's rows would let a second claimer skip
+-- the head the first one holds and take the next row at once. That keeps a
+-- lane to one event at a time without any lock of its own.
 --
 -- Rows past their expires_at are claimed too and flagged: the Processor
 -- records them as expired without running them (expiry is checked at

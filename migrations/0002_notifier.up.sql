@@ -626,10 +626,6 @@ BEGIN
 END
 $$;
 
--- ---------------------------------------------------------------------------
--- The interface contract: the only calls the Processor's email handler makes
--- ---------------------------------------------------------------------------
-
 -- fetch: the message to send; no row when there is nothing to send (the
 -- notification was deleted, cancelled, or already sent or failed: a
 -- redelivered queue event then sends nothing twice).

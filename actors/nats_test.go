@@ -395,7 +395,7 @@ func TestActorNATSHandlerNATSDown(t *testing.T) {
 }
 
 // A nats channel stored on a subject NATS keeps for itself (as register()
-// accepted before migration 0015) is not published to: its events give up
+// accepted only by a direct write) is not published to: its events give up
 // at once, naming the rule. Here the subject would delete the events stream
 // through the JetStream API.
 func TestActorNATSReservedSubject(t *testing.T) {

@@ -2,7 +2,10 @@
 // that applies them. The CLI (`pgrelay migrate`), the tests and `pgrelay dev`
 // all use this runner.
 //
-// Each file is named NNNN_name.up.sql. Up applies every file whose version is
+// Each file is named NNNN_name.up.sql. 0001_pgrelay and 0002_notifier are the
+// baseline of release v0.1.0, one file per schema; from v0.1.0 on, a change
+// to the schema comes only as a new file appended after the last one, and a
+// released file is never edited (docs/upgrading.md). Up applies every file whose version is
 // not yet recorded in pgrelay.schema_migrations, in version order, in one
 // transaction that first locks pgrelay.schema_migrations: several processes
 // may migrate one database at once, the others wait and then find nothing
@@ -69,8 +72,8 @@ func all(fsys fs.FS) ([]Migration, error) {
 
 // NodeLocalTables names the tables of schema pgrelay that each node of a
 // multi-master cluster keeps for itself and that must not be replicated:
-// its record of applied migrations, the lock rows its producers take (0010,
-// 0017), its node id and wake-up key, and its publisher's lease (0017).
+// its record of applied migrations, the lock rows its producers take, its
+// node id and wake-up key, and its publisher's lease.
 // Every other table of schemas pgrelay and pgrelay_notifier is replicated
 // (docs/multi-master.md).
 func NodeLocalTables() []string {

@@ -195,7 +195,7 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'twice'"))
 }
 
-// publish_errors (0016): what of a channel's errors goes to NATS. 'class'
+// publish_errors: what of a channel's errors goes to NATS. 'class'
 // by default (register() and the notifier's create_channel()), 'text' or
 // 'none' as given; anything else is refused with PR018 by register() and
 // update() alike.
@@ -425,7 +425,7 @@ func TestUnregister(t *testing.T) {
 	requireCode(t, d.err("SELECT pgrelay.notify('busy', 'x')"), "PR001")
 }
 
-// The settings have upper bounds (0015): max_attempts 1000, timeout and
+// The settings have upper bounds: max_attempts 1000, timeout and
 // retry_delay 24 hours, expire_after 365 days. A value over its bound is
 // refused with the field's SQLSTATE and a message that names the bound, by
 // register(), update() and the notifier's create_channel() alike; the bound
@@ -481,7 +481,7 @@ func TestSettingsBounds(t *testing.T) {
 	}
 }
 
-// A channel stored outside the bounds before 0015 keeps working: its
+// A channel stored outside the bounds (written by hand) keeps working: its
 // settings are refused only when given anew (register() with another value,
 // update() of that field), so it can still be paused, resumed and
 // re-registered identically by a deployment script.
@@ -489,7 +489,7 @@ func TestSettingsBoundsSpareStoredValues(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("old", "")
-	// As a channel registered before 0015 could be.
+	// Outside the bounds, as only a direct write can store it.
 	d.exec(`UPDATE pgrelay.channels SET max_attempts = 5000, timeout = '30 days', retry_delay = '2 days',
 		expire_after = '10 years' WHERE channel = 'old'`)
 	d.exec("SELECT pgrelay.update('old', p_paused := true)")

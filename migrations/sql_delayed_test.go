@@ -1,6 +1,6 @@
 package migrations_test
 
-// Delayed events (0013): notify(…, p_not_before | p_delay) and notify_many
+// Delayed events: notify(…, p_not_before | p_delay) and notify_many
 // enqueue rows that no claim path takes before their time; the expiry counts
 // from the due time; deduplication joins only events due at the same time.
 

@@ -1,6 +1,6 @@
 package migrations_test
 
-// Direct batches (0005): _claim_direct locks ready rows of a 'none' sql
+// Direct batches: _claim_direct locks ready rows of a 'none' sql
 // channel for the caller's transaction, _complete with a NULL processor
 // records the outcomes of the rows it holds, _ready_direct lists the channels
 // with rows ready, and _next_ids hands out a batch of ids.

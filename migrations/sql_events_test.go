@@ -1,6 +1,6 @@
 package migrations_test
 
-// Status events on NATS (0003_events): the channels' publish_payload, the
+// Status events on NATS: the channels' publish_payload, the
 // payloads kept for them, the publisher's horizon, cursors and backlog.
 
 import (

@@ -1,6 +1,6 @@
 package migrations_test
 
-// The notifier's SQL interface (schema pgrelay_notifier, migration 0004):
+// The notifier's SQL interface (schema pgrelay_notifier):
 // create_channel, send and its validation, the status that never moves
 // back, the bounded debug log, the roles, and the ownership split (the
 // notifier never touches pgrelay.queue or pgrelay.log).
@@ -423,7 +423,7 @@ func TestNotifierDomainLiteralsAsNetMail(t *testing.T) {
 	require.Greater(t, accepted, 40, "the corpus holds valid literals too")
 }
 
-// send() bounds every field of a message and the whole of it (0009): the
+// send() bounds every field of a message and the whole of it: the
 // subject (PR103), display names (PR102), the number and size of custom
 // headers (PR105) and the message as stored (PR108); each limit itself is
 // accepted.
@@ -479,7 +479,7 @@ func TestNotifierSendLimits(t *testing.T) {
 	}
 }
 
-// start_sending() is the gate (0009): the move queued -> sending is won by
+// start_sending() is the gate: the move queued -> sending is won by
 // one queue event, and only that event's attempts send; another event of the
 // notification is refused with the reason, and so is an event of another
 // channel. A missing notification is 'missing' and names itself.

@@ -122,8 +122,8 @@ func TestNotifyWakesListeners(t *testing.T) {
 }
 
 // The wake-up names the channel when a statement's rows are all of one
-// channel (0006), and is empty when they are of several. It names it by a
-// digest with this node's wake-up key (0017): anyone may LISTEN, and a
+// channel, and is empty when they are of several. It names it by a
+// digest with this node's wake-up key: anyone may LISTEN, and a
 // listener outside pgrelay's roles must not learn channel names.
 func TestNotifyWakeNamesChannel(t *testing.T) {
 	t.Parallel()
@@ -424,7 +424,7 @@ func TestNotifyBadNodeID(t *testing.T) {
 // Under session_replication_role = replica (the apply worker of logical
 // replication, or a companion's trigger running there) the BEFORE INSERT
 // trigger does not fire: notify(), notify_many() and the deduplicating insert
-// stamp every column it derives themselves (0007), with the values the
+// stamp every column it derives themselves, with the values the
 // trigger gives in the origin role, and keep opted-in payloads themselves.
 func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	t.Parallel()
@@ -462,7 +462,7 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	calls := map[string]string{
 		"notify":      "SELECT pgrelay.notify($1, 'p1')",
 		"notify_many": "SELECT pgrelay.notify_many($1, ARRAY['p1', 'p2'])",
-		// Delayed (0013), at a fixed time so that the second call meets the first.
+		// Delayed, at a fixed time so that the second call meets the first.
 		"notify delayed":      "SELECT pgrelay.notify($1, 'p1', p_not_before := '2100-01-01 00:00+00')",
 		"notify_many delayed": "SELECT pgrelay.notify_many($1, ARRAY['p1', 'p2'], p_not_before := '2100-01-01 00:00+00')",
 	}

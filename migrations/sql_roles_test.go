@@ -221,7 +221,7 @@ func TestRoleProcessor(t *testing.T) {
 	require.False(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
 }
 
-// queue_stats() and nodes_overview() run as their caller (0007): every role
+// queue_stats() and nodes_overview() run as their caller: every role
 // granted EXECUTE on them can already read what they read, so each of those
 // roles still gets the full answer, the estimate of a channel past 100 000
 // pending rows (an EXPLAIN of the queue) included.

@@ -112,9 +112,9 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 // have every one of them, with the same type and default, but p_handler and
 // p_kind (it supplies those: the From address and 'email'), and p_from
 // besides. p_max_attempts and p_retry_delay have email's own defaults
-// (migration 0014: they outlast an hour of SMTP trouble). A parameter register() gains must be added to create_channel
-// too (0004's comment says it needs no change there; this test is what
-// holds the two together).
+// (they outlast an hour of SMTP trouble). A parameter register() gains must
+// be added to create_channel too (its comment says parameters pass through
+// by name; this test is what holds the two together).
 func TestNotifierCreateChannelHasRegistersParameters(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)

@@ -39,7 +39,7 @@ type NATS struct {
 }
 
 // Handle publishes ev's payload. A subject register() refuses now (one
-// stored before migration 0015: a "$" system subject such as $JS.API., or
+// stored by a direct write: a "$" system subject such as $JS.API., or
 // _INBOX.) is not published to: the event gives up (Permanent).
 func (h NATS) Handle(ctx context.Context, ev Event) (bool, error) {
 	if err := events.CheckChannelSubject(ev.Handler); err != nil {

@@ -90,7 +90,7 @@ func TestMigrate(t *testing.T) {
 	}
 	wantFirst := applied.String() + fmt.Sprintf("schema at version %d\n", latest)
 	wantAgain := fmt.Sprintf("schema at version %d\n", latest)
-	require.True(t, strings.HasPrefix(wantFirst, "applied 0001_core\n"), wantFirst)
+	require.True(t, strings.HasPrefix(wantFirst, "applied 0001_pgrelay\n"), wantFirst)
 
 	schemaVersions := func(t *testing.T, url string) []int {
 		t.Helper()

@@ -110,7 +110,7 @@ func TestDoctor(t *testing.T) {
 		})
 		// A look-alike of a built-in the Processor calls, and of an
 		// operator, in public; public writable by every login.
-		plant("CREATE FUNCTION public.pg_advisory_xact_lock(text, text) RETURNS void LANGUAGE sql AS ''")
+		plant("CREATE FUNCTION public.pg_notify(text, text) RETURNS void LANGUAGE sql AS ''")
 		plant("CREATE FUNCTION public.mul(numeric, integer) RETURNS numeric LANGUAGE sql AS 'SELECT $1 * $2::numeric'")
 		plant("CREATE OPERATOR public.* (LEFTARG = numeric, RIGHTARG = integer, FUNCTION = public.mul)")
 		plant("GRANT CREATE ON SCHEMA public TO PUBLIC")
@@ -150,7 +150,7 @@ func TestDoctor(t *testing.T) {
 			"warning idle-in-transaction-timeout", "warning long-transaction", "warning owner-superuser",
 			"warning public-connect", "warning public-temp", "warning queue-autovacuum",
 		}, findingKinds(fs))
-		require.Equal(t, "DROP FUNCTION public.pg_advisory_xact_lock(text, text);\nDROP OPERATOR public.* (numeric, integer);",
+		require.Equal(t, "DROP FUNCTION public.pg_notify(text, text);\nDROP OPERATOR public.* (numeric, integer);",
 			findingOf(t, fs, "problem", "lookalike").Fix)
 		require.Equal(t, "REVOKE ALL ON TABLE pgrelay.queue FROM PUBLIC;\nREVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;",
 			findingOf(t, fs, "problem", "public-privileges").Fix)

@@ -1,6 +1,7 @@
--- pgrelay notifier: email channels. An application composes an email in SQL
--- inside its own transaction (pgrelay_notifier.send()); the Processor's email
--- handler sends it through SMTP and records its status here.
+-- pgrelay's notifier as of release v0.1.0: email channels. An application
+-- composes an email in SQL inside its own transaction
+-- (pgrelay_notifier.send()); the Processor's email handler sends it through
+-- SMTP and records its status here.
 --
 -- The ownership split (seed "notifier-multi-master-*"): the notifier keeps its
 -- own tables and talks to pgrelay core only through pgrelay.notify() and
@@ -9,10 +10,16 @@
 -- which holds no privilege on those two tables, so a function that tried
 -- would fail with "permission denied".
 --
--- The Processor's email handler makes only the interface calls fetch(),
--- set_status() and debug_log(); users call send(), get_status() and cancel().
+-- Users call send(), get_status() and cancel(); admins create_channel(). The
+-- Processor's email handler makes only the interface calls start_sending()
+-- (the send gate, then the message), not_sent(), fail_for_event(),
+-- set_status() and debug_log() (fetch() reads a message without the gate).
 --
 -- Errors raised on purpose use SQLSTATE PR100-PR119 (see docs/notifier.md).
+
+-- ---------------------------------------------------------------------------
+-- Role and schema
+-- ---------------------------------------------------------------------------
 
 CREATE SCHEMA pgrelay_notifier;
 
@@ -36,6 +43,9 @@ BEGIN
 END
 $$;
 
+-- As in schema pgrelay: no function of the notifier's is executable by PUBLIC.
+ALTER DEFAULT PRIVILEGES IN SCHEMA pgrelay_notifier REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+
 -- ---------------------------------------------------------------------------
 -- Tables
 -- ---------------------------------------------------------------------------
@@ -44,6 +54,25 @@ $$;
 -- so ids stay unique across the nodes of a multi-master cluster should this
 -- table ever be replicated. The status only moves forward:
 --   queued -> sending -> sent | failed      queued -> cancelled
+--
+-- One send() is delivered at most once, whatever events point at it. The
+-- move queued -> sending is the gate: start_sending() records which queue
+-- event (its origin_id) won it in sending_event, and only that event's
+-- attempts send. When an attempt's outcome is unknown (the Processor died,
+-- or the database went away, between handing the message to the SMTP server
+-- and recording 'sent'; or the server's reply to the end of DATA never came)
+-- sending again could deliver it twice: send_in_doubt marks the
+-- notification from the moment an attempt may hand the message over until
+-- its outcome is recorded, and a later attempt that finds it set does not
+-- send.
+--
+-- A notification belongs to the role that sent it (sent_by). Notification
+-- ids are not capabilities: they are time-ordered, so guessable, and
+-- published on NATS. get_status() and cancel() answer only for a
+-- notification the caller may see (_may_see), and for any other exactly as
+-- for an id that does not exist, so ids cannot be probed. Stored as the
+-- role's name, not its oid: roles have their own oids on each node of a
+-- multi-master cluster, and this table replicates.
 CREATE TABLE pgrelay_notifier.notifications (
   notification_id bigint PRIMARY KEY DEFAULT pgrelay._next_id(),
   channel         text NOT NULL,
@@ -61,8 +90,17 @@ CREATE TABLE pgrelay_notifier.notifications (
   created_at      timestamptz NOT NULL DEFAULT now(),
   updated_at      timestamptz NOT NULL DEFAULT now(),
   sent_at         timestamptz NULL,
+  sending_event   bigint NULL,
+  send_in_doubt   bool NOT NULL DEFAULT false,
+  sent_by         text NULL,
   CONSTRAINT notifications_status CHECK (status IN ('queued', 'sending', 'sent', 'failed', 'cancelled'))
 );
+COMMENT ON COLUMN pgrelay_notifier.notifications.sending_event IS
+  'origin_id of the queue event that moved the notification from queued to sending: only its attempts send it';
+COMMENT ON COLUMN pgrelay_notifier.notifications.send_in_doubt IS
+  'true from the moment an attempt may hand the message to the SMTP server until its outcome is recorded';
+COMMENT ON COLUMN pgrelay_notifier.notifications.sent_by IS
+  'the role that called send(): SET ROLE''s role, else the login; only it, its members and admins see and cancel the notification (NULL: admins only)';
 
 -- Every status change, in order: what the NATS publisher follows (by node,
 -- then id) to publish pgrelay.notifier.<channel>.<status>. Append-only; its
@@ -89,7 +127,7 @@ CREATE TABLE pgrelay_notifier.debug_log (
 CREATE INDEX debug_log_notification ON pgrelay_notifier.debug_log (notification_id, id);
 
 -- ---------------------------------------------------------------------------
--- Validation helpers
+-- Validation and the caller's identity
 -- ---------------------------------------------------------------------------
 
 -- _check_address: raises PR102 naming the address unless p_addr is an RFC 5322
@@ -97,22 +135,46 @@ CREATE INDEX debug_log_notification ON pgrelay_notifier.debug_log (notification_
 -- string / domain literal) or a name-addr ("Display Name <addr-spec>"). Group
 -- syntax and obsolete forms (comments, CFWS) are refused, and so is non-ASCII
 -- outside the display name (RFC 6532 is only accepted there). RFC 5321's
--- limits apply as well: at most 64 octets of local part, 254 of addr-spec.
+-- limits apply as well: at most 64 octets of local part, 254 of addr-spec;
+-- a display name has at most 256 bytes.
+--
+-- A domain literal is accepted as Go's net/mail.ParseAddress reads it (the
+-- email handler builds messages with go-mail, which parses every address
+-- with it): only an IP address net.ParseIP reads, a dotted IPv4 address (no
+-- leading zeros) or a plain IPv6 address (no "IPv6:" tag, no zone). Any other
+-- dtext ("[IPv6:::1]", "[host]") would be stored and then fail for good when
+-- sent.
 CREATE FUNCTION pgrelay_notifier._check_address(p_field text, p_addr text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   -- RFC 5322 3.2.3 atext, 3.2.4 quoted-string (qtext / quoted-pair, spaces
-  -- allowed), 3.4.1 dtext.
+  -- allowed).
   atext  constant text := '[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]';
   quoted constant text := '"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"';
+  -- IP addresses as Go's netip.ParseAddr reads them (RFC 3986's IPv6address
+  -- grammar; IPv4 octets without leading zeros).
+  h16    constant text := '[0-9A-Fa-f]{1,4}';
+  dec    constant text := '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])';
+  v_ipv4 text := dec || '(?:\.' || dec || '){3}';
+  v_ls32 text := '(?:' || h16 || ':' || h16 || '|' || v_ipv4 || ')';
+  v_ipv6 text := '(?:(?:' || h16 || ':){6}' || v_ls32
+    || '|::(?:' || h16 || ':){5}' || v_ls32
+    || '|(?:' || h16 || ')?::(?:' || h16 || ':){4}' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,1}' || h16 || ')?::(?:' || h16 || ':){3}' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,2}' || h16 || ')?::(?:' || h16 || ':){2}' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,3}' || h16 || ')?::' || h16 || ':' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,4}' || h16 || ')?::' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,5}' || h16 || ')?::' || h16
+    || '|(?:(?:' || h16 || ':){0,6}' || h16 || ')?::)';
   v_local  text := '(?:' || atext || '+(?:\.' || atext || '+)*|' || quoted || ')';
-  v_domain text := '(?:' || atext || '+(?:\.' || atext || '+)*|\[[\x21-\x5a\x5e-\x7e]*\])';
+  v_domain text := '(?:' || atext || '+(?:\.' || atext || '+)*|\[(?:' || v_ipv4 || '|' || v_ipv6 || ')\])';
   -- A display name: words (atoms, which may contain '.' as RFC 5322's
   -- obs-phrase allows, or quoted strings) separated by blanks.
   v_word   text := '(?:(?:' || atext || '|[.]|[^\x01-\x7f])+|' || quoted || ')';
   v_addr   text;
+  v_name   text;
   m        text[];
 BEGIN
   IF p_addr IS NULL THEN
@@ -127,13 +189,23 @@ BEGIN
   ELSE
     RAISE EXCEPTION 'pgrelay_notifier: % address % is not a valid RFC 5322 address', p_field,
       pg_catalog.quote_literal(p_addr) USING ERRCODE = 'PR102',
-      HINT = 'Write local@domain or "Display Name <local@domain>".';
+      HINT = 'Write local@domain or "Display Name <local@domain>"; a domain literal must be an IP address, e.g. [192.0.2.1].';
   END IF;
   IF pg_catalog.octet_length(v_addr) > 254
      OR pg_catalog.octet_length(pg_catalog.substr(v_addr, 1,
           pg_catalog.length(v_addr) - pg_catalog.strpos(pg_catalog.reverse(v_addr), '@'))) > 64 THEN
     RAISE EXCEPTION 'pgrelay_notifier: % address % is too long (RFC 5321: at most 64 octets before the "@", 254 in all)',
       p_field, pg_catalog.quote_literal(p_addr) USING ERRCODE = 'PR102';
+  END IF;
+  IF m IS NOT NULL THEN
+    -- The display name: what precedes "<addr-spec>" (and the blanks after it).
+    v_name := pg_catalog.rtrim(p_addr, E' \t');
+    v_name := pg_catalog.btrim(pg_catalog.substr(v_name, 1,
+                pg_catalog.length(v_name) - pg_catalog.length(v_addr) - 2), E' \t');
+    IF pg_catalog.octet_length(v_name) > 256 THEN
+      RAISE EXCEPTION 'pgrelay_notifier: the display name of % address <%> is % bytes, over the limit of 256',
+        p_field, v_addr, pg_catalog.octet_length(v_name) USING ERRCODE = 'PR102';
+    END IF;
   END IF;
 END
 $$;
@@ -154,8 +226,9 @@ $$;
 
 -- _check_headers: p_headers is NULL or a JSON object of custom headers whose
 -- values are strings: RFC 5322 field names (printable ASCII but ':'), values
--- without CR or LF (no header injection), and none of the headers the
--- handler writes itself.
+-- without CR or LF (no header injection), none of the headers the handler
+-- writes itself, and at most 50 custom headers of at most
+-- 16 KiB (16 384 bytes) of names and values together.
 CREATE FUNCTION pgrelay_notifier._check_headers(p_headers jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -163,6 +236,8 @@ AS $$
 DECLARE
   k text;
   v jsonb;
+  v_n int := 0;
+  v_bytes bigint := 0;
 BEGIN
   IF p_headers IS NULL THEN
     RETURN;
@@ -190,8 +265,44 @@ BEGIN
       RAISE EXCEPTION 'pgrelay_notifier.send: the value of header % contains CR or LF or is over 900 bytes',
         pg_catalog.quote_literal(k) USING ERRCODE = 'PR105';
     END IF;
+    v_n := v_n + 1;
+    v_bytes := v_bytes + pg_catalog.octet_length(k) + pg_catalog.octet_length(v #>> '{}');
   END LOOP;
+  IF v_n > 50 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: % custom headers, over the limit of 50', v_n
+      USING ERRCODE = 'PR105';
+  END IF;
+  IF v_bytes > 16384 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the custom headers are % bytes (names and values), over the limit of 16384',
+      v_bytes USING ERRCODE = 'PR105';
+  END IF;
 END
+$$;
+
+-- _caller: the role of the calling session, as send() records it and
+-- get_status() and cancel() check it: the role set with SET ROLE (or SET
+-- LOCAL ROLE) when there is one, else the login. The same inside any
+-- SECURITY DEFINER function, ours or the application's.
+CREATE FUNCTION pgrelay_notifier._caller() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN SESSION_USER::text
+              ELSE pg_catalog.current_setting('role') END
+$$;
+
+-- _may_see: whether the calling session may read and cancel a notification
+-- sent by p_sent_by: an admin (member of pgrelay_admin, or a superuser) any;
+-- any other caller those its own role sent, or a role it is a member of.
+-- A sender role that no longer exists (dropped, renamed) matches no one.
+CREATE FUNCTION pgrelay_notifier._may_see(p_sent_by text) RETURNS bool
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pg_catalog.pg_has_role(pgrelay_notifier._caller()::name, 'pgrelay_admin', 'MEMBER')
+      OR EXISTS (SELECT FROM pg_catalog.pg_roles r
+                  WHERE r.rolname = p_sent_by
+                    AND pg_catalog.pg_has_role(pgrelay_notifier._caller()::name, r.oid, 'MEMBER'))
 $$;
 
 -- _event: appends a status change to status_events.
@@ -210,21 +321,25 @@ $$;
 -- ---------------------------------------------------------------------------
 
 -- create_channel: registers an email channel whose From address is p_from.
--- Every other parameter is pgrelay.register()'s and passes through by name,
--- so a parameter register() gains later needs no change here. Notify
--- channels stay unrestricted by default (email has no node-local state).
--- SECURITY INVOKER: the caller needs the right to call pgrelay.register().
+-- Every other parameter is pgrelay.register()'s and passes through by name.
+-- Email channels stay unrestricted by default (email has no node-local
+-- state), and ride out an hour of SMTP trouble: 10 attempts from 10 seconds,
+-- whose waits (pgrelay._backoff) between the first and the last attempt add
+-- up to 10 s x (2^9 - 1) = 5110 s nominal, 4088 s at the lowest jitter
+-- (docs/notifier.md). SECURITY INVOKER: the caller needs the right to call
+-- pgrelay.register().
 CREATE FUNCTION pgrelay_notifier.create_channel(
   p_channel text,
   p_from text,
   p_concurrency_mode text DEFAULT 'none',
   p_deduplicate bool DEFAULT false,
   p_node_restricted bool DEFAULT false,
-  p_max_attempts int DEFAULT 5,
-  p_retry_delay interval DEFAULT '1 second',
+  p_max_attempts int DEFAULT 10,
+  p_retry_delay interval DEFAULT '10 seconds',
   p_expire_after interval DEFAULT NULL,
   p_timeout interval DEFAULT '30 seconds',
-  p_publish_payload bool DEFAULT false
+  p_publish_payload bool DEFAULT false,
+  p_publish_errors text DEFAULT 'class'
 ) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -242,15 +357,21 @@ BEGIN
     p_retry_delay := p_retry_delay,
     p_expire_after := p_expire_after,
     p_timeout := p_timeout,
-    p_publish_payload := p_publish_payload);
+    p_publish_payload := p_publish_payload,
+    p_publish_errors := p_publish_errors);
 END
 $$;
 
 -- send: validates and stores one email and enqueues it with pgrelay.notify(),
--- in the caller's transaction: the email exists only if that commits.
+-- in the caller's transaction: the email exists only if that commits. The
+-- sending role (_caller) is recorded in sent_by.
 -- Limits: at least one To address; at most 100 recipients in all (the number
--- RFC 5321 requires a server to accept); a subject without CR or LF; each body
--- at most 1 MiB (1 048 576 bytes).
+-- RFC 5321 requires a server to accept); a subject without CR or LF, at most
+-- 998 bytes (PR103); each body at most 1 MiB (1 048 576 bytes); the whole
+-- message at most 2 MiB (PR108): the From, every address, the subject, both
+-- bodies and the custom headers' names and values together, counted in bytes
+-- as stored (octet_length). What goes on the wire is larger: the bodies are
+-- encoded (quoted-printable or base64).
 CREATE FUNCTION pgrelay_notifier.send(
   p_channel text,
   p_to text[],
@@ -267,6 +388,7 @@ AS $$
 DECLARE
   v_from text;
   v_n int;
+  v_size bigint;
   v_id bigint;
 BEGIN
   SELECT c.handler INTO v_from FROM pgrelay.channels c WHERE c.channel = p_channel AND c.kind = 'email';
@@ -293,6 +415,10 @@ BEGIN
     RAISE EXCEPTION 'pgrelay_notifier.send: the subject % contains CR or LF', pg_catalog.quote_literal(p_subject)
       USING ERRCODE = 'PR103';
   END IF;
+  IF pg_catalog.octet_length(p_subject) > 998 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the subject is % bytes, over the limit of 998',
+      pg_catalog.octet_length(p_subject) USING ERRCODE = 'PR103';
+  END IF;
   IF p_body_text IS NULL THEN
     RAISE EXCEPTION 'pgrelay_notifier.send: the text body is NULL (use an empty string)' USING ERRCODE = 'PR107';
   END IF;
@@ -305,11 +431,21 @@ BEGIN
       pg_catalog.octet_length(p_body_html) USING ERRCODE = 'PR104';
   END IF;
   PERFORM pgrelay_notifier._check_headers(p_headers);
+  v_size := pg_catalog.octet_length(v_from) + pg_catalog.octet_length(p_subject)
+            + pg_catalog.octet_length(p_body_text) + COALESCE(pg_catalog.octet_length(p_body_html), 0)
+            + (SELECT COALESCE(sum(pg_catalog.octet_length(a)), 0)
+                 FROM unnest(p_to || COALESCE(p_cc, '{}'::text[]) || COALESCE(p_bcc, '{}'::text[])) a)
+            + (SELECT COALESCE(sum(pg_catalog.octet_length(e.key) + pg_catalog.octet_length(e.value)), 0)
+                 FROM pg_catalog.jsonb_each_text(COALESCE(p_headers, '{}'::jsonb)) e);
+  IF v_size > 2097152 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the message is % bytes (addresses, subject, bodies and custom headers), over the 2 MiB (2097152 bytes) limit',
+      v_size USING ERRCODE = 'PR108';
+  END IF;
 
   INSERT INTO pgrelay_notifier.notifications
-    (channel, from_addr, to_addrs, cc_addrs, bcc_addrs, subject, body_text, body_html, headers)
+    (channel, from_addr, to_addrs, cc_addrs, bcc_addrs, subject, body_text, body_html, headers, sent_by)
   VALUES (p_channel, v_from, p_to, COALESCE(p_cc, '{}'), COALESCE(p_bcc, '{}'), p_subject, p_body_text,
-          p_body_html, COALESCE(p_headers, '{}'))
+          p_body_html, COALESCE(p_headers, '{}'), pgrelay_notifier._caller())
   RETURNING notification_id INTO v_id;
   PERFORM pgrelay_notifier._event(v_id, p_channel, 'queued', NULL);
   PERFORM pgrelay.notify(p_channel, v_id::text);
@@ -317,16 +453,19 @@ BEGIN
 END
 $$;
 
--- get_status: queued, sending, sent, failed or cancelled; NULL for an unknown id.
+-- get_status: queued, sending, sent, failed or cancelled, for a notification
+-- the caller may see (_may_see); NULL for any other id, as for an unknown one.
 CREATE FUNCTION pgrelay_notifier.get_status(p_notification_id bigint) RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-  SELECT n.status FROM pgrelay_notifier.notifications n WHERE n.notification_id = p_notification_id
+  SELECT n.status FROM pgrelay_notifier.notifications n
+   WHERE n.notification_id = p_notification_id AND pgrelay_notifier._may_see(n.sent_by)
 $$;
 
--- cancel: a queued notification is not sent; returns false when it was not
--- queued any more (sending started, or it ended) or does not exist.
+-- cancel: a queued notification the caller may see (_may_see) is not sent;
+-- returns false when it was not queued any more (sending started, or it
+-- ended), does not exist, or is not the caller's to see.
 CREATE FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) RETURNS bool
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -337,6 +476,7 @@ BEGIN
   UPDATE pgrelay_notifier.notifications n
      SET status = 'cancelled', updated_at = clock_timestamp()
    WHERE n.notification_id = p_notification_id AND n.status = 'queued'
+     AND pgrelay_notifier._may_see(n.sent_by)
   RETURNING n.channel INTO v_channel;
   IF NOT FOUND THEN
     RETURN false;
@@ -349,6 +489,142 @@ $$;
 -- ---------------------------------------------------------------------------
 -- The interface contract: the only calls the Processor's email handler makes
 -- ---------------------------------------------------------------------------
+
+-- start_sending: the send gate. Whether queue event p_event (its origin_id)
+-- of channel p_channel may send notification p_notification_id now, and the
+-- message when it may. verdict:
+--   send       the event holds the notification: it moved it from queued to
+--              sending now, or it already held it (its earlier attempt
+--              certainly handed nothing over): a new attempt. The message
+--              columns are fetch()'s. The notification is in doubt
+--              (send_in_doubt) from here until the handler records the
+--              outcome: sent, or not_sent().
+--   in_doubt   this event's earlier attempt may have handed the message to
+--              the SMTP server and its outcome is unknown: not sent again,
+--              the handler fails the notification with the reason.
+--   sent       this event already sent it (a redelivery): nothing to do.
+--   cancelled  cancel() stopped it: nothing to send.
+--   missing    no such notification on this node (not replicated here yet,
+--              or deleted): retry with the channel's backoff, then give up
+--              naming the notification.
+--   refused    never to be sent by this event: created for another channel,
+--              or held or ended by another event (or failed).
+-- reason says why for every verdict but send. The row lock taken first
+-- makes a concurrent cancel(), DELETE or other event's gate wait or win
+-- whole. A notification 'sending' without sending_event (moved there by
+-- set_status) goes to the first event that asks.
+CREATE FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint)
+
+RETURNS TABLE (verdict text, reason text, notification_id bigint, channel text, from_addr text,
+               to_addrs text[], cc_addrs text[], bcc_addrs text[], subject text, body_text text,
+               body_html text, headers jsonb, status text, attempts int, created_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_channel text;
+  v_status text;
+  v_holder bigint;
+  v_doubt bool;
+  v_error text;
+  v_by text;
+  v_verdict text;
+  v_reason text;
+BEGIN
+  SELECT n.channel, n.status, n.sending_event, n.send_in_doubt, n.last_error
+    INTO v_channel, v_status, v_holder, v_doubt, v_error
+    FROM pgrelay_notifier.notifications n
+   WHERE n.notification_id = p_notification_id
+     FOR UPDATE;
+  v_by := CASE WHEN v_holder IS NULL THEN '' ELSE pg_catalog.format(' by event %s', v_holder) END;
+  IF v_channel IS NULL THEN  -- no row (channel is NOT NULL)
+    v_verdict := 'missing';
+    v_reason := pg_catalog.format('notification %s does not exist on node %s (not replicated to this node yet, or deleted)',
+                                  p_notification_id, pgrelay._this_node());
+  ELSIF v_channel IS DISTINCT FROM p_channel THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s was created for channel %s, not %s: an event only sends its own channel''s notifications',
+                                  p_notification_id, pg_catalog.quote_literal(v_channel),
+                                  COALESCE(pg_catalog.quote_literal(p_channel), 'NULL'));
+  ELSIF v_status = 'sending' AND v_holder = p_event AND v_doubt THEN
+    v_verdict := 'in_doubt';
+    v_reason := pg_catalog.format('an earlier attempt of event %s may have handed notification %s to the SMTP server '
+                                  '(it stopped, or lost the database, before the outcome was recorded): not sent again, '
+                                  'so that it is never delivered twice; it may have been delivered',
+                                  p_event, p_notification_id);
+  ELSIF v_status = 'queued' OR (v_status = 'sending' AND (v_holder = p_event OR v_holder IS NULL)) THEN
+    -- In doubt from here until the handler records the outcome: sent, or
+    -- certainly not handed over (not_sent).
+    UPDATE pgrelay_notifier.notifications n SET sending_event = p_event, send_in_doubt = true
+     WHERE n.notification_id = p_notification_id;
+    PERFORM pgrelay_notifier.set_status(p_notification_id, 'sending');
+    RETURN QUERY SELECT 'send'::text, NULL::text, f.* FROM pgrelay_notifier.fetch(p_notification_id) f;
+    RETURN;
+  ELSIF v_status = 'cancelled' THEN
+    v_verdict := 'cancelled';
+    v_reason := pg_catalog.format('notification %s was cancelled', p_notification_id);
+  ELSIF v_status = 'sent' AND v_holder = p_event THEN
+    v_verdict := 'sent';
+    v_reason := pg_catalog.format('notification %s was already sent by this event', p_notification_id);
+  ELSIF v_status = 'sending' THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s is already being sent%s; one send() is delivered at most once',
+                                  p_notification_id, v_by);
+  ELSIF v_status = 'sent' THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s was already sent%s; one send() is delivered at most once',
+                                  p_notification_id, v_by);
+  ELSE
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s already failed%s: %s', p_notification_id, v_by,
+                                  COALESCE(v_error, 'no reason recorded'));
+  END IF;
+  RETURN QUERY SELECT v_verdict, v_reason, NULL::bigint, NULL::text, NULL::text, NULL::text[], NULL::text[],
+                      NULL::text[], NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::text, NULL::int,
+                      NULL::timestamptz;
+END
+$$;
+
+-- not_sent: the attempt of event p_event certainly handed nothing to the SMTP
+-- server; a later attempt may send. True when it cleared the mark.
+CREATE FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) RETURNS bool
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH c AS (
+    UPDATE pgrelay_notifier.notifications n SET send_in_doubt = false
+     WHERE n.notification_id = p_notification_id AND n.status = 'sending'
+       AND n.sending_event = p_event AND n.send_in_doubt
+    RETURNING 1
+  )
+  SELECT EXISTS (SELECT FROM c);
+$$;
+
+-- fail_for_event: set_status(p_notification_id, 'failed', p_error) for queue
+-- event p_event of channel p_channel, only where that event could still
+-- send the notification: it is queued and of p_channel, or sending held by
+-- p_event (or by no event). An event that lost the gate, or of another
+-- channel, never fails a notification another event is sending or sent.
+-- Returns whether the status changed.
+CREATE FUNCTION pgrelay_notifier.fail_for_event(p_notification_id bigint, p_channel text, p_event bigint,
+                                                p_error text)
+RETURNS bool
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM FROM pgrelay_notifier.notifications n
+    WHERE n.notification_id = p_notification_id AND n.channel = p_channel
+      AND (n.status = 'queued'
+           OR (n.status = 'sending' AND (n.sending_event = p_event OR n.sending_event IS NULL)))
+      FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  RETURN pgrelay_notifier.set_status(p_notification_id, 'failed', p_error);
+END
+$$;
 
 -- fetch: the message to send; no row when there is nothing to send (the
 -- notification was deleted, cancelled, or already sent or failed: a
@@ -451,12 +727,17 @@ GRANT CREATE ON SCHEMA pgrelay_notifier TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._check_address(text, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._check_addresses(text, text[]) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._check_headers(jsonb) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier._caller() OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier._may_see(text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._event(bigint, text, text, text) OWNER TO pgrelay_notifier;
-ALTER FUNCTION pgrelay_notifier.create_channel(text, text, text, bool, bool, int, interval, interval, interval, bool)
+ALTER FUNCTION pgrelay_notifier.create_channel(text, text, text, bool, bool, int, interval, interval, interval, bool, text)
   OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.send(text, text[], text, text, text, text[], text[], jsonb) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.get_status(bigint) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.cancel(bigint) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.start_sending(bigint, text, bigint) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.not_sent(bigint, bigint) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.fail_for_event(bigint, text, bigint, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.fetch(bigint) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.set_status(bigint, text, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.debug_log(bigint, text) OWNER TO pgrelay_notifier;
@@ -465,22 +746,24 @@ REVOKE CREATE ON SCHEMA pgrelay_notifier FROM pgrelay_notifier;
 REVOKE ALL ON SCHEMA pgrelay_notifier FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA pgrelay_notifier FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgrelay_notifier FROM PUBLIC;
-ALTER DEFAULT PRIVILEGES IN SCHEMA pgrelay_notifier REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA pgrelay_notifier
   TO pgrelay_notifier, pgrelay_producer, pgrelay_processor, pgrelay_admin;
 
 -- pgrelay_notifier: its tables, and of pgrelay core only what send() and the
--- id defaults need.
+-- id defaults need: a channel's kind and From address, ids (the node's row,
+-- locked when the id counter moves), notify().
 GRANT SELECT, INSERT, UPDATE ON pgrelay_notifier.notifications TO pgrelay_notifier;
 GRANT INSERT ON pgrelay_notifier.status_events TO pgrelay_notifier;
 GRANT SELECT, INSERT, DELETE ON pgrelay_notifier.debug_log TO pgrelay_notifier;
 GRANT USAGE ON SCHEMA pgrelay TO pgrelay_notifier;
 GRANT SELECT (channel, kind, handler) ON pgrelay.channels TO pgrelay_notifier;
-GRANT EXECUTE ON FUNCTION pgrelay.notify(text, text), pgrelay._next_id(), pgrelay._next_id_at(bigint),
-                          pgrelay._this_node()
-  TO pgrelay_notifier;
+GRANT SELECT (node_id), UPDATE (updated_at) ON pgrelay.this_node TO pgrelay_notifier;
 GRANT USAGE, UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
+GRANT EXECUTE ON FUNCTION
+  pgrelay.notify(text, text, timestamptz, interval),
+  pgrelay._next_id(), pgrelay._next_id_at(bigint), pgrelay._this_node(), pgrelay._node_setting()
+  TO pgrelay_notifier;
 
 -- Producers compose, ask, cancel.
 GRANT EXECUTE ON FUNCTION
@@ -492,6 +775,9 @@ GRANT EXECUTE ON FUNCTION
 -- The Processor's email handler: the interface contract; the NATS publisher
 -- follows status_events.
 GRANT EXECUTE ON FUNCTION
+  pgrelay_notifier.start_sending(bigint, text, bigint),
+  pgrelay_notifier.not_sent(bigint, bigint),
+  pgrelay_notifier.fail_for_event(bigint, text, bigint, text),
   pgrelay_notifier.fetch(bigint),
   pgrelay_notifier.set_status(bigint, text, text),
   pgrelay_notifier.debug_log(bigint, text)
@@ -501,7 +787,7 @@ GRANT SELECT ON pgrelay_notifier.status_events TO pgrelay_processor;
 -- Admins create channels (create_channel runs with their right to register)
 -- and watch.
 GRANT EXECUTE ON FUNCTION
-  pgrelay_notifier.create_channel(text, text, text, bool, bool, int, interval, interval, interval, bool),
+  pgrelay_notifier.create_channel(text, text, text, bool, bool, int, interval, interval, interval, bool, text),
   pgrelay_notifier._check_address(text, text),
   pgrelay_notifier.send(text, text[], text, text, text, text[], text[], jsonb),
   pgrelay_notifier.get_status(bigint),

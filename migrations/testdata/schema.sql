@@ -1,0 +1,4059 @@
+--
+-- PostgreSQL database dump
+--
+
+
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: pgrelay; Type: SCHEMA; Schema: -; Owner: postgres
+--
+
+CREATE SCHEMA pgrelay;
+
+
+ALTER SCHEMA pgrelay OWNER TO postgres;
+
+--
+-- Name: pgrelay_notifier; Type: SCHEMA; Schema: -; Owner: postgres
+--
+
+CREATE SCHEMA pgrelay_notifier;
+
+
+ALTER SCHEMA pgrelay_notifier OWNER TO postgres;
+
+--
+-- Name: _adopt(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._adopt(p_dead_after interval) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  d pgrelay.nodes;
+  v_adopter int;
+  v_procs bigint[];
+  n int := 0;
+BEGIN
+  SELECT min(x.node_id) INTO v_adopter FROM pgrelay.nodes x
+   WHERE x.node_id >= 0 AND x.last_seen >= now() - p_dead_after AND x.mode <> 'single'
+     AND x.decommissioned_at IS NULL;
+  IF v_adopter IS DISTINCT FROM v_node THEN
+    RETURN 0;
+  END IF;
+  FOR d IN
+    SELECT * FROM pgrelay.nodes x
+     WHERE x.node_id >= 0 AND x.node_id <> v_node
+       AND (x.last_seen < now() - p_dead_after OR x.decommissioned_at IS NOT NULL)
+       AND x.mode <> 'single'
+       AND (x.adopted_at IS NULL OR x.adopted_at < now() - p_dead_after)
+     ORDER BY x.node_id
+     FOR UPDATE SKIP LOCKED
+  LOOP
+    SELECT COALESCE(pg_catalog.array_agg(p.processor_id), '{}') INTO v_procs
+      FROM pgrelay.processors p WHERE p.node_id = d.node_id;
+    n := n + pgrelay._adopt_rows(d.node_id, v_node, v_procs,
+      CASE WHEN d.decommissioned_at IS NOT NULL
+           THEN pg_catalog.format('node %s was decommissioned', d.node_id)
+           ELSE pg_catalog.format('node %s is dead (no heartbeat for %s)', d.node_id, p_dead_after) END);
+    DELETE FROM pgrelay.processors p WHERE p.node_id = d.node_id;
+    UPDATE pgrelay.nodes x SET adopted_at = now() WHERE x.node_id = d.node_id;
+  END LOOP;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._adopt(p_dead_after interval) OWNER TO postgres;
+
+--
+-- Name: _adopt_rows(integer, integer, bigint[], text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  n int;
+BEGIN
+  WITH t AS (
+    SELECT q.id, q.origin_id, q.channel, q.attempt, q.dispatched_at IS NOT NULL AS was_claimed
+      FROM pgrelay.queue q
+     WHERE q.run_in_node IS NULL
+       AND (q.owner_node = p_dead OR (q.dispatched_at IS NOT NULL AND q.dispatched_by = ANY (p_procs)))
+     FOR UPDATE OF q SKIP LOCKED
+  ), u AS (
+    UPDATE pgrelay.queue q
+       SET owner_node = CASE WHEN q.owner_node = p_dead THEN p_adopter ELSE q.owner_node END,
+           dispatched_at = CASE WHEN q.dispatched_by = ANY (p_procs) THEN NULL ELSE q.dispatched_at END,
+           dispatched_by = CASE WHEN q.dispatched_by = ANY (p_procs) THEN NULL ELSE q.dispatched_by END
+      FROM t
+     WHERE q.id = t.id
+    RETURNING q.id
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
+    SELECT t.id, t.origin_id, t.channel, t.attempt, 'adopted',
+           pg_catalog.format('%s; adopted by node %s%s', p_why, p_adopter,
+                             CASE WHEN t.was_claimed THEN ' (its claim was taken back)' ELSE '' END)
+      FROM t WHERE t.id IN (SELECT u.id FROM u)
+     ORDER BY t.id
+    RETURNING 1
+  )
+  SELECT count(*) INTO n FROM lg;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) OWNER TO postgres;
+
+--
+-- Name: _backoff(interval, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._backoff(p_retry_delay interval, p_attempt integer) RETURNS interval
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT LEAST(p_retry_delay * pg_catalog.power(2, LEAST(GREATEST(p_attempt, 1) - 1, 20)),
+               GREATEST(p_retry_delay, interval '1 hour'))
+         * (0.8 + 0.4 * pg_catalog.random())
+$$;
+
+
+ALTER FUNCTION pgrelay._backoff(p_retry_delay interval, p_attempt integer) OWNER TO postgres;
+
+--
+-- Name: _batch_fence(text, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_mode = 'leader' AND p_term IS NOT NULL AND NOT EXISTS (
+       SELECT FROM pgrelay.nodes l
+        WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
+          AND l.lease_until > pg_catalog.clock_timestamp()) THEN
+    RAISE EXCEPTION 'pgrelay: the leader lease of term % ended while the batch ran', p_term
+      USING ERRCODE = 'PR031';
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) OWNER TO postgres;
+
+--
+-- Name: _channel_locks_create(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._channel_locks_create() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  INSERT INTO pgrelay.channel_locks (channel, slot)
+  SELECT NEW.channel, s.slot FROM pg_catalog.generate_series(0, 63) AS s(slot)
+  ON CONFLICT DO NOTHING;
+  RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._channel_locks_create() OWNER TO postgres;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: channels; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.channels (
+    channel text NOT NULL,
+    handler text NOT NULL,
+    kind text NOT NULL,
+    concurrency_mode text DEFAULT 'none'::text NOT NULL,
+    deduplicate boolean DEFAULT false NOT NULL,
+    node_restricted boolean DEFAULT false NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    retry_delay interval DEFAULT '00:00:01'::interval NOT NULL,
+    expire_after interval,
+    timeout interval DEFAULT '00:00:30'::interval NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    publish_payload boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    publish_errors text DEFAULT 'class'::text NOT NULL,
+    CONSTRAINT channels_attempts CHECK ((max_attempts > 0)),
+    CONSTRAINT channels_expire_after CHECK (((expire_after IS NULL) OR (expire_after > '00:00:00'::interval))),
+    CONSTRAINT channels_kind CHECK ((kind = ANY (ARRAY['sql'::text, 'email'::text, 'nats'::text]))),
+    CONSTRAINT channels_mode CHECK ((concurrency_mode = ANY (ARRAY['none'::text, 'channel'::text, 'payload'::text]))),
+    CONSTRAINT channels_name CHECK ((channel ~ '^[A-Za-z0-9_-]{1,100}$'::text)),
+    CONSTRAINT channels_retry_delay CHECK ((retry_delay >= '00:00:00'::interval)),
+    CONSTRAINT channels_timeout CHECK ((timeout > '00:00:00'::interval))
+);
+
+
+ALTER TABLE pgrelay.channels OWNER TO postgres;
+
+--
+-- Name: _check_channel(pgrelay.channels, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._check_channel(c pgrelay.channels, p_check_handler boolean DEFAULT true) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_stmt text;
+  v_types text[];
+  old pgrelay.channels;
+BEGIN
+  IF c.channel IS NULL THEN
+    RAISE EXCEPTION 'pgrelay: channel name must not be NULL' USING ERRCODE = 'PR010';
+  END IF;
+  IF c.channel !~ '^[A-Za-z0-9_-]{1,100}$' THEN
+    RAISE EXCEPTION 'pgrelay: channel name % is invalid: use 1 to 100 letters, digits, "_" or "-"',
+      pg_catalog.quote_literal(c.channel) USING ERRCODE = 'PR010';
+  END IF;
+  IF c.kind IS NULL OR c.kind NOT IN ('sql', 'email', 'nats') THEN
+    RAISE EXCEPTION 'pgrelay: channel %: unknown kind % (expected sql, email or nats)',
+      c.channel, COALESCE(pg_catalog.quote_literal(c.kind), 'NULL') USING ERRCODE = 'PR011';
+  END IF;
+  IF c.concurrency_mode IS NULL OR c.concurrency_mode NOT IN ('none', 'channel', 'payload') THEN
+    RAISE EXCEPTION 'pgrelay: channel %: unknown concurrency_mode % (expected none, channel or payload)',
+      c.channel, COALESCE(pg_catalog.quote_literal(c.concurrency_mode), 'NULL') USING ERRCODE = 'PR012';
+  END IF;
+  IF c.max_attempts IS NULL OR c.max_attempts <= 0 THEN
+    RAISE EXCEPTION 'pgrelay: channel %: max_attempts must be positive, got %', c.channel,
+      COALESCE(c.max_attempts::text, 'NULL') USING ERRCODE = 'PR013';
+  END IF;
+  IF c.timeout IS NULL OR c.timeout <= interval '0' THEN
+    RAISE EXCEPTION 'pgrelay: channel %: timeout must be positive, got %', c.channel,
+      COALESCE(c.timeout::text, 'NULL') USING ERRCODE = 'PR014';
+  END IF;
+  IF c.retry_delay IS NULL OR c.retry_delay < interval '0' THEN
+    RAISE EXCEPTION 'pgrelay: channel %: retry_delay must not be negative, got %', c.channel,
+      COALESCE(c.retry_delay::text, 'NULL') USING ERRCODE = 'PR015';
+  END IF;
+  IF c.expire_after IS NOT NULL AND c.expire_after <= interval '0' THEN
+    RAISE EXCEPTION 'pgrelay: channel %: expire_after must be positive, got %', c.channel,
+      c.expire_after USING ERRCODE = 'PR016';
+  END IF;
+  -- The upper bounds, for values given anew: not the stored value of the
+  -- channel (old is all NULL for a new channel).
+  SELECT x.* INTO old FROM pgrelay.channels x WHERE x.channel = c.channel;
+  IF c.max_attempts > 1000 AND c.max_attempts IS DISTINCT FROM old.max_attempts THEN
+    RAISE EXCEPTION 'pgrelay: channel %: max_attempts must be at most 1000, got %', c.channel,
+      c.max_attempts USING ERRCODE = 'PR013';
+  END IF;
+  IF c.timeout > interval '24 hours' AND c.timeout IS DISTINCT FROM old.timeout THEN
+    RAISE EXCEPTION 'pgrelay: channel %: timeout must be at most 24 hours, got %', c.channel,
+      c.timeout USING ERRCODE = 'PR014';
+  END IF;
+  IF c.retry_delay > interval '24 hours' AND c.retry_delay IS DISTINCT FROM old.retry_delay THEN
+    RAISE EXCEPTION 'pgrelay: channel %: retry_delay must be at most 24 hours, got %', c.channel,
+      c.retry_delay USING ERRCODE = 'PR015';
+  END IF;
+  IF c.expire_after > interval '365 days' AND c.expire_after IS DISTINCT FROM old.expire_after THEN
+    RAISE EXCEPTION 'pgrelay: channel %: expire_after must be at most 365 days, got %', c.channel,
+      c.expire_after USING ERRCODE = 'PR016',
+      HINT = 'Leave it NULL for events that never expire.';
+  END IF;
+  IF c.publish_errors IS NULL OR c.publish_errors NOT IN ('class', 'text', 'none') THEN
+    RAISE EXCEPTION 'pgrelay: channel %: unknown publish_errors % (expected class, text or none)',
+      c.channel, COALESCE(pg_catalog.quote_literal(c.publish_errors), 'NULL') USING ERRCODE = 'PR018';
+  END IF;
+  IF c.handler IS NULL OR pg_catalog.btrim(c.handler) = '' THEN
+    RAISE EXCEPTION 'pgrelay: channel %: handler must not be empty', c.channel USING ERRCODE = 'PR017';
+  END IF;
+  IF NOT p_check_handler THEN
+    RETURN;
+  END IF;
+  IF c.kind = 'sql' THEN
+    -- The handler must prepare as one statement with one text parameter ($1 = payload).
+    --
+    -- One statement: the text is spliced into a PREPARE below, and a ';' would end
+    -- the PREPARE and run whatever follows it, as the owner of register() (a
+    -- SECURITY DEFINER function). PostgreSQL only separates statements with ';', so
+    -- refusing any ';' but trailing ones is a safe (if conservative) test.
+    IF pg_catalog.strpos(pg_catalog.rtrim(c.handler, E' \t\r\n;'), ';') > 0 THEN
+      RAISE EXCEPTION 'pgrelay: channel %: handler must be a single statement (no ";" but a trailing one)',
+        c.channel USING ERRCODE = 'PR017',
+        HINT = 'Write a semicolon inside a string literal as chr(59).';
+    END IF;
+    v_stmt := 'pgrelay_check_' || pg_catalog.pg_backend_pid();
+    -- With $1 declared text, as the contract says.
+    BEGIN
+      EXECUTE pg_catalog.format('PREPARE %I(text) AS %s', v_stmt, c.handler);
+      SELECT p.parameter_types::text[] INTO v_types
+        FROM pg_catalog.pg_prepared_statements p WHERE p.name = v_stmt;
+      EXECUTE pg_catalog.format('DEALLOCATE %I', v_stmt);
+    EXCEPTION WHEN OTHERS THEN
+      RAISE EXCEPTION 'pgrelay: channel %: handler does not prepare as one statement with one text parameter ($1): %',
+        c.channel, SQLERRM USING ERRCODE = 'PR017', HINT = 'Example: SELECT app.refresh_view($1)';
+    END;
+    -- A PREPARE with declared types accepts further parameters it can type
+    -- ('SELECT $2::int'); the Processor binds exactly one.
+    IF v_types IS DISTINCT FROM ARRAY['text'] THEN
+      RAISE EXCEPTION 'pgrelay: channel %: handler must take exactly one parameter ($1), it takes % (%)',
+        c.channel, COALESCE(pg_catalog.cardinality(v_types), 0), pg_catalog.array_to_string(v_types, ', ')
+        USING ERRCODE = 'PR017', HINT = 'Example: SELECT app.refresh_view($1)';
+    END IF;
+  ELSIF c.kind = 'nats' THEN
+    IF c.handler !~ '^[^\x01-\x20\x7f.*>]+(\.[^\x01-\x20\x7f.*>]+)*$' THEN
+      RAISE EXCEPTION 'pgrelay: channel %: % is not a valid NATS subject (dot-separated tokens, no spaces, control characters or wildcards)',
+        c.channel, pg_catalog.quote_literal(c.handler) USING ERRCODE = 'PR017';
+    END IF;
+    IF c.handler ~ '^pgrelay\.' THEN
+      RAISE EXCEPTION 'pgrelay: channel %: subject % is under "pgrelay.", where pgrelay publishes its own events',
+        c.channel, pg_catalog.quote_literal(c.handler) USING ERRCODE = 'PR017',
+        HINT = 'The events stream captures pgrelay.>; choose a subject outside it, e.g. app.orders.';
+    END IF;
+    IF c.handler ~ '^\$' THEN
+      RAISE EXCEPTION 'pgrelay: channel %: subject % is reserved: NATS keeps subjects starting with "$" ($JS, $KV, $O, $SYS, ...) for itself',
+        c.channel, pg_catalog.quote_literal(c.handler) USING ERRCODE = 'PR017',
+        HINT = 'Choose a subject of the application, e.g. app.orders.';
+    END IF;
+    IF c.handler ~ '^_INBOX(\.|$)' THEN
+      RAISE EXCEPTION 'pgrelay: channel %: subject % is reserved: _INBOX. holds the reply inboxes of NATS clients',
+        c.channel, pg_catalog.quote_literal(c.handler) USING ERRCODE = 'PR017',
+        HINT = 'Choose a subject of the application, e.g. app.orders.';
+    END IF;
+  END IF;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay._check_channel(c pgrelay.channels, p_check_handler boolean) OWNER TO postgres;
+
+--
+-- Name: _check_notify(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._check_notify(p_channel text) RETURNS pgrelay.channels
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  ch pgrelay.channels;
+BEGIN
+  IF p_channel IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.notify: channel must not be NULL' USING ERRCODE = 'PR001';
+  END IF;
+  PERFORM pgrelay._lock_channel(p_channel);
+  SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = p_channel;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay.notify: unknown channel %', pg_catalog.quote_literal(p_channel)
+      USING ERRCODE = 'PR001', HINT = 'Register it first with pgrelay.register().';
+  END IF;
+  RETURN ch;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._check_notify(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _check_payload(text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._check_payload(p_channel text, p_payload text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_payload IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.notify: payload for channel % must not be NULL (use an empty string)',
+      pg_catalog.quote_literal(p_channel) USING ERRCODE = 'PR005';
+  END IF;
+  IF pg_catalog.octet_length(p_payload) > 1048576 THEN
+    RAISE EXCEPTION 'pgrelay.notify: payload for channel % is % bytes, over the 1 MiB (1048576 bytes) limit',
+      pg_catalog.quote_literal(p_channel), pg_catalog.octet_length(p_payload) USING ERRCODE = 'PR006';
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._check_payload(p_channel text, p_payload text) OWNER TO postgres;
+
+--
+-- Name: _claim(bigint, text, boolean, integer, text[], bigint, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_bitmapscan TO 'off'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_own bool := p_mode = 'multi-node';
+  v_left int := p_limit;
+  v_nch int;
+  v_share int;
+  v_n int;
+  v_got int;
+  v_full text[] := '{}';
+  v_pass int;
+  v_start bigint;
+  v_lanes bigint[];
+  v_lane bigint;
+  ch pgrelay.channels;
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  IF p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  -- Fencing: a leader that names its term claims unrestricted rows only while
+  -- the lease row still says it holds that term.
+  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
+    v_all := EXISTS (SELECT FROM pgrelay.nodes l
+                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
+                        AND l.lease_until > now());
+  END IF;
+  SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds)
+     AND NOT (p_direct AND c.kind = 'sql');
+  IF v_nch = 0 THEN
+    RETURN;
+  END IF;
+  v_share := GREATEST(1, (p_limit + v_nch - 1) / v_nch);
+
+  FOR v_pass IN 1..2 LOOP
+    FOR ch IN
+      SELECT * FROM pgrelay.channels c
+       WHERE NOT c.paused AND c.kind = ANY (p_kinds) AND (v_pass = 1 OR c.channel = ANY (v_full))
+         AND NOT (p_direct AND c.kind = 'sql')
+       ORDER BY pg_catalog.random()
+    LOOP
+      EXIT WHEN v_left <= 0;
+      IF ch.concurrency_mode = 'none' THEN
+        RETURN QUERY
+        WITH cand AS (
+          SELECT q.id
+            FROM pgrelay.queue q
+           WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+             AND (q.run_in_node = v_node
+                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+           ORDER BY q.not_before, q.id
+           LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
+           FOR UPDATE SKIP LOCKED
+        ), upd AS (
+          -- By primary key whatever the plan: a join with cand in a generic plan
+          -- (which guesses LIMIT at a tenth of the channel) hashes a scan of the
+          -- whole queue.
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+           WHERE q.id = ANY (ARRAY(SELECT cand.id FROM cand))
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u
+         ORDER BY u.not_before, u.id;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_left := v_left - v_n;
+        IF v_pass = 1 AND v_n >= v_share THEN
+          v_full := v_full || ch.channel;
+        END IF;
+        CONTINUE;
+      END IF;
+
+      -- Serialised channels: one lane ('channel') or many ('payload').
+      CONTINUE WHEN v_pass = 2;
+      IF ch.concurrency_mode = 'channel' THEN
+        v_lanes := ARRAY[0::bigint];
+      ELSE
+        -- A loose index scan over the distinct lanes with pending rows, from a
+        -- random starting point, wrapping around, visiting a bounded number.
+        v_start := ((pg_catalog.random() - 0.5) * 18000000000000000000.0)::numeric::bigint;
+        WITH RECURSIVE l(lane) AS (
+          (SELECT q.lane FROM pgrelay.queue q
+            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              AND q.lane >= v_start
+            ORDER BY q.lane LIMIT 1)
+          UNION ALL
+          SELECT (SELECT q.lane FROM pgrelay.queue q
+                   WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                     AND q.lane > l.lane
+                   ORDER BY q.lane LIMIT 1)
+            FROM l WHERE l.lane IS NOT NULL
+        )
+        SELECT pg_catalog.array_agg(x.lane) INTO v_lanes
+          FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL LIMIT 2 * v_share + 8) x;
+        IF COALESCE(pg_catalog.cardinality(v_lanes), 0) < 2 * v_share + 8 THEN
+          WITH RECURSIVE l(lane) AS (
+            (SELECT q.lane FROM pgrelay.queue q
+              WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              ORDER BY q.lane LIMIT 1)
+            UNION ALL
+            SELECT (SELECT q.lane FROM pgrelay.queue q
+                     WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                       AND q.lane > l.lane AND q.lane < v_start
+                     ORDER BY q.lane LIMIT 1)
+              FROM l WHERE l.lane IS NOT NULL
+          )
+          SELECT COALESCE(v_lanes, '{}') || COALESCE(pg_catalog.array_agg(x.lane), '{}') INTO v_lanes
+            FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL AND l.lane < v_start
+                   LIMIT 2 * v_share + 8 - COALESCE(pg_catalog.cardinality(v_lanes), 0)) x;
+        END IF;
+      END IF;
+
+      v_n := 0;
+      FOREACH v_lane IN ARRAY COALESCE(v_lanes, '{}') LOOP
+        -- v_left is only brought down after the loop: bound by both here, or
+        -- a serialised channel visited last takes a full share of what is left.
+        EXIT WHEN v_n >= LEAST(v_share, v_left);
+        RETURN QUERY
+        WITH head AS (
+          SELECT q.id
+            FROM pgrelay.queue q
+           WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
+             AND (q.run_in_node = v_node
+                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND NOT EXISTS (
+               SELECT FROM pgrelay.queue f
+                WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
+                  AND (f.run_in_node = v_node
+                       OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+           ORDER BY q.origin_id, q.id
+           LIMIT 1
+        ), locked AS (
+          -- The head itself, never the next row: a head a producer holds
+          -- (it absorbed a notify) leaves the lane for the next claim.
+          SELECT q.id
+            FROM pgrelay.queue q JOIN head ON q.id = head.id
+           WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+             FOR UPDATE OF q SKIP LOCKED
+        ), upd AS (
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+            FROM locked
+           WHERE q.id = locked.id
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        v_n := v_n + v_got;
+      END LOOP;
+      v_left := v_left - v_n;
+    END LOOP;
+    EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
+  END LOOP;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean) OWNER TO postgres;
+
+--
+-- Name: _claim_direct(text, text, boolean, bigint, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) RETURNS TABLE(id bigint, origin_id bigint, payload text, attempt integer, enqueued_at timestamp with time zone, expired boolean, handler text, timeout_ms bigint, max_attempts integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  ch pgrelay.channels;
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  SELECT * INTO ch FROM pgrelay.channels c
+   WHERE c.channel = p_channel AND c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
+  IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
+    v_all := EXISTS (SELECT FROM pgrelay.nodes l
+                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
+                        AND l.lease_until > now());
+  END IF;
+  RETURN QUERY
+  SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
+         ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
+    FROM pgrelay.queue q
+   WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+     AND (q.run_in_node = v_node
+          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+   ORDER BY q.not_before, q.id
+   LIMIT p_limit
+     FOR UPDATE OF q SKIP LOCKED;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) OWNER TO postgres;
+
+--
+-- Name: _claim_lanes_direct(text, boolean, bigint, integer, text, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) RETURNS TABLE(id bigint, origin_id bigint, channel text, lane bigint, payload text, attempt integer, enqueued_at timestamp with time zone, expired boolean, handler text, timeout_ms bigint, max_attempts integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_bitmapscan TO 'off'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_own bool := p_mode = 'multi-node';
+  v_ch text := p_after_channel;
+  v_lane bigint := p_after_lane;
+  v_wrapped bool := p_after_channel IS NULL;
+  v_n int := 0;
+  v_got int;
+  v_steps int := 0;
+  r record;
+  ch pgrelay.channels;
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  IF p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
+    v_all := EXISTS (SELECT FROM pgrelay.nodes l
+                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
+                        AND l.lease_until > now());
+  END IF;
+  IF v_ch IS NOT NULL AND v_lane IS NULL THEN
+    v_lane := -9223372036854775808;
+  END IF;
+  -- A loose index scan over queue_lane: one probe per lane, however long the
+  -- lanes are. Bounded, so a queue full of lanes this batch cannot serve
+  -- costs a bounded claim.
+  WHILE v_n < p_limit AND v_steps < 4 * p_limit + 64 LOOP
+    v_steps := v_steps + 1;
+    IF v_ch IS NULL THEN
+      SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
+       WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL
+       ORDER BY q.channel, q.lane LIMIT 1;
+    ELSE
+      SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
+       WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND (q.channel, q.lane) > (v_ch, v_lane)
+       ORDER BY q.channel, q.lane LIMIT 1;
+    END IF;
+    IF NOT FOUND THEN
+      EXIT WHEN v_wrapped;
+      v_wrapped := true;
+      v_ch := NULL;
+      v_lane := NULL;
+      CONTINUE;
+    END IF;
+    v_ch := r.channel;
+    v_lane := r.lane;
+    -- Once around: stop where the walk began.
+    EXIT WHEN v_wrapped AND p_after_channel IS NOT NULL
+          AND (v_ch, v_lane) > (p_after_channel, COALESCE(p_after_lane, -9223372036854775808));
+    IF ch.channel IS DISTINCT FROM v_ch THEN
+      ch := NULL;
+      SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = v_ch;
+    END IF;
+    CONTINUE WHEN ch.channel IS NULL OR ch.paused OR ch.kind <> 'sql'
+               OR ch.concurrency_mode NOT IN ('channel', 'payload');
+    RETURN QUERY
+    WITH head AS (
+      SELECT q.id
+        FROM pgrelay.queue q
+       WHERE q.channel = v_ch AND q.lane = v_lane AND q.dispatched_at IS NULL
+         AND (q.run_in_node = v_node
+              OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+         AND NOT EXISTS (
+           SELECT FROM pgrelay.queue f
+            WHERE f.channel = v_ch AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
+              AND (f.run_in_node = v_node
+                   OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+       ORDER BY q.origin_id, q.id
+       LIMIT 1
+    )
+    SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
+           COALESCE(q.expires_at <= now(), false), ch.handler,
+           (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
+      FROM pgrelay.queue q JOIN head ON q.id = head.id
+     WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+       FOR UPDATE OF q SKIP LOCKED;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    v_n := v_n + v_got;
+  END LOOP;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) OWNER TO postgres;
+
+--
+-- Name: _complete(bigint, bigint[], timestamp with time zone[], text[], text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_released int;
+  v_done int;
+BEGIN
+  WITH o AS (
+    SELECT * FROM unnest(p_ids, p_claimed_at, p_events) AS o(id, claimed_at, event)
+     WHERE o.event = 'release'
+  ), rel AS (
+    UPDATE pgrelay.queue q
+       SET dispatched_at = NULL, dispatched_by = NULL
+      FROM o
+     WHERE q.id = o.id AND q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at
+    RETURNING q.id
+  )
+  SELECT count(*) INTO v_released FROM rel;
+
+  WITH o AS (
+    SELECT * FROM unnest(p_ids, p_claimed_at, p_events, p_errors)
+             AS o(id, claimed_at, event, error)
+     WHERE o.event <> 'release'
+  ), del AS (
+    DELETE FROM pgrelay.queue q
+     USING o
+     WHERE q.id = o.id
+       AND CASE WHEN p_processor IS NULL THEN q.dispatched_at IS NULL
+                ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
+    RETURNING q.*, o.event AS o_event, o.error AS o_error
+  ), d AS (
+    SELECT del.*, c.retry_delay,
+           CASE WHEN del.o_event = 'failed' AND del.attempt >= COALESCE(c.max_attempts, 0)
+                THEN 'gave_up' ELSE del.o_event END AS final
+      FROM del LEFT JOIN pgrelay.channels c ON c.channel = del.channel
+  ), ids AS (
+    SELECT pgrelay._next_ids((SELECT count(*) FROM d)::int) AS a
+  ), lg AS (
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, x.final,
+           CASE WHEN x.o_error IS NULL THEN NULL ELSE pg_catalog.left(x.o_error, 8000) END, v_node
+      FROM (SELECT d.*, pg_catalog.row_number() OVER (ORDER BY d.id) AS rn FROM d) x, ids
+     ORDER BY x.id
+    RETURNING 1
+  ), rt AS (
+    INSERT INTO pgrelay.queue (origin_id, channel, payload, attempt, retry_of, enqueued_at,
+                               not_before, expires_at)
+    SELECT d.origin_id, d.channel, d.payload, d.attempt + 1, d.id, d.enqueued_at,
+           now() + pgrelay._backoff(d.retry_delay, d.attempt), d.expires_at
+      FROM d
+     WHERE d.final = 'failed' AND d.retry_delay IS NOT NULL
+     ORDER BY d.id
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM lg) INTO v_done;
+
+  RETURN v_released + v_done;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) OWNER TO postgres;
+
+--
+-- Name: _due(timestamp with time zone, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._due(p_not_before timestamp with time zone, p_delay interval) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_due timestamptz;
+BEGIN
+  IF p_not_before IS NOT NULL AND p_delay IS NOT NULL THEN
+    RAISE EXCEPTION 'pgrelay.notify: give p_not_before or p_delay, not both'
+      USING ERRCODE = 'PR007', HINT = 'p_not_before is a point in time; p_delay counts from now().';
+  END IF;
+  IF p_delay < interval '0' THEN
+    RAISE EXCEPTION 'pgrelay.notify: p_delay must not be negative, got %', p_delay USING ERRCODE = 'PR008';
+  END IF;
+  v_due := COALESCE(p_not_before, now() + p_delay);
+  IF NOT pg_catalog.isfinite(v_due) THEN
+    RAISE EXCEPTION 'pgrelay.notify: the due time must be finite, got %', v_due USING ERRCODE = 'PR008';
+  END IF;
+  IF v_due <= now() THEN
+    RETURN NULL;
+  END IF;
+  RETURN v_due;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._due(p_not_before timestamp with time zone, p_delay interval) OWNER TO postgres;
+
+--
+-- Name: _enqueue_dedup(pgrelay.channels, text, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_hash bigint := pg_catalog.hashtextextended(p_payload, 0);
+  v_row record;
+  v_id bigint;
+BEGIN
+  -- Two producers notifying the same payload at once: the second waits for the
+  -- first to commit, then sees its row. They meet on the payload's slot row.
+  PERFORM FROM pgrelay.dedup_locks d
+   WHERE d.slot = (pg_catalog.hashtext(ch.channel) # pg_catalog.hashint8(v_hash)) & 4095
+     FOR NO KEY UPDATE;
+  SELECT q.id, q.origin_id, q.attempt INTO v_row
+    FROM pgrelay.queue q
+   WHERE q.channel = ch.channel AND q.phash = v_hash AND q.dispatched_at IS NULL
+     AND q.payload = p_payload
+     AND (NOT ch.node_restricted OR q.run_in_node = v_node)
+     AND CASE WHEN p_due IS NULL
+              -- Due now: an immediate row, a retry, or a delayed row whose time has come.
+              THEN q.retry_of IS NOT NULL OR q.not_before <= GREATEST(q.enqueued_at, now())
+              -- Delayed: a delayed row due at the same time.
+              ELSE q.retry_of IS NULL AND q.not_before = p_due
+         END
+   ORDER BY q.origin_id
+   LIMIT 1
+     FOR SHARE OF q SKIP LOCKED;
+  IF FOUND THEN
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
+    VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
+    RETURN v_row.origin_id;
+  END IF;
+  v_id := pgrelay._next_id();
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, phash, not_before, expires_at)
+  VALUES (v_id, v_id, ch.channel, p_payload,
+          CASE WHEN ch.node_restricted THEN v_node END,
+          CASE ch.concurrency_mode WHEN 'channel' THEN 0 WHEN 'payload' THEN v_hash END,
+          v_hash,
+          COALESCE(p_due, now()),
+          COALESCE(p_due, now()) + ch.expire_after);
+  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
+    ON CONFLICT (queue_id) DO NOTHING;
+  END IF;
+  RETURN v_id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _heartbeat(bigint, text, text, integer, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_alive bool;
+BEGIN
+  UPDATE pgrelay.processors p SET last_seen = now() WHERE p.processor_id = p_processor;
+  v_alive := FOUND;
+  IF NOT v_alive THEN
+    INSERT INTO pgrelay.processors (processor_id, node_id, mode, hostname, pid, version)
+    VALUES (p_processor, v_node, p_mode, p_hostname, p_pid, p_version);
+  END IF;
+  INSERT INTO pgrelay.nodes (node_id, mode, hostname, version)
+  VALUES (v_node, p_mode, p_hostname, p_version)
+  ON CONFLICT (node_id) DO UPDATE
+    SET last_seen = now(), mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
+        version = EXCLUDED.version, decommissioned_at = NULL;
+  RETURN v_alive;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) OWNER TO postgres;
+
+--
+-- Name: _id_floor(timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._id_floor(p_at timestamp with time zone) RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT GREATEST(0,
+    (pg_catalog.floor(EXTRACT(epoch FROM p_at) * 1000))::bigint - 1767225600000) << 22
+$$;
+
+
+ALTER FUNCTION pgrelay._id_floor(p_at timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _lease(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._lease(p_duration interval) RETURNS TABLE(leader_node integer, term bigint, lease_until timestamp with time zone, mine boolean, taken boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  l pgrelay.nodes;
+BEGIN
+  INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (-1, 'lease', now())
+  ON CONFLICT (node_id) DO NOTHING;
+  SELECT * INTO l FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+  taken := false;
+  IF l.leader_node = v_node AND l.lease_until > now() THEN
+    UPDATE pgrelay.nodes n SET lease_until = now() + p_duration, last_seen = now()
+     WHERE n.node_id = -1 RETURNING * INTO l;
+  ELSIF l.lease_until IS NULL OR l.lease_until <= now() THEN
+    UPDATE pgrelay.nodes n
+       SET leader_node = v_node, term = COALESCE(n.term, 0) + 1, lease_until = now() + p_duration,
+           taken_at = now(), last_seen = now()
+     WHERE n.node_id = -1 RETURNING * INTO l;
+    taken := true;
+  END IF;
+  leader_node := l.leader_node;
+  term := l.term;
+  lease_until := l.lease_until;
+  mine := l.leader_node = v_node AND l.lease_until > now();
+  RETURN NEXT;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._lease(p_duration interval) OWNER TO postgres;
+
+--
+-- Name: _lease_release(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._lease_release(p_term bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  UPDATE pgrelay.nodes n SET lease_until = now()
+   WHERE n.node_id = -1 AND n.leader_node = pgrelay._this_node() AND n.term = p_term
+     AND n.lease_until > now();
+  RETURN FOUND;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._lease_release(p_term bigint) OWNER TO postgres;
+
+--
+-- Name: _lock_channel(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._lock_channel(p_channel text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_start int := pg_catalog.pg_backend_pid() % 64;
+BEGIN
+  PERFORM FROM pgrelay.channel_locks l
+   WHERE l.channel = p_channel AND l.slot >= v_start
+   ORDER BY l.slot LIMIT 1
+     FOR NO KEY UPDATE SKIP LOCKED;
+  IF FOUND THEN
+    RETURN;
+  END IF;
+  PERFORM FROM pgrelay.channel_locks l
+   WHERE l.channel = p_channel AND l.slot < v_start
+   ORDER BY l.slot LIMIT 1
+     FOR NO KEY UPDATE SKIP LOCKED;
+  IF FOUND THEN
+    RETURN;
+  END IF;
+  -- Every row is held (by over 64 producers, or by an update() or
+  -- unregister(), which this waits for), or the channel has none here.
+  PERFORM FROM pgrelay.channel_locks l
+   WHERE l.channel = p_channel AND l.slot = v_start
+     FOR KEY SHARE;
+  IF FOUND THEN
+    RETURN;
+  END IF;
+  PERFORM FROM pgrelay.channels c WHERE c.channel = p_channel FOR KEY SHARE;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._lock_channel(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _lock_channel_exclusive(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._lock_channel_exclusive(p_channel text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM FROM pgrelay.channel_locks l WHERE l.channel = p_channel ORDER BY l.slot FOR UPDATE;
+  UPDATE pgrelay.channel_locks l SET changes = l.changes + 1 WHERE l.channel = p_channel;
+  -- A producer of a channel without lock rows locks the channel's row.
+  PERFORM FROM pgrelay.channels c WHERE c.channel = p_channel FOR UPDATE;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._lock_channel_exclusive(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id() RETURNS bigint
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT pgrelay._next_id_at(
+    (pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000))::bigint - 1767225600000)
+$$;
+
+
+ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
+
+--
+-- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v bigint := pg_catalog.nextval('pgrelay._id_seq');
+  t bigint := p_ms << 12;
+  v_moved bool := false;
+BEGIN
+  IF v < t - 409600 THEN
+    BEGIN
+      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
+      IF FOUND THEN
+        v := pg_catalog.nextval('pgrelay._id_seq');
+        IF v < t - 409600 THEN
+          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+          v := t;
+        END IF;
+        v_moved := true;
+      ELSE
+        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = 'PR099';
+    EXCEPTION WHEN SQLSTATE 'PR099' THEN
+      NULL;
+    END;
+    IF NOT v_moved THEN
+      v := pg_catalog.nextval('pgrelay._id_seq');
+      IF v < t - 409600 THEN
+        BEGIN
+          PERFORM FROM pgrelay.this_node n FOR UPDATE;
+          v := pg_catalog.nextval('pgrelay._id_seq');
+          IF v < t - 409600 THEN
+            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+            v := t;
+          END IF;
+          RAISE EXCEPTION USING ERRCODE = 'PR099';
+        EXCEPTION WHEN SQLSTATE 'PR099' THEN
+          NULL;
+        END;
+      END IF;
+    END IF;
+  END IF;
+  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
+
+--
+-- Name: _next_ids(integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_ids(p_n integer) RETURNS bigint[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node bigint := pgrelay._this_node();
+BEGIN
+  IF p_n IS NULL OR p_n <= 0 THEN
+    RETURN '{}';
+  END IF;
+  RETURN ARRAY[pgrelay._next_id()] || ARRAY(
+    SELECT ((v >> 12) << 22) | (v_node << 12) | (v & 4095)
+      FROM (SELECT pg_catalog.nextval('pgrelay._id_seq') AS v FROM pg_catalog.generate_series(2, p_n) g
+             ORDER BY g) s);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._next_ids(p_n integer) OWNER TO postgres;
+
+--
+-- Name: _node_setting(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._node_setting() RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  s text := pg_catalog.current_setting('pg_relay.node_id', true);
+  n bigint;
+BEGIN
+  IF s IS NULL OR pg_catalog.btrim(s) = '' THEN
+    RETURN 0;
+  END IF;
+  IF s !~ '^\s*[0-9]{1,9}\s*$' THEN
+    RAISE EXCEPTION 'pgrelay: pg_relay.node_id = % is not an integer between 0 and 1023', pg_catalog.quote_literal(s)
+      USING ERRCODE = 'PR020';
+  END IF;
+  n := pg_catalog.btrim(s)::bigint;
+  IF n > 1023 THEN
+    RAISE EXCEPTION 'pgrelay: pg_relay.node_id = % is outside 0..1023', n USING ERRCODE = 'PR020';
+  END IF;
+  RETURN n::int;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay._node_setting() OWNER TO postgres;
+
+--
+-- Name: _notifier_status_batch(integer, bigint, bigint, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) RETURNS TABLE(id bigint, notification_id bigint, channel text, status text, error text, node integer, at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN QUERY
+  SELECT s.id, s.notification_id, s.channel, s.status, s.error, s.node, s.at
+    FROM pgrelay_notifier.status_events s
+   WHERE s.node = p_node AND s.id > p_after AND s.id < p_before
+   ORDER BY s.id
+   LIMIT p_limit;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) OWNER TO postgres;
+
+--
+-- Name: _processor_start(text, text, integer, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._processor_start(p_mode text, p_hostname text, p_pid integer, p_version text) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_id bigint := pgrelay._next_id();
+  v_node int := pgrelay._this_node();
+BEGIN
+  INSERT INTO pgrelay.processors (processor_id, node_id, mode, hostname, pid, version)
+  VALUES (v_id, v_node, p_mode, p_hostname, p_pid, p_version);
+  INSERT INTO pgrelay.nodes (node_id, mode, hostname, version)
+  VALUES (v_node, p_mode, p_hostname, p_version)
+  ON CONFLICT (node_id) DO UPDATE
+    SET last_seen = now(), mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
+        version = EXCLUDED.version, decommissioned_at = NULL;
+  RETURN v_id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._processor_start(p_mode text, p_hostname text, p_pid integer, p_version text) OWNER TO postgres;
+
+--
+-- Name: _processor_stop(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._processor_stop(p_processor bigint) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  n int;
+BEGIN
+  UPDATE pgrelay.queue q SET dispatched_at = NULL, dispatched_by = NULL
+   WHERE q.dispatched_by = p_processor AND q.dispatched_at IS NOT NULL;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  DELETE FROM pgrelay.processors p WHERE p.processor_id = p_processor;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._processor_stop(p_processor bigint) OWNER TO postgres;
+
+--
+-- Name: _publish_horizon(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._publish_horizon() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_oldest timestamptz;
+BEGIN
+  IF NOT pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') THEN
+    RAISE EXCEPTION 'pgrelay: the owner of pgrelay._publish_horizon(), %, cannot see other sessions'' transactions',
+      current_user USING ERRCODE = 'PR040',
+      HINT = pg_catalog.format('GRANT pg_read_all_stats TO %I;', current_user);
+  END IF;
+  SELECT min(COALESCE(a.xact_start, a.backend_start)) INTO v_oldest
+    FROM pg_catalog.pg_stat_activity a
+   WHERE a.backend_xid IS NOT NULL
+     AND a.datname = pg_catalog.current_database()
+     AND a.pid <> pg_catalog.pg_backend_pid();
+  RETURN pgrelay._id_floor(LEAST(pg_catalog.clock_timestamp(), v_oldest) - interval '200 milliseconds');
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._publish_horizon() OWNER TO postgres;
+
+--
+-- Name: _queue_before_insert(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._queue_before_insert() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  ch pgrelay.channels;
+BEGIN
+  IF NEW.origin_id IS NULL THEN
+    PERFORM pgrelay._lock_channel(NEW.channel);
+  END IF;
+  SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = NEW.channel;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay: unknown channel %', pg_catalog.quote_literal(NEW.channel)
+      USING ERRCODE = 'PR001';
+  END IF;
+  NEW.origin_id := COALESCE(NEW.origin_id, NEW.id);
+  -- The pin is always worked out here, never taken from the caller.
+  NEW.run_in_node := CASE WHEN ch.node_restricted THEN pgrelay._this_node() END;
+  NEW.lane := CASE ch.concurrency_mode
+                WHEN 'channel' THEN 0
+                WHEN 'payload' THEN pg_catalog.hashtextextended(NEW.payload, 0)
+              END;
+  NEW.phash := CASE WHEN ch.deduplicate THEN pg_catalog.hashtextextended(NEW.payload, 0) END;
+  IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
+    NEW.expires_at := GREATEST(NEW.enqueued_at, NEW.not_before) + ch.expire_after;
+  END IF;
+  RETURN NEW;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._queue_before_insert() OWNER TO postgres;
+
+--
+-- Name: _queue_keep_payloads(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._queue_keep_payloads() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  INSERT INTO pgrelay.event_payloads (queue_id, payload)
+  SELECT n.id, n.payload
+    FROM new_rows n
+    JOIN pgrelay.channels c ON c.channel = n.channel
+   WHERE c.publish_payload
+  ON CONFLICT (queue_id) DO NOTHING;
+  RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._queue_keep_payloads() OWNER TO postgres;
+
+--
+-- Name: _queue_wake(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._queue_wake() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_first text;
+  v_last text;
+  v_hint text;
+BEGIN
+  SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
+  IF v_first IS NOT NULL THEN
+    IF v_first = v_last THEN
+      SELECT pg_catalog.md5(t.wake_key || v_first) INTO v_hint FROM pgrelay.this_node t;
+    END IF;
+    PERFORM pg_catalog.pg_notify('pgrelay', COALESCE(v_hint, ''));
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._queue_wake() OWNER TO postgres;
+
+--
+-- Name: _queue_wake_replica(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._queue_wake_replica() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM pg_catalog.pg_notify('pgrelay', '');
+  RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._queue_wake_replica() OWNER TO postgres;
+
+--
+-- Name: _ready_direct(text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) RETURNS SETOF text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+BEGIN
+  -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
+  -- otherwise answer the EXISTS with a hash of the whole queue.
+  RETURN QUERY
+  SELECT c.channel FROM pgrelay.channels c
+   CROSS JOIN LATERAL (
+     SELECT 1 FROM pgrelay.queue q
+      WHERE q.channel = c.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+        AND (q.run_in_node = v_node
+             OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+      ORDER BY q.not_before, q.id
+      LIMIT 1) r
+   WHERE c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
+  -- Any ready lane row will do: a hint, checked by the lane batch itself.
+  RETURN QUERY
+  SELECT ''::text FROM pgrelay.queue q
+   WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.not_before <= now()
+     AND (q.run_in_node = v_node
+          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND EXISTS (SELECT FROM pgrelay.channels c
+                  WHERE c.channel = q.channel AND c.kind = 'sql' AND NOT c.paused
+                    AND c.concurrency_mode IN ('channel', 'payload'))
+   LIMIT 1;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) OWNER TO postgres;
+
+--
+-- Name: _record_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._record_node() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_new int := pgrelay._node_setting();
+  v_old int;
+BEGIN
+  SELECT t.node_id INTO v_old FROM pgrelay.this_node t;
+  IF v_old IS DISTINCT FROM v_new THEN
+    INSERT INTO pgrelay.this_node AS t (node_id) VALUES (v_new)
+    ON CONFLICT (singleton) DO UPDATE SET node_id = excluded.node_id, updated_at = now();
+  END IF;
+  RETURN COALESCE(v_old, v_new);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._record_node() OWNER TO postgres;
+
+--
+-- Name: _rescue(bigint, interval, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_dead bigint[];
+  n int;
+  v_emails bigint[];
+  v_whys text[];
+  v_channels text[];
+  v_events bigint[];
+BEGIN
+  WITH dead AS (
+    DELETE FROM pgrelay.processors p
+     WHERE p.node_id = v_node AND p.processor_id <> p_processor
+       AND p.last_seen < now() - p_dead_after
+    RETURNING p.processor_id
+  )
+  SELECT COALESCE(pg_catalog.array_agg(dead.processor_id), '{}') INTO v_dead FROM dead;
+
+  -- The holder is read before the update (RETURNING would see it cleared).
+  -- A row pinned to another node is that node's, whoever holds it: only
+  -- that node (or a decommission) changes it.
+  WITH held AS (
+    SELECT q.id, q.origin_id, q.channel, q.attempt, COALESCE(c.max_attempts, 0) AS max_attempts,
+           CASE WHEN q.dispatched_by = ANY (v_dead)
+                THEN pg_catalog.format('processor %s stopped heartbeating while running attempt %s',
+                                       q.dispatched_by, q.attempt)
+                ELSE pg_catalog.format('claim lease expired: processor %s held attempt %s past the channel timeout plus %s',
+                                       q.dispatched_by, q.attempt, p_lease_grace)
+           END AS why
+      FROM pgrelay.queue q
+      LEFT JOIN pgrelay.channels c ON c.channel = q.channel
+     WHERE q.dispatched_at IS NOT NULL
+       AND (q.run_in_node IS NULL OR q.run_in_node = v_node)
+       AND (q.dispatched_by = ANY (v_dead)
+            OR (q.dispatched_at < now() - COALESCE(c.timeout, interval '0') - p_lease_grace
+                AND (EXISTS (SELECT FROM pgrelay.processors p
+                              WHERE p.processor_id = q.dispatched_by AND p.node_id = v_node)
+                     OR NOT EXISTS (SELECT FROM pgrelay.processors p
+                                     WHERE p.processor_id = q.dispatched_by))))
+     FOR UPDATE OF q SKIP LOCKED
+  ), back AS (
+    UPDATE pgrelay.queue q
+       SET dispatched_at = NULL, dispatched_by = NULL, attempt = q.attempt + 1
+      FROM held
+     WHERE q.id = held.id AND held.attempt < held.max_attempts
+    RETURNING q.id
+  ), gone AS (
+    DELETE FROM pgrelay.queue q
+     USING held
+     WHERE q.id = held.id AND held.attempt >= held.max_attempts
+    RETURNING q.id, q.channel, q.payload
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT held.id, held.origin_id, held.channel, held.attempt,
+           CASE WHEN held.attempt < held.max_attempts THEN 'rescued' ELSE 'gave_up' END,
+           CASE WHEN held.attempt < held.max_attempts THEN held.why
+                ELSE held.why || ' (its last attempt)' END,
+           v_node
+      FROM held
+     WHERE held.id IN (SELECT back.id FROM back UNION ALL SELECT gone.id FROM gone)
+     ORDER BY held.id
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM lg), e.ids, e.whys, e.channels, e.events
+    INTO n, v_emails, v_whys, v_channels, v_events
+    FROM (SELECT pg_catalog.array_agg(gone.payload::bigint ORDER BY gone.id) AS ids,
+                 pg_catalog.array_agg(held.why ORDER BY gone.id) AS whys,
+                 pg_catalog.array_agg(gone.channel ORDER BY gone.id) AS channels,
+                 pg_catalog.array_agg(held.origin_id ORDER BY gone.id) AS events
+            FROM gone
+            JOIN held ON held.id = gone.id
+            JOIN pgrelay.channels c ON c.channel = gone.channel AND c.kind = 'email'
+           WHERE gone.payload ~ '^[0-9]{1,18}$') e;
+  -- Only a notification this event may send: not one another event holds,
+  -- nor another channel's (fail_for_event, the send gate's rule).
+  FOR i IN 1 .. COALESCE(pg_catalog.cardinality(v_emails), 0) LOOP
+    PERFORM pgrelay_notifier.fail_for_event(v_emails[i], v_channels[i], v_events[i],
+      'gave up: ' || v_whys[i] || ' (its last attempt)');
+  END LOOP;
+  RETURN n;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) OWNER TO postgres;
+
+--
+-- Name: _succeed(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF pgrelay._complete(p_processor, ARRAY[p_id], ARRAY[p_claimed_at], ARRAY['succeeded'],
+                       ARRAY[NULL::text]) = 0 THEN
+    RAISE EXCEPTION 'pgrelay: the claim of event % was taken back before it completed', p_id
+      USING ERRCODE = 'PR030';
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._this_node() RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  s text := pg_catalog.current_setting('pg_relay.node_id', true);
+  v_node int;
+BEGIN
+  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
+  IF v_node IS NULL THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
+    RETURN v_node;
+  END IF;
+  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
+     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  RETURN v_node;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
+
+--
+-- Name: _trim_event_payloads(interval, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval DEFAULT NULL::interval) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_floor bigint := pgrelay._id_floor(now() - p_older_than);
+  v_published bigint;
+  n int;
+BEGIN
+  SELECT min(c.last_id) INTO v_published FROM pgrelay.publish_cursors c WHERE c.source = 'log';
+  IF v_published IS NOT NULL THEN
+    v_floor := LEAST(v_floor, GREATEST(v_published + 1,
+      CASE WHEN p_unpublished_max IS NOT NULL THEN pgrelay._id_floor(now() - p_unpublished_max) END));
+  END IF;
+  DELETE FROM pgrelay.event_payloads e
+   WHERE e.queue_id IN (SELECT x.queue_id FROM pgrelay.event_payloads x
+                         WHERE x.queue_id < v_floor
+                           AND NOT EXISTS (SELECT FROM pgrelay.queue q WHERE q.id = x.queue_id)
+                         ORDER BY x.queue_id LIMIT p_batch);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) OWNER TO postgres;
+
+--
+-- Name: _trim_log(interval, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._trim_log(p_older_than interval, p_batch integer, p_unpublished_max interval DEFAULT NULL::interval) RETURNS TABLE(deleted integer, dropped integer, dropped_first bigint, dropped_last bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_floor bigint := pgrelay._id_floor(now() - p_older_than);
+  v_cap bigint;
+  v_node int;
+  v_cur bigint;
+  v_upto bigint;
+  v_left int := p_batch;
+  n int;
+  r record;
+BEGIN
+  deleted := 0;
+  dropped := 0;
+  IF p_unpublished_max IS NOT NULL THEN
+    v_cap := LEAST(v_floor, pgrelay._id_floor(now() - p_unpublished_max));
+  END IF;
+  -- The nodes that wrote log rows: a loose scan of the (node, id) index.
+  FOR v_node IN
+    WITH RECURSIVE ns AS (
+      SELECT (SELECT min(l.node) FROM pgrelay.log l) AS node
+      UNION ALL
+      SELECT (SELECT min(l.node) FROM pgrelay.log l WHERE l.node > ns.node) FROM ns WHERE ns.node IS NOT NULL
+    )
+    SELECT ns.node FROM ns WHERE ns.node IS NOT NULL
+  LOOP
+    EXIT WHEN v_left <= 0;
+    v_cur := NULL;
+    SELECT c.last_id INTO v_cur FROM pgrelay.publish_cursors c WHERE c.node_id = v_node AND c.source = 'log';
+    -- Published (or no publisher) and past the retention: one index range,
+    -- so that rows held back are not read again at every call.
+    -- (The row comparisons keep the generic plan on log_node_id: with
+    -- x.node = v_node the planner may walk the primary key instead, through
+    -- every other node's rows; TestExplainTrimLogUsesNodeIndex.)
+    v_upto := CASE WHEN v_cur IS NULL THEN v_floor ELSE LEAST(v_floor, v_cur + 1) END;
+    DELETE FROM pgrelay.log l
+     WHERE l.id = ANY (ARRAY(SELECT x.id FROM pgrelay.log x
+                              WHERE (x.node, x.id) >= (v_node, 0::bigint) AND (x.node, x.id) < (v_node, v_upto)
+                              ORDER BY x.node, x.id LIMIT v_left));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    deleted := deleted + n;
+    v_left := v_left - n;
+    -- Unpublished and past the cap.
+    IF v_cur IS NOT NULL AND v_cap IS NOT NULL AND v_left > 0 THEN
+      WITH x AS (
+        DELETE FROM pgrelay.log l
+         WHERE l.id = ANY (ARRAY(SELECT x.id FROM pgrelay.log x
+                                  WHERE (x.node, x.id) > (v_node, v_cur) AND (x.node, x.id) < (v_node, v_cap)
+                                  ORDER BY x.node, x.id LIMIT v_left))
+        RETURNING l.id, l.at
+      )
+      SELECT count(*)::int AS rows, min(x.id) AS first_id, max(x.id) AS last_id, min(x.at) AS first_at,
+             max(x.at) AS last_at
+        INTO r FROM x;
+      IF r.rows > 0 THEN
+        INSERT INTO pgrelay.log_dropped (node, rows, first_id, last_id, first_at, last_at)
+        VALUES (v_node, r.rows, r.first_id, r.last_id, r.first_at, r.last_at);
+        deleted := deleted + r.rows;
+        dropped := dropped + r.rows;
+        v_left := v_left - r.rows;
+        dropped_first := LEAST(dropped_first, r.first_id);
+        dropped_last := GREATEST(dropped_last, r.last_id);
+      END IF;
+    END IF;
+  END LOOP;
+  RETURN NEXT;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._trim_log(p_older_than interval, p_batch integer, p_unpublished_max interval) OWNER TO postgres;
+
+--
+-- Name: decommission(integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval DEFAULT '00:01:00'::interval) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_seen timestamptz;
+  v_adopter int;
+  v_procs bigint[];
+  v_why text := pg_catalog.format('node %s was decommissioned', p_node);
+  v_emails bigint[];
+  v_errors text[];
+  n bigint;
+  v_channels text[];
+  v_events bigint[];
+BEGIN
+  IF p_node IS NULL OR p_node < 0 OR p_node > 1023 THEN
+    RAISE EXCEPTION 'pgrelay.decommission: node id % is outside 0..1023', p_node USING ERRCODE = 'PR020';
+  END IF;
+  IF p_dead_after IS NULL OR p_dead_after <= interval '0' THEN
+    RAISE EXCEPTION 'pgrelay.decommission: p_dead_after must be positive, got %',
+      COALESCE(p_dead_after::text, 'NULL') USING ERRCODE = 'PR023',
+      HINT = 'It is how long the node must have been silent; with zero or less a live node would count as dead.';
+  END IF;
+  SELECT x.last_seen INTO v_seen FROM pgrelay.nodes x
+   WHERE x.node_id = p_node AND x.decommissioned_at IS NULL;
+  IF v_seen >= now() - p_dead_after THEN
+    RAISE EXCEPTION 'pgrelay.decommission: node % heartbeated % ago; stop its Processors first',
+      p_node, now() - v_seen USING ERRCODE = 'PR022',
+      HINT = 'A node is decommissioned only once it has been silent for p_dead_after.';
+  END IF;
+  WITH d AS (
+    DELETE FROM pgrelay.queue q
+     WHERE q.run_in_node = p_node
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload,
+              pg_catalog.format('%s: a row pinned to it can never run%s', v_why,
+                                CASE WHEN q.dispatched_at IS NOT NULL
+                                     THEN pg_catalog.format(' (its processor %s held attempt %s)',
+                                                            q.dispatched_by, q.attempt)
+                                     ELSE '' END) AS why
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
+    SELECT d.id, d.origin_id, d.channel, d.attempt, 'gave_up', d.why
+      FROM d ORDER BY d.id
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM lg), e.ids, e.errors, e.channels, e.events
+    INTO n, v_emails, v_errors, v_channels, v_events
+    FROM (SELECT pg_catalog.array_agg(d.payload::bigint ORDER BY d.id) AS ids,
+                 pg_catalog.array_agg(d.why ORDER BY d.id) AS errors,
+                 pg_catalog.array_agg(d.channel ORDER BY d.id) AS channels,
+                 pg_catalog.array_agg(d.origin_id ORDER BY d.id) AS events
+            FROM d
+            JOIN pgrelay.channels c ON c.channel = d.channel AND c.kind = 'email'
+           WHERE d.payload ~ '^[0-9]{1,18}$') e;
+  -- A discarded email event never reaches the email handler: its
+  -- notification ends 'failed' here, if this event may send it (not one
+  -- another event holds or sent, nor another channel's: fail_for_event).
+  FOR i IN 1 .. COALESCE(pg_catalog.cardinality(v_emails), 0) LOOP
+    PERFORM pgrelay_notifier.fail_for_event(v_emails[i], v_channels[i], v_events[i], 'gave up: ' || v_errors[i]);
+  END LOOP;
+
+  SELECT min(x.node_id) INTO v_adopter FROM pgrelay.nodes x
+   WHERE x.node_id >= 0 AND x.node_id <> p_node AND x.last_seen >= now() - p_dead_after
+     AND x.mode <> 'single' AND x.decommissioned_at IS NULL;
+  IF v_adopter IS NOT NULL THEN
+    SELECT COALESCE(pg_catalog.array_agg(p.processor_id), '{}') INTO v_procs
+      FROM pgrelay.processors p WHERE p.node_id = p_node;
+    PERFORM pgrelay._adopt_rows(p_node, v_adopter, v_procs, v_why);
+  END IF;
+  DELETE FROM pgrelay.processors p WHERE p.node_id = p_node;
+  -- The tombstone. A node that never heartbeated gets one too: rows
+  -- enqueued there are adopted all the same.
+  INSERT INTO pgrelay.nodes AS x (node_id, mode, decommissioned_at, adopted_at)
+  VALUES (p_node, 'decommissioned', now(), CASE WHEN v_adopter IS NOT NULL THEN now() END)
+  ON CONFLICT (node_id) DO UPDATE
+    SET decommissioned_at = now(),
+        adopted_at = CASE WHEN v_adopter IS NOT NULL THEN now() ELSE x.adopted_at END;
+  RETURN n;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval) OWNER TO postgres;
+
+--
+-- Name: nodes_overview(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.nodes_overview(p_dead_after interval DEFAULT '00:00:10'::interval) RETURNS TABLE(node_id integer, mode text, last_seen timestamp with time zone, alive boolean, leader boolean, processors bigint, pending bigint, pinned bigint, hostname text, version text, decommissioned_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  WITH l AS (SELECT x.leader_node, x.lease_until FROM pgrelay.nodes x WHERE x.node_id = -1),
+  q AS (
+    SELECT COALESCE(q.run_in_node, q.owner_node) AS node,
+           count(*) FILTER (WHERE q.run_in_node IS NULL) AS pending,
+           count(*) FILTER (WHERE q.run_in_node IS NOT NULL) AS pinned
+      FROM pgrelay.queue q WHERE q.dispatched_at IS NULL
+     GROUP BY 1
+  )
+  SELECT n.node_id, n.mode, n.last_seen,
+         n.last_seen >= now() - p_dead_after AND n.decommissioned_at IS NULL,
+         COALESCE((SELECT l.leader_node = n.node_id AND l.lease_until > now() FROM l), false),
+         (SELECT count(*) FROM pgrelay.processors p WHERE p.node_id = n.node_id),
+         COALESCE(q.pending, 0), COALESCE(q.pinned, 0), n.hostname, n.version, n.decommissioned_at
+    FROM pgrelay.nodes n LEFT JOIN q ON q.node = n.node_id
+   WHERE n.node_id >= 0
+   ORDER BY n.node_id
+$$;
+
+
+ALTER FUNCTION pgrelay.nodes_overview(p_dead_after interval) OWNER TO postgres;
+
+--
+-- Name: notify(text, text, timestamp with time zone, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  ch pgrelay.channels := pgrelay._check_notify(p_channel);
+  v_id bigint;
+  v_due timestamptz;
+BEGIN
+  PERFORM pgrelay._check_payload(p_channel, p_payload);
+  IF p_not_before IS NOT NULL OR p_delay IS NOT NULL THEN
+    v_due := pgrelay._due(p_not_before, p_delay);
+  END IF;
+  IF ch.deduplicate THEN
+    RETURN pgrelay._enqueue_dedup(ch, p_payload, v_due);
+  END IF;
+  v_id := pgrelay._next_id();
+  -- The columns _queue_before_insert derives, as it derives them (phash is
+  -- NULL: the channel does not deduplicate).
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
+  VALUES (v_id, v_id, p_channel, p_payload,
+          CASE WHEN ch.node_restricted THEN pgrelay._this_node() END,
+          CASE ch.concurrency_mode
+            WHEN 'channel' THEN 0
+            WHEN 'payload' THEN pg_catalog.hashtextextended(p_payload, 0)
+          END,
+          COALESCE(v_due, now()),
+          COALESCE(v_due, now()) + ch.expire_after);
+  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
+    ON CONFLICT (queue_id) DO NOTHING;
+  END IF;
+  RETURN v_id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) OWNER TO postgres;
+
+--
+-- Name: notify_many(text, text[], timestamp with time zone, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  ch pgrelay.channels := pgrelay._check_notify(p_channel);
+  p text;
+  v_ids bigint[];
+  v_node int;
+  v_due timestamptz;
+BEGIN
+  IF p_payloads IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.notify_many: payloads must not be NULL' USING ERRCODE = 'PR005';
+  END IF;
+  FOREACH p IN ARRAY p_payloads LOOP
+    PERFORM pgrelay._check_payload(p_channel, p);
+  END LOOP;
+  IF p_not_before IS NOT NULL OR p_delay IS NOT NULL THEN
+    v_due := pgrelay._due(p_not_before, p_delay);
+  END IF;
+  IF ch.deduplicate THEN
+    FOREACH p IN ARRAY p_payloads LOOP
+      RETURN NEXT pgrelay._enqueue_dedup(ch, p, v_due);
+    END LOOP;
+    RETURN;
+  END IF;
+  v_ids := pgrelay._next_ids(COALESCE(pg_catalog.cardinality(p_payloads), 0));
+  IF ch.node_restricted THEN
+    v_node := pgrelay._this_node();
+  END IF;
+  v_due := COALESCE(v_due, now());
+  RETURN QUERY
+  WITH ins AS (
+    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
+    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_node,
+           CASE ch.concurrency_mode
+             WHEN 'channel' THEN 0
+             WHEN 'payload' THEN pg_catalog.hashtextextended(u.payload, 0)
+           END,
+           v_due, v_due + ch.expire_after
+      FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
+     ORDER BY u.n
+    RETURNING id
+  )
+  SELECT ins.id FROM ins ORDER BY ins.id;
+  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload)
+    SELECT v_ids[u.n], u.payload FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
+    ON CONFLICT (queue_id) DO NOTHING;
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval) OWNER TO postgres;
+
+--
+-- Name: publish_backlog(integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.publish_backlog(p_cap integer DEFAULT 100000) RETURNS TABLE(node_id integer, source text, last_id bigint, backlog bigint, updated_at timestamp with time zone, oldest_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  c pgrelay.publish_cursors;
+BEGIN
+  FOR c IN SELECT * FROM pgrelay.publish_cursors x ORDER BY x.node_id, x.source LOOP
+    node_id := c.node_id;
+    source := c.source;
+    last_id := c.last_id;
+    updated_at := c.updated_at;
+    oldest_at := NULL;
+    IF c.source = 'log' THEN
+      SELECT count(*) INTO backlog
+        FROM (SELECT FROM pgrelay.log l WHERE l.node = c.node_id AND l.id > c.last_id
+               LIMIT p_cap + 1) x;
+      SELECT l.at INTO oldest_at FROM pgrelay.log l
+       WHERE l.node = c.node_id AND l.id > c.last_id ORDER BY l.node, l.id LIMIT 1;
+    ELSIF pg_catalog.to_regclass('pgrelay_notifier.status_events') IS NOT NULL THEN
+      EXECUTE 'SELECT count(*) FROM (SELECT FROM pgrelay_notifier.status_events s
+                WHERE s.node = $1 AND s.id > $2 LIMIT $3) x'
+        INTO backlog USING c.node_id, c.last_id, p_cap + 1;
+      EXECUTE 'SELECT s.at FROM pgrelay_notifier.status_events s
+                WHERE s.node = $1 AND s.id > $2 ORDER BY s.node, s.id LIMIT 1'
+        INTO oldest_at USING c.node_id, c.last_id;
+    ELSE
+      backlog := 0;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay.publish_backlog(p_cap integer) OWNER TO postgres;
+
+--
+-- Name: queue_stats(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.queue_stats() RETURNS TABLE(channel text, pending bigint, pending_restricted bigint, in_flight bigint, retrying bigint, oldest_pending timestamp with time zone, kind text, concurrency_mode text, paused boolean, pending_estimated boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  c pgrelay.channels;
+  v_inflight jsonb;
+  v_n bigint;
+  v_retry bigint;
+  v_oldest timestamptz;
+  v_plan json;
+  v_est bigint;
+BEGIN
+  SELECT COALESCE(pg_catalog.jsonb_object_agg(f.channel, f.n), '{}')
+    INTO v_inflight
+    FROM (SELECT q.channel, count(*) AS n FROM pgrelay.queue q
+           WHERE q.dispatched_at IS NOT NULL GROUP BY q.channel) f;
+  FOR c IN SELECT * FROM pgrelay.channels x ORDER BY x.channel LOOP
+    SELECT count(*), count(*) FILTER (WHERE s.attempt > 1), min(s.enqueued_at)
+      INTO v_n, v_retry, v_oldest
+      FROM (SELECT q.attempt, q.enqueued_at FROM pgrelay.queue q
+             WHERE q.channel = c.channel AND q.dispatched_at IS NULL
+             ORDER BY q.not_before LIMIT 100001) s;
+    channel := c.channel;
+    kind := c.kind;
+    concurrency_mode := c.concurrency_mode;
+    paused := c.paused;
+    oldest_pending := v_oldest;
+    in_flight := COALESCE((v_inflight ->> c.channel)::bigint, 0);
+    pending_estimated := v_n > 100000;
+    IF pending_estimated THEN
+      EXECUTE pg_catalog.format('EXPLAIN (FORMAT JSON) SELECT 1 FROM pgrelay.queue q '
+                                'WHERE q.channel = %L AND q.dispatched_at IS NULL', c.channel)
+        INTO v_plan;
+      v_est := GREATEST(v_n, ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::numeric)::bigint);
+      retrying := (v_retry::numeric * v_est / v_n)::bigint;
+      pending := v_est;
+    ELSE
+      pending := v_n;
+      retrying := v_retry;
+    END IF;
+    pending_restricted := CASE WHEN c.node_restricted THEN pending ELSE 0 END;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.queue_stats() OWNER TO postgres;
+
+--
+-- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  c pgrelay.channels;
+  old pgrelay.channels;
+  v_diff text[] := '{}';
+BEGIN
+  c.channel := p_channel;
+  c.handler := p_handler;
+  c.kind := p_kind;
+  c.concurrency_mode := p_concurrency_mode;
+  c.deduplicate := COALESCE(p_deduplicate, false);
+  c.node_restricted := COALESCE(p_node_restricted, false);
+  c.max_attempts := p_max_attempts;
+  c.retry_delay := p_retry_delay;
+  c.expire_after := p_expire_after;
+  c.timeout := p_timeout;
+  c.publish_payload := COALESCE(p_publish_payload, false);
+  c.publish_errors := p_publish_errors;
+  PERFORM pgrelay._check_channel(c);
+  LOOP
+    INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
+                                  node_restricted, max_attempts, retry_delay, expire_after, timeout,
+                                  publish_payload, publish_errors)
+    VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
+            c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout,
+            c.publish_payload, c.publish_errors)
+    ON CONFLICT (channel) DO NOTHING;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+    SELECT * INTO old FROM pgrelay.channels x WHERE x.channel = p_channel;
+    EXIT WHEN FOUND;
+    -- Unregistered between the two statements: insert again.
+  END LOOP;
+  IF old.handler IS DISTINCT FROM c.handler THEN
+    v_diff := v_diff || pg_catalog.format('handler (%s registered, %s given)',
+      pg_catalog.quote_literal(old.handler), pg_catalog.quote_literal(c.handler));
+  END IF;
+  IF old.kind IS DISTINCT FROM c.kind THEN
+    v_diff := v_diff || pg_catalog.format('kind (%s registered, %s given)', old.kind, c.kind);
+  END IF;
+  IF old.concurrency_mode IS DISTINCT FROM c.concurrency_mode THEN
+    v_diff := v_diff || pg_catalog.format('concurrency_mode (%s registered, %s given)',
+      old.concurrency_mode, c.concurrency_mode);
+  END IF;
+  IF old.deduplicate IS DISTINCT FROM c.deduplicate THEN
+    v_diff := v_diff || pg_catalog.format('deduplicate (%s registered, %s given)', old.deduplicate, c.deduplicate);
+  END IF;
+  IF old.node_restricted IS DISTINCT FROM c.node_restricted THEN
+    v_diff := v_diff || pg_catalog.format('node_restricted (%s registered, %s given)',
+      old.node_restricted, c.node_restricted);
+  END IF;
+  IF old.max_attempts IS DISTINCT FROM c.max_attempts THEN
+    v_diff := v_diff || pg_catalog.format('max_attempts (%s registered, %s given)', old.max_attempts, c.max_attempts);
+  END IF;
+  IF old.retry_delay IS DISTINCT FROM c.retry_delay THEN
+    v_diff := v_diff || pg_catalog.format('retry_delay (%s registered, %s given)', old.retry_delay, c.retry_delay);
+  END IF;
+  IF old.expire_after IS DISTINCT FROM c.expire_after THEN
+    v_diff := v_diff || pg_catalog.format('expire_after (%s registered, %s given)',
+      COALESCE(old.expire_after::text, 'NULL'), COALESCE(c.expire_after::text, 'NULL'));
+  END IF;
+  IF old.timeout IS DISTINCT FROM c.timeout THEN
+    v_diff := v_diff || pg_catalog.format('timeout (%s registered, %s given)', old.timeout, c.timeout);
+  END IF;
+  IF old.publish_payload IS DISTINCT FROM c.publish_payload THEN
+    v_diff := v_diff || pg_catalog.format('publish_payload (%s registered, %s given)',
+      old.publish_payload, c.publish_payload);
+  END IF;
+  IF old.publish_errors IS DISTINCT FROM c.publish_errors THEN
+    v_diff := v_diff || pg_catalog.format('publish_errors (%s registered, %s given)',
+      old.publish_errors, c.publish_errors);
+  END IF;
+  IF pg_catalog.cardinality(v_diff) > 0 THEN
+    RAISE EXCEPTION 'pgrelay: channel % already exists with a different definition: %',
+      pg_catalog.quote_literal(p_channel), pg_catalog.array_to_string(v_diff, ', ')
+      USING ERRCODE = 'PR003',
+            HINT = 'Use pgrelay.update() to change it; registering an identical definition again is a no-op.';
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) OWNER TO postgres;
+
+--
+-- Name: status(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.status(p_id bigint) RETURNS text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v text;
+BEGIN
+  SELECT CASE WHEN q.dispatched_at IS NOT NULL THEN 'in_flight'
+              WHEN q.attempt > 1 THEN 'retrying'
+              ELSE 'pending' END
+    INTO v
+    FROM pgrelay.queue q
+   WHERE (q.id = p_id AND q.origin_id = p_id)
+      OR (q.origin_id = p_id AND q.retry_of IS NOT NULL)
+   ORDER BY q.attempt DESC
+   LIMIT 1;
+  IF FOUND THEN
+    RETURN v;
+  END IF;
+  SELECT l.event INTO v
+    FROM pgrelay.log l
+   WHERE l.origin_id = p_id AND l.event IN ('succeeded', 'gave_up', 'expired', 'deduplicated')
+   ORDER BY l.id DESC
+   LIMIT 1;
+  RETURN v;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.status(p_id bigint) OWNER TO postgres;
+
+--
+-- Name: unregister(text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.unregister(p_channel text, p_force boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  n bigint;
+BEGIN
+  PERFORM pgrelay._lock_channel_exclusive(p_channel);
+  PERFORM FROM pgrelay.channels x WHERE x.channel = p_channel;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay: unknown channel %', COALESCE(pg_catalog.quote_literal(p_channel), 'NULL')
+      USING ERRCODE = 'PR001';
+  END IF;
+  SELECT count(*) INTO n FROM pgrelay.queue q WHERE q.channel = p_channel;
+  IF n > 0 AND NOT COALESCE(p_force, false) THEN
+    RAISE EXCEPTION 'pgrelay: channel % still has % pending or in-flight events', p_channel, n
+      USING ERRCODE = 'PR004', HINT = 'Wait for them, or pass p_force := true to discard them.';
+  END IF;
+  -- A completion that holds a row of the channel makes the DELETE wait, and
+  -- the retry row it commits is not in the DELETE's snapshot: delete again
+  -- until a new snapshot sees no row. (Producers are held off by the lock;
+  -- a retry only comes from a row that was visible, so this ends.)
+  LOOP
+    DELETE FROM pgrelay.queue q WHERE q.channel = p_channel;
+    EXIT WHEN NOT EXISTS (SELECT FROM pgrelay.queue q WHERE q.channel = p_channel);
+  END LOOP;
+  DELETE FROM pgrelay.channels x WHERE x.channel = p_channel;
+  DELETE FROM pgrelay.channel_locks l WHERE l.channel = p_channel;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.unregister(p_channel text, p_force boolean) OWNER TO postgres;
+
+--
+-- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  old pgrelay.channels;
+  c pgrelay.channels;
+BEGIN
+  PERFORM pgrelay._lock_channel_exclusive(p_channel);
+  SELECT * INTO old FROM pgrelay.channels x WHERE x.channel = p_channel FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay: unknown channel %', COALESCE(pg_catalog.quote_literal(p_channel), 'NULL')
+      USING ERRCODE = 'PR001';
+  END IF;
+  c := old;
+  c.handler := COALESCE(p_handler, old.handler);
+  c.kind := COALESCE(p_kind, old.kind);
+  c.concurrency_mode := COALESCE(p_concurrency_mode, old.concurrency_mode);
+  c.deduplicate := COALESCE(p_deduplicate, old.deduplicate);
+  c.node_restricted := COALESCE(p_node_restricted, old.node_restricted);
+  c.max_attempts := COALESCE(p_max_attempts, old.max_attempts);
+  c.retry_delay := COALESCE(p_retry_delay, old.retry_delay);
+  c.expire_after := CASE WHEN p_expire_after IS NULL THEN old.expire_after
+                         WHEN p_expire_after = interval '0' THEN NULL
+                         ELSE p_expire_after END;
+  c.timeout := COALESCE(p_timeout, old.timeout);
+  c.paused := COALESCE(p_paused, old.paused);
+  c.publish_payload := COALESCE(p_publish_payload, old.publish_payload);
+  c.publish_errors := COALESCE(p_publish_errors, old.publish_errors);
+  -- The handler is re-checked only when it or the kind changes: pausing a
+  -- channel whose handler's function was dropped must still work.
+  PERFORM pgrelay._check_channel(c, c.handler IS DISTINCT FROM old.handler OR c.kind IS DISTINCT FROM old.kind);
+  UPDATE pgrelay.channels x
+     SET handler = c.handler, kind = c.kind, concurrency_mode = c.concurrency_mode,
+         deduplicate = c.deduplicate, node_restricted = c.node_restricted,
+         max_attempts = c.max_attempts, retry_delay = c.retry_delay,
+         expire_after = c.expire_after, timeout = c.timeout, paused = c.paused,
+         publish_payload = c.publish_payload, publish_errors = c.publish_errors, updated_at = now()
+   WHERE x.channel = p_channel;
+  -- Rows not yet dispatched follow the new settings.
+  --
+  -- Rows in flight keep their claim, but take the new lane too: a channel
+  -- made serialised must count what is already running as its lane's
+  -- in-flight row, or the next claim starts a second one beside it. They are
+  -- updated whenever a derived setting changes, so that each is locked until
+  -- this transaction ends: a completion that comes meanwhile waits, and its
+  -- retry row is then derived from the new settings.
+  --
+  -- A completion that already held a row makes these statements wait, and
+  -- the retry row it commits is not in their snapshot: re-derive until a new
+  -- snapshot sees no row with the old values. (Producers are held off by the
+  -- channel lock; a retry only comes from a row that was visible.)
+  IF c.concurrency_mode IS DISTINCT FROM old.concurrency_mode
+     OR c.deduplicate IS DISTINCT FROM old.deduplicate
+     OR c.node_restricted IS DISTINCT FROM old.node_restricted THEN
+    LOOP
+      UPDATE pgrelay.queue q
+         SET lane = CASE c.concurrency_mode
+                      WHEN 'channel' THEN 0
+                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
+                    END,
+             phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
+             run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
+       WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
+      UPDATE pgrelay.queue q
+         SET lane = CASE c.concurrency_mode
+                      WHEN 'channel' THEN 0
+                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
+                    END
+       WHERE q.channel = p_channel AND q.dispatched_at IS NOT NULL;
+      EXIT WHEN NOT EXISTS (
+        SELECT FROM pgrelay.queue q
+         WHERE q.channel = p_channel
+           AND (q.lane IS DISTINCT FROM CASE c.concurrency_mode
+                                          WHEN 'channel' THEN 0
+                                          WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
+                                        END
+                OR (q.dispatched_at IS NULL
+                    AND (q.phash IS DISTINCT FROM CASE WHEN c.deduplicate
+                                                       THEN pg_catalog.hashtextextended(q.payload, 0) END
+                         OR (q.run_in_node IS NULL) = c.node_restricted))));
+    END LOOP;
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) OWNER TO postgres;
+
+--
+-- Name: _caller(); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier._caller() RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN SESSION_USER::text
+              ELSE pg_catalog.current_setting('role') END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier._caller() OWNER TO pgrelay_notifier;
+
+--
+-- Name: _check_address(text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier._check_address(p_field text, p_addr text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  -- RFC 5322 3.2.3 atext, 3.2.4 quoted-string (qtext / quoted-pair, spaces
+  -- allowed).
+  atext  constant text := '[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]';
+  quoted constant text := '"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"';
+  -- IP addresses as Go's netip.ParseAddr reads them (RFC 3986's IPv6address
+  -- grammar; IPv4 octets without leading zeros).
+  h16    constant text := '[0-9A-Fa-f]{1,4}';
+  dec    constant text := '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])';
+  v_ipv4 text := dec || '(?:\.' || dec || '){3}';
+  v_ls32 text := '(?:' || h16 || ':' || h16 || '|' || v_ipv4 || ')';
+  v_ipv6 text := '(?:(?:' || h16 || ':){6}' || v_ls32
+    || '|::(?:' || h16 || ':){5}' || v_ls32
+    || '|(?:' || h16 || ')?::(?:' || h16 || ':){4}' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,1}' || h16 || ')?::(?:' || h16 || ':){3}' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,2}' || h16 || ')?::(?:' || h16 || ':){2}' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,3}' || h16 || ')?::' || h16 || ':' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,4}' || h16 || ')?::' || v_ls32
+    || '|(?:(?:' || h16 || ':){0,5}' || h16 || ')?::' || h16
+    || '|(?:(?:' || h16 || ':){0,6}' || h16 || ')?::)';
+  v_local  text := '(?:' || atext || '+(?:\.' || atext || '+)*|' || quoted || ')';
+  v_domain text := '(?:' || atext || '+(?:\.' || atext || '+)*|\[(?:' || v_ipv4 || '|' || v_ipv6 || ')\])';
+  -- A display name: words (atoms, which may contain '.' as RFC 5322's
+  -- obs-phrase allows, or quoted strings) separated by blanks.
+  v_word   text := '(?:(?:' || atext || '|[.]|[^\x01-\x7f])+|' || quoted || ')';
+  v_addr   text;
+  v_name   text;
+  m        text[];
+BEGIN
+  IF p_addr IS NULL THEN
+    RAISE EXCEPTION 'pgrelay_notifier: % address is NULL', p_field USING ERRCODE = 'PR102';
+  END IF;
+  m := pg_catalog.regexp_match(p_addr,
+         '^[ \t]*(?:' || v_word || '(?:[ \t]+' || v_word || ')*[ \t]*)?<(' || v_local || '@' || v_domain || ')>[ \t]*$');
+  IF m IS NOT NULL THEN
+    v_addr := m[1];
+  ELSIF p_addr ~ ('^' || v_local || '@' || v_domain || '$') THEN
+    v_addr := p_addr;
+  ELSE
+    RAISE EXCEPTION 'pgrelay_notifier: % address % is not a valid RFC 5322 address', p_field,
+      pg_catalog.quote_literal(p_addr) USING ERRCODE = 'PR102',
+      HINT = 'Write local@domain or "Display Name <local@domain>"; a domain literal must be an IP address, e.g. [192.0.2.1].';
+  END IF;
+  IF pg_catalog.octet_length(v_addr) > 254
+     OR pg_catalog.octet_length(pg_catalog.substr(v_addr, 1,
+          pg_catalog.length(v_addr) - pg_catalog.strpos(pg_catalog.reverse(v_addr), '@'))) > 64 THEN
+    RAISE EXCEPTION 'pgrelay_notifier: % address % is too long (RFC 5321: at most 64 octets before the "@", 254 in all)',
+      p_field, pg_catalog.quote_literal(p_addr) USING ERRCODE = 'PR102';
+  END IF;
+  IF m IS NOT NULL THEN
+    -- The display name: what precedes "<addr-spec>" (and the blanks after it).
+    v_name := pg_catalog.rtrim(p_addr, E' \t');
+    v_name := pg_catalog.btrim(pg_catalog.substr(v_name, 1,
+                pg_catalog.length(v_name) - pg_catalog.length(v_addr) - 2), E' \t');
+    IF pg_catalog.octet_length(v_name) > 256 THEN
+      RAISE EXCEPTION 'pgrelay_notifier: the display name of % address <%> is % bytes, over the limit of 256',
+        p_field, v_addr, pg_catalog.octet_length(v_name) USING ERRCODE = 'PR102';
+    END IF;
+  END IF;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay_notifier._check_address(p_field text, p_addr text) OWNER TO pgrelay_notifier;
+
+--
+-- Name: _check_addresses(text, text[]); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier._check_addresses(p_field text, p_addrs text[]) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  a text;
+BEGIN
+  FOREACH a IN ARRAY COALESCE(p_addrs, '{}') LOOP
+    PERFORM pgrelay_notifier._check_address(p_field, a);
+  END LOOP;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier._check_addresses(p_field text, p_addrs text[]) OWNER TO pgrelay_notifier;
+
+--
+-- Name: _check_headers(jsonb); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier._check_headers(p_headers jsonb) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  k text;
+  v jsonb;
+  v_n int := 0;
+  v_bytes bigint := 0;
+BEGIN
+  IF p_headers IS NULL THEN
+    RETURN;
+  END IF;
+  IF pg_catalog.jsonb_typeof(p_headers) <> 'object' THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: headers must be a JSON object, got %',
+      pg_catalog.jsonb_typeof(p_headers) USING ERRCODE = 'PR105';
+  END IF;
+  FOR k, v IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(p_headers) e LOOP
+    IF k !~ '^[\x21-\x39\x3b-\x7e]{1,76}$' THEN
+      RAISE EXCEPTION 'pgrelay_notifier.send: header name % is invalid (1 to 76 printable ASCII characters, no ":")',
+        pg_catalog.quote_literal(k) USING ERRCODE = 'PR105';
+    END IF;
+    IF pg_catalog.lower(k) IN ('from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id',
+                               'mime-version', 'content-type', 'content-transfer-encoding',
+                               'sender', 'return-path') THEN
+      RAISE EXCEPTION 'pgrelay_notifier.send: header % is set by the notifier and cannot be given in p_headers',
+        pg_catalog.quote_literal(k) USING ERRCODE = 'PR105';
+    END IF;
+    IF pg_catalog.jsonb_typeof(v) <> 'string' THEN
+      RAISE EXCEPTION 'pgrelay_notifier.send: header % must have a string value, got %',
+        pg_catalog.quote_literal(k), pg_catalog.jsonb_typeof(v) USING ERRCODE = 'PR105';
+    END IF;
+    IF (v #>> '{}') ~ '[\r\n]' OR pg_catalog.octet_length(v #>> '{}') > 900 THEN
+      RAISE EXCEPTION 'pgrelay_notifier.send: the value of header % contains CR or LF or is over 900 bytes',
+        pg_catalog.quote_literal(k) USING ERRCODE = 'PR105';
+    END IF;
+    v_n := v_n + 1;
+    v_bytes := v_bytes + pg_catalog.octet_length(k) + pg_catalog.octet_length(v #>> '{}');
+  END LOOP;
+  IF v_n > 50 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: % custom headers, over the limit of 50', v_n
+      USING ERRCODE = 'PR105';
+  END IF;
+  IF v_bytes > 16384 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the custom headers are % bytes (names and values), over the limit of 16384',
+      v_bytes USING ERRCODE = 'PR105';
+  END IF;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay_notifier._check_headers(p_headers jsonb) OWNER TO pgrelay_notifier;
+
+--
+-- Name: _event(bigint, text, text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier._event(p_notification_id bigint, p_channel text, p_status text, p_error text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  INSERT INTO pgrelay_notifier.status_events (notification_id, channel, status, error)
+  VALUES (p_notification_id, p_channel, p_status, p_error)
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier._event(p_notification_id bigint, p_channel text, p_status text, p_error text) OWNER TO pgrelay_notifier;
+
+--
+-- Name: _may_see(text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier._may_see(p_sent_by text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT pg_catalog.pg_has_role(pgrelay_notifier._caller()::name, 'pgrelay_admin', 'MEMBER')
+      OR EXISTS (SELECT FROM pg_catalog.pg_roles r
+                  WHERE r.rolname = p_sent_by
+                    AND pg_catalog.pg_has_role(pgrelay_notifier._caller()::name, r.oid, 'MEMBER'))
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier._may_see(p_sent_by text) OWNER TO pgrelay_notifier;
+
+--
+-- Name: cancel(bigint); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_channel text;
+BEGIN
+  UPDATE pgrelay_notifier.notifications n
+     SET status = 'cancelled', updated_at = clock_timestamp()
+   WHERE n.notification_id = p_notification_id AND n.status = 'queued'
+     AND pgrelay_notifier._may_see(n.sent_by)
+  RETURNING n.channel INTO v_channel;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgrelay_notifier._event(p_notification_id, v_channel, 'cancelled', NULL);
+  RETURN true;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) OWNER TO pgrelay_notifier;
+
+--
+-- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM pgrelay_notifier._check_address('from', p_from);
+  PERFORM pgrelay.register(
+    p_channel := p_channel,
+    p_handler := pg_catalog.btrim(p_from),
+    p_kind := 'email',
+    p_concurrency_mode := p_concurrency_mode,
+    p_deduplicate := p_deduplicate,
+    p_node_restricted := p_node_restricted,
+    p_max_attempts := p_max_attempts,
+    p_retry_delay := p_retry_delay,
+    p_expire_after := p_expire_after,
+    p_timeout := p_timeout,
+    p_publish_payload := p_publish_payload,
+    p_publish_errors := p_publish_errors);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) OWNER TO pgrelay_notifier;
+
+--
+-- Name: debug_log(bigint, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.debug_log(p_notification_id bigint, p_message text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  WITH ins AS (
+    INSERT INTO pgrelay_notifier.debug_log (notification_id, message)
+    SELECT p_notification_id, pg_catalog.left(COALESCE(p_message, ''), 4000)
+     WHERE EXISTS (SELECT FROM pgrelay_notifier.notifications n
+                    WHERE n.notification_id = p_notification_id)
+    RETURNING id
+  ), keep AS (
+    -- The statement's snapshot does not see the row ins adds: keep 19 older.
+    SELECT d.id FROM pgrelay_notifier.debug_log d
+     WHERE d.notification_id = p_notification_id
+     ORDER BY d.id DESC
+     LIMIT 19
+  )
+  DELETE FROM pgrelay_notifier.debug_log d
+   WHERE d.notification_id = p_notification_id
+     AND EXISTS (SELECT FROM ins)
+     AND d.id NOT IN (SELECT keep.id FROM keep)
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.debug_log(p_notification_id bigint, p_message text) OWNER TO pgrelay_notifier;
+
+--
+-- Name: fail_for_event(bigint, text, bigint, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.fail_for_event(p_notification_id bigint, p_channel text, p_event bigint, p_error text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM FROM pgrelay_notifier.notifications n
+    WHERE n.notification_id = p_notification_id AND n.channel = p_channel
+      AND (n.status = 'queued'
+           OR (n.status = 'sending' AND (n.sending_event = p_event OR n.sending_event IS NULL)))
+      FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  RETURN pgrelay_notifier.set_status(p_notification_id, 'failed', p_error);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.fail_for_event(p_notification_id bigint, p_channel text, p_event bigint, p_error text) OWNER TO pgrelay_notifier;
+
+--
+-- Name: fetch(bigint); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier."fetch"(p_notification_id bigint) RETURNS TABLE(notification_id bigint, channel text, from_addr text, to_addrs text[], cc_addrs text[], bcc_addrs text[], subject text, body_text text, body_html text, headers jsonb, status text, attempts integer, created_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT n.notification_id, n.channel, n.from_addr, n.to_addrs, n.cc_addrs, n.bcc_addrs, n.subject,
+         n.body_text, n.body_html, n.headers, n.status, n.attempts, n.created_at
+    FROM pgrelay_notifier.notifications n
+   WHERE n.notification_id = p_notification_id AND n.status IN ('queued', 'sending')
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier."fetch"(p_notification_id bigint) OWNER TO pgrelay_notifier;
+
+--
+-- Name: get_status(bigint); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.get_status(p_notification_id bigint) RETURNS text
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT n.status FROM pgrelay_notifier.notifications n
+   WHERE n.notification_id = p_notification_id AND pgrelay_notifier._may_see(n.sent_by)
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.get_status(p_notification_id bigint) OWNER TO pgrelay_notifier;
+
+--
+-- Name: not_sent(bigint, bigint); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  WITH c AS (
+    UPDATE pgrelay_notifier.notifications n SET send_in_doubt = false
+     WHERE n.notification_id = p_notification_id AND n.status = 'sending'
+       AND n.sending_event = p_event AND n.send_in_doubt
+    RETURNING 1
+  )
+  SELECT EXISTS (SELECT FROM c);
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) OWNER TO pgrelay_notifier;
+
+--
+-- Name: send(text, text[], text, text, text, text[], text[], jsonb); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.send(p_channel text, p_to text[], p_subject text, p_body_text text, p_body_html text DEFAULT NULL::text, p_cc text[] DEFAULT NULL::text[], p_bcc text[] DEFAULT NULL::text[], p_headers jsonb DEFAULT NULL::jsonb) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_from text;
+  v_n int;
+  v_size bigint;
+  v_id bigint;
+BEGIN
+  SELECT c.handler INTO v_from FROM pgrelay.channels c WHERE c.channel = p_channel AND c.kind = 'email';
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: % is not an email channel', COALESCE(pg_catalog.quote_literal(p_channel), 'NULL')
+      USING ERRCODE = 'PR100', HINT = 'Create it with pgrelay_notifier.create_channel(channel, from_address).';
+  END IF;
+  IF p_to IS NULL OR COALESCE(pg_catalog.cardinality(p_to), 0) = 0 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the recipient list (p_to) is empty' USING ERRCODE = 'PR101';
+  END IF;
+  PERFORM pgrelay_notifier._check_addresses('to', p_to);
+  PERFORM pgrelay_notifier._check_addresses('cc', p_cc);
+  PERFORM pgrelay_notifier._check_addresses('bcc', p_bcc);
+  v_n := pg_catalog.cardinality(p_to) + COALESCE(pg_catalog.cardinality(p_cc), 0)
+         + COALESCE(pg_catalog.cardinality(p_bcc), 0);
+  IF v_n > 100 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: % recipients, over the limit of 100 per email', v_n
+      USING ERRCODE = 'PR106';
+  END IF;
+  IF p_subject IS NULL THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the subject is NULL (use an empty string)' USING ERRCODE = 'PR103';
+  END IF;
+  IF pg_catalog.strpos(p_subject, E'\r') > 0 OR pg_catalog.strpos(p_subject, E'\n') > 0 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the subject % contains CR or LF', pg_catalog.quote_literal(p_subject)
+      USING ERRCODE = 'PR103';
+  END IF;
+  IF pg_catalog.octet_length(p_subject) > 998 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the subject is % bytes, over the limit of 998',
+      pg_catalog.octet_length(p_subject) USING ERRCODE = 'PR103';
+  END IF;
+  IF p_body_text IS NULL THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the text body is NULL (use an empty string)' USING ERRCODE = 'PR107';
+  END IF;
+  IF pg_catalog.octet_length(p_body_text) > 1048576 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the text body is % bytes, over the 1 MiB (1048576 bytes) limit',
+      pg_catalog.octet_length(p_body_text) USING ERRCODE = 'PR104';
+  END IF;
+  IF pg_catalog.octet_length(p_body_html) > 1048576 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the HTML body is % bytes, over the 1 MiB (1048576 bytes) limit',
+      pg_catalog.octet_length(p_body_html) USING ERRCODE = 'PR104';
+  END IF;
+  PERFORM pgrelay_notifier._check_headers(p_headers);
+  v_size := pg_catalog.octet_length(v_from) + pg_catalog.octet_length(p_subject)
+            + pg_catalog.octet_length(p_body_text) + COALESCE(pg_catalog.octet_length(p_body_html), 0)
+            + (SELECT COALESCE(sum(pg_catalog.octet_length(a)), 0)
+                 FROM unnest(p_to || COALESCE(p_cc, '{}'::text[]) || COALESCE(p_bcc, '{}'::text[])) a)
+            + (SELECT COALESCE(sum(pg_catalog.octet_length(e.key) + pg_catalog.octet_length(e.value)), 0)
+                 FROM pg_catalog.jsonb_each_text(COALESCE(p_headers, '{}'::jsonb)) e);
+  IF v_size > 2097152 THEN
+    RAISE EXCEPTION 'pgrelay_notifier.send: the message is % bytes (addresses, subject, bodies and custom headers), over the 2 MiB (2097152 bytes) limit',
+      v_size USING ERRCODE = 'PR108';
+  END IF;
+
+  INSERT INTO pgrelay_notifier.notifications
+    (channel, from_addr, to_addrs, cc_addrs, bcc_addrs, subject, body_text, body_html, headers, sent_by)
+  VALUES (p_channel, v_from, p_to, COALESCE(p_cc, '{}'), COALESCE(p_bcc, '{}'), p_subject, p_body_text,
+          p_body_html, COALESCE(p_headers, '{}'), pgrelay_notifier._caller())
+  RETURNING notification_id INTO v_id;
+  PERFORM pgrelay_notifier._event(v_id, p_channel, 'queued', NULL);
+  PERFORM pgrelay.notify(p_channel, v_id::text);
+  RETURN v_id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.send(p_channel text, p_to text[], p_subject text, p_body_text text, p_body_html text, p_cc text[], p_bcc text[], p_headers jsonb) OWNER TO pgrelay_notifier;
+
+--
+-- Name: set_status(bigint, text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_status text, p_error text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_channel text;
+  v_error text := pg_catalog.left(p_error, 8000);
+BEGIN
+  IF p_status IS NULL OR p_status NOT IN ('queued', 'sending', 'sent', 'failed') THEN
+    RAISE EXCEPTION 'pgrelay_notifier.set_status: unknown status % (expected sending, sent or failed)',
+      COALESCE(pg_catalog.quote_literal(p_status), 'NULL') USING ERRCODE = 'PR110';
+  END IF;
+  UPDATE pgrelay_notifier.notifications n
+     SET status = p_status,
+         attempts = n.attempts + CASE WHEN p_status = 'sending' THEN 1 ELSE 0 END,
+         last_error = CASE WHEN p_status = 'failed' THEN v_error ELSE n.last_error END,
+         sent_at = CASE WHEN p_status = 'sent' THEN clock_timestamp() ELSE n.sent_at END,
+         updated_at = clock_timestamp()
+   WHERE n.notification_id = p_notification_id
+     AND n.status = ANY (CASE p_status WHEN 'sending' THEN ARRAY['queued']
+                                       WHEN 'sent' THEN ARRAY['queued', 'sending']
+                                       WHEN 'failed' THEN ARRAY['queued', 'sending']
+                                       ELSE ARRAY[]::text[] END)
+  RETURNING n.channel INTO v_channel;
+  IF FOUND THEN
+    PERFORM pgrelay_notifier._event(p_notification_id, v_channel, p_status,
+                                    CASE WHEN p_status = 'failed' THEN v_error END);
+    RETURN true;
+  END IF;
+  IF p_status = 'sending' THEN
+    UPDATE pgrelay_notifier.notifications n
+       SET attempts = n.attempts + 1, updated_at = clock_timestamp()
+     WHERE n.notification_id = p_notification_id AND n.status = 'sending';
+  END IF;
+  RETURN false;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_status text, p_error text) OWNER TO pgrelay_notifier;
+
+--
+-- Name: start_sending(bigint, text, bigint); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) RETURNS TABLE(verdict text, reason text, notification_id bigint, channel text, from_addr text, to_addrs text[], cc_addrs text[], bcc_addrs text[], subject text, body_text text, body_html text, headers jsonb, status text, attempts integer, created_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_channel text;
+  v_status text;
+  v_holder bigint;
+  v_doubt bool;
+  v_error text;
+  v_by text;
+  v_verdict text;
+  v_reason text;
+BEGIN
+  SELECT n.channel, n.status, n.sending_event, n.send_in_doubt, n.last_error
+    INTO v_channel, v_status, v_holder, v_doubt, v_error
+    FROM pgrelay_notifier.notifications n
+   WHERE n.notification_id = p_notification_id
+     FOR UPDATE;
+  v_by := CASE WHEN v_holder IS NULL THEN '' ELSE pg_catalog.format(' by event %s', v_holder) END;
+  IF v_channel IS NULL THEN  -- no row (channel is NOT NULL)
+    v_verdict := 'missing';
+    v_reason := pg_catalog.format('notification %s does not exist on node %s (not replicated to this node yet, or deleted)',
+                                  p_notification_id, pgrelay._this_node());
+  ELSIF v_channel IS DISTINCT FROM p_channel THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s was created for channel %s, not %s: an event only sends its own channel''s notifications',
+                                  p_notification_id, pg_catalog.quote_literal(v_channel),
+                                  COALESCE(pg_catalog.quote_literal(p_channel), 'NULL'));
+  ELSIF v_status = 'sending' AND v_holder = p_event AND v_doubt THEN
+    v_verdict := 'in_doubt';
+    v_reason := pg_catalog.format('an earlier attempt of event %s may have handed notification %s to the SMTP server '
+                                  '(it stopped, or lost the database, before the outcome was recorded): not sent again, '
+                                  'so that it is never delivered twice; it may have been delivered',
+                                  p_event, p_notification_id);
+  ELSIF v_status = 'queued' OR (v_status = 'sending' AND (v_holder = p_event OR v_holder IS NULL)) THEN
+    -- In doubt from here until the handler records the outcome: sent, or
+    -- certainly not handed over (not_sent).
+    UPDATE pgrelay_notifier.notifications n SET sending_event = p_event, send_in_doubt = true
+     WHERE n.notification_id = p_notification_id;
+    PERFORM pgrelay_notifier.set_status(p_notification_id, 'sending');
+    RETURN QUERY SELECT 'send'::text, NULL::text, f.* FROM pgrelay_notifier.fetch(p_notification_id) f;
+    RETURN;
+  ELSIF v_status = 'cancelled' THEN
+    v_verdict := 'cancelled';
+    v_reason := pg_catalog.format('notification %s was cancelled', p_notification_id);
+  ELSIF v_status = 'sent' AND v_holder = p_event THEN
+    v_verdict := 'sent';
+    v_reason := pg_catalog.format('notification %s was already sent by this event', p_notification_id);
+  ELSIF v_status = 'sending' THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s is already being sent%s; one send() is delivered at most once',
+                                  p_notification_id, v_by);
+  ELSIF v_status = 'sent' THEN
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s was already sent%s; one send() is delivered at most once',
+                                  p_notification_id, v_by);
+  ELSE
+    v_verdict := 'refused';
+    v_reason := pg_catalog.format('notification %s already failed%s: %s', p_notification_id, v_by,
+                                  COALESCE(v_error, 'no reason recorded'));
+  END IF;
+  RETURN QUERY SELECT v_verdict, v_reason, NULL::bigint, NULL::text, NULL::text, NULL::text[], NULL::text[],
+                      NULL::text[], NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::text, NULL::int,
+                      NULL::timestamptz;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) OWNER TO pgrelay_notifier;
+
+--
+-- Name: _id_seq; Type: SEQUENCE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE SEQUENCE pgrelay._id_seq
+    START WITH 0
+    INCREMENT BY 1
+    MINVALUE 0
+    NO MAXVALUE
+    CACHE 1;
+
+
+ALTER TABLE pgrelay._id_seq OWNER TO postgres;
+
+--
+-- Name: channel_locks; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.channel_locks (
+    channel text NOT NULL,
+    slot integer NOT NULL,
+    changes bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT channel_locks_slot CHECK (((slot >= 0) AND (slot <= 63)))
+);
+
+
+ALTER TABLE pgrelay.channel_locks OWNER TO postgres;
+
+--
+-- Name: dedup_locks; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.dedup_locks (
+    slot integer NOT NULL,
+    CONSTRAINT dedup_locks_slot CHECK (((slot >= 0) AND (slot <= 4095)))
+);
+
+
+ALTER TABLE pgrelay.dedup_locks OWNER TO postgres;
+
+--
+-- Name: event_payloads; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.event_payloads (
+    queue_id bigint NOT NULL,
+    payload text NOT NULL
+);
+
+
+ALTER TABLE pgrelay.event_payloads OWNER TO postgres;
+
+--
+-- Name: log; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.log (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    queue_id bigint NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    attempt integer NOT NULL,
+    event text NOT NULL,
+    error text,
+    node integer DEFAULT pgrelay._this_node() NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text])))
+);
+
+
+ALTER TABLE pgrelay.log OWNER TO postgres;
+
+--
+-- Name: log_dropped; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.log_dropped (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    node integer NOT NULL,
+    rows bigint NOT NULL,
+    first_id bigint NOT NULL,
+    last_id bigint NOT NULL,
+    first_at timestamp with time zone NOT NULL,
+    last_at timestamp with time zone NOT NULL,
+    dropped_at timestamp with time zone DEFAULT now() NOT NULL,
+    dropped_by integer DEFAULT pgrelay._this_node() NOT NULL
+);
+
+
+ALTER TABLE pgrelay.log_dropped OWNER TO postgres;
+
+--
+-- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.nodes (
+    node_id integer NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL,
+    mode text NOT NULL,
+    hostname text,
+    version text,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    leader_node integer,
+    term bigint,
+    lease_until timestamp with time zone,
+    taken_at timestamp with time zone,
+    adopted_at timestamp with time zone,
+    decommissioned_at timestamp with time zone,
+    CONSTRAINT nodes_id CHECK (((node_id >= '-1'::integer) AND (node_id <= 1023)))
+);
+
+
+ALTER TABLE pgrelay.nodes OWNER TO postgres;
+
+--
+-- Name: processors; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.processors (
+    processor_id bigint NOT NULL,
+    node_id integer NOT NULL,
+    mode text NOT NULL,
+    hostname text,
+    pid integer,
+    version text,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+ALTER TABLE pgrelay.processors OWNER TO postgres;
+
+--
+-- Name: publish_cursors; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.publish_cursors (
+    node_id integer NOT NULL,
+    source text NOT NULL,
+    last_id bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT publish_cursors_node CHECK (((node_id >= 0) AND (node_id <= 1023))),
+    CONSTRAINT publish_cursors_source CHECK ((source = ANY (ARRAY['log'::text, 'notifier'::text])))
+);
+
+
+ALTER TABLE pgrelay.publish_cursors OWNER TO postgres;
+
+--
+-- Name: publish_leases; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.publish_leases (
+    node_id integer NOT NULL,
+    holder_pid integer NOT NULL,
+    holder_start timestamp with time zone NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT publish_leases_node CHECK (((node_id >= 0) AND (node_id <= 1023)))
+);
+
+
+ALTER TABLE pgrelay.publish_leases OWNER TO postgres;
+
+--
+-- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.queue (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
+    run_in_node integer,
+    attempt integer DEFAULT 1 NOT NULL,
+    retry_of bigint,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    dispatched_at timestamp with time zone,
+    dispatched_by bigint,
+    lane bigint,
+    phash bigint,
+    CONSTRAINT queue_attempt CHECK ((attempt > 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
+
+
+ALTER TABLE pgrelay.queue OWNER TO postgres;
+
+--
+-- Name: schema_migrations; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+ALTER TABLE pgrelay.schema_migrations OWNER TO postgres;
+
+--
+-- Name: this_node; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.this_node (
+    singleton boolean DEFAULT true NOT NULL,
+    node_id integer NOT NULL,
+    wake_key text DEFAULT md5((gen_random_uuid())::text) NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT this_node_node CHECK (((node_id >= 0) AND (node_id <= 1023))),
+    CONSTRAINT this_node_singleton CHECK (singleton)
+);
+
+
+ALTER TABLE pgrelay.this_node OWNER TO postgres;
+
+--
+-- Name: debug_log; Type: TABLE; Schema: pgrelay_notifier; Owner: postgres
+--
+
+CREATE TABLE pgrelay_notifier.debug_log (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    notification_id bigint NOT NULL,
+    message text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+
+ALTER TABLE pgrelay_notifier.debug_log OWNER TO postgres;
+
+--
+-- Name: notifications; Type: TABLE; Schema: pgrelay_notifier; Owner: postgres
+--
+
+CREATE TABLE pgrelay_notifier.notifications (
+    notification_id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    channel text NOT NULL,
+    from_addr text NOT NULL,
+    to_addrs text[] NOT NULL,
+    cc_addrs text[] DEFAULT '{}'::text[] NOT NULL,
+    bcc_addrs text[] DEFAULT '{}'::text[] NOT NULL,
+    subject text NOT NULL,
+    body_text text NOT NULL,
+    body_html text,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    status text DEFAULT 'queued'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    sent_at timestamp with time zone,
+    sending_event bigint,
+    send_in_doubt boolean DEFAULT false NOT NULL,
+    sent_by text,
+    CONSTRAINT notifications_status CHECK ((status = ANY (ARRAY['queued'::text, 'sending'::text, 'sent'::text, 'failed'::text, 'cancelled'::text])))
+);
+
+
+ALTER TABLE pgrelay_notifier.notifications OWNER TO postgres;
+
+--
+-- Name: COLUMN notifications.sending_event; Type: COMMENT; Schema: pgrelay_notifier; Owner: postgres
+--
+
+COMMENT ON COLUMN pgrelay_notifier.notifications.sending_event IS 'origin_id of the queue event that moved the notification from queued to sending: only its attempts send it';
+
+
+--
+-- Name: COLUMN notifications.send_in_doubt; Type: COMMENT; Schema: pgrelay_notifier; Owner: postgres
+--
+
+COMMENT ON COLUMN pgrelay_notifier.notifications.send_in_doubt IS 'true from the moment an attempt may hand the message to the SMTP server until its outcome is recorded';
+
+
+--
+-- Name: COLUMN notifications.sent_by; Type: COMMENT; Schema: pgrelay_notifier; Owner: postgres
+--
+
+COMMENT ON COLUMN pgrelay_notifier.notifications.sent_by IS 'the role that called send(): SET ROLE''s role, else the login; only it, its members and admins see and cancel the notification (NULL: admins only)';
+
+
+--
+-- Name: status_events; Type: TABLE; Schema: pgrelay_notifier; Owner: postgres
+--
+
+CREATE TABLE pgrelay_notifier.status_events (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    notification_id bigint NOT NULL,
+    channel text NOT NULL,
+    status text NOT NULL,
+    error text,
+    node integer DEFAULT pgrelay._this_node() NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+
+ALTER TABLE pgrelay_notifier.status_events OWNER TO postgres;
+
+--
+-- Name: channel_locks channel_locks_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.channel_locks
+    ADD CONSTRAINT channel_locks_pkey PRIMARY KEY (channel, slot);
+
+
+--
+-- Name: channels channels_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.channels
+    ADD CONSTRAINT channels_pkey PRIMARY KEY (channel);
+
+
+--
+-- Name: dedup_locks dedup_locks_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.dedup_locks
+    ADD CONSTRAINT dedup_locks_pkey PRIMARY KEY (slot);
+
+
+--
+-- Name: event_payloads event_payloads_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.event_payloads
+    ADD CONSTRAINT event_payloads_pkey PRIMARY KEY (queue_id);
+
+
+--
+-- Name: log_dropped log_dropped_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.log_dropped
+    ADD CONSTRAINT log_dropped_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: log log_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.log
+    ADD CONSTRAINT log_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: nodes nodes_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.nodes
+    ADD CONSTRAINT nodes_pkey PRIMARY KEY (node_id);
+
+
+--
+-- Name: processors processors_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.processors
+    ADD CONSTRAINT processors_pkey PRIMARY KEY (processor_id);
+
+
+--
+-- Name: publish_cursors publish_cursors_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.publish_cursors
+    ADD CONSTRAINT publish_cursors_pkey PRIMARY KEY (node_id, source);
+
+
+--
+-- Name: publish_leases publish_leases_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.publish_leases
+    ADD CONSTRAINT publish_leases_pkey PRIMARY KEY (node_id);
+
+
+--
+-- Name: queue queue_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.queue
+    ADD CONSTRAINT queue_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: this_node this_node_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.this_node
+    ADD CONSTRAINT this_node_pkey PRIMARY KEY (singleton);
+
+
+--
+-- Name: debug_log debug_log_pkey; Type: CONSTRAINT; Schema: pgrelay_notifier; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay_notifier.debug_log
+    ADD CONSTRAINT debug_log_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: notifications notifications_pkey; Type: CONSTRAINT; Schema: pgrelay_notifier; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay_notifier.notifications
+    ADD CONSTRAINT notifications_pkey PRIMARY KEY (notification_id);
+
+
+--
+-- Name: status_events status_events_pkey; Type: CONSTRAINT; Schema: pgrelay_notifier; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay_notifier.status_events
+    ADD CONSTRAINT status_events_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: log_node_id; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX log_node_id ON pgrelay.log USING btree (node, id);
+
+
+--
+-- Name: log_origin; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX log_origin ON pgrelay.log USING btree (origin_id);
+
+
+--
+-- Name: queue_dedup; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX queue_dedup ON pgrelay.queue USING btree (channel, phash) WHERE ((dispatched_at IS NULL) AND (phash IS NOT NULL));
+
+
+--
+-- Name: queue_inflight; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX queue_inflight ON pgrelay.queue USING btree (dispatched_by) WHERE (dispatched_at IS NOT NULL);
+
+
+--
+-- Name: queue_inflight_lane; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX queue_inflight_lane ON pgrelay.queue USING btree (channel, lane) WHERE ((dispatched_at IS NOT NULL) AND (lane IS NOT NULL));
+
+
+--
+-- Name: queue_lane; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX queue_lane ON pgrelay.queue USING btree (channel, lane, origin_id, id) WHERE ((dispatched_at IS NULL) AND (lane IS NOT NULL));
+
+
+--
+-- Name: queue_ready; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX queue_ready ON pgrelay.queue USING btree (channel, not_before, id) WHERE (dispatched_at IS NULL);
+
+
+--
+-- Name: queue_retry_origin; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX queue_retry_origin ON pgrelay.queue USING btree (origin_id) WHERE (retry_of IS NOT NULL);
+
+
+--
+-- Name: debug_log_notification; Type: INDEX; Schema: pgrelay_notifier; Owner: postgres
+--
+
+CREATE INDEX debug_log_notification ON pgrelay_notifier.debug_log USING btree (notification_id, id);
+
+
+--
+-- Name: status_events_node_id; Type: INDEX; Schema: pgrelay_notifier; Owner: postgres
+--
+
+CREATE INDEX status_events_node_id ON pgrelay_notifier.status_events USING btree (node, id);
+
+
+--
+-- Name: channels channels_locks; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER channels_locks AFTER INSERT ON pgrelay.channels FOR EACH ROW EXECUTE FUNCTION pgrelay._channel_locks_create();
+
+ALTER TABLE pgrelay.channels ENABLE ALWAYS TRIGGER channels_locks;
+
+
+--
+-- Name: queue queue_before_insert; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_before_insert();
+
+
+--
+-- Name: queue queue_keep_payloads; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER queue_keep_payloads AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_keep_payloads();
+
+
+--
+-- Name: queue queue_wake; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_wake();
+
+
+--
+-- Name: queue queue_wake_replica; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER queue_wake_replica AFTER INSERT OR UPDATE ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_wake_replica();
+
+ALTER TABLE pgrelay.queue ENABLE REPLICA TRIGGER queue_wake_replica;
+
+
+--
+-- Name: SCHEMA pgrelay; Type: ACL; Schema: -; Owner: postgres
+--
+
+GRANT USAGE ON SCHEMA pgrelay TO pgrelay_producer;
+GRANT USAGE ON SCHEMA pgrelay TO pgrelay_processor;
+GRANT USAGE ON SCHEMA pgrelay TO pgrelay_admin;
+GRANT USAGE ON SCHEMA pgrelay TO pgrelay_notifier;
+
+
+--
+-- Name: SCHEMA pgrelay_notifier; Type: ACL; Schema: -; Owner: postgres
+--
+
+GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_notifier;
+GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_producer;
+GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_processor;
+GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION _adopt(p_dead_after interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._adopt(p_dead_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._adopt(p_dead_after interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _backoff(p_retry_delay interval, p_attempt integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._backoff(p_retry_delay interval, p_attempt integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._backoff(p_retry_delay interval, p_attempt integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _batch_fence(p_mode text, p_term bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _channel_locks_create(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._channel_locks_create() FROM PUBLIC;
+
+
+--
+-- Name: TABLE channels; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.channels TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay.channels TO pgrelay_processor;
+
+
+--
+-- Name: COLUMN channels.channel; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(channel) ON TABLE pgrelay.channels TO pgrelay_notifier;
+
+
+--
+-- Name: COLUMN channels.handler; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(handler) ON TABLE pgrelay.channels TO pgrelay_notifier;
+
+
+--
+-- Name: COLUMN channels.kind; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(kind) ON TABLE pgrelay.channels TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _check_channel(c pgrelay.channels, p_check_handler boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._check_channel(c pgrelay.channels, p_check_handler boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _check_notify(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._check_notify(p_channel text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _check_payload(p_channel text, p_payload text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._check_payload(p_channel text, p_payload text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _due(p_not_before timestamp with time zone, p_delay interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._due(p_not_before timestamp with time zone, p_delay interval) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _id_floor(p_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _lease(p_duration interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lease(p_duration interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._lease(p_duration interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _lease_release(p_term bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lease_release(p_term bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._lease_release(p_term bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _lock_channel(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lock_channel(p_channel text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _lock_channel_exclusive(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _next_ids(p_n integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_ids(p_n integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_ids(p_n integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _node_setting(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._node_setting() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._node_setting() TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._node_setting() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._node_setting() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._node_setting() TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _processor_start(p_mode text, p_hostname text, p_pid integer, p_version text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._processor_start(p_mode text, p_hostname text, p_pid integer, p_version text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._processor_start(p_mode text, p_hostname text, p_pid integer, p_version text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _processor_stop(p_processor bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._processor_stop(p_processor bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._processor_stop(p_processor bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _publish_horizon(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._publish_horizon() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._publish_horizon() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _queue_before_insert(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._queue_before_insert() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._queue_before_insert() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _queue_keep_payloads(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._queue_keep_payloads() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._queue_keep_payloads() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _queue_wake(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._queue_wake() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._queue_wake() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _queue_wake_replica(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._queue_wake_replica() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._queue_wake_replica() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _ready_direct(p_mode text, p_leader boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _record_node(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._record_node() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._record_node() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._record_node() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _trim_log(p_older_than interval, p_batch integer, p_unpublished_max interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._trim_log(p_older_than interval, p_batch integer, p_unpublished_max interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._trim_log(p_older_than interval, p_batch integer, p_unpublished_max interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION decommission(p_node integer, p_dead_after interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION nodes_overview(p_dead_after interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION publish_backlog(p_cap integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.publish_backlog(p_cap integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.publish_backlog(p_cap integer) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay.publish_backlog(p_cap integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION queue_stats(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.queue_stats() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION status(p_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.status(p_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION unregister(p_channel text, p_force boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.unregister(p_channel text, p_force boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.unregister(p_channel text, p_force boolean) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION _caller(); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier._caller() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _check_address(p_field text, p_addr text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier._check_address(p_field text, p_addr text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier._check_address(p_field text, p_addr text) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION _check_addresses(p_field text, p_addrs text[]); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier._check_addresses(p_field text, p_addrs text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _check_headers(p_headers jsonb); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier._check_headers(p_headers jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _event(p_notification_id bigint, p_channel text, p_status text, p_error text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier._event(p_notification_id bigint, p_channel text, p_status text, p_error text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _may_see(p_sent_by text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier._may_see(p_sent_by text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION cancel(p_notification_id bigint); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION debug_log(p_notification_id bigint, p_message text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.debug_log(p_notification_id bigint, p_message text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.debug_log(p_notification_id bigint, p_message text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION fail_for_event(p_notification_id bigint, p_channel text, p_event bigint, p_error text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.fail_for_event(p_notification_id bigint, p_channel text, p_event bigint, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.fail_for_event(p_notification_id bigint, p_channel text, p_event bigint, p_error text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION "fetch"(p_notification_id bigint); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier."fetch"(p_notification_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier."fetch"(p_notification_id bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION get_status(p_notification_id bigint); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.get_status(p_notification_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.get_status(p_notification_id bigint) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay_notifier.get_status(p_notification_id bigint) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION not_sent(p_notification_id bigint, p_event bigint); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION send(p_channel text, p_to text[], p_subject text, p_body_text text, p_body_html text, p_cc text[], p_bcc text[], p_headers jsonb); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.send(p_channel text, p_to text[], p_subject text, p_body_text text, p_body_html text, p_cc text[], p_bcc text[], p_headers jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.send(p_channel text, p_to text[], p_subject text, p_body_text text, p_body_html text, p_cc text[], p_bcc text[], p_headers jsonb) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay_notifier.send(p_channel text, p_to text[], p_subject text, p_body_text text, p_body_html text, p_cc text[], p_bcc text[], p_headers jsonb) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION set_status(p_notification_id bigint, p_status text, p_error text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_status text, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_status text, p_error text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION start_sending(p_notification_id bigint, p_channel text, p_event bigint); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) TO pgrelay_processor;
+
+
+--
+-- Name: SEQUENCE _id_seq; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_processor;
+GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE event_payloads; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.event_payloads TO pgrelay_processor;
+
+
+--
+-- Name: TABLE log; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.log TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.log TO pgrelay_processor;
+
+
+--
+-- Name: TABLE log_dropped; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.log_dropped TO pgrelay_admin;
+GRANT SELECT,INSERT ON TABLE pgrelay.log_dropped TO pgrelay_processor;
+
+
+--
+-- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
+
+
+--
+-- Name: TABLE processors; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.processors TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.processors TO pgrelay_processor;
+
+
+--
+-- Name: TABLE publish_cursors; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.publish_cursors TO pgrelay_admin;
+GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.publish_cursors TO pgrelay_processor;
+
+
+--
+-- Name: TABLE publish_leases; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.publish_leases TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_processor;
+
+
+--
+-- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
+
+
+--
+-- Name: TABLE schema_migrations; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_processor;
+
+
+--
+-- Name: COLUMN this_node.node_id; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_producer;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_admin;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_processor;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: COLUMN this_node.wake_key; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
+
+
+--
+-- Name: COLUMN this_node.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
+GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE debug_log; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE pgrelay_notifier.debug_log TO pgrelay_notifier;
+GRANT SELECT ON TABLE pgrelay_notifier.debug_log TO pgrelay_admin;
+
+
+--
+-- Name: TABLE notifications; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay_notifier.notifications TO pgrelay_notifier;
+GRANT SELECT ON TABLE pgrelay_notifier.notifications TO pgrelay_admin;
+
+
+--
+-- Name: TABLE status_events; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT INSERT ON TABLE pgrelay_notifier.status_events TO pgrelay_notifier;
+GRANT SELECT ON TABLE pgrelay_notifier.status_events TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay_notifier.status_events TO pgrelay_admin;
+
+
+--
+-- PostgreSQL database dump complete
+--
+
+

@@ -139,19 +139,34 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, firstTry bool) (Result, er
 	if _, err := tx.Exec(ctx, "LOCK TABLE pgrelay.schema_migrations IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 		return Result{}, fmt.Errorf("migrate: lock pgrelay.schema_migrations: %w", err)
 	}
+	type record struct {
+		Version int32
+		Name    string
+	}
+	rows, err := tx.Query(ctx, "SELECT version, name FROM pgrelay.schema_migrations ORDER BY version")
+	if err != nil {
+		return Result{}, fmt.Errorf("migrate: read applied versions: %w", err)
+	}
+	records, err := pgx.CollectRows(rows, pgx.RowToStructByPos[record])
+	if err != nil {
+		return Result{}, fmt.Errorf("migrate: read applied versions: %w", err)
+	}
+	known := map[int]string{}
+	for _, m := range migs {
+		known[m.Version] = m.Name
+	}
 	applied := map[int]bool{}
-	rows, err := tx.Query(ctx, "SELECT version FROM pgrelay.schema_migrations")
-	if err != nil {
-		return Result{}, fmt.Errorf("migrate: read applied versions: %w", err)
-	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return Result{}, fmt.Errorf("migrate: read applied versions: %w", err)
-	}
 	current := 0
-	for _, v := range versions {
-		applied[int(v)] = true
-		current = max(current, int(v))
+	for _, r := range records {
+		// A record this pgrelay cannot place: the database was migrated by
+		// the pre-release files the baseline replaced, or by a newer
+		// pgrelay. Applying by number there would skip or repeat work.
+		if name, ok := known[int(r.Version)]; !ok || name != r.Name {
+			return Result{}, fmt.Errorf("migrate: the database records migration %04d_%s, which this pgrelay does not have "+
+				"(migrated by a pre-release or a newer pgrelay): nothing was changed; see docs/upgrading.md", r.Version, r.Name)
+		}
+		applied[int(r.Version)] = true
+		current = max(current, int(r.Version))
 	}
 	var res Result
 	for _, m := range migs {

@@ -184,3 +184,36 @@ func TestUpDatabasesOfOneClusterAtOnce(t *testing.T) {
 	  ('pgrelay_producer', 'pgrelay_processor', 'pgrelay_admin', 'pgrelay_notifier')`).Scan(&roles))
 	require.Equal(t, 4, roles)
 }
+
+// A database whose record names migrations this pgrelay does not have (one
+// migrated by the pre-release files that the baseline replaced, or by a
+// newer pgrelay) is refused: applying the baseline's later migrations by
+// number there would skip or repeat work. Nothing is changed.
+func TestUpRefusesUnknownRecordedMigrations(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ name, rows, want string }{
+		{"prerelease", "(1, 'core'), (2, 'succeed'), (17, 'no_outside_locks')",
+			"records migration 0001_core, which this pgrelay does not have"},
+		{"newer", "(1, 'pgrelay'), (2, 'notifier'), (999, 'from_the_future')",
+			"records migration 0999_from_the_future, which this pgrelay does not have"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := "migrate_unknown_" + tc.name
+			require.NoError(t, pg.Exec(ctx, "postgres", "CREATE DATABASE "+db))
+			c, err := pgx.Connect(ctx, pg.URL(db))
+			require.NoError(t, err)
+			defer c.Close(ctx)
+			_, err = c.Exec(ctx, `CREATE SCHEMA pgrelay;
+				CREATE TABLE pgrelay.schema_migrations (version int4 PRIMARY KEY, name text NOT NULL,
+				  applied_at timestamptz NOT NULL DEFAULT now());
+				INSERT INTO pgrelay.schema_migrations (version, name) VALUES `+tc.rows)
+			require.NoError(t, err)
+			_, err = migrations.Up(ctx, c)
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "docs/upgrading.md")
+			var tables int
+			require.NoError(t, c.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = 'pgrelay'").Scan(&tables))
+			require.Equal(t, 1, tables, "nothing applied")
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -234,17 +235,17 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 	for _, e := range batch.Events {
 		d.metrics.Claimed.WithLabelValues(e.Channel).Inc()
 		switch e.Outcome {
-		case "succeeded":
+		case events.Succeeded:
 			ran++
 			d.metrics.Succeeded.WithLabelValues(e.Channel).Inc()
-		case "failed":
+		case events.Failed:
 			ran++
 			if e.Attempt >= e.MaxAttempts {
 				d.metrics.GaveUp.WithLabelValues(e.Channel).Inc()
 			} else {
 				d.metrics.Failed.WithLabelValues(e.Channel).Inc()
 			}
-		case "expired":
+		case events.Expired:
 			d.metrics.Expired.WithLabelValues(e.Channel).Inc()
 		default:
 			d.metrics.Released.Inc()
@@ -260,7 +261,7 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 		per = batch.HandlerTime / time.Duration(batch.Timed)
 	}
 	for _, e := range batch.Events {
-		if e.Outcome == "succeeded" || e.Outcome == "failed" {
+		if e.Outcome == events.Succeeded || e.Outcome == events.Failed {
 			d.metrics.HandlerDuration.WithLabelValues(e.Channel).Observe(per.Seconds())
 		}
 	}
@@ -297,7 +298,7 @@ func (b *batcher) measure(m *batchDone) {
 func ranIn(batch *store.DirectBatch) int {
 	n := 0
 	for _, e := range batch.Events {
-		if e.Outcome == "succeeded" || e.Outcome == "failed" {
+		if e.Outcome == events.Succeeded || e.Outcome == events.Failed {
 			n++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -119,7 +120,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		switch {
 		case row.Expired:
 			p.d.metrics.Expired.WithLabelValues(row.Channel).Inc()
-			finish(p.d, ev, &store.Outcome{ID: row.ID, ClaimedAt: row.DispatchedAt, Event: "expired"})
+			finish(p.d, ev, &store.Outcome{ID: row.ID, ClaimedAt: row.DispatchedAt, Event: events.Expired})
 		case p.draining:
 			release(p.d, ev)
 		default:

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -189,7 +190,7 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		if committed {
 			return nil
 		}
-		out.Event = "succeeded"
+		out.Event = events.Succeeded
 	case errors.Is(err, store.ErrClaimLost):
 		d.log.Warn("claim was taken back while the handler ran; its transaction was rolled back",
 			"channel", ev.Channel, "id", ev.ID)
@@ -197,7 +198,7 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 	case d.runCtx.Err() != nil:
 		// Shutdown cancelled the handler: not the event's fault.
 		d.metrics.Released.Inc()
-		out.Event = store.OutcomeRelease
+		out.Event = events.Release
 	case ev.Kind == "sql" && store.IsConnError(err) && !store.IsHandlerConnLost(err):
 		// The database went away under the handler (a restart), or the
 		// connection failed outside the handler's statement: the attempt did
@@ -207,10 +208,10 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		d.log.Warn("database connection lost while running a handler; releasing the event",
 			"channel", ev.Channel, "id", ev.ID, "err", err)
 		d.metrics.Released.Inc()
-		out.Event = store.OutcomeRelease
+		out.Event = events.Release
 	case handlers.IsPermanent(err):
 		d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
-		out.Event, out.Error = "gave_up", err.Error()
+		out.Event, out.Error = events.GaveUp, err.Error()
 	default:
 		if ev.Attempt >= ev.MaxAttempts {
 			d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
@@ -219,7 +220,7 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		}
 		d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt,
 			"took", took, "err", err)
-		out.Event, out.Error = "failed", err.Error()
+		out.Event, out.Error = events.Failed, err.Error()
 	}
 	return out
 }
@@ -240,5 +241,5 @@ func finish(d *deps, ev handlers.Event, out *store.Outcome) {
 // release gives an unstarted event's claim back.
 func release(d *deps, ev handlers.Event) {
 	d.metrics.Released.Inc()
-	finish(d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: store.OutcomeRelease})
+	finish(d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: events.Release})
 }

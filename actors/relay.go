@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -48,7 +49,7 @@ func (s *supervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervis
 		} else {
 			s.d.metrics.Failed.WithLabelValues(ev.Channel).Inc()
 		}
-		finish(s.d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: "failed",
+		finish(s.d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: events.Failed,
 			Error: fmt.Sprintf("internal error: actor %s failed: %v", child.Id, reason)})
 	}
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {

@@ -234,22 +234,14 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 	ran := 0
 	for _, e := range batch.Events {
 		d.metrics.Claimed.WithLabelValues(e.Channel).Inc()
-		switch e.Outcome {
-		case events.Succeeded:
-			ran++
-			d.metrics.Succeeded.WithLabelValues(e.Channel).Inc()
-		case events.Failed:
-			ran++
-			if e.Attempt >= e.MaxAttempts {
-				d.metrics.GaveUp.WithLabelValues(e.Channel).Inc()
-			} else {
-				d.metrics.Failed.WithLabelValues(e.Channel).Inc()
-			}
-		case events.Expired:
-			d.metrics.Expired.WithLabelValues(e.Channel).Inc()
-		default:
-			d.metrics.Released.Inc()
+		k := e.Outcome
+		if k == "" {
+			k = events.Release // the batch recorded nothing of it
 		}
+		if ranHandler(k) {
+			ran++
+		}
+		d.metrics.outcome(e.Channel, k.Logged(e.Attempt, e.MaxAttempts))
 	}
 	if ran == 0 || err != nil {
 		return
@@ -261,7 +253,7 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 		per = batch.HandlerTime / time.Duration(batch.Timed)
 	}
 	for _, e := range batch.Events {
-		if e.Outcome == events.Succeeded || e.Outcome == events.Failed {
+		if ranHandler(e.Outcome) {
 			d.metrics.HandlerDuration.WithLabelValues(e.Channel).Observe(per.Seconds())
 		}
 	}
@@ -298,11 +290,16 @@ func (b *batcher) measure(m *batchDone) {
 func ranIn(batch *store.DirectBatch) int {
 	n := 0
 	for _, e := range batch.Events {
-		if e.Outcome == events.Succeeded || e.Outcome == events.Failed {
+		if ranHandler(e.Outcome) {
 			n++
 		}
 	}
 	return n
+}
+
+// ranHandler reports whether a batch's event with outcome k ran its handler.
+func ranHandler(k events.Kind) bool {
+	return k == events.Succeeded || k == events.Failed
 }
 
 // runDirect runs one batch of up to n events of channel (of the lanes from

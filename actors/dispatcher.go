@@ -119,7 +119,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		p.d.metrics.Claimed.WithLabelValues(row.Channel).Inc()
 		switch {
 		case row.Expired:
-			p.d.metrics.Expired.WithLabelValues(row.Channel).Inc()
+			p.d.metrics.outcome(row.Channel, events.Expired)
 			finish(p.d, ev, &store.Outcome{ID: row.ID, ClaimedAt: row.DispatchedAt, Event: events.Expired})
 		case p.draining:
 			release(p.d, ev)

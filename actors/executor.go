@@ -186,7 +186,7 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 	out := &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt}
 	switch {
 	case err == nil:
-		d.metrics.Succeeded.WithLabelValues(ev.Channel).Inc()
+		d.metrics.outcome(ev.Channel, events.Succeeded)
 		if committed {
 			return nil
 		}
@@ -197,7 +197,7 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		return nil
 	case d.runCtx.Err() != nil:
 		// Shutdown cancelled the handler: not the event's fault.
-		d.metrics.Released.Inc()
+		d.metrics.outcome(ev.Channel, events.Release)
 		out.Event = events.Release
 	case ev.Kind == "sql" && store.IsConnError(err) && !store.IsHandlerConnLost(err):
 		// The database went away under the handler (a restart), or the
@@ -207,17 +207,13 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		// stayed up, is the handler's failure: a failed attempt, below.)
 		d.log.Warn("database connection lost while running a handler; releasing the event",
 			"channel", ev.Channel, "id", ev.ID, "err", err)
-		d.metrics.Released.Inc()
+		d.metrics.outcome(ev.Channel, events.Release)
 		out.Event = events.Release
 	case handlers.IsPermanent(err):
-		d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
+		d.metrics.outcome(ev.Channel, events.GaveUp)
 		out.Event, out.Error = events.GaveUp, err.Error()
 	default:
-		if ev.Attempt >= ev.MaxAttempts {
-			d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
-		} else {
-			d.metrics.Failed.WithLabelValues(ev.Channel).Inc()
-		}
+		d.metrics.outcome(ev.Channel, events.Failed.Logged(ev.Attempt, ev.MaxAttempts))
 		d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt,
 			"took", took, "err", err)
 		out.Event, out.Error = events.Failed, err.Error()
@@ -240,6 +236,6 @@ func finish(d *deps, ev handlers.Event, out *store.Outcome) {
 
 // release gives an unstarted event's claim back.
 func release(d *deps, ev handlers.Event) {
-	d.metrics.Released.Inc()
+	d.metrics.outcome(ev.Channel, events.Release)
 	finish(d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: events.Release})
 }

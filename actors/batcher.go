@@ -202,15 +202,11 @@ func (b *batcher) size() int {
 func (b *batcher) fill(ctx actor.Context) {
 	for b.credit > 0 && !b.draining && !b.backingOff && (b.avg > 0 || b.running == 0) {
 		// Slots are events: a batch holds all of its events until it commits.
-		free := b.d.cfg.Concurrency - int(b.d.inflight.Load())
-		if free <= 0 {
+		n := b.d.slots.takeUpTo(b.size())
+		if n == 0 {
 			// A batch's return, or the claimer once slots free up, fills again.
-			b.d.starved.Store(true)
 			return
 		}
-		n := min(b.size(), free)
-		b.d.inflight.Add(int64(n))
-		b.d.metrics.InFlight.Set(float64(b.d.inflight.Load()))
 		b.running++
 		b.credit--
 		b.lastStart = time.Now()
@@ -328,9 +324,6 @@ func runDirect(d *deps, channel string, after store.LaneKey, n int, self *actor.
 		}
 	}()
 	countBatch(d, b, err)
-	left := d.inflight.Add(-int64(n))
-	d.metrics.InFlight.Set(float64(left))
+	d.slots.free(n)
 	d.send(self, &batchDone{requested: n, batch: b, err: err})
-	claimer, _, _ := d.pids()
-	d.send(claimer, &slotsFreed{})
 }

@@ -188,7 +188,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 }
 
 func (p *dispatcher) checkDrained(ctx actor.Context) {
-	if len(p.waiters) == 0 || p.d.inflight.Load() > 0 {
+	if len(p.waiters) == 0 || p.d.slots.inUse() > 0 {
 		return
 	}
 	for _, w := range p.waiters {

@@ -224,14 +224,12 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 // finish ends an event: its outcome goes to the completer, its slot is freed.
 // Called from any goroutine.
 func finish(d *deps, ev handlers.Event, out *store.Outcome) {
-	claimer, _, completer := d.pids()
+	_, _, completer := d.pids()
 	if out != nil {
 		sendOutcome(d, completer, *out)
 		tellEndedFailing(d, ev, out)
 	}
-	n := d.inflight.Add(-1)
-	d.metrics.InFlight.Set(float64(n))
-	d.send(claimer, &slotsFreed{})
+	d.slots.free(1)
 }
 
 // release gives an unstarted event's claim back.

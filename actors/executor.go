@@ -180,43 +180,57 @@ func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 	return committed, err
 }
 
-// outcomeOf turns a handler's result into the outcome to record (nil when
-// there is nothing to record) and counts it.
-func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.Duration) *store.Outcome {
-	out := &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt}
+// classify is what a handler's result means for its event: the outcome to
+// record, or "" when the claim was taken back while the handler ran (its
+// transaction rolled back: nothing to record). stopping: shutdown cancelled
+// the handlers.
+func classify(ev handlers.Event, err error, stopping bool) events.Kind {
 	switch {
 	case err == nil:
-		d.metrics.outcome(ev.Channel, events.Succeeded)
-		if committed {
-			return nil
-		}
-		out.Event = events.Succeeded
+		return events.Succeeded
 	case errors.Is(err, store.ErrClaimLost):
-		d.log.Warn("claim was taken back while the handler ran; its transaction was rolled back",
-			"channel", ev.Channel, "id", ev.ID)
-		return nil
-	case d.runCtx.Err() != nil:
+		return ""
+	case stopping:
 		// Shutdown cancelled the handler: not the event's fault.
-		d.metrics.outcome(ev.Channel, events.Release)
-		out.Event = events.Release
+		return events.Release
 	case ev.Kind == "sql" && store.IsConnError(err) && !store.IsHandlerConnLost(err):
 		// The database went away under the handler (a restart), or the
 		// connection failed outside the handler's statement: the attempt did
 		// not really happen; the claim goes back once the database is back.
 		// (A session that ended while the handler ran, on a server that
-		// stayed up, is the handler's failure: a failed attempt, below.)
+		// stayed up, is the handler's failure: a failed attempt, below; the
+		// store tells them apart as it does for a batch.)
+		return events.Release
+	case handlers.IsPermanent(err):
+		return events.GaveUp
+	}
+	return events.Failed
+}
+
+// outcomeOf turns a handler's result into the outcome to record (nil when
+// there is nothing to record) and counts it.
+func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.Duration) *store.Outcome {
+	stopping := d.runCtx.Err() != nil
+	k := classify(ev, err, stopping)
+	switch {
+	case k == "":
+		d.log.Warn("claim was taken back while the handler ran; its transaction was rolled back",
+			"channel", ev.Channel, "id", ev.ID)
+		return nil
+	case k == events.Release && !stopping:
 		d.log.Warn("database connection lost while running a handler; releasing the event",
 			"channel", ev.Channel, "id", ev.ID, "err", err)
-		d.metrics.outcome(ev.Channel, events.Release)
-		out.Event = events.Release
-	case handlers.IsPermanent(err):
-		d.metrics.outcome(ev.Channel, events.GaveUp)
-		out.Event, out.Error = events.GaveUp, err.Error()
-	default:
-		d.metrics.outcome(ev.Channel, events.Failed.Logged(ev.Attempt, ev.MaxAttempts))
+	case k == events.Failed:
 		d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt,
 			"took", took, "err", err)
-		out.Event, out.Error = events.Failed, err.Error()
+	}
+	d.metrics.outcome(ev.Channel, k.Logged(ev.Attempt, ev.MaxAttempts))
+	if k == events.Succeeded && committed {
+		return nil // the handler's transaction recorded it
+	}
+	out := &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: k}
+	if k == events.Failed || k == events.GaveUp {
+		out.Error = err.Error()
 	}
 	return out
 }

@@ -466,11 +466,15 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 			return nil
 		}
 		var herr *HandlerError
-		if k >= 0 && errors.As(err, &herr) && connLost(conn, herr.Err) {
+		failure := handlerOwn
+		if k >= 0 && errors.As(err, &herr) {
+			failure = classifyHandlerError(conn.Conn().PgConn(), herr.Err)
+		}
+		if failure != handlerOwn {
 			// The handler ended the session, or the server did while it ran:
 			// the transaction is gone, with whatever it had done.
 			b.forget(all)
-			if b.clock == 0 || isCrashOfAnother(herr.Err) {
+			if b.clock == 0 || failure == handlerCrashOfAnother {
 				return err
 			}
 			return &lostHandler{k: k, at: b.clock, err: herr.Err}
@@ -498,14 +502,7 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 
 // connLost reports whether the batch's connection is gone after err.
 func connLost(conn *pgxpool.Conn, err error) bool {
-	return conn.Conn().PgConn().IsClosed() || IsConnError(err)
-}
-
-// isCrashOfAnother reports whether err is the server ending every session
-// because another backend crashed: not the failed handler's doing.
-func isCrashOfAnother(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "57P02"
+	return sessionGone(conn.Conn().PgConn(), err)
 }
 
 // forget clears the outcomes of events that were not recorded after all.

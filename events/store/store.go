@@ -263,10 +263,13 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		switch {
 		case errors.As(err, &pgErr) && pgErr.Code == "PR030":
 			return ErrClaimLost
-		case failed == handlerAt && (pc.IsClosed() || IsConnError(err)):
-			// The session ended while the handler ran: the handler's doing
-			// (an attempt) unless the server restarted since the claim.
-			if !isCrashOfAnother(err) {
+		case failed == handlerAt:
+			switch classifyHandlerError(pc, err) {
+			case handlerOwn:
+				return &HandlerError{Err: err}
+			case handlerSessionEnded:
+				// The handler's doing (an attempt) unless the server
+				// restarted since the claim.
 				qctx, cancel := context.WithTimeout(outer, 5*time.Second)
 				up, uerr := s.upSince(qctx, c.DispatchedAt)
 				cancel()
@@ -279,8 +282,6 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 					return &HandlerError{Err: &HandlerConnLostError{Err: err}}
 				}
 			}
-		case failed == handlerAt:
-			return &HandlerError{Err: err}
 		}
 		return fmt.Errorf("run handler of event %d: %w", c.ID, err)
 	}

@@ -66,7 +66,7 @@ const probeBatch = 8
 // full; the claimer tells it when rows are ready again.
 type batcher struct {
 	d       *deps
-	key     string
+	key     childKey
 	channel string
 	running int
 	// credit is how many batches to start: one when the claimer says rows
@@ -92,7 +92,7 @@ type batcher struct {
 // maxSeenLanes bounds the lane batcher's sample of lanes.
 const maxSeenLanes = 1024
 
-func batcherProps(d *deps, key, channel string) *actor.Props {
+func batcherProps(d *deps, key childKey, channel string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &batcher{d: d, key: key, channel: channel}
 	}, actor.WithSupervisor(supervision(d)))

@@ -33,7 +33,7 @@ type handlerFinished struct {
 // this Processor too.
 type executor struct {
 	d        *deps
-	key      string
+	key      childKey
 	mode     string
 	serial   bool
 	byLane   bool
@@ -45,13 +45,13 @@ type executor struct {
 	lastActive time.Time
 }
 
-func executorProps(d *deps, key, mode string) *actor.Props {
+func executorProps(d *deps, key childKey, mode string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &executor{d: d, key: key, mode: mode, serial: mode == "channel", byLane: mode == "payload"}
 	}, actor.WithSupervisor(supervision(d)))
 }
 
-func laneProps(d *deps, key string) *actor.Props {
+func laneProps(d *deps, key childKey) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &executor{d: d, key: key, mode: "lane", serial: true}
 	})
@@ -70,7 +70,7 @@ func (e *executor) Receive(ctx actor.Context) {
 			release(e.d, m.ev)
 			e.ended(ctx)
 		case e.byLane:
-			lane := m.ev.Payload
+			lane := laneKey(m.ev.Payload)
 			e.r.route(ctx, lane, func() *actor.Props { return laneProps(e.d, lane) }, "lane-",
 				&runEvent{ev: m.ev, key: lane})
 		default:
@@ -112,7 +112,7 @@ func (e *executor) Receive(ctx actor.Context) {
 		e.d.metrics.ChannelActors.Dec()
 	case *actor.Terminated:
 	default:
-		e.d.log.Warn("channel actor: unexpected message", "type", typeName(ctx.Message()), "key", e.key)
+		e.d.log.Warn("channel actor: unexpected message", "type", typeName(ctx.Message()), "key", e.key.String())
 	}
 }
 

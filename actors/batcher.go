@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -60,13 +61,15 @@ const probeBatch = 8
 // SQLBatch ready rows, runs each handler under its own savepoint and records
 // the outcomes, with one commit. The lane batcher (channel "") does the same
 // for the heads of the serialised sql channels' lanes (store.RunLanes), one
-// event per lane and batch, going on from where its last batch ended. It starts batches while rows are ready and
-// slots are free, several at once, and keeps going while batches come back
-// full; the claimer tells it when rows are ready again.
+// event per lane and batch, going on from where its last batch ended: what
+// differs between the two is their batchSource. It starts batches while rows
+// are ready and slots are free, several at once, and keeps going while
+// batches come back full; the claimer tells it when rows are ready again.
 type batcher struct {
 	d       *deps
-	key     string
+	key     childKey
 	channel string
+	src     batchSource
 	running int
 	// credit is how many batches to start: one when the claimer says rows
 	// are ready, two more for every batch that comes back full (so a backlog
@@ -80,10 +83,40 @@ type batcher struct {
 	avg        time.Duration // moving average of one handler's time on the server; 0 until measured
 	lastActive time.Time
 	lastStart  time.Time // when the last batch started
-	// after is where the lane batcher's walk over the lanes stands; seen
-	// holds lanes its batches took, where batches started alongside a
-	// running one begin instead (at random), so they do not all walk past
-	// the same held lanes.
+}
+
+// batchSource is what a batcher's batches take.
+type batchSource interface {
+	// target is how long a batch's handlers should take at most.
+	target() time.Duration
+	// next is the next batch to start, with running batches under way.
+	next(running int) batchRun
+	// done takes note of a batch that came back without an error; again:
+	// rows are likely ready once more.
+	done(batch *store.DirectBatch) (again bool)
+}
+
+// batchRun runs one batch of up to n events.
+type batchRun func(ctx context.Context, st *store.Store, scope store.ClaimScope, n int) (*store.DirectBatch, error)
+
+// directBatches are the batches of one 'none' sql channel.
+type directBatches struct{ channel string }
+
+func (directBatches) target() time.Duration { return batchTarget }
+
+func (s directBatches) next(int) batchRun {
+	return func(ctx context.Context, st *store.Store, scope store.ClaimScope, n int) (*store.DirectBatch, error) {
+		return st.RunDirect(ctx, scope, s.channel, n)
+	}
+}
+
+func (directBatches) done(*store.DirectBatch) bool { return false }
+
+// laneBatches are the lane batcher's batches.
+type laneBatches struct {
+	// after is where the walk over the lanes stands; seen holds lanes its
+	// batches took, where batches started alongside a running one begin
+	// instead (at random), so they do not all walk past the same held lanes.
 	after store.LaneKey
 	seen  []store.LaneKey
 }
@@ -91,9 +124,39 @@ type batcher struct {
 // maxSeenLanes bounds the lane batcher's sample of lanes.
 const maxSeenLanes = 1024
 
-func batcherProps(d *deps, key, channel string) *actor.Props {
+func (*laneBatches) target() time.Duration { return laneBatchTarget }
+
+func (s *laneBatches) next(running int) batchRun {
+	after := s.after
+	if running > 0 && len(s.seen) > 0 {
+		after = s.seen[rand.IntN(len(s.seen))]
+	}
+	return func(ctx context.Context, st *store.Store, scope store.ClaimScope, n int) (*store.DirectBatch, error) {
+		return st.RunLanes(ctx, scope, after, n)
+	}
+}
+
+func (s *laneBatches) done(batch *store.DirectBatch) bool {
+	s.after = batch.Last()
+	for _, e := range batch.Events {
+		k := store.LaneKey{Channel: e.Channel, Lane: e.Lane}
+		if len(s.seen) < maxSeenLanes {
+			s.seen = append(s.seen, k)
+		} else {
+			s.seen[rand.IntN(maxSeenLanes)] = k
+		}
+	}
+	// The lanes this batch ran may have their next event ready now.
+	return len(batch.Events) > 0
+}
+
+func batcherProps(d *deps, key childKey, channel string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &batcher{d: d, key: key, channel: channel}
+		var src batchSource = directBatches{channel: channel}
+		if channel == "" {
+			src = &laneBatches{}
+		}
+		return &batcher{d: d, key: key, channel: channel, src: src}
 	}, actor.WithSupervisor(supervision(d)))
 }
 
@@ -136,22 +199,11 @@ func (b *batcher) Receive(ctx actor.Context) {
 			return
 		}
 		b.failures = 0
-		if b.channel == "" && m.batch != nil {
-			b.after = m.batch.Last()
-			for _, e := range m.batch.Events {
-				k := store.LaneKey{Channel: e.Channel, Lane: e.Lane}
-				if len(b.seen) < maxSeenLanes {
-					b.seen = append(b.seen, k)
-				} else {
-					b.seen[rand.IntN(maxSeenLanes)] = k
-				}
-			}
-		}
+		again := m.batch != nil && b.src.done(m.batch)
 		switch {
 		case m.batch != nil && len(m.batch.Events) >= m.requested:
 			b.credit = min(b.credit+2, b.d.cfg.Concurrency) // the channel likely holds more
-		case b.channel == "" && m.batch != nil && len(m.batch.Events) > 0:
-			// The lanes this batch ran may have their next event ready now.
+		case again:
 			b.credit = max(b.credit, 1)
 		default:
 			b.credit = 0
@@ -189,11 +241,7 @@ func (b *batcher) size() int {
 	if b.avg == 0 {
 		return min(b.d.cfg.SQLBatch, probeBatch)
 	}
-	target := batchTarget
-	if b.channel == "" {
-		target = laneBatchTarget
-	}
-	return max(1, min(b.d.cfg.SQLBatch, int(target/max(b.avg, time.Microsecond))))
+	return max(1, min(b.d.cfg.SQLBatch, int(b.src.target()/max(b.avg, time.Microsecond))))
 }
 
 // fill starts batches while it has credit and slots are free. Until the
@@ -201,24 +249,17 @@ func (b *batcher) size() int {
 func (b *batcher) fill(ctx actor.Context) {
 	for b.credit > 0 && !b.draining && !b.backingOff && (b.avg > 0 || b.running == 0) {
 		// Slots are events: a batch holds all of its events until it commits.
-		free := b.d.cfg.Concurrency - int(b.d.inflight.Load())
-		if free <= 0 {
+		n := b.d.slots.takeUpTo(b.size())
+		if n == 0 {
 			// A batch's return, or the claimer once slots free up, fills again.
-			b.d.starved.Store(true)
 			return
 		}
-		n := min(b.size(), free)
-		b.d.inflight.Add(int64(n))
-		b.d.metrics.InFlight.Set(float64(b.d.inflight.Load()))
+		run := b.src.next(b.running)
 		b.running++
 		b.credit--
 		b.lastStart = time.Now()
-		after := b.after
-		if b.running > 1 && len(b.seen) > 0 {
-			after = b.seen[rand.IntN(len(b.seen))]
-		}
 		b.d.batches.Add(1)
-		go runDirect(b.d, b.channel, after, n, ctx.Self())
+		go runDirect(b.d, b.channel, run, n, ctx.Self())
 	}
 }
 
@@ -233,22 +274,14 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 	ran := 0
 	for _, e := range batch.Events {
 		d.metrics.Claimed.WithLabelValues(e.Channel).Inc()
-		switch e.Outcome {
-		case "succeeded":
-			ran++
-			d.metrics.Succeeded.WithLabelValues(e.Channel).Inc()
-		case "failed":
-			ran++
-			if e.Attempt >= e.MaxAttempts {
-				d.metrics.GaveUp.WithLabelValues(e.Channel).Inc()
-			} else {
-				d.metrics.Failed.WithLabelValues(e.Channel).Inc()
-			}
-		case "expired":
-			d.metrics.Expired.WithLabelValues(e.Channel).Inc()
-		default:
-			d.metrics.Released.Inc()
+		k := e.Outcome
+		if k == "" {
+			k = events.Release // the batch recorded nothing of it
 		}
+		if ranHandler(k) {
+			ran++
+		}
+		d.metrics.outcome(e.Channel, k.Logged(e.Attempt, e.MaxAttempts))
 	}
 	if ran == 0 || err != nil {
 		return
@@ -260,7 +293,7 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 		per = batch.HandlerTime / time.Duration(batch.Timed)
 	}
 	for _, e := range batch.Events {
-		if e.Outcome == "succeeded" || e.Outcome == "failed" {
+		if ranHandler(e.Outcome) {
 			d.metrics.HandlerDuration.WithLabelValues(e.Channel).Observe(per.Seconds())
 		}
 	}
@@ -297,17 +330,21 @@ func (b *batcher) measure(m *batchDone) {
 func ranIn(batch *store.DirectBatch) int {
 	n := 0
 	for _, e := range batch.Events {
-		if e.Outcome == "succeeded" || e.Outcome == "failed" {
+		if ranHandler(e.Outcome) {
 			n++
 		}
 	}
 	return n
 }
 
-// runDirect runs one batch of up to n events of channel (of the lanes from
-// after, when channel is "") and reports to self. Its n slots are freed
-// before it reports. It never panics.
-func runDirect(d *deps, channel string, after store.LaneKey, n int, self *actor.PID) {
+// ranHandler reports whether a batch's event with outcome k ran its handler.
+func ranHandler(k events.Kind) bool {
+	return k == events.Succeeded || k == events.Failed
+}
+
+// runDirect runs one batch of up to n events (of channel: "" for lanes) and
+// reports to self. Its n slots are freed before it reports. It never panics.
+func runDirect(d *deps, channel string, run batchRun, n int, self *actor.PID) {
 	defer d.batches.Done()
 	var b *store.DirectBatch
 	var err error
@@ -322,17 +359,9 @@ func runDirect(d *deps, channel string, after store.LaneKey, n int, self *actor.
 		// cancels it at the shutdown timeout.
 		ctx, cancel := context.WithCancel(d.runCtx)
 		defer cancel()
-		scope := d.scope()
-		if channel == "" {
-			b, err = d.store.RunLanes(ctx, scope, after, n)
-		} else {
-			b, err = d.store.RunDirect(ctx, scope, channel, n)
-		}
+		b, err = run(ctx, d.store, d.scope(), n)
 	}()
 	countBatch(d, b, err)
-	left := d.inflight.Add(-int64(n))
-	d.metrics.InFlight.Set(float64(left))
+	d.slots.free(n)
 	d.send(self, &batchDone{requested: n, batch: b, err: err})
-	claimer, _, _ := d.pids()
-	d.send(claimer, &slotsFreed{})
 }

@@ -71,7 +71,7 @@ func (c *claimer) Receive(ctx actor.Context) {
 		c.maybeClaim(ctx, m.poll)
 	case *slotsFreed:
 		// A batcher that found no free slot asks for the next ones.
-		if c.wanted || c.d.starved.Swap(false) {
+		if c.wanted || c.d.slots.wasStarved() {
 			c.maybeClaim(ctx, false)
 		}
 	case *claimResult:
@@ -85,8 +85,7 @@ func (c *claimer) Receive(ctx actor.Context) {
 		} else {
 			c.failures = 0
 			if len(m.rows) > 0 {
-				c.d.inflight.Add(int64(len(m.rows)))
-				c.d.metrics.InFlight.Set(float64(c.d.inflight.Load()))
+				c.d.slots.take(len(m.rows))
 				// One message per event: should the dispatcher fail on one,
 				// its supervisor ends exactly that one.
 				_, dispatcher, _ := c.d.pids()
@@ -145,8 +144,8 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 		c.again = true
 		return
 	}
-	// The count of events in flight lives in deps, not here, so a restarted
-	// claimer still knows it.
+	// The slots live in deps, not here, so a restarted claimer still knows
+	// them.
 	// While busy, wait until a fair number of slots is free: a claim visits
 	// channels whatever it takes home, so claiming slot by slot as events end
 	// would cost a claim per event. The poll fills whatever is free, so a
@@ -167,8 +166,7 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 		c.held = false
 		c.d.log.Info("outcomes written; claiming again")
 	}
-	inflight := int(c.d.inflight.Load())
-	free := c.d.cfg.Concurrency - inflight
+	inflight, free := c.d.slots.inUse(), c.d.slots.available()
 	if free <= 0 || (!anyFree && inflight > 0 && free < claimAtLeast(c.d.cfg)) {
 		c.wanted = true
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -20,12 +21,12 @@ type (
 	// router is key).
 	runEvent struct {
 		ev  handlers.Event
-		key string
+		key childKey
 	}
 	// eventEnded: one event routed to the child with this key has ended.
-	eventEnded struct{ key string }
+	eventEnded struct{ key childKey }
 	// childIdle: the child with this key has had nothing to do for IdleTimeout.
-	childIdle struct{ key string }
+	childIdle struct{ key childKey }
 	// drain: stop starting events, release those not started; the dispatcher
 	// answers drained once nothing is in flight.
 	drain         struct{}
@@ -37,11 +38,38 @@ type (
 	idleCheck struct{}
 )
 
+// childKey names a child in its parent's router: the dispatcher's channel
+// actors (channel and concurrency mode) and batchers (channel, "" for the
+// lane batcher), a 'payload' channel actor's lane actors (payload).
+type childKey struct {
+	channel string
+	mode    string // a channel actor's concurrency mode
+	batch   bool   // a batcher
+	lane    string // a lane actor's payload
+}
+
+func channelKey(channel, mode string) childKey { return childKey{channel: channel, mode: mode} }
+func batcherKey(channel string) childKey       { return childKey{channel: channel, batch: true} }
+func laneKey(payload string) childKey          { return childKey{lane: payload} }
+
+// String is the key in log lines.
+func (k childKey) String() string {
+	switch {
+	case k.batch && k.channel == "":
+		return "lane batcher"
+	case k.batch:
+		return "batcher " + k.channel
+	case k.channel == "":
+		return "lane " + k.lane
+	}
+	return "channel " + k.channel + " (" + k.mode + ")"
+}
+
 // router keeps an actor's children by key with the number of events each has
 // not finished, so a child is only stopped when it holds nothing (a message
 // sent to a stopping actor would be lost).
 type router struct {
-	children map[string]*routed
+	children map[childKey]*routed
 }
 
 type routed struct {
@@ -49,9 +77,9 @@ type routed struct {
 	outstanding int
 }
 
-func (r *router) route(ctx actor.Context, key string, props func() *actor.Props, prefix string, msg any) {
+func (r *router) route(ctx actor.Context, key childKey, props func() *actor.Props, prefix string, msg any) {
 	if r.children == nil {
-		r.children = map[string]*routed{}
+		r.children = map[childKey]*routed{}
 	}
 	c, ok := r.children[key]
 	if !ok {
@@ -62,14 +90,14 @@ func (r *router) route(ctx actor.Context, key string, props func() *actor.Props,
 	ctx.Send(c.pid, msg)
 }
 
-func (r *router) ended(key string) {
+func (r *router) ended(key childKey) {
 	if c, ok := r.children[key]; ok && c.outstanding > 0 {
 		c.outstanding--
 	}
 }
 
 // idle stops the child with key when it holds nothing.
-func (r *router) idle(ctx actor.Context, key string) {
+func (r *router) idle(ctx actor.Context, key childKey) {
 	if c, ok := r.children[key]; ok && c.outstanding == 0 {
 		delete(r.children, key)
 		ctx.Stop(c.pid)
@@ -118,12 +146,12 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		p.d.metrics.Claimed.WithLabelValues(row.Channel).Inc()
 		switch {
 		case row.Expired:
-			p.d.metrics.Expired.WithLabelValues(row.Channel).Inc()
-			finish(p.d, ev, &store.Outcome{ID: row.ID, ClaimedAt: row.DispatchedAt, Event: "expired"})
+			p.d.metrics.outcome(row.Channel, events.Expired)
+			finish(p.d, ev, &store.Outcome{ID: row.ID, ClaimedAt: row.DispatchedAt, Event: events.Expired})
 		case p.draining:
 			release(p.d, ev)
 		default:
-			key := row.Channel + "\x00" + row.Mode
+			key := channelKey(row.Channel, row.Mode)
 			mode := row.Mode
 			p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
 				fmt.Sprintf("channel-%d-%s-", p.d.node, row.Channel), &runEvent{ev: ev, key: key})
@@ -131,7 +159,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 	case *batchReady:
 		if !p.draining {
 			// "" is the lane batcher's: the serialised sql channels' lanes.
-			key := m.channel + "\x00batch"
+			key := batcherKey(m.channel)
 			channel := m.channel
 			name := fmt.Sprintf("batch-%d-%s-", p.d.node, channel)
 			if channel == "" {
@@ -148,7 +176,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		// Only a running batcher: the notification does not say whether
 		// the channel is a 'none' sql channel; the claim does.
 		channel, known := p.hints[m.hint]
-		if c, ok := p.r.children[channel+"\x00batch"]; known && ok && !p.draining {
+		if c, ok := p.r.children[batcherKey(channel)]; known && ok && !p.draining {
 			c.outstanding++
 			ctx.Send(c.pid, &batchReady{channel: channel, seen: m.seen})
 		}
@@ -187,7 +215,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 }
 
 func (p *dispatcher) checkDrained(ctx actor.Context) {
-	if len(p.waiters) == 0 || p.d.inflight.Load() > 0 {
+	if len(p.waiters) == 0 || p.d.slots.inUse() > 0 {
 		return
 	}
 	for _, w := range p.waiters {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -29,11 +30,11 @@ const endedFailingTimeout = 10 * time.Second
 func tellEndedFailing(d *deps, ev handlers.Event, out *store.Outcome) {
 	var reason string
 	switch {
-	case out.Event == "expired":
+	case out.Event == events.Expired:
 		reason = fmt.Sprintf("expired: the channel's expire_after passed before attempt %d could run", ev.Attempt)
-	case out.Event == "gave_up":
+	case out.Event == events.GaveUp:
 		reason = out.Error
-	case out.Event == "failed" && ev.Attempt >= ev.MaxAttempts:
+	case out.Event.Logged(ev.Attempt, ev.MaxAttempts) == events.GaveUp:
 		reason = fmt.Sprintf("gave up after %d attempts: %s", ev.Attempt, out.Error)
 	default:
 		return

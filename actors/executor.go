@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -32,7 +33,7 @@ type handlerFinished struct {
 // this Processor too.
 type executor struct {
 	d        *deps
-	key      string
+	key      childKey
 	mode     string
 	serial   bool
 	byLane   bool
@@ -44,13 +45,13 @@ type executor struct {
 	lastActive time.Time
 }
 
-func executorProps(d *deps, key, mode string) *actor.Props {
+func executorProps(d *deps, key childKey, mode string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &executor{d: d, key: key, mode: mode, serial: mode == "channel", byLane: mode == "payload"}
 	}, actor.WithSupervisor(supervision(d)))
 }
 
-func laneProps(d *deps, key string) *actor.Props {
+func laneProps(d *deps, key childKey) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &executor{d: d, key: key, mode: "lane", serial: true}
 	})
@@ -69,7 +70,7 @@ func (e *executor) Receive(ctx actor.Context) {
 			release(e.d, m.ev)
 			e.ended(ctx)
 		case e.byLane:
-			lane := m.ev.Payload
+			lane := laneKey(m.ev.Payload)
 			e.r.route(ctx, lane, func() *actor.Props { return laneProps(e.d, lane) }, "lane-",
 				&runEvent{ev: m.ev, key: lane})
 		default:
@@ -111,7 +112,7 @@ func (e *executor) Receive(ctx actor.Context) {
 		e.d.metrics.ChannelActors.Dec()
 	case *actor.Terminated:
 	default:
-		e.d.log.Warn("channel actor: unexpected message", "type", typeName(ctx.Message()), "key", e.key)
+		e.d.log.Warn("channel actor: unexpected message", "type", typeName(ctx.Message()), "key", e.key.String())
 	}
 }
 
@@ -179,47 +180,57 @@ func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 	return committed, err
 }
 
-// outcomeOf turns a handler's result into the outcome to record (nil when
-// there is nothing to record) and counts it.
-func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.Duration) *store.Outcome {
-	out := &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt}
+// classify is what a handler's result means for its event: the outcome to
+// record, or "" when the claim was taken back while the handler ran (its
+// transaction rolled back: nothing to record). stopping: shutdown cancelled
+// the handlers.
+func classify(ev handlers.Event, err error, stopping bool) events.Kind {
 	switch {
 	case err == nil:
-		d.metrics.Succeeded.WithLabelValues(ev.Channel).Inc()
-		if committed {
-			return nil
-		}
-		out.Event = "succeeded"
+		return events.Succeeded
 	case errors.Is(err, store.ErrClaimLost):
-		d.log.Warn("claim was taken back while the handler ran; its transaction was rolled back",
-			"channel", ev.Channel, "id", ev.ID)
-		return nil
-	case d.runCtx.Err() != nil:
+		return ""
+	case stopping:
 		// Shutdown cancelled the handler: not the event's fault.
-		d.metrics.Released.Inc()
-		out.Event = store.OutcomeRelease
+		return events.Release
 	case ev.Kind == "sql" && store.IsConnError(err) && !store.IsHandlerConnLost(err):
 		// The database went away under the handler (a restart), or the
 		// connection failed outside the handler's statement: the attempt did
 		// not really happen; the claim goes back once the database is back.
 		// (A session that ended while the handler ran, on a server that
-		// stayed up, is the handler's failure: a failed attempt, below.)
+		// stayed up, is the handler's failure: a failed attempt, below; the
+		// store tells them apart as it does for a batch.)
+		return events.Release
+	case handlers.IsPermanent(err):
+		return events.GaveUp
+	}
+	return events.Failed
+}
+
+// outcomeOf turns a handler's result into the outcome to record (nil when
+// there is nothing to record) and counts it.
+func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.Duration) *store.Outcome {
+	stopping := d.runCtx.Err() != nil
+	k := classify(ev, err, stopping)
+	switch {
+	case k == "":
+		d.log.Warn("claim was taken back while the handler ran; its transaction was rolled back",
+			"channel", ev.Channel, "id", ev.ID)
+		return nil
+	case k == events.Release && !stopping:
 		d.log.Warn("database connection lost while running a handler; releasing the event",
 			"channel", ev.Channel, "id", ev.ID, "err", err)
-		d.metrics.Released.Inc()
-		out.Event = store.OutcomeRelease
-	case handlers.IsPermanent(err):
-		d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
-		out.Event, out.Error = "gave_up", err.Error()
-	default:
-		if ev.Attempt >= ev.MaxAttempts {
-			d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
-		} else {
-			d.metrics.Failed.WithLabelValues(ev.Channel).Inc()
-		}
+	case k == events.Failed:
 		d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt,
 			"took", took, "err", err)
-		out.Event, out.Error = "failed", err.Error()
+	}
+	d.metrics.outcome(ev.Channel, k.Logged(ev.Attempt, ev.MaxAttempts))
+	if k == events.Succeeded && committed {
+		return nil // the handler's transaction recorded it
+	}
+	out := &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: k}
+	if k == events.Failed || k == events.GaveUp {
+		out.Error = err.Error()
 	}
 	return out
 }
@@ -227,18 +238,16 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 // finish ends an event: its outcome goes to the completer, its slot is freed.
 // Called from any goroutine.
 func finish(d *deps, ev handlers.Event, out *store.Outcome) {
-	claimer, _, completer := d.pids()
+	_, _, completer := d.pids()
 	if out != nil {
 		sendOutcome(d, completer, *out)
 		tellEndedFailing(d, ev, out)
 	}
-	n := d.inflight.Add(-1)
-	d.metrics.InFlight.Set(float64(n))
-	d.send(claimer, &slotsFreed{})
+	d.slots.free(1)
 }
 
 // release gives an unstarted event's claim back.
 func release(d *deps, ev handlers.Event) {
-	d.metrics.Released.Inc()
-	finish(d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: store.OutcomeRelease})
+	d.metrics.outcome(ev.Channel, events.Release)
+	finish(d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: events.Release})
 }

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgrelay/pgrelay/events"
 )
 
 // Metrics are the Processor's Prometheus collectors. Each Processor has its
@@ -38,6 +40,24 @@ func dbErrorOps() []string {
 func (m *Metrics) initChannel(channel string) {
 	for _, v := range []*prometheus.CounterVec{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired} {
 		v.WithLabelValues(channel)
+	}
+}
+
+// outcome counts one outcome of an event of channel: k as pgrelay.log records
+// it (see events.Kind.Logged), events.Release for a claim given back unrun.
+// Every path that ends an event counts its outcome here.
+func (m *Metrics) outcome(channel string, k events.Kind) {
+	switch k {
+	case events.Succeeded:
+		m.Succeeded.WithLabelValues(channel).Inc()
+	case events.Failed:
+		m.Failed.WithLabelValues(channel).Inc()
+	case events.GaveUp:
+		m.GaveUp.WithLabelValues(channel).Inc()
+	case events.Expired:
+		m.Expired.WithLabelValues(channel).Inc()
+	case events.Release:
+		m.Released.Inc()
 	}
 }
 

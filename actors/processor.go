@@ -256,17 +256,14 @@ type deps struct {
 	node      int // pg_relay.node_id of the Processor's sessions
 	// wakeKey: this node's wake-up key; a wake-up that names a channel
 	// carries wakeHint(wakeKey, channel), not the name.
-	wakeKey  string
-	info     store.ProcessorInfo
-	runCtx   context.Context // cancelled when in-flight handlers must stop
-	inflight atomic.Int64    // events claimed and not yet ended
+	wakeKey string
+	info    store.ProcessorInfo
+	runCtx  context.Context // cancelled when in-flight handlers must stop
+	slots   *slots          // claimed events and what running batches hold; the in-flight gauge
 	// pendingOutcomes: outcomes sent to the completer and not yet written
 	// (in its mailbox, its buffer, or being written); the claimer claims
 	// nothing while maxPendingOutcomes wait.
 	pendingOutcomes atomic.Int64
-	// starved: a batcher had rows to run and no free slot; the claimer
-	// claims when slots are freed, which tells the batchers again.
-	starved atomic.Bool
 	// rejoinUntil: until then the node is rejoining (it had been dead or
 	// adopted when this Processor started) and claims only rows pinned to it.
 	rejoinUntil time.Time
@@ -299,6 +296,12 @@ func (d *deps) pids() (claimer, dispatcher, completer *actor.PID) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.claimer, d.dispatcher, d.completer
+}
+
+// notifySlotsFreed tells the claimer that slots were freed.
+func (d *deps) notifySlotsFreed() {
+	claimer, _, _ := d.pids()
+	d.send(claimer, &slotsFreed{})
 }
 
 // send delivers msg to pid from outside any actor (goroutines, timers).
@@ -521,6 +524,7 @@ func (p *Processor) Start(ctx context.Context) error {
 		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, direct: direct, metrics: metrics, log: logger, bus: p.bus,
 		system: system, processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
 	}
+	p.d.slots = newSlots(p.cfg.Concurrency, metrics.InFlight, p.d.notifySlotsFreed)
 	if rejoin {
 		p.d.rejoinUntil = time.Now().Add(p.cfg.LeaderSettle)
 		logger.Warn("this node had been dead or adopted: dispatching only rows pinned to it until the settle "+

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -43,12 +44,8 @@ func (s *supervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervis
 	s.d.log.Error("actor failed; restarting it", "actor", child.Id, "reason", fmt.Sprint(reason),
 		"failures", rs.FailureCount()+1)
 	failed := func(ev handlers.Event) {
-		if ev.Attempt >= ev.MaxAttempts {
-			s.d.metrics.GaveUp.WithLabelValues(ev.Channel).Inc()
-		} else {
-			s.d.metrics.Failed.WithLabelValues(ev.Channel).Inc()
-		}
-		finish(s.d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: "failed",
+		s.d.metrics.outcome(ev.Channel, events.Failed.Logged(ev.Attempt, ev.MaxAttempts))
+		finish(s.d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: events.Failed,
 			Error: fmt.Sprintf("internal error: actor %s failed: %v", child.Id, reason)})
 	}
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {

@@ -5,7 +5,9 @@ package events
 
 import "time"
 
-// Kind is the event column of pgrelay.log: one row per state change.
+// Kind is the event column of pgrelay.log (one row per state change), and
+// the outcome the Processor records for a claim. Go code names outcomes by
+// these constants only; the store turns them into text for SQL.
 type Kind string
 
 // The events of pgrelay.log.
@@ -25,7 +27,21 @@ const (
 	// Rescued: the claim of a Processor that died (or overran its lease) was
 	// taken back; the event is pending again.
 	Rescued Kind = "rescued"
+	// Release is an outcome, never a row of pgrelay.log: the claim is given
+	// back unrun (shutdown, a lost database connection), the event is
+	// pending again and no attempt is counted.
+	Release Kind = "release"
 )
+
+// Logged is what pgrelay.log records for outcome k of attempt of
+// maxAttempts: a failed last attempt is given up (pgrelay._complete decides
+// the same in SQL).
+func (k Kind) Logged(attempt, maxAttempts int) Kind {
+	if k == Failed && attempt >= maxAttempts {
+		return GaveUp
+	}
+	return k
+}
 
 // Terminal reports whether no further event can follow for the notification.
 func (k Kind) Terminal() bool {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/prcodes"
 )
 
@@ -46,10 +47,10 @@ type DirectEvent struct {
 	Timeout     time.Duration
 	MaxAttempts int
 
-	// Outcome is what the batch recorded: "succeeded", "failed" (the log
-	// says gave_up at the last attempt), "expired", or "" when the batch
-	// recorded nothing (it failed; the event is pending again).
-	Outcome string
+	// Outcome is what the batch recorded: events.Succeeded, events.Failed
+	// (the log says gave_up at the last attempt), events.Expired, or "" when
+	// the batch recorded nothing (it failed; the event is pending again).
+	Outcome events.Kind
 	// Err is the handler's error of a failed event.
 	Err error
 }
@@ -178,7 +179,7 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 			case rerr != nil:
 				err = fmt.Errorf("batch of %d events of %s: %w; %w", len(r.Events), what, lost.err, rerr)
 			case recorded:
-				e.Outcome, e.Err = "failed", cause
+				e.Outcome, e.Err = events.Failed, cause
 				err = nil
 			default:
 				// Another transaction holds or ended the row meanwhile.
@@ -192,7 +193,7 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 			case rerr != nil:
 				err = fmt.Errorf("batch of 1 event of %s: %w; %w", what, late, rerr)
 			case recorded:
-				e.Outcome, e.Err = "failed", late
+				e.Outcome, e.Err = events.Failed, late
 				err = nil
 			default:
 				err = nil
@@ -351,7 +352,7 @@ func recordFailedTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectE
 		}
 	}
 	if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::pg_catalog.int8[], NULL, $2::pg_catalog.text[], $3::pg_catalog.text[])",
-		[]int64{e.ID}, []string{"failed"}, []string{StorableText(cause.Error())}); err != nil {
+		[]int64{e.ID}, []string{kindText(events.Failed)}, []string{StorableText(cause.Error())}); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -451,7 +452,7 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 	all := make([]int, len(b.Events))
 	for i := range b.Events {
 		if b.Events[i].Expired {
-			b.Events[i].Outcome = "expired"
+			b.Events[i].Outcome = events.Expired
 		}
 		all[i] = i
 	}
@@ -460,17 +461,21 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 		if err == nil {
 			for _, i := range all {
 				if b.Events[i].Outcome == "" {
-					b.Events[i].Outcome = "succeeded"
+					b.Events[i].Outcome = events.Succeeded
 				}
 			}
 			return nil
 		}
 		var herr *HandlerError
-		if k >= 0 && errors.As(err, &herr) && connLost(conn, herr.Err) {
+		failure := handlerOwn
+		if k >= 0 && errors.As(err, &herr) {
+			failure = classifyHandlerError(conn.Conn().PgConn(), herr.Err)
+		}
+		if failure != handlerOwn {
 			// The handler ended the session, or the server did while it ran:
 			// the transaction is gone, with whatever it had done.
 			b.forget(all)
-			if b.clock == 0 || isCrashOfAnother(herr.Err) {
+			if b.clock == 0 || failure == handlerCrashOfAnother {
 				return err
 			}
 			return &lostHandler{k: k, at: b.clock, err: herr.Err}
@@ -478,9 +483,9 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 		if k >= 0 && herr != nil {
 			// The events before k ran; their effects stay in the transaction.
 			for _, i := range done {
-				b.Events[i].Outcome = "succeeded"
+				b.Events[i].Outcome = events.Succeeded
 			}
-			b.Events[k].Outcome, b.Events[k].Err = "failed", err
+			b.Events[k].Outcome, b.Events[k].Err = events.Failed, err
 			_, err = conn.Exec(ctx, "ROLLBACK TO SAVEPOINT pgrelay_event")
 			if err == nil {
 				_, err = conn.Exec(ctx, "RELEASE SAVEPOINT pgrelay_event")
@@ -498,14 +503,7 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 
 // connLost reports whether the batch's connection is gone after err.
 func connLost(conn *pgxpool.Conn, err error) bool {
-	return conn.Conn().PgConn().IsClosed() || IsConnError(err)
-}
-
-// isCrashOfAnother reports whether err is the server ending every session
-// because another backend crashed: not the failed handler's doing.
-func isCrashOfAnother(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "57P02"
+	return sessionGone(conn.Conn().PgConn(), err)
 }
 
 // forget clears the outcomes of events that were not recorded after all.
@@ -532,11 +530,11 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		switch e.Outcome {
 		case "":
 			run = append(run, i)
-			evs[j], errs[j] = "succeeded", "NULL"
-		case "failed":
-			evs[j], errs[j] = "failed", arrayQuote(StorableText(e.Err.Error()))
+			evs[j], errs[j] = kindText(events.Succeeded), "NULL"
+		case events.Failed:
+			evs[j], errs[j] = kindText(events.Failed), arrayQuote(StorableText(e.Err.Error()))
 		default:
-			evs[j], errs[j] = e.Outcome, "NULL"
+			evs[j], errs[j] = kindText(e.Outcome), "NULL"
 		}
 	}
 	var stmts []statement

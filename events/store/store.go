@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/prcodes"
 )
 
@@ -132,18 +133,18 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 type Outcome struct {
 	ID        int64
 	ClaimedAt time.Time
-	// Event: "succeeded", "failed" (retried or given up), "expired", or
-	// "release" (never started: back to pending, no log row).
-	Event string
+	// Event: events.Succeeded, events.Failed (retried or given up),
+	// events.GaveUp, events.Expired, or events.Release (never started: back
+	// to pending, no log row).
+	Event events.Kind
 	// Error is the failure's text, from whatever failed (a server's reply):
 	// Complete stores it through StorableText.
 	Error string
 }
 
-// The outcome events Complete accepts besides the log's own kinds.
-const (
-	OutcomeRelease = "release"
-)
+// kindText is outcome k as the text pgrelay._complete takes: the one place
+// an outcome becomes a string.
+func kindText(k events.Kind) string { return string(k) }
 
 // Complete applies a batch of outcomes of processor proc's claims in one
 // transaction and returns how many still matched a live claim.
@@ -168,7 +169,7 @@ func complete(ctx context.Context, q querier, proc int64, outs []Outcome) (int, 
 	evs := make([]string, len(outs))
 	errs := make([]*string, len(outs))
 	for i, o := range outs {
-		ids[i], at[i], evs[i] = o.ID, o.ClaimedAt, o.Event
+		ids[i], at[i], evs[i] = o.ID, o.ClaimedAt, kindText(o.Event)
 		if o.Error != "" {
 			e := StorableText(o.Error)
 			errs[i] = &e
@@ -263,10 +264,13 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 		switch {
 		case errors.As(err, &pgErr) && pgErr.Code == prcodes.ClaimTakenBack:
 			return ErrClaimLost
-		case failed == handlerAt && (pc.IsClosed() || IsConnError(err)):
-			// The session ended while the handler ran: the handler's doing
-			// (an attempt) unless the server restarted since the claim.
-			if !isCrashOfAnother(err) {
+		case failed == handlerAt:
+			switch classifyHandlerError(pc, err) {
+			case handlerOwn:
+				return &HandlerError{Err: err}
+			case handlerSessionEnded:
+				// The handler's doing (an attempt) unless the server
+				// restarted since the claim.
 				qctx, cancel := context.WithTimeout(outer, 5*time.Second)
 				up, uerr := s.upSince(qctx, c.DispatchedAt)
 				cancel()
@@ -279,8 +283,6 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 					return &HandlerError{Err: &HandlerConnLostError{Err: err}}
 				}
 			}
-		case failed == handlerAt:
-			return &HandlerError{Err: err}
 		}
 		return fmt.Errorf("run handler of event %d: %w", c.ID, err)
 	}

@@ -79,15 +79,18 @@ func TestInstallWithoutSuperuser(t *testing.T) {
 		"SELECT pgrelay_notifier.send('mail', ARRAY['you@example.com'], 'Shipped', 'Your order is on its way')").Scan(&nid))
 
 	p := startCLI(t, nil, "run", "--database-url", as("relay"), "--smtp-url", mail.URL())
-	eventually(t, 60*time.Second, "the handler's row and the email", func() bool {
+	// The mail server has the message before the Processor records it sent:
+	// wait for both.
+	var status string
+	eventually(t, 60*time.Second, "the handler's row, the email and its status", func() bool {
 		var n int
 		_ = own.QueryRow(ctx, "SELECT count(*) FROM shop.shipped WHERE payload = 'order-1'").Scan(&n)
-		return (n == 1 && mail.Count() == 1) || p.exited()
+		require.NoError(t, web.QueryRow(ctx, "SELECT pgrelay_notifier.get_status($1)", nid).Scan(&status))
+		return (n == 1 && mail.Count() == 1 && status == "sent") || p.exited()
 	})
 	require.False(t, p.exited(), "the Processor exited")
-	var status string
-	require.NoError(t, web.QueryRow(ctx, "SELECT pgrelay_notifier.get_status($1)", nid).Scan(&status))
 	require.Equal(t, "sent", status)
+	require.Equal(t, 1, mail.Count())
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second))
 }

@@ -1,21 +1,30 @@
 // Package actors is the Processor: the actor tree that claims queued events,
-// runs their handlers and records every outcome.
+// runs their handlers and records every outcome (docs/architecture.md).
 //
 //	relay (supervisor: restarts a failed child with backoff)
-//	├── claimer     wakes on LISTEN/NOTIFY and a fallback poll; claims as many
-//	│               rows as there are free slots
-//	├── dispatcher  routes each claimed event to its channel's actor
-//	│   └── channel actors (one per channel, spawned on demand, stopped when idle)
-//	│       └── lane actors (one per payload, in 'payload' mode)
-//	├── completer   writes outcomes to the log in batches
+//	├── claimer     wakes on LISTEN/NOTIFY and a fallback poll; claims the
+//	│               events batches do not run (email, nats; every kind with
+//	│               --sql-batch 1) into the free slots, and reports the sql
+//	│               channels and lanes ready for batches
+//	├── dispatcher  routes each claimed event to its channel's actor, and each
+//	│   │           ready sql channel to its batcher
+//	│   ├── channel actors (one per channel, spawned on demand, stopped when idle)
+//	│   │   └── lane actors (one per payload, in 'payload' mode)
+//	│   ├── batchers (one per 'none' sql channel): direct batches, each one
+//	│   │           transaction that locks, runs and records its events
+//	│   └── lane batcher (the 'channel' and 'payload' sql channels): lane
+//	│               batches, one event per lane in one transaction
+//	├── completer   writes the outcomes of claimed events to the log in batches
 //	├── heartbeat   keeps this instance alive in pgrelay.processors, rescues
-//	│               claims of dead instances
+//	│               claims of dead instances, adopts dead nodes' work and
+//	│               (leader mode) holds the leader lease
 //	├── janitor     trims pgrelay.log past its retention
 //	└── publisher   publishes the log's events on NATS (only with NATS)
 //
 // The durable truth is always in PostgreSQL: actors hold only claims, and a
 // claim that an actor loses (crash, lost connection, kill -9 of the process)
-// is released or rescued back to pending.
+// is released or rescued back to pending. A batch writes no claim: its
+// transaction commits whole or rolls back, leaving its rows pending.
 package actors
 
 import (

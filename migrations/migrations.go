@@ -6,7 +6,8 @@
 // not yet recorded in pgrelay.schema_migrations, in version order, in one
 // transaction that first takes a transaction-level advisory lock: several
 // processes may migrate one database at once, the others wait and then find
-// nothing left to do.
+// nothing left to do. On a Spock node the migration stays on that node and
+// pgrelay's tables join replication (spock.go).
 package migrations
 
 import (
@@ -99,6 +100,9 @@ type Result struct {
 	Applied []Migration
 	// Version is the schema version after the call.
 	Version int
+	// Replication lists what the call changed in Spock's replication sets
+	// (spock.go), one line each.
+	Replication []string
 }
 
 // Up applies every pending migration in one transaction.
@@ -127,6 +131,10 @@ func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
 	if _, err := tx.Exec(ctx, "SELECT pg_catalog.pg_advisory_xact_lock($1::pg_catalog.int4, $2::pg_catalog.int4)",
 		lockClass, lockMigrate); err != nil {
 		return Result{}, fmt.Errorf("migrate: take the migration lock: %w", err)
+	}
+	spock, err := spockPrepare(ctx, tx)
+	if err != nil {
+		return Result{}, err
 	}
 	if _, err := tx.Exec(ctx, `
 		CREATE SCHEMA IF NOT EXISTS pgrelay;
@@ -165,6 +173,9 @@ func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
 		}
 		res.Applied = append(res.Applied, m)
 		current = max(current, m.Version)
+	}
+	if res.Replication, err = spockReplicationSets(ctx, tx, spock); err != nil {
+		return Result{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("migrate: commit: %w", err)

@@ -316,6 +316,11 @@ func warnUnreplicated(ctx context.Context, conn *pgx.Conn, mode string, logger *
 		}
 		logger.Warn(msg, "node", r.Node, "extension", r.Extension, "tables", strings.Join(r.Missing, ", "))
 	}
+	if err == nil && len(r.NodeLocal) > 0 {
+		logger.Warn("replication: node-local tables in a replication set: each node's record of its migrations "+
+			"and its channels' lock rows must stay on the node ("+r.nodeLocalFix()+")",
+			"node", r.Node, "extension", r.Extension, "tables", r.nodeLocalList())
+	}
 }
 
 // checkSMTP opens a session to each SMTP server of cfg, as a send would
@@ -389,6 +394,9 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 func sayMigrated(w io.Writer, res migrations.Result) {
 	for _, m := range res.Applied {
 		fmt.Fprintf(w, "applied %04d_%s\n", m.Version, m.Name)
+	}
+	for _, r := range res.Replication {
+		fmt.Fprintln(w, r)
 	}
 	fmt.Fprintf(w, "schema at version %d\n", res.Version)
 }

@@ -802,6 +802,20 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 			Message: fmt.Sprintf("node %d (%s): tables in no replication set its subscriptions use: %s", r.Node, r.Extension, strings.Join(r.Missing, ", ")),
 			Fix:     strings.Join(fix, "\n") + "\n-- with the set your subscriptions name, if not 'default'"})
 	}
+	if len(r.NodeLocal) > 0 {
+		var fix []string
+		for _, l := range r.NodeLocal {
+			if r.Extension == "spock" {
+				fix = append(fix, fmt.Sprintf("SELECT spock.repset_remove_table('%s', '%s');", l.Set, l.Table))
+			} else {
+				fix = append(fix, fmt.Sprintf("SELECT pglogical.replication_set_remove_table('%s', '%s');", l.Set, l.Table))
+			}
+		}
+		out = append(out, doctorFinding{ID: "replication-node-local", Severity: severityProblem,
+			Message: fmt.Sprintf("node %d (%s): node-local tables in a replication set (each node keeps its own record of "+
+				"migrations and its own lock rows): %s", r.Node, r.Extension, r.nodeLocalList()),
+			Fix: strings.Join(fix, "\n")})
+	}
 
 	ext := r.Extension
 	if ext == "" {

@@ -377,16 +377,29 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 		if ok {
 			return nil
 		}
-		if c.engine == Pglogical && time.Since(lastNudge) > 1500*time.Millisecond {
+		if time.Since(lastNudge) > 1500*time.Millisecond {
 			lastNudge = time.Now()
+			nudge := `SELECT pglogical.alter_subscription_disable(sub_name, true),
+				pglogical.alter_subscription_enable(sub_name, true) FROM pglogical.subscription
+				WHERE (SELECT status FROM pglogical.show_subscription_status() LIMIT 1) <> 'replicating'`
+			if c.engine == Spock {
+				// A Spock apply worker whose first connection failed may
+				// stay down: restart it.
+				nudge = `SELECT spock.sub_disable(subscription_name::name, true), spock.sub_enable(subscription_name::name, true)
+					FROM spock.sub_show_status() WHERE status = 'down'`
+			}
 			for n := 1; n <= c.N(); n++ {
-				_ = c.nodes[n-1].Exec(ctx, ClusterDB, `SELECT pglogical.alter_subscription_disable(sub_name, true),
-					pglogical.alter_subscription_enable(sub_name, true) FROM pglogical.subscription
-					WHERE (SELECT status FROM pglogical.show_subscription_status() LIMIT 1) <> 'replicating'`)
+				_ = c.nodes[n-1].Exec(ctx, ClusterDB, nudge)
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: %s subscriptions not replicating after 60s (%s)", c.engine, strings.Join(sts, "; "))
+			var logs strings.Builder
+			for n := 1; n <= c.N(); n++ {
+				if !strings.HasPrefix(sts[n-1], want) {
+					fmt.Fprintf(&logs, "\nnode %d's log:\n%s", n, c.nodes[n-1].logTail())
+				}
+			}
+			return fmt.Errorf("testenv: %s subscriptions not replicating after 60s (%s)%s", c.engine, strings.Join(sts, "; "), logs.String())
 		}
 		select {
 		case <-ctx.Done():
@@ -535,4 +548,50 @@ func (c *Cluster) Health(ctx context.Context) (Health, error) {
 		}
 	}
 	return h, nil
+}
+
+// Sync waits until every running node has applied everything every other
+// running node committed before the call: spock.sync_event() on each,
+// CALL spock.wait_for_sync_event(…) on every other (at most timeout each).
+// Nodes in skip are left out (stopped).
+func (c *Cluster) Sync(ctx context.Context, timeout time.Duration, skip ...int) error {
+	if c.engine != Spock {
+		return fmt.Errorf("testenv: Sync uses Spock's sync events; this cluster runs %s", c.engine)
+	}
+	down := map[int]bool{}
+	for _, n := range skip {
+		down[n] = true
+	}
+	for from := 1; from <= c.N(); from++ {
+		if down[from] {
+			continue
+		}
+		var lsn string
+		if err := c.queryRow(ctx, from, "SELECT spock.sync_event()::text", nil, &lsn); err != nil {
+			return fmt.Errorf("node %d: sync_event: %w", from, err)
+		}
+		for n := 1; n <= c.N(); n++ {
+			if n == from || down[n] {
+				continue
+			}
+			var ok bool
+			if err := c.queryRow(ctx, n, "CALL spock.wait_for_sync_event(NULL, $1::name, $2::pg_lsn, $3::int)",
+				[]any{fmt.Sprintf("n%d", from), lsn, int(timeout.Seconds())}, &ok); err != nil {
+				return fmt.Errorf("node %d: wait for node %d's sync event: %w", n, from, err)
+			}
+			if !ok {
+				return fmt.Errorf("testenv: node %d did not apply node %d's changes within %s", n, from, timeout)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) queryRow(ctx context.Context, n int, sql string, args []any, dest ...any) error {
+	conn, err := pgx.Connect(ctx, c.URL(n))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.QueryRow(ctx, sql, args...).Scan(dest...)
 }

@@ -52,7 +52,7 @@ func (w *spockWatch) check(t *testing.T, scenario string, explain map[string]str
 		// k is "table conflict_type/conflict_resolution".
 		kind := k[:strings.LastIndexByte(k, '/')]
 		why, ok := explain[kind]
-		require.True(t, ok, "%s: %d unexplained Spock resolutions %s", scenario, n, k)
+		require.True(t, ok, "%s: %d unexplained Spock resolutions %s; the latest: %s", scenario, n, k, h.Samples[k])
 		got = append(got, fmt.Sprintf("%s: %d (%s)", k, n, why))
 	}
 	t.Logf("%s: spock.exception_log empty, every subscription replicating; spock.resolutions on pgrelay's tables: %d kinds\n  %s",
@@ -116,7 +116,8 @@ func TestSpockCluster(t *testing.T) {
 	// the lease row by the nodes that take and renew it.
 	beats := map[string]string{
 		"pgrelay.nodes update_origin_differs": "the lease row (node_id -1), last written by another node, renewed or taken",
-		"pgrelay.nodes update_update": "the lease row taken by several nodes at the same moment (leader mode started everywhere at once): " +
+		"pgrelay.nodes update_update": "the lease row taken by several nodes at the same moment (leader mode started on every node at once, " +
+			"or the surviving nodes taking the lease the killed leader let run out): " +
 			"last update wins leaves one holder on every node, and a node leads only if it still holds the lease after --leader-settle",
 		"pgrelay.nodes insert_exists": "the lease row made by several nodes at once, as above",
 	}
@@ -226,4 +227,167 @@ func TestSpockCluster(t *testing.T) {
 			"pgrelay.nodes insert_exists":         beats["pgrelay.nodes insert_exists"],
 		})
 	})
+
+	t.Run("leader", func(t *testing.T) {
+		n1.exec(`SELECT pgrelay.register('lk', 'SELECT app.work(''lk'', $1), pg_sleep(0.002)')`)
+		for _, m := range all[1:] {
+			eventually(t, 20*time.Second, fmt.Sprint("channel lk on node ", m.n), func() bool {
+				return m.count(`SELECT count(*) FROM pgrelay.channels WHERE channel = 'lk'`) == 1
+			})
+		}
+		// Node 1 leads first, and every node knows it before the others start.
+		p1 := n1.run("leader", "--poll-interval", "10m")
+		const held = `SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`
+		for _, m := range all {
+			eventually(t, 30*time.Second, fmt.Sprint("node 1's lease on node ", m.n), func() bool { return m.count(held) == 1 })
+		}
+		p2, p3 := n2.run("leader"), n3.run("leader")
+		// A backlog enqueued on every node: the leader runs it all.
+		const backlog = 3000
+		for _, m := range all {
+			m.enqueue("lk", fmt.Sprint("k", m.n), backlog/3)
+		}
+		eventually(t, time.Minute, "the leader to be working on the backlog", func() bool {
+			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'lk'`) >= 100
+		})
+		p1.signal(syscall.SIGKILL)
+		killed := time.Now()
+		p1.wait(10 * time.Second)
+		pending := n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'lk'`)
+		require.Positive(t, pending, "the leader was killed with rows pending")
+		var next *mmNode
+		eventually(t, time.Minute, "another node to take over", func() bool {
+			for _, m := range all[1:] {
+				if m.count(`SELECT count(*) FROM app.ran WHERE channel = 'lk'`) > 0 {
+					next = m
+					return true
+				}
+			}
+			return false
+		})
+		var first time.Time
+		require.NoError(t, next.pool.QueryRow(ctx, `SELECT min(at) FROM app.ran WHERE channel = 'lk'`).Scan(&first))
+		took := first.Sub(killed)
+		bound := mmDeadAfter + time.Second + 2*250*time.Millisecond
+		t.Logf("leader killed with %d rows pending; node %d ran its first event %s later (documented bound %s)",
+			pending, next.n, took.Round(time.Millisecond), bound)
+		require.Less(t, took, bound+4*time.Second, "takeover within the documented bound (plus a margin)")
+		eventually(t, 2*time.Minute, "every event to succeed", func() bool { return succeeded(next, "lk") >= backlog })
+		w.sync(1)
+		for _, m := range all {
+			require.Equal(t, backlog, succeeded(m, "lk"), "node %d's log", m.n)
+			require.Equal(t, backlog, m.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'lk' AND event = 'succeeded'`))
+			require.Equal(t, 1, m.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = $1 AND term >= 2`, next.n))
+		}
+		ran := 0
+		for _, m := range all {
+			ran += m.count(`SELECT count(*) FROM app.ran WHERE channel = 'lk'`)
+		}
+		require.Equal(t, backlog, ran, "no event's effects committed twice")
+		stop(p2, p3)
+		w.check(t, "leader", map[string]string{
+			"pgrelay.nodes update_origin_differs": beats["pgrelay.nodes update_origin_differs"],
+			"pgrelay.nodes update_update":         beats["pgrelay.nodes update_update"],
+			"pgrelay.queue update_origin_differs": "a row enqueued on one node, claimed or run by the leader: the leader's update " +
+				"reaches the third node, whose copy came from the row's origin; the leader alone writes unrestricted rows",
+			"pgrelay.queue delete_origin_differs": "the same for the leader's delete of a row it ran",
+		})
+	})
+
+	t.Run("adoption", func(t *testing.T) {
+		register("ad", "")
+		// Node 3's Processor ran once (a known multi-node node), then was
+		// killed; 600 rows wait on node 3, and one row pinned to it.
+		p3 := n3.run("multi-node")
+		eventually(t, 20*time.Second, "node 3 to heartbeat", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 3 AND mode = 'multi-node' AND last_seen > now() - interval '1 second'`) == 1
+		})
+		p3.signal(syscall.SIGKILL)
+		p3.wait(10 * time.Second)
+		n3.enqueue("ad", "orphan", 600)
+		n3.exec(`SELECT pgrelay.notify('mv', 'pinned-3')`)
+		w.sync()
+		// Node 3's database goes down too.
+		require.NoError(t, cluster.StopNode(3))
+		p1, p2 := n1.run("multi-node"), n2.run("multi-node")
+		eventually(t, 2*time.Minute, "node 1 to adopt and run node 3's rows", func() bool {
+			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`) == 600
+		})
+		// The live node with the smallest id adopted, the other ran none.
+		require.Equal(t, 600, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'adopted' AND node = 1`))
+		require.Equal(t, 0, n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`))
+		// The row pinned to node 3 is untouched on both live nodes.
+		for _, m := range all[:2] {
+			require.Equal(t, 1, m.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 3
+				AND owner_node = 3 AND dispatched_at IS NULL AND attempt = 1`), "node %d", m.n)
+			require.Equal(t, 0, m.count(`SELECT count(*) FROM app.ran WHERE payload = 'pinned-3'`))
+		}
+
+		// Node 3 comes back, database and Processor at once: it rejoins
+		// (settles before it claims unrestricted rows), runs its pinned row,
+		// and none of the adopted ones.
+		require.NoError(t, cluster.StartNode(ctx, 3))
+		n3.pool.Reset()
+		p3 = n3.run("multi-node")
+		require.NoError(t, cluster.WaitReplicating(ctx))
+		eventually(t, 30*time.Second, "the adoption and the outcomes to reach node 3", func() bool {
+			return n3.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'ad'`) == 0
+		})
+		eventually(t, 30*time.Second, "node 3 to run its pinned row", func() bool {
+			return n3.count(`SELECT count(*) FROM app.ran WHERE payload = 'pinned-3'`) == 1
+		})
+		require.Equal(t, 0, n3.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`), "node 3 ran none of the adopted rows")
+		w.sync()
+		for _, m := range all {
+			require.Equal(t, 600, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+			require.Equal(t, 600, m.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+			// Node 3's refreshes: pg_auto_mv's and its pinned row, each once.
+			require.Equal(t, 2, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mv' AND event = 'succeeded' AND node = 3`))
+		}
+		w.check(t, "adoption", adoptionConflicts)
+
+		// Decommission: node 3 stops for good with a row pinned to it.
+		stop(p3)
+		n3.exec(`SELECT pgrelay.notify('mv', 'stranded')`)
+		for _, m := range all[:2] {
+			eventually(t, 20*time.Second, fmt.Sprint("the stranded row on node ", m.n), func() bool {
+				return m.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND payload = 'stranded'`) == 1
+			})
+		}
+		eventually(t, 30*time.Second, "node 3 to count as dead", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 3 AND last_seen < now() - $1::interval`,
+				mmDeadAfter.String()) == 1
+		})
+		code, out, errOut := cliMain("nodes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
+		require.Equal(t, 0, code, errOut)
+		table := parseTable(t, out)
+		require.Len(t, table, 3, out)
+		require.Equal(t, map[string]string{"NODE": "3", "STATE": "dead", "PINNED": "1"}, pick(table[2], "NODE", "STATE", "PINNED"), out)
+		require.Contains(t, out, "replication (node 1, spock): every table of pgrelay and pgrelay_notifier is in a subscribed replication set")
+		code, out, errOut = cliMain("nodes", "decommission", "3", "--yes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "1 pinned rows discarded")
+		for _, m := range all {
+			eventually(t, 20*time.Second, fmt.Sprint("the decommission to reach node ", m.n), func() bool {
+				return m.count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 3`) == 0 &&
+					m.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 3 AND decommissioned_at IS NOT NULL`) == 1
+			})
+		}
+		require.Equal(t, 0, n3.count(`SELECT count(*) FROM app.ran WHERE payload = 'stranded'`))
+		stop(p1, p2)
+		w.check(t, "decommission", adoptionConflicts)
+	})
+}
+
+// adoptionConflicts explains the conflicts Spock resolves on pgrelay's
+// tables when a node's work is adopted and the node comes back.
+var adoptionConflicts = map[string]string{
+	"pgrelay.nodes update_origin_differs": "node 3's row, last written by node 3, marked adopted or decommissioned by node 1",
+	"pgrelay.nodes update_update": "node 3's row: the adopter's adopted_at mark crossed node 3's first heartbeat after its return, " +
+		"and the later write won; node 3 had found itself dead at start and settled before claiming unrestricted rows, " +
+		"so the mark, which only node 3 reads, was not needed",
+	"pgrelay.queue update_origin_differs": "node 3's rows, re-owned by node 1 (adoption): the third node's copy came from node 3; " +
+		"node 3 writes them no more (it is dead, and settles when it returns)",
+	"pgrelay.queue delete_origin_differs":      "node 3's rows, run and deleted by the adopter, or its pinned row discarded by the decommission",
+	"pgrelay.processors delete_origin_differs": "node 3's Processor rows, removed by the adopter",
 }

@@ -206,6 +206,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		for range c.N() {
 			err = errors.Join(err, <-errs)
 		}
+		if err == nil {
+			err = c.waitReplicating(ctx)
+		}
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -485,17 +488,20 @@ type Health struct {
 	// on every node.
 	Exceptions []string
 	// NotReplicating names the subscriptions whose status is not
-	// 'replicating' ("node N: sub=status").
+	// 'replicating' ("node N: sub=status", then the tail of node N's log).
 	NotReplicating []string
 	// Resolutions counts spock.resolutions' rows on tables of schemas
 	// pgrelay and pgrelay_notifier, on every node, by
 	// "table conflict_type/conflict_resolution".
 	Resolutions map[string]int
+	// Samples holds, for each key of Resolutions, the local and remote
+	// tuples of its latest row on one node.
+	Samples map[string]string
 }
 
 // Health reads the Spock cluster's health on every node.
 func (c *Cluster) Health(ctx context.Context) (Health, error) {
-	h := Health{Resolutions: map[string]int{}}
+	h := Health{Resolutions: map[string]int{}, Samples: map[string]string{}}
 	if c.engine != Spock {
 		return h, fmt.Errorf("testenv: Health reads Spock's catalogs; this cluster runs %s", c.engine)
 	}
@@ -525,21 +531,25 @@ func (c *Cluster) Health(ctx context.Context) (Health, error) {
 			if err != nil {
 				return err
 			}
-			h.NotReplicating = append(h.NotReplicating, bad...)
-			rows, err = conn.Query(ctx, `SELECT format('%s %s/%s', relname, conflict_type, conflict_resolution), count(*)::int
+			for _, b := range bad {
+				h.NotReplicating = append(h.NotReplicating, b+"\n"+c.nodes[n-1].logTail())
+			}
+			rows, err = conn.Query(ctx, `SELECT format('%s %s/%s', relname, conflict_type, conflict_resolution), count(*)::int,
+				  (array_agg(format('node %s: local %s remote %s', $1::int, local_tuple, remote_tuple) ORDER BY id DESC))[1]
 				FROM spock.resolutions WHERE relname LIKE 'pgrelay.%' OR relname LIKE 'pgrelay\_notifier.%'
-				GROUP BY 1`)
+				GROUP BY 1`, n)
 			if err != nil {
 				return err
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var k string
+				var k, sample string
 				var v int
-				if err := rows.Scan(&k, &v); err != nil {
+				if err := rows.Scan(&k, &v, &sample); err != nil {
 					return err
 				}
 				h.Resolutions[k] += v
+				h.Samples[k] = sample
 			}
 			return rows.Err()
 		}()

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -228,6 +231,102 @@ func TestSpockCluster(t *testing.T) {
 		})
 	})
 
+	t.Run("notifier and NATS", func(t *testing.T) {
+		smtp := smtpCatcher(t, testenv.SMTPConfig{})
+		nats, js := startNATS(t)
+		n1.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+		for _, m := range all[1:] {
+			eventually(t, 20*time.Second, fmt.Sprint("channel mail on node ", m.n), func() bool {
+				return m.count(`SELECT count(*) FROM pgrelay.channels WHERE channel = 'mail'`) == 1
+			})
+		}
+		send := func(round string) {
+			for _, m := range all {
+				m.exec(`SELECT pgrelay_notifier.send('mail', ARRAY[$1 || '-' || g || '@example.org'], 'Order ' || g, 'b')
+					FROM generate_series(1, 50) g`, fmt.Sprintf("%s-n%d", round, m.n))
+			}
+		}
+		env := []string{"PGRELAY_SMTP_URL=" + smtp.URL()}
+		runAll := func(mode string) []*proc {
+			var ps []*proc
+			for _, m := range all {
+				ps = append(ps, startCLI(t, env, "run", "--database-url", m.url, "--mode", mode,
+					"--heartbeat-interval", "250ms", "--dead-after", mmDeadAfter.String(), "--leader-settle", "1s",
+					"--poll-interval", "200ms", "--concurrency", "16", "--log-level", "warn",
+					"--nats-url", nats.URL(), "--nats-publish-interval", "50ms"))
+			}
+			return ps
+		}
+		sent := func(m *mmNode) int {
+			return m.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`)
+		}
+		// multi-node: each node sends the emails composed on it.
+		send("mn")
+		ps := runAll("multi-node")
+		for _, m := range all {
+			eventually(t, time.Minute, fmt.Sprint("150 emails sent, seen on node ", m.n), func() bool { return sent(m) == 150 })
+		}
+		for _, m := range all {
+			require.Equal(t, 50, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'succeeded' AND node = $1`, m.n))
+		}
+		stop(ps...)
+		// leader: the leader sends every email, whichever node composed it
+		// (it reads the notification from its own replicated copy).
+		send("ld")
+		ps = runAll("leader")
+		for _, m := range all {
+			eventually(t, time.Minute, fmt.Sprint("300 emails sent, seen on node ", m.n), func() bool { return sent(m) == 300 })
+		}
+		var leader int
+		require.NoError(t, n1.pool.QueryRow(ctx, `SELECT leader_node FROM pgrelay.nodes WHERE node_id = -1`).Scan(&leader))
+		w.sync()
+		for _, m := range all {
+			want := 50 // its own, in multi-node mode
+			if m.n == leader {
+				want += 150
+			}
+			require.Equal(t, want, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'succeeded' AND node = $1`, m.n),
+				"node %d (the leader: node %d)", m.n, leader)
+		}
+		// Every email arrived once.
+		got := map[string]int{}
+		for _, msg := range smtp.Messages() {
+			require.Len(t, msg.To, 1)
+			got[strings.Trim(msg.To[0], "<>")]++
+		}
+		require.Len(t, got, 300)
+		for rcpt, k := range got {
+			require.Equal(t, 1, k, "%s arrived %d times", rcpt, k)
+		}
+		// The NATS publisher of every node publishes that node's log rows:
+		// each log row in the stream once.
+		w.sync()
+		total := n1.count(`SELECT count(*) FROM pgrelay.log`)
+		eventually(t, time.Minute, "every log row in the stream", func() bool {
+			return eventMsgs(t, js) >= total
+		})
+		stop(ps...)
+		ids := eventLogIDs(t, js)
+		want := map[int64]bool{}
+		for _, id := range mmIDs(t, n1, `SELECT id FROM pgrelay.log`) {
+			want[id] = true
+		}
+		seen := map[int64]bool{}
+		for _, id := range ids {
+			require.False(t, seen[id], "log row %d twice in the stream", id)
+			require.True(t, want[id], "stream message for log row %d, not in the log", id)
+			seen[id] = true
+		}
+		for id := range want {
+			require.True(t, seen[id], "log row %d missing from the stream", id)
+		}
+		w.check(t, "notifier and NATS", map[string]string{
+			"pgrelay.nodes update_origin_differs": beats["pgrelay.nodes update_origin_differs"],
+			"pgrelay.nodes update_update":         beats["pgrelay.nodes update_update"],
+			"pgrelay.nodes insert_exists":         beats["pgrelay.nodes insert_exists"],
+		})
+	})
+
 	t.Run("leader", func(t *testing.T) {
 		n1.exec(`SELECT pgrelay.register('lk', 'SELECT app.work(''lk'', $1), pg_sleep(0.002)')`)
 		for _, m := range all[1:] {
@@ -390,4 +489,59 @@ var adoptionConflicts = map[string]string{
 		"node 3 writes them no more (it is dead, and settles when it returns)",
 	"pgrelay.queue delete_origin_differs":      "node 3's rows, run and deleted by the adopter, or its pinned row discarded by the decommission",
 	"pgrelay.processors delete_origin_differs": "node 3's Processor rows, removed by the adopter",
+	"pgrelay.processors delete_delete": "the killed Processor's row of node 3, removed both by the adopter and by node 3 " +
+		"on its return (a dead instance of its own node): gone either way",
+}
+
+// mmIDs runs a one-column bigint query on node m.
+func mmIDs(t *testing.T, m *mmNode, sql string) []int64 {
+	t.Helper()
+	rows, err := m.pool.Query(context.Background(), sql)
+	require.NoError(t, err, sql)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err, sql)
+	return out
+}
+
+// eventMsgs counts the stream's messages on the log's subjects
+// (pgrelay.events.>; the notifier's status events are on others).
+func eventMsgs(t *testing.T, js jetstream.JetStream) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "PGRELAY_EVENTS")
+	if err != nil {
+		return 0
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("pgrelay.events.>"))
+	require.NoError(t, err)
+	n := 0
+	for _, k := range info.State.Subjects {
+		n += int(k)
+	}
+	return n
+}
+
+// eventLogIDs reads the log ids of every message on the log's subjects.
+func eventLogIDs(t *testing.T, js jetstream.JetStream) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	want := eventMsgs(t, js)
+	cons, err := js.OrderedConsumer(ctx, "PGRELAY_EVENTS", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"pgrelay.events.>"}})
+	require.NoError(t, err)
+	var ids []int64
+	for len(ids) < want {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		require.NoError(t, err)
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var doc struct{ ID int64 }
+			require.NoError(t, json.Unmarshal(m.Data(), &doc))
+			ids = append(ids, doc.ID)
+		}
+		require.Positive(t, n, "read %d of %d messages", len(ids), want)
+	}
+	return ids
 }

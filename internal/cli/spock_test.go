@@ -545,3 +545,77 @@ func eventLogIDs(t *testing.T, js jetstream.JetStream) []int64 {
 	}
 	return ids
 }
+
+// The pg_auto_mv case on three Spock nodes with automatic DDL replication
+// off: one deployment script, run on every node at the same moment, makes
+// the node's materialised view and its refresh function, registers the same
+// node-restricted channel and queues a refresh; orders written on one node
+// replicate, a refresh queued on every node runs once on each, and every
+// node's own copy of the view shows them.
+func TestSpockDeploymentScript(t *testing.T) {
+	ctx := context.Background()
+	cluster := testenv.ClusterT(t, testenv.ClusterConfig{Engine: testenv.Spock, Nodes: 3})
+	w := &spockWatch{t: t, c: cluster, seen: map[string]int{}}
+	var all []*mmNode
+	for n := 1; n <= cluster.N(); n++ {
+		pool, err := pgxpool.New(ctx, cluster.URL(n))
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		all = append(all, &mmNode{t: t, n: n, url: cluster.URL(n), pool: pool})
+	}
+	// The application's table replicates (added to the set on every node);
+	// the materialised view cannot.
+	script := `CREATE SCHEMA IF NOT EXISTS app;
+		CREATE TABLE IF NOT EXISTS app.orders (id bigint PRIMARY KEY, amount numeric NOT NULL);
+		SELECT spock.repset_add_table('default', 'app.orders')
+		 WHERE NOT EXISTS (SELECT FROM spock.tables WHERE nspname = 'app' AND relname = 'orders' AND set_name = 'default');
+		CREATE MATERIALIZED VIEW IF NOT EXISTS app.orders_summary AS
+		  SELECT count(*) AS orders, coalesce(sum(amount), 0) AS total FROM app.orders;
+		CREATE OR REPLACE FUNCTION app.refresh_view(p_view text) RETURNS void LANGUAGE plpgsql AS
+		  $$ BEGIN EXECUTE format('REFRESH MATERIALIZED VIEW app.%I', p_view); END $$;
+		SELECT pgrelay.register('refresh_view', 'SELECT app.refresh_view($1)',
+		  p_node_restricted := true, p_deduplicate := true);`
+	errs := make(chan error, len(all))
+	for _, m := range all {
+		go func() {
+			_, err := m.pool.Exec(ctx, script)
+			errs <- err
+		}()
+	}
+	for range all {
+		require.NoError(t, <-errs)
+	}
+	w.sync()
+	all[0].exec(`INSERT INTO app.orders SELECT g, 10 FROM generate_series(1, 30) g`)
+	w.sync()
+	for _, m := range all {
+		require.Equal(t, 30, m.count(`SELECT count(*) FROM app.orders`))
+		require.Equal(t, 0, m.count(`SELECT orders FROM app.orders_summary`), "node %d's view is stale", m.n)
+		m.exec(`SELECT pgrelay.notify('refresh_view', 'orders_summary')`)
+	}
+	var ps []*proc
+	for _, m := range all {
+		ps = append(ps, m.run("multi-node"))
+	}
+	for _, m := range all {
+		eventually(t, time.Minute, fmt.Sprint("node ", m.n, "'s view refreshed"), func() bool {
+			return m.count(`SELECT orders FROM app.orders_summary`) == 30
+		})
+	}
+	for _, p := range ps {
+		p.signal(syscall.SIGTERM)
+	}
+	for _, p := range ps {
+		require.Equal(t, 0, p.wait(30*time.Second))
+	}
+	w.sync()
+	for _, m := range all {
+		// Three refreshes, one per node, each run on its node.
+		require.Equal(t, 3, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'refresh_view' AND event = 'succeeded'
+			AND node = (origin_id >> 12) & 1023`))
+		require.Equal(t, 0, m.count(`SELECT count(*) FROM pgrelay.queue`))
+	}
+	w.check(t, "deployment script", map[string]string{
+		"pgrelay.channels insert_exists": "the script registered the same channel on every node at once: identical rows, either wins",
+	})
+}

@@ -49,6 +49,9 @@ type ClusterConfig struct {
 	Engine Engine
 	// Nodes is the number of nodes, 2 to 4 (pglogical: 2). Default 2.
 	Nodes int
+	// Bare starts the servers only, configured for the engine: no
+	// database, node, subscription or schema (a test sets them up).
+	Bare bool
 	// AutoDDL turns Spock's automatic DDL replication on
 	// (spock.enable_ddl_replication, include_ddl_repset,
 	// allow_ddl_from_functions), as pgEdge's packages install it.
@@ -166,6 +169,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			return nil, fmt.Errorf("start node %d: %w", i+1, err)
 		}
 		c.nodes[i] = p
+	}
+	if cfg.Bare {
+		return c, nil
 	}
 	setup, subscribe := c.setupPglogical, c.subscribePglogical
 	if c.engine == Spock {

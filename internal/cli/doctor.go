@@ -817,6 +817,25 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 			Fix: strings.Join(fix, "\n")})
 	}
 
+	if r.Extension == "spock" {
+		st, ok, err := readSpockStatus(ctx, n.conn, r.Node)
+		if err != nil {
+			return nil, err
+		}
+		if down := st.notReplicating(); ok && len(down) > 0 {
+			out = append(out, doctorFinding{ID: "replication-subscription", Severity: severityProblem,
+				Message: fmt.Sprintf("node %d (spock): subscriptions not replicating: %s", r.Node, strings.Join(down, ", ")),
+				Fix: "SELECT * FROM spock.sub_show_status();  -- and the server log; a disabled one: " +
+					"SELECT spock.sub_enable('<name>', true);"})
+		}
+		if ok && st.Exceptions > 0 {
+			out = append(out, doctorFinding{ID: "replication-exceptions", Severity: severityProblem,
+				Message: fmt.Sprintf("node %d (spock): %d rows in spock.exception_log (%d on pgrelay's tables), the latest: %s: "+
+					"each is a transaction from another node this node skipped", r.Node, st.Exceptions, st.OnPgrelay, st.Latest),
+				Fix: "SELECT * FROM spock.exception_log ORDER BY retry_errored_at DESC;  -- repair the rows it names, then delete them"})
+		}
+	}
+
 	ext := r.Extension
 	if ext == "" {
 		ext = "pglogical"

@@ -373,6 +373,20 @@ func doctorCluster(t *testing.T, engine testenv.Engine) {
 		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, "UPDATE pglogical.subscription SET sub_forward_origins = '{all}'"))
 		want = append([]string{"conflict-resolution " + n2}, want...)
 	} else {
+		// A real apply error on node 2: a row from node 1 its own check
+		// refuses, which Spock skips and records; then node 2's
+		// subscription disabled.
+		require.NoError(t, cluster.ExecBoth(ctx, `CREATE TABLE public.t (id int PRIMARY KEY, x int)`))
+		require.NoError(t, cluster.Replicate(ctx, "public.t"))
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `ALTER TABLE public.t ADD CONSTRAINT small CHECK (x < 10)`))
+		require.NoError(t, cluster.Node(1).Exec(ctx, testenv.ClusterDB, `INSERT INTO public.t VALUES (1, 20)`))
+		d2 := newDBHandle(t, cluster.URL(2))
+		eventually(t, time.Minute, "the apply exception on node 2", func() bool {
+			return d2.count(`SELECT count(*) FROM spock.exception_log WHERE table_name = 't'`) > 0
+		})
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
+		want = []string{"node-id-duplicate ", "replication-exceptions " + n2, "replication-forwarding " + n2,
+			"replication-missing " + n2, "replication-node-local " + n2, "replication-subscription " + n2}
 		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT spock.repset_remove_table('default', c.oid)
 			FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r';
 			SELECT spock.repset_add_table('default', 'pgrelay.channel_locks')`))
@@ -392,6 +406,12 @@ func doctorCluster(t *testing.T, engine testenv.Engine) {
 			"SELECT spock.repset_add_table('default', 'pgrelay_notifier.debug_log');")
 		require.Equal(t, "SELECT spock.repset_remove_table('default', 'pgrelay.channel_locks');",
 			findingOf(t, fs, "problem", "replication-node-local").Fix)
+		require.Contains(t, findingOf(t, fs, "problem", "replication-exceptions").Message, "(0 on pgrelay's tables), the latest: public.t: [SQLSTATE 23514]")
+		require.Contains(t, findingOf(t, fs, "problem", "replication-subscription").Message, "sub_n2_n1 (disabled)")
+		code, out, errOut := cliMain("nodes", "--database-url", cluster.URL(2))
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "subscriptions (node 1, spock): sub_n2_n1 from n1 disabled") // node 2, given node 1's id
+		require.Regexp(t, `apply exceptions \(node 1, spock\): [1-9]\d* in spock.exception_log, 0 on pgrelay's tables; the latest: public.t: `, out)
 	}
 	// Node 1 alone is a node of a cluster too (it has the extension).
 	code, fs, errOut = runDoctor(t, "--database-url", cluster.URL(1))

@@ -47,6 +47,12 @@ func replicationCheckWarns(t *testing.T, engine testenv.Engine) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "replication (node 1, "+string(engine)+"): every table of pgrelay and pgrelay_notifier is in a subscribed replication set")
 	require.NotContains(t, out, "WRONGLY")
+	if engine == testenv.Spock {
+		require.Regexp(t, `(?m)^subscriptions \(node 1, spock\): sub_n1_n2 from n2 replicating(, lag \S+ \(\d+ bytes\))?$`, out)
+		require.Contains(t, out, "apply exceptions (node 1, spock): none in spock.exception_log\n")
+	} else {
+		require.NotContains(t, out, "subscriptions (")
+	}
 
 	p2 := startCLI(t, nil, "run", "--database-url", cluster.URL(2), "--mode", "multi-node", "--log-level", "warn")
 	eventually(t, time.Minute, "the replication warnings of node 2", func() bool {

@@ -2,6 +2,9 @@ package cli_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,7 +69,8 @@ func replicationCheckWarns(t *testing.T, engine testenv.Engine) {
 	pool, err := pgxpool.New(ctx, cluster.URL(1))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	p1 := startCLI(t, nil, "run", "--database-url", cluster.URL(1), "--mode", "multi-node", "--log-level", "warn")
+	p1 := startCLI(t, nil, "run", "--database-url", cluster.URL(1), "--mode", "multi-node", "--log-level", "info",
+		"--metrics-addr", "127.0.0.1:0")
 	eventually(t, time.Minute, "node 1's Processor to heartbeat", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pgrelay.processors p
@@ -74,6 +78,25 @@ func replicationCheckWarns(t *testing.T, engine testenv.Engine) {
 		return n > 0
 	})
 	require.NotContains(t, p1.stderr.String(), "replication:")
+	// Its metrics: on Spock, node 1's subscription and its apply exceptions.
+	var addr []string
+	eventually(t, 30*time.Second, "node 1's metrics address", func() bool {
+		addr = regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindStringSubmatch(p1.stderr.String())
+		return addr != nil
+	})
+	resp, err := http.Get("http://" + addr[1] + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	if engine == testenv.Spock {
+		require.Contains(t, string(body), `pgrelay_spock_subscription_replicating{provider="n2",subscription="sub_n1_n2"} 1`)
+		require.Contains(t, string(body), `pgrelay_spock_exceptions{tables="all"} 0`)
+		require.Contains(t, string(body), `pgrelay_spock_exceptions{tables="pgrelay"} 0`)
+	} else {
+		require.NotContains(t, string(body), "pgrelay_spock_")
+	}
+	require.NotContains(t, string(body), `op="spock_status"`)
 	for _, p := range []*proc{p1, p2} {
 		p.signal(syscall.SIGTERM)
 		require.Equal(t, 0, p.wait(30*time.Second))

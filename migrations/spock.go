@@ -31,6 +31,8 @@ import (
 type spockState struct {
 	// schema is the Spock extension's schema, "" without Spock.
 	schema string
+	// access tells that this login may read Spock's catalogs.
+	access bool
 	// node tells that this database is a Spock node (spock.local_node).
 	node bool
 }
@@ -52,6 +54,17 @@ func spockPrepare(ctx context.Context, tx pgx.Tx) (spockState, error) {
 		pg_catalog.set_config('spock.include_ddl_repset', 'off', true)`); err != nil {
 		return s, fmt.Errorf("migrate: turn Spock's DDL replication off for this transaction: %w", err)
 	}
+	// A login that may not read Spock's catalogs (its schema is not open
+	// to PUBLIC) migrates all the same; the replication sets are then left
+	// to a superuser (spockReplicationSets says so).
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.has_schema_privilege($1::pg_catalog.text, 'USAGE'::pg_catalog.text)
+		AND pg_catalog.has_table_privilege(pg_catalog.format('%I.local_node', $1::pg_catalog.text), 'SELECT'::pg_catalog.text)`,
+		s.schema).Scan(&s.access); err != nil {
+		return s, fmt.Errorf("migrate: check access to Spock's catalogs: %w", err)
+	}
+	if !s.access {
+		return s, nil
+	}
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+pgx.Identifier{s.schema}.Sanitize()+`.local_node)`).
 		Scan(&s.node); err != nil {
 		return s, fmt.Errorf("migrate: read Spock's local node: %w", err)
@@ -62,10 +75,38 @@ func spockPrepare(ctx context.Context, tx pgx.Tx) (spockState, error) {
 // spockReplicationSets puts pgrelay's replicated tables of this node in
 // Spock's 'default' replication set and takes the node-local ones out of
 // every set; it returns what it changed, one line each.
+//
+// It works in a savepoint: when this login may not change Spock's
+// replication sets, the migration still commits (its DDL is this node's
+// own), and the lines say what a superuser must do.
 func spockReplicationSets(ctx context.Context, tx pgx.Tx, s spockState) ([]string, error) {
+	const superuser = "Spock: put pgrelay's tables in replication as a superuser: run pgrelay migrate again as one " +
+		"(docs/multi-master.md, On pgEdge Spock)"
+	if s.schema != "" && !s.access {
+		return []string{"Spock: this login may not read Spock's catalogs (schema " + s.schema + "); replication sets unchanged. " + superuser}, nil
+	}
 	if !s.node {
 		return nil, nil
 	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: savepoint: %w", err)
+	}
+	done, err := spockSyncSets(ctx, sp, s)
+	if err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return nil, fmt.Errorf("migrate: %w (and rolling back to the savepoint: %v)", err, rerr)
+		}
+		return []string{fmt.Sprintf("Spock: replication sets unchanged: %v. %s", err, superuser)}, nil
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("migrate: release savepoint: %w", err)
+	}
+	return done, nil
+}
+
+// spockSyncSets makes the changes spockReplicationSets describes.
+func spockSyncSets(ctx context.Context, tx pgx.Tx, s spockState) ([]string, error) {
 	ext := pgx.Identifier{s.schema}.Sanitize()
 	// The sets of this node each table is in.
 	rows, err := tx.Query(ctx, `SELECT c.oid::pg_catalog.regclass::pg_catalog.text,

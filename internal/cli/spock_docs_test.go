@@ -200,3 +200,40 @@ func TestSpockDocs(t *testing.T) {
 		require.Contains(t, out, fmt.Sprintf("replication (node %d, spock): every table of pgrelay and pgrelay_notifier is in a subscribed replication set", n))
 	}
 }
+
+// On a Spock node, an owner login that is not a superuser (the DBA guide's
+// install) migrates all the same: it may not read Spock's catalogs, so
+// pgrelay migrate leaves the replication sets alone and says that a
+// superuser must put the tables in; one who may read them but not call
+// spock.repset_add_table is told the same, with the error; a superuser's
+// pgrelay migrate then does it.
+func TestSpockMigrateWithoutSuperuser(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.ClusterT(t, testenv.ClusterConfig{Engine: testenv.Spock, Nodes: 2, Bare: true})
+	p := c.Node(1)
+	for _, sql := range []string{"CREATE ROLE owner LOGIN CREATEROLE", "CREATE DATABASE app", "GRANT CREATE ON DATABASE app TO owner"} {
+		require.NoError(t, p.Exec(ctx, "postgres", sql))
+	}
+	require.NoError(t, p.Exec(ctx, "app", "CREATE EXTENSION spock"))
+	require.NoError(t, p.Exec(ctx, "app", "SELECT spock.node_create(node_name := 'n1', dsn := $1)",
+		fmt.Sprintf("host=127.0.0.1 port=%d dbname=app user=postgres", p.Port())))
+	owner := strings.Replace(p.URL("app"), "postgres://postgres@", "postgres://owner@", 1)
+
+	code, out, errOut := runCLI(t, nil, "migrate", "--database-url", owner)
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+	require.Contains(t, out, "schema at version ")
+	require.Contains(t, out, "Spock: this login may not read Spock's catalogs (schema spock); replication sets unchanged. "+
+		"Spock: put pgrelay's tables in replication as a superuser")
+
+	// It may read the catalogs, but Spock's function is closed to it.
+	require.NoError(t, p.Exec(ctx, "app", `GRANT USAGE ON SCHEMA spock TO owner; GRANT SELECT ON ALL TABLES IN SCHEMA spock TO owner;
+		REVOKE EXECUTE ON FUNCTION spock.repset_add_table(name, regclass, boolean, text[], text, boolean) FROM PUBLIC`))
+	code, out, errOut = runCLI(t, nil, "migrate", "--database-url", owner)
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+	require.Regexp(t, `(?m)^Spock: replication sets unchanged: migrate: add pgrelay.channels to Spock replication set default: .+\. `+
+		`Spock: put pgrelay's tables in replication as a superuser`, out)
+
+	code, out, errOut = runCLI(t, nil, "migrate", "--database-url", p.URL("app"))
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+	require.Contains(t, out, "added pgrelay.queue to Spock replication set default\n")
+}

@@ -128,13 +128,15 @@ func up(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
 	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)"); err != nil {
 		return Result{}, fmt.Errorf("migrate: set the search_path: %w", err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_catalog.pg_advisory_xact_lock($1::pg_catalog.int4, $2::pg_catalog.int4)",
-		lockClass, lockMigrate); err != nil {
-		return Result{}, fmt.Errorf("migrate: take the migration lock: %w", err)
-	}
+	// Before any DDL, the schema's included: on Spock it must stay on this
+	// node (spock.go).
 	spock, err := spockPrepare(ctx, tx)
 	if err != nil {
 		return Result{}, err
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_catalog.pg_advisory_xact_lock($1::pg_catalog.int4, $2::pg_catalog.int4)",
+		lockClass, lockMigrate); err != nil {
+		return Result{}, fmt.Errorf("migrate: take the migration lock: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `
 		CREATE SCHEMA IF NOT EXISTS pgrelay;

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/migrations"
 )
 
 // The cluster replicates pgrelay's tables between every pair of nodes, and
@@ -80,7 +81,7 @@ func TestClusterReplicatesBothWays(t *testing.T) {
 			for n := 1; n <= c.N(); n++ {
 				var local []string
 				rows, err := conns[n].Query(ctx, `SELECT relname::text FROM spock.tables
-					WHERE nspname = 'pgrelay' AND set_name IS NOT NULL AND relname IN ('schema_migrations', 'channel_locks')`)
+					WHERE nspname = 'pgrelay' AND set_name IS NOT NULL AND relname = ANY ($1::text[])`, migrations.NodeLocalTables())
 				require.NoError(t, err)
 				local, err = pgx.CollectRows(rows, pgx.RowTo[string])
 				require.NoError(t, err)

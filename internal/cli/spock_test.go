@@ -56,7 +56,11 @@ func (w *spockWatch) check(t *testing.T, scenario string, explain map[string]str
 		kind := k[:strings.LastIndexByte(k, '/')]
 		why, ok := explain[kind]
 		require.True(t, ok, "%s: %d unexplained Spock resolutions %s; the latest: %s", scenario, n, k, h.Samples[k])
-		got = append(got, fmt.Sprintf("%s: %d (%s)", k, n, why))
+		sample := h.Samples[k]
+		if len(sample) > 400 {
+			sample = sample[:400] + "..."
+		}
+		got = append(got, fmt.Sprintf("%s: %d (%s)\n    the latest: %s", k, n, why, sample))
 	}
 	t.Logf("%s: spock.exception_log empty, every subscription replicating; spock.resolutions on pgrelay's tables: %d kinds\n  %s",
 		scenario, len(got), strings.Join(got, "\n  "))

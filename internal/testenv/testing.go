@@ -56,6 +56,9 @@ func (p *Postgres) Pool(t testing.TB) *pgxpool.Pool {
 // without SPOCK_PG_HOME skips t with one line that says so.
 func ClusterT(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
+	if cfg.Engine == "" {
+		cfg.Engine = Pglogical
+	}
 	if cfg.Engine == Spock && cfg.BinDir == "" {
 		if _, err := FindSpock(); err != nil {
 			t.Skipf("Spock variant skipped: %v (make test sets it when ../shared/spock/pg15-spock exists)", err)

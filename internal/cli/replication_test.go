@@ -57,11 +57,20 @@ func replicationCheckWarns(t *testing.T, engine testenv.Engine) {
 		require.NotContains(t, out, "subscriptions (")
 	}
 
+	if engine == testenv.Spock {
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
+	}
 	p2 := startCLI(t, nil, "run", "--database-url", cluster.URL(2), "--mode", "multi-node", "--log-level", "warn")
 	eventually(t, time.Minute, "the replication warnings of node 2", func() bool {
 		return strings.Contains(p2.stderr.String(), "replication: tables not in a subscribed replication set on this node") &&
 			strings.Contains(p2.stderr.String(), "replication: node-local tables in a replication set")
 	})
+	if engine == testenv.Spock {
+		eventually(t, 10*time.Second, "node 2's warning of its disabled subscription", func() bool {
+			return strings.Contains(p2.stderr.String(), "replication: Spock subscriptions not replicating on this node")
+		})
+		require.Contains(t, p2.stderr.String(), `subscriptions="sub_n2_n1 (disabled)"`)
+	}
 	require.Contains(t, p2.stderr.String(), missing)
 	require.Contains(t, p2.stderr.String(), "email events whose notification was composed on another node will fail as missing")
 

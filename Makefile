@@ -15,6 +15,14 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || 
 LDFLAGS := -X github.com/pgrelay/pgrelay/internal/cli.Version=$(VERSION)
 # Tests are sized for a 2-core machine: two packages at a time.
 TESTFLAGS ?= -count=1 -p 2 -timeout 15m
+# The cluster tests run on pgEdge Spock too when a PostgreSQL built with it is
+# found (a pgEdge install, or the build in ../shared/spock); without it their
+# Spock variants skip, saying so.
+ifeq ($(origin SPOCK_PG_HOME),undefined)
+ifneq ($(wildcard $(CURDIR)/../shared/spock/pg15-spock/bin/postgres),)
+export SPOCK_PG_HOME := $(CURDIR)/../shared/spock/pg15-spock
+endif
+endif
 
 .PHONY: dev test build lint deps deps-test install install-service
 

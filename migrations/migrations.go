@@ -10,7 +10,8 @@
 // transaction that first locks pgrelay.schema_migrations: several processes
 // may migrate one database at once, the others wait and then find nothing
 // left to do. Only the migrating roles can take that lock (no advisory lock
-// that any login could hold).
+// that any login could hold). On a Spock node the migration stays on that
+// node and pgrelay's tables join replication (spock.go).
 package migrations
 
 import (
@@ -100,6 +101,9 @@ type Result struct {
 	Applied []Migration
 	// Version is the schema version after the call.
 	Version int
+	// Replication lists what the call changed in Spock's replication sets
+	// (spock.go), one line each.
+	Replication []string
 }
 
 // Up applies every pending migration in one transaction.
@@ -124,6 +128,12 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, firstTry bool) (Result, er
 	// a look-alike in a schema of the migrating login's search_path.
 	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)"); err != nil {
 		return Result{}, fmt.Errorf("migrate: set the search_path: %w", err)
+	}
+	// Before any DDL, the schema's included: on Spock it must stay on this
+	// node (spock.go).
+	spock, err := spockPrepare(ctx, tx)
+	if err != nil {
+		return Result{}, err
 	}
 	// The first migration of a database creates the schema: two migrating
 	// at once then collide on the schema's name (the second's CREATE waits
@@ -182,6 +192,9 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, firstTry bool) (Result, er
 		}
 		res.Applied = append(res.Applied, m)
 		current = max(current, m.Version)
+	}
+	if res.Replication, err = spockReplicationSets(ctx, tx, spock); err != nil {
+		return Result{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("migrate: commit: %w", err)

@@ -45,6 +45,7 @@ func benchScenarios() []benchScenario {
 		{"nats", "burn-down without, then with status events to JetStream: ratio", true, false, (*bench).scenarioNATS},
 		{"email", "emails via pgrelay_notifier.send() to an SMTP catcher: emails/s", true, false, (*bench).scenarioEmail},
 		{"cluster", "multi-node burn-down on a two-node pglogical cluster: 1 node, 2", false, false, (*bench).scenarioCluster},
+		{"cluster-spock", "the same on a three-node Spock cluster (SPOCK_PG_HOME): 1 node, 2, 3", false, false, (*bench).scenarioClusterSpock},
 		{"soak", "integrity: mixed workload under faults for --duration, then invariants", false, false, (*bench).scenarioSoak},
 	}
 }

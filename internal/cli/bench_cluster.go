@@ -16,9 +16,24 @@ import (
 // n events on one node with one Processor, then n events spread over both
 // nodes with a Processor on each (same cluster, same run).
 func (b *bench) scenarioCluster(ctx context.Context) (*scenarioResult, error) {
+	return b.clusterScenario(ctx, "cluster", testenv.ClusterConfig{})
+}
+
+// scenarioClusterSpock is the same on a three-node pgEdge Spock cluster
+// (SPOCK_PG_HOME): one node, two, three.
+func (b *bench) scenarioClusterSpock(ctx context.Context) (*scenarioResult, error) {
+	return b.clusterScenario(ctx, "cluster-spock", testenv.ClusterConfig{Engine: testenv.Spock, Nodes: 3})
+}
+
+// nodeWords names the runs of clusterScenario.
+var nodeWords = []string{"", "one node", "two nodes", "three nodes", "four nodes"}
+
+// clusterScenario runs the events on one node, then spread over two, and so
+// on up to every node of the cluster cfg describes.
+func (b *bench) clusterScenario(ctx context.Context, name string, cfg testenv.ClusterConfig) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_mn"
-	res := &scenarioResult{Name: "cluster"}
-	c, err := testenv.StartCluster(ctx, testenv.ClusterConfig{})
+	res := &scenarioResult{Name: name}
+	c, err := testenv.StartCluster(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +44,10 @@ func (b *bench) scenarioCluster(ctx context.Context) (*scenarioResult, error) {
 			p.Close()
 		}
 	}()
-	urls := []string{c.URL(1), c.URL(2)}
+	var urls []string
+	for n := 1; n <= c.N(); n++ {
+		urls = append(urls, c.URL(n))
+	}
 	for _, url := range urls {
 		pool, err := pgxpool.New(ctx, url)
 		if err != nil {
@@ -43,24 +61,28 @@ func (b *bench) scenarioCluster(ctx context.Context) (*scenarioResult, error) {
 	if _, err := pools[0].Exec(ctx, `SELECT pgrelay.register($1, $2)`, channel, noopHandler); err != nil {
 		return nil, fmt.Errorf("register the bench channel: %w", err)
 	}
-	if err := waitFor(ctx, "the channel on node 2", func() (bool, error) {
-		var ok bool
-		err := pools[1].QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgrelay.channels WHERE channel = $1)`, channel).Scan(&ok)
-		return ok, err
-	}); err != nil {
-		return nil, err
+	for i, pool := range pools[1:] {
+		if err := waitFor(ctx, fmt.Sprintf("the channel on node %d", i+2), func() (bool, error) {
+			var ok bool
+			err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgrelay.channels WHERE channel = $1)`, channel).Scan(&ok)
+			return ok, err
+		}); err != nil {
+			return nil, err
+		}
 	}
-	one, err := b.clusterRun(ctx, "one node", pools[:1], urls[:1], channel)
-	if err != nil {
-		return res, err
+	var one *measurement
+	for k := 1; k <= c.N(); k++ {
+		m, err := b.clusterRun(ctx, nodeWords[k], pools[:k], urls[:k], channel)
+		if err != nil {
+			return res, err
+		}
+		res.add(m)
+		if k == 1 {
+			one = m
+			continue
+		}
+		res.ratio(nodeWords[k]+"/one node", m.Rate, one.Rate, 0)
 	}
-	res.add(one)
-	two, err := b.clusterRun(ctx, "two nodes", pools, urls, channel)
-	if err != nil {
-		return res, err
-	}
-	res.add(two)
-	res.ratio("two nodes/one node", two.Rate, one.Rate, 0)
 	return res, nil
 }
 

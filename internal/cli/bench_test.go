@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // benchDoc is the --json document of pgrelay bench, as far as the tests
@@ -283,6 +285,26 @@ func TestBenchNATSEmailCluster(t *testing.T) {
 	burnedDown(t, d, doc.measure(t, "cluster", "multi-node, one node", "pgrelay"), 400, "")
 	burnedDown(t, d, doc.measure(t, "cluster", "multi-node, two nodes", "pgrelay"), 400, "")
 	finite(t, "cluster ratio", doc.ratio(t, "cluster", "two nodes/one node").Value)
+}
+
+// The cluster scenario on three Spock nodes: one node, two, three, each
+// run's events all succeeded and replicated to node 1.
+func TestBenchClusterSpock(t *testing.T) {
+	if _, err := testenv.FindSpock(); err != nil {
+		t.Skipf("Spock variant skipped: %v", err)
+	}
+	d := newDB(t)
+	code, out, errOut := cliMain("bench", "--database-url", d.url, "cluster-spock", "--json",
+		"--events", "300", "--enqueue-batch", "100", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	// Its own cluster only: no figure of the --database-url server.
+	var doc benchDoc
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Empty(t, doc.Error)
+	burnedDown(t, d, doc.measure(t, "cluster-spock", "multi-node, one node", "pgrelay"), 300, "")
+	burnedDown(t, d, doc.measure(t, "cluster-spock", "multi-node, two nodes", "pgrelay"), 300, "")
+	burnedDown(t, d, doc.measure(t, "cluster-spock", "multi-node, three nodes", "pgrelay"), 300, "")
+	finite(t, "ratio", doc.ratio(t, "cluster-spock", "three nodes/one node").Value)
 }
 
 // --peer river runs the River harness (a separate module, built with the

@@ -809,6 +809,39 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 			Message: fmt.Sprintf("node %d (%s): tables in no replication set its subscriptions use: %s", r.Node, r.Extension, strings.Join(r.Missing, ", ")),
 			Fix:     strings.Join(fix, "\n") + "\n-- with the set your subscriptions name, if not 'default'"})
 	}
+	if len(r.NodeLocal) > 0 {
+		var fix []string
+		for _, l := range r.NodeLocal {
+			if r.Extension == "spock" {
+				fix = append(fix, fmt.Sprintf("SELECT spock.repset_remove_table('%s', '%s');", l.Set, l.Table))
+			} else {
+				fix = append(fix, fmt.Sprintf("SELECT pglogical.replication_set_remove_table('%s', '%s');", l.Set, l.Table))
+			}
+		}
+		out = append(out, doctorFinding{ID: "replication-node-local", Severity: severityProblem,
+			Message: fmt.Sprintf("node %d (%s): node-local tables in a replication set (each node keeps its own record of "+
+				"migrations and its own lock rows): %s", r.Node, r.Extension, r.nodeLocalList()),
+			Fix: strings.Join(fix, "\n")})
+	}
+
+	if r.Extension == "spock" {
+		st, ok, err := readSpockStatus(ctx, n.conn, r.Node)
+		if err != nil {
+			return nil, err
+		}
+		if down := st.notReplicating(); ok && len(down) > 0 {
+			out = append(out, doctorFinding{ID: "replication-subscription", Severity: severityProblem,
+				Message: fmt.Sprintf("node %d (spock): subscriptions not replicating: %s", r.Node, strings.Join(down, ", ")),
+				Fix: "SELECT * FROM spock.sub_show_status();  -- and the server log; a disabled one: " +
+					"SELECT spock.sub_enable('<name>', true);"})
+		}
+		if ok && st.Exceptions > 0 {
+			out = append(out, doctorFinding{ID: "replication-exceptions", Severity: severityProblem,
+				Message: fmt.Sprintf("node %d (spock): %d rows in spock.exception_log (%d on pgrelay's tables), the latest: %s: "+
+					"each is a transaction from another node this node skipped", r.Node, st.Exceptions, st.OnPgrelay, st.Latest),
+				Fix: "SELECT * FROM spock.exception_log ORDER BY retry_errored_at DESC;  -- repair the rows it names, then delete them"})
+		}
+	}
 
 	ext := r.Extension
 	if ext == "" {

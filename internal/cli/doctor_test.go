@@ -330,15 +330,21 @@ func TestDoctor(t *testing.T) {
 	require.Contains(t, errOut, "--database-url (or PGRELAY_DATABASE_URL) is required")
 }
 
-// On a real pglogical pair set up as docs/multi-master.md says, doctor
-// finds nothing wrong with the cluster; with node 2's notifier tables out of
-// replication, node 2 given node 1's id, its conflict resolution changed and
-// its subscription forwarding every origin, it names each.
+// On a real pair set up as docs/multi-master.md says, on pglogical and on
+// Spock, doctor finds nothing wrong with the cluster; with node 2's
+// notifier tables out of replication, its record of migrations in a
+// replication set, node 2 given node 1's id, its conflict resolution changed
+// (pglogical: Spock knows only last_update_wins) and its subscriptions
+// forwarding every origin, it names each.
 func TestDoctorCluster(t *testing.T) {
+	for _, engine := range []testenv.Engine{testenv.Pglogical, testenv.Spock} {
+		t.Run(string(engine), func(t *testing.T) { doctorCluster(t, engine) })
+	}
+}
+
+func doctorCluster(t *testing.T, engine testenv.Engine) {
 	ctx := context.Background()
-	cluster, err := testenv.StartCluster(ctx, testenv.ClusterConfig{})
-	require.NoError(t, err)
-	t.Cleanup(cluster.Stop)
+	cluster := testenv.ClusterT(t, testenv.ClusterConfig{Engine: engine})
 	problems := func(fs []doctorFinding) []string {
 		var out []string
 		for _, f := range fs {
@@ -356,20 +362,58 @@ func TestDoctorCluster(t *testing.T) {
 	}
 	require.Equal(t, twice, findingKinds(fs))
 
-	require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT pglogical.replication_set_remove_table('default', c.oid)
-		FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r'`))
+	n2 := fmt.Sprintf("%d/relay", cluster.Node(2).Port())
+	want := []string{"node-id-duplicate ", "replication-forwarding " + n2, "replication-missing " + n2, "replication-node-local " + n2}
+	if engine == testenv.Pglogical {
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT pglogical.replication_set_remove_table('default', c.oid)
+			FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r';
+			SELECT pglogical.replication_set_add_table('default', 'pgrelay.channel_locks')`))
+		require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "ALTER SYSTEM SET pglogical.conflict_resolution = 'apply_remote'"))
+		require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "SELECT pg_reload_conf()"))
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, "UPDATE pglogical.subscription SET sub_forward_origins = '{all}'"))
+		want = append([]string{"conflict-resolution " + n2}, want...)
+	} else {
+		// A real apply error on node 2: a row from node 1 its own check
+		// refuses, which Spock skips and records; then node 2's
+		// subscription disabled.
+		require.NoError(t, cluster.ExecBoth(ctx, `CREATE TABLE public.t (id int PRIMARY KEY, x int)`))
+		require.NoError(t, cluster.Replicate(ctx, "public.t"))
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `ALTER TABLE public.t ADD CONSTRAINT small CHECK (x < 10)`))
+		require.NoError(t, cluster.Node(1).Exec(ctx, testenv.ClusterDB, `INSERT INTO public.t VALUES (1, 20)`))
+		d2 := newDBHandle(t, cluster.URL(2))
+		eventually(t, time.Minute, "the apply exception on node 2", func() bool {
+			return d2.count(`SELECT count(*) FROM spock.exception_log WHERE table_name = 't'`) > 0
+		})
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
+		want = []string{"node-id-duplicate ", "replication-exceptions " + n2, "replication-forwarding " + n2,
+			"replication-missing " + n2, "replication-node-local " + n2, "replication-subscription " + n2}
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT spock.repset_remove_table('default', c.oid)
+			FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r';
+			SELECT spock.repset_add_table('default', 'pgrelay.channel_locks')`))
+		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, "UPDATE spock.subscription SET sub_forward_origins = '{all}'"))
+	}
 	require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "ALTER DATABASE relay SET pg_relay.node_id = '1'"))
-	require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "ALTER SYSTEM SET pglogical.conflict_resolution = 'apply_remote'"))
-	require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "SELECT pg_reload_conf()"))
-	require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, "UPDATE pglogical.subscription SET sub_forward_origins = '{all}'"))
 	code, fs, _ = runDoctor(t, "--database-url", cluster.URL(1), "--database-url", cluster.URL(2))
 	require.Equal(t, 1, code)
-	n2 := fmt.Sprintf("%d/relay", cluster.Node(2).Port())
-	require.Equal(t, []string{"conflict-resolution " + n2, "node-id-duplicate ", "replication-forwarding " + n2,
-		"replication-missing " + n2}, problems(fs))
-	require.Contains(t, findingOf(t, fs, "problem", "replication-missing").Fix,
-		"SELECT pglogical.replication_set_add_table('default', 'pgrelay_notifier.debug_log', synchronize_data := false);")
-	// Node 1 alone is a node of a cluster too (it has pglogical).
+	require.Equal(t, want, problems(fs))
+	if engine == testenv.Pglogical {
+		require.Contains(t, findingOf(t, fs, "problem", "replication-missing").Fix,
+			"SELECT pglogical.replication_set_add_table('default', 'pgrelay_notifier.debug_log', synchronize_data := false);")
+		require.Equal(t, "SELECT pglogical.replication_set_remove_table('default', 'pgrelay.channel_locks');",
+			findingOf(t, fs, "problem", "replication-node-local").Fix)
+	} else {
+		require.Contains(t, findingOf(t, fs, "problem", "replication-missing").Fix,
+			"SELECT spock.repset_add_table('default', 'pgrelay_notifier.debug_log');")
+		require.Equal(t, "SELECT spock.repset_remove_table('default', 'pgrelay.channel_locks');",
+			findingOf(t, fs, "problem", "replication-node-local").Fix)
+		require.Contains(t, findingOf(t, fs, "problem", "replication-exceptions").Message, "(0 on pgrelay's tables), the latest: public.t: [SQLSTATE 23514]")
+		require.Contains(t, findingOf(t, fs, "problem", "replication-subscription").Message, "sub_n2_n1 (disabled)")
+		code, out, errOut := cliMain("nodes", "--database-url", cluster.URL(2))
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "subscriptions (node 1, spock): sub_n2_n1 from n1 disabled") // node 2, given node 1's id
+		require.Regexp(t, `apply exceptions \(node 1, spock\): [1-9]\d* in spock.exception_log, 0 on pgrelay's tables; the latest: public.t: `, out)
+	}
+	// Node 1 alone is a node of a cluster too (it has the extension).
 	code, fs, errOut = runDoctor(t, "--database-url", cluster.URL(1))
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, problems(fs))

@@ -87,6 +87,13 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 		return nil
 	}
 	fmt.Fprintln(a.stdout, r.summary())
+	st, ok, err := readSpockStatus(ctx, conn, r.Node)
+	switch {
+	case err != nil:
+		fmt.Fprintf(a.stdout, "subscriptions: could not check: %v\n", err)
+	case ok:
+		fmt.Fprintln(a.stdout, st.lines())
+	}
 	return nil
 }
 

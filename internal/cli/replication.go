@@ -28,6 +28,25 @@ type replication struct {
 	// pgrelay_notifier, but the node-local ones (migrations.NodeLocalTables),
 	// that are in no replication set this node's subscriptions use.
 	Missing []string
+	// NodeLocal lists the node-local tables (migrations.NodeLocalTables)
+	// that are in a replication set of this node, each as "table (set)":
+	// replicated, every node's record of its migrations, or its lock rows,
+	// would be overwritten by the others'.
+	NodeLocal []localInSet
+}
+
+// localInSet is a node-local table found in a replication set.
+type localInSet struct{ Table, Set string }
+
+func (l localInSet) String() string { return l.Table + " (set " + l.Set + ")" }
+
+// nodeLocalList is r.NodeLocal as "t (set s), ...".
+func (r replication) nodeLocalList() string {
+	out := make([]string, len(r.NodeLocal))
+	for i, l := range r.NodeLocal {
+		out[i] = l.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkReplication reads which of pgrelay's and the notifier's tables are
@@ -72,6 +91,29 @@ func checkReplication(ctx context.Context, q querier) (replication, error) {
 	if r.Missing, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 		return r, fmt.Errorf("replication check (%s): %w", r.Extension, err)
 	}
+	if r.Extension == "" {
+		return r, nil
+	}
+	// The node-local tables in any set of this node, subscribed or not (a
+	// set another node subscribes to by another name replicates too).
+	rows, err = q.Query(ctx, `SELECT pg_catalog.format('pgrelay.%I', c.relname), s.set_name::pg_catalog.text
+		FROM `+ext+`.replication_set_table t
+		JOIN `+ext+`.replication_set s ON s.set_id OPERATOR(pg_catalog.=) t.set_id
+		JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.set_reloid
+		WHERE s.set_nodeid OPERATOR(pg_catalog.=) ANY (SELECT l.node_id FROM `+ext+`.local_node l)
+		  AND c.relnamespace OPERATOR(pg_catalog.=) 'pgrelay'::pg_catalog.regnamespace
+		  AND c.relname::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])
+		ORDER BY 1, 2`, migrations.NodeLocalTables())
+	if err != nil {
+		return r, fmt.Errorf("replication check (%s): node-local tables: %w", r.Extension, err)
+	}
+	if r.NodeLocal, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (localInSet, error) {
+		var l localInSet
+		err := row.Scan(&l.Table, &l.Set)
+		return l, err
+	}); err != nil {
+		return r, fmt.Errorf("replication check (%s): node-local tables: %w", r.Extension, err)
+	}
 	return r, nil
 }
 
@@ -85,16 +127,32 @@ func (r replication) notifierMissing() bool {
 	return false
 }
 
-// summary is one line on what this node replicates.
+// summary is what this node replicates: one line, two when node-local
+// tables are replicated too.
 func (r replication) summary() string {
+	var line string
 	switch {
 	case r.Extension == "":
 		return fmt.Sprintf("replication (node %d): no pglogical or Spock in this database: "+
 			"nothing of pgrelay's is replicated (fine for one primary; multi-node and leader need it)", r.Node)
 	case len(r.Missing) == 0:
-		return fmt.Sprintf("replication (node %d, %s): every table of pgrelay and pgrelay_notifier is in a subscribed replication set",
+		line = fmt.Sprintf("replication (node %d, %s): every table of pgrelay and pgrelay_notifier is in a subscribed replication set",
 			r.Node, r.Extension)
+	default:
+		line = fmt.Sprintf("replication (node %d, %s): NOT REPLICATED: %s (add them to a replication set on every node: docs/multi-master.md)",
+			r.Node, r.Extension, strings.Join(r.Missing, ", "))
 	}
-	return fmt.Sprintf("replication (node %d, %s): NOT REPLICATED: %s (add them to a replication set on every node: docs/multi-master.md)",
-		r.Node, r.Extension, strings.Join(r.Missing, ", "))
+	if len(r.NodeLocal) > 0 {
+		line += fmt.Sprintf("\nreplication (node %d, %s): WRONGLY REPLICATED: %s (each node keeps its own: %s)",
+			r.Node, r.Extension, r.nodeLocalList(), r.nodeLocalFix())
+	}
+	return line
+}
+
+// nodeLocalFix says how to take r.NodeLocal out of replication.
+func (r replication) nodeLocalFix() string {
+	if r.Extension == "spock" {
+		return "pgrelay migrate takes them out, or spock.repset_remove_table(set, table)"
+	}
+	return "pglogical.replication_set_remove_table(set, table)"
 }

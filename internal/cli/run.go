@@ -316,6 +316,29 @@ func warnUnreplicated(ctx context.Context, conn *pgx.Conn, mode string, logger *
 		}
 		logger.Warn(msg, "node", r.Node, "extension", r.Extension, "tables", strings.Join(r.Missing, ", "))
 	}
+	if err == nil && len(r.NodeLocal) > 0 {
+		logger.Warn("replication: node-local tables in a replication set: each node's record of its migrations "+
+			"and its channels' lock rows must stay on the node ("+r.nodeLocalFix()+")",
+			"node", r.Node, "extension", r.Extension, "tables", r.nodeLocalList())
+	}
+	if err != nil || r.Extension != "spock" {
+		return
+	}
+	st, ok, err := readSpockStatus(ctx, conn, r.Node)
+	switch {
+	case err != nil:
+		logger.Warn("replication: could not read Spock's subscriptions and exception_log", "err", err)
+	case !ok:
+	default:
+		if down := st.notReplicating(); len(down) > 0 {
+			logger.Warn("replication: Spock subscriptions not replicating on this node: the other nodes' rows "+
+				"stop arriving here (spock.sub_show_status())", "node", r.Node, "subscriptions", strings.Join(down, ", "))
+		}
+		if st.Exceptions > 0 {
+			logger.Warn("replication: spock.exception_log has rows: transactions from other nodes this node skipped",
+				"node", r.Node, "rows", st.Exceptions, "on_pgrelay", st.OnPgrelay, "latest", st.Latest)
+		}
+	}
 }
 
 // checkSMTP opens a session to each SMTP server of cfg, as a send would
@@ -394,6 +417,9 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 func sayMigrated(w io.Writer, res migrations.Result) {
 	for _, m := range res.Applied {
 		fmt.Fprintf(w, "applied %04d_%s\n", m.Version, m.Name)
+	}
+	for _, r := range res.Replication {
+		fmt.Fprintln(w, r)
 	}
 	fmt.Fprintf(w, "schema at version %d\n", res.Version)
 }

@@ -51,3 +51,23 @@ func (p *Postgres) Pool(t testing.TB) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// ClusterT starts a cluster for t and stops it when t ends. A Spock cluster
+// without SPOCK_PG_HOME skips t with one line that says so.
+func ClusterT(t testing.TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	if cfg.Engine == "" {
+		cfg.Engine = Pglogical
+	}
+	if cfg.Engine == Spock && cfg.BinDir == "" {
+		if _, err := FindSpock(); err != nil {
+			t.Skipf("Spock variant skipped: %v (make test sets it when ../shared/spock/pg15-spock exists)", err)
+		}
+	}
+	c, err := StartCluster(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("start the %s cluster: %v", cfg.Engine, err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}

@@ -169,6 +169,11 @@ func TestSpockDocs(t *testing.T) {
 				return query(2, `SELECT 1 FROM pgrelay.channels WHERE channel = 'docs'`) != nil
 			})
 			query(2, `SELECT pgrelay.notify('docs', 'from-2')`)
+			// The section adds a node while node 2 is quiet: node 1 has
+			// applied node 2's writes before it copies its tables to node 3.
+			eventually(t, 30*time.Second, "row from-2 on node 1", func() bool {
+				return query(1, `SELECT 1 FROM pgrelay.queue WHERE channel = 'docs' AND payload = 'from-2'`) != nil
+			})
 			continue
 		case strings.Contains(sql, "'sub_n1_n3'") && !migrated[3]:
 			// Node 3 is migrated before the others subscribe to it.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/cli/clitest"
 )
 
 // The integrity suite's knobs: `go test -run TestIntegritySoak ./internal/cli
@@ -54,7 +56,7 @@ func TestIntegritySoakShort(t *testing.T) {
 	}
 	// The bench starts the Processor as this program: as this test binary,
 	// it must act as the pgrelay command (TestMain).
-	t.Setenv(runMainEnv, "1")
+	t.Setenv(clitest.RunMainEnv, "1")
 	seed := strconv.FormatUint(*soakSeed, 10)
 	code, out, errOut := cliMain("bench", "soak", "--duration", soakDuration.String(), "--seed", seed,
 		"--fault-every", soakFaults.String(), "--drain-timeout", "2m", "--json")

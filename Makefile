@@ -60,7 +60,7 @@ lint:
 	$(GO) tool staticcheck ./...
 	$(GO) -C bench/river vet ./...
 
-# ./... includes internal/cli's TestBenchPeerRiver: `pgrelay bench --peer river`
+# ./... includes internal/bench's TestBenchPeerRiver: `pgrelay bench --peer river`
 # at a tiny size and bench/river's own tests (River's module comes from the
 # Go module proxy; -short skips them), and TestIntegritySoakShort: the
 # integrity suite's short form, about a minute (docs/reliability.md).

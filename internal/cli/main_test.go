@@ -16,52 +16,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/pgrelay/pgrelay/internal/cli"
+	"github.com/pgrelay/pgrelay/internal/cli/clitest"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
-// runMainEnv, when set to "1", makes the test binary act as the pgrelay
-// command: TestMain runs cli.Main on the process's arguments instead of the
-// tests. The subprocess tests re-execute the test binary this way, so they
-// run exactly the code of cmd/pgrelay (os.Exit(cli.Main(os.Args[1:], ...)))
-// without a separate `go build`.
-const runMainEnv = "PGRELAY_CLI_TEST_RUN_MAIN"
-
 var pg *testenv.Postgres
 
-func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
-		os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	// Every flag reads PGRELAY_<FLAG>: an outer environment must not change
-	// what the tests see. PGRELAY_PG_BIN is testenv's, not a flag.
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "PGRELAY_") && name != "PGRELAY_PG_BIN" {
-			os.Unsetenv(name)
-		}
-	}
-	// The snapshot of goroutines to ignore is taken before anything starts:
-	// taken after the tests (goleak.Find(goleak.IgnoreCurrent())) it would
-	// ignore every goroutine still running, leaks included.
-	ignore := goleak.IgnoreCurrent()
-	code := testenv.MainWithPostgres(m, &pg)
-	if code == 0 {
-		if err := goleak.Find(ignore, ignoreDeadLetterThrottle()); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(clitest.Main(m, &pg)) }
 
 // cliMain runs the command line in this process.
-func cliMain(args ...string) (code int, stdout, stderr string) {
-	var out, errb bytes.Buffer
-	code = cli.Main(args, &out, &errb)
-	return code, out.String(), errb.String()
-}
+var cliMain = clitest.Run
 
 // lines splits s into its lines, without the empty one after a final newline.
 func lines(s string) []string {
@@ -181,7 +146,7 @@ func startCLI(t *testing.T, env []string, args ...string) *proc {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	cmd.Env = append(append(os.Environ(), clitest.RunMainEnv+"=1"), env...)
 	p := &proc{t: t, name: strings.Join(args[:1], " "), cmd: cmd,
 		stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
@@ -260,12 +225,4 @@ func (d *db) text(sql string, args ...any) string {
 		return ""
 	}
 	return *s
-}
-
-// ignoreDeadLetterThrottle: the actor library's dead-letter log throttle
-// starts a goroutine that ends by itself one throttle interval (1 s) after a
-// dead letter, such as a message to an actor of a Processor that has just
-// stopped. It belongs to no Processor and outlives none for long.
-func ignoreDeadLetterThrottle() goleak.Option {
-	return goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
 }

@@ -74,11 +74,10 @@ func (n *natsFlags) validate() error {
 	return nil
 }
 
-// config is the Processor's NATS configuration (nil without --nats-url).
+// config is the Processor's NATS configuration: the flags as given, its URL
+// empty (no NATS) without --nats-url; `pgrelay bench nats` publishes with
+// the other settings to a server of its own then.
 func (n *natsFlags) config() *actors.NATSConfig {
-	if n.url == "" {
-		return nil
-	}
 	return &actors.NATSConfig{URL: n.url, CredsFile: n.creds, TLSCert: n.tlsCert, TLSKey: n.tlsKey,
 		TLSCA: n.tlsCA, Stream: n.stream, MaxAge: n.maxAge, Retention: n.retention, MaxBytes: n.maxBytes, PublishBatch: n.batch, PublishInterval: n.interval}
 }

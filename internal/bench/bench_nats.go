@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -19,17 +21,24 @@ import (
 func (b *bench) scenarioNATS(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_nats"
 	res := &scenarioResult{Name: "nats"}
-	n := b.o.events
-	f := b.procFlags(b.dbURL, "")
-	if f.nats.url == "" {
+	n := b.o.Events
+	c := b.procConfig(b.dbURL, "")
+	var natsCfg actors.NATSConfig // a copy: the URL may be this scenario's server's
+	if c.NATS != nil {
+		natsCfg = *c.NATS
+	}
+	if natsCfg.Stream == "" {
+		natsCfg.Stream = bus.DefaultStream
+	}
+	if natsCfg.URL == "" {
 		srv, err := testenv.StartNATS(testenv.NATSConfig{})
 		if err != nil {
 			return nil, err
 		}
 		defer srv.Stop()
-		f.nats.url = srv.URL()
+		natsCfg.URL = srv.URL()
 	}
-	nc, err := nats.Connect(f.nats.url)
+	nc, err := nats.Connect(natsCfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
@@ -53,7 +62,7 @@ func (b *bench) scenarioNATS(ctx context.Context) (*scenarioResult, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		pf := f
+		pc := c
 		inStream := 0
 		var published time.Duration
 		spec := drainSpec{label: label, profile: profile, channels: []string{channel}, target: int64(n)}
@@ -64,9 +73,9 @@ func (b *bench) scenarioNATS(ctx context.Context) (*scenarioResult, error) {
 				ON CONFLICT (node_id, source) DO UPDATE SET last_id = EXCLUDED.last_id`, mark); err != nil {
 				return nil, 0, fmt.Errorf("move the publish cursor: %w", err)
 			}
-			inStream = benchStreamMsgs(ctx, js, f.nats.stream)
+			inStream = benchStreamMsgs(ctx, js, natsCfg.Stream)
 			spec.atTarget = func(ctx context.Context, start time.Time) error {
-				for benchStreamMsgs(ctx, js, f.nats.stream)-inStream < n {
+				for benchStreamMsgs(ctx, js, natsCfg.Stream)-inStream < n {
 					select {
 					case <-ctx.Done():
 						return fmt.Errorf("waiting for JetStream: %w", ctx.Err())
@@ -76,10 +85,11 @@ func (b *bench) scenarioNATS(ctx context.Context) (*scenarioResult, error) {
 				published = time.Since(start)
 				return nil
 			}
+			pc.NATS = &natsCfg
 		} else {
-			pf.nats.url = ""
+			pc.NATS = nil
 		}
-		spec.flags = []processorFlags{pf}
+		spec.procs = []actors.Config{pc}
 		d, err := b.drain(ctx, spec)
 		if err != nil {
 			return nil, 0, err
@@ -104,7 +114,7 @@ func (b *bench) scenarioNATS(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return res, err
 	}
-	with.Detail = fmt.Sprintf("NATS %s, publish batch %d", nc.ConnectedServerVersion(), f.nats.batch)
+	with.Detail = fmt.Sprintf("NATS %s, publish batch %d", nc.ConnectedServerVersion(), natsCfg.PublishBatch)
 	res.add(with)
 	last := res.add(newMeasurement("last event acknowledged by JetStream", "pgrelay", int64(n), published, "events/s"))
 	last.Detail = "from the Processor's start, end to end"

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/pgrelay/pgrelay/actors"
 )
 
 // benchReport is everything `pgrelay bench` measured: the table, the JSON
@@ -44,9 +46,9 @@ type processorSettings struct {
 	PollIntervalMS float64 `json:"poll_interval_ms"`
 }
 
-func processorSettingsOf(f *processorFlags) processorSettings {
-	return processorSettings{Mode: f.mode, Concurrency: f.concurrency, BatchSize: f.batchSize, SQLBatch: f.sqlBatch,
-		PollIntervalMS: ms(f.pollInterval)}
+func processorSettingsOf(c *actors.Config) processorSettings {
+	return processorSettings{Mode: c.Mode, Concurrency: c.Concurrency, BatchSize: c.BatchSize, SQLBatch: c.SQLBatch,
+		PollIntervalMS: ms(c.PollInterval)}
 }
 
 func (p processorSettings) String() string {
@@ -264,15 +266,14 @@ func round(x float64, digits int) float64 {
 }
 
 // progress draws progress bars on stderr: redrawn in place on a terminal,
-// one line a second with --progress elsewhere, nothing otherwise.
+// one line a second with --progress (force) elsewhere, nothing otherwise.
 type progress struct {
 	w   io.Writer
 	on  bool
 	tty bool
 }
 
-func newProgress(w io.Writer, force bool) *progress {
-	tty := isTTY(w)
+func newProgress(w io.Writer, tty, force bool) *progress {
 	return &progress{w: w, on: tty || force, tty: tty}
 }
 

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func (b *bench) clusterScenario(ctx context.Context, name string, cfg testenv.Cl
 // multi-node Processor on each, and waits until node 1's log holds every
 // success (replication included).
 func (b *bench) clusterRun(ctx context.Context, label string, pools []*pgxpool.Pool, urls []string, channel string) (*measurement, error) {
-	per := b.o.events / len(pools)
+	per := b.o.Events / len(pools)
 	total := per * len(pools)
 	// Every run starts its nodes as new ones: a node whose row shows it dead
 	// (stopped after the previous run) would rejoin, dispatching only its
@@ -103,14 +103,14 @@ func (b *bench) clusterRun(ctx context.Context, label string, pools []*pgxpool.P
 		return nil, err
 	}
 	for node, pool := range pools {
-		if _, err := b.insertBatches(ctx, fmt.Sprintf("cluster, %s: enqueue on node %d", label, node+1), per, b.o.batch,
+		if _, err := b.insertBatches(ctx, fmt.Sprintf("cluster, %s: enqueue on node %d", label, node+1), per, b.o.Batch,
 			notifyMany(pool, channel, fmt.Sprintf("%d-", node))); err != nil {
 			return nil, err
 		}
 	}
 	// Every node must see every row, with fresh statistics, before the clock
 	// starts.
-	var flags []processorFlags
+	var procs []actors.Config
 	for i, pool := range pools {
 		if err := waitFor(ctx, fmt.Sprintf("the queued rows on node %d", i+1), func() (bool, error) {
 			var c int
@@ -122,10 +122,10 @@ func (b *bench) clusterRun(ctx context.Context, label string, pools []*pgxpool.P
 		if err := settle(ctx, pool); err != nil {
 			return nil, err
 		}
-		flags = append(flags, b.procFlags(urls[i], actors.ModeMultiNode))
+		procs = append(procs, b.procConfig(urls[i], actors.ModeMultiNode))
 	}
 	d, err := b.drain(ctx, drainSpec{label: "cluster, " + label, profile: fmt.Sprintf("cluster-%d", len(pools)),
-		flags: flags, channels: []string{channel}, target: int64(total)})
+		procs: procs, channels: []string{channel}, target: int64(total)})
 	if err != nil {
 		return nil, err
 	}

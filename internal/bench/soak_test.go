@@ -1,4 +1,4 @@
-package cli_test
+package bench_test
 
 import (
 	"encoding/json"
@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/cli/clitest"
 )
 
-// The integrity suite's knobs: `go test -run TestIntegritySoak ./internal/cli
+// The integrity suite's knobs: `go test -run TestIntegritySoak ./internal/bench
 // -args -soak-duration=10m -soak-seed=N` runs the long form (raise -timeout).
 var (
 	soakDuration = flag.Duration("soak-duration", 40*time.Second, "TestIntegritySoakShort: how long the workload runs under faults")
@@ -54,11 +56,11 @@ func TestIntegritySoakShort(t *testing.T) {
 	}
 	// The bench starts the Processor as this program: as this test binary,
 	// it must act as the pgrelay command (TestMain).
-	t.Setenv(runMainEnv, "1")
+	t.Setenv(clitest.RunMainEnv, "1")
 	seed := strconv.FormatUint(*soakSeed, 10)
 	code, out, errOut := cliMain("bench", "soak", "--duration", soakDuration.String(), "--seed", seed,
 		"--fault-every", soakFaults.String(), "--drain-timeout", "2m", "--json")
-	rerun := "go test -count=1 -run TestIntegritySoakShort ./internal/cli -args -soak-seed=" + seed +
+	rerun := "go test -count=1 -run TestIntegritySoakShort ./internal/bench -args -soak-seed=" + seed +
 		" -soak-duration=" + soakDuration.String() + " -soak-fault-every=" + soakFaults.String()
 	require.Equal(t, 0, code, "soak seed %s failed; rerun with: %s\nstderr:\n%s\nstdout:\n%s", seed, rerun, errOut, out)
 	var doc benchDoc

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -1100,14 +1100,14 @@ func (b *bench) scenarioSoak(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("soak: find this program to start the Processor: %w", err)
 	}
-	seed := b.o.seed
+	seed := b.o.Seed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	fmt.Fprintf(b.a.stderr, "pgrelay bench soak: seed %d, %s under faults (one every %s on average)\n",
-		seed, b.o.duration, b.o.faultEvery)
-	r, err := runSoak(ctx, soakConfig{Duration: b.o.duration, Seed: seed, Rate: b.o.soakRate,
-		FaultEvery: b.o.faultEvery, DrainTimeout: b.o.drainTimeout, Exe: exe, Logger: b.logger})
+	fmt.Fprintf(b.stderr, "pgrelay bench soak: seed %d, %s under faults (one every %s on average)\n",
+		seed, b.o.Duration, b.o.FaultEvery)
+	r, err := runSoak(ctx, soakConfig{Duration: b.o.Duration, Seed: seed, Rate: b.o.SoakRate,
+		FaultEvery: b.o.FaultEvery, DrainTimeout: b.o.DrainTimeout, Exe: exe, Logger: b.logger})
 	if r == nil {
 		return nil, err
 	}
@@ -1115,7 +1115,7 @@ func (b *bench) scenarioSoak(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("seed %d: %w", seed, err)
 	}
-	r.report(b.a.stderr)
+	r.report(b.stderr)
 	if broken := r.broken(); len(broken) > 0 {
 		var names []string
 		for _, x := range broken {

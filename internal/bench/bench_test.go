@@ -1,4 +1,4 @@
-package cli_test
+package bench_test
 
 import (
 	"context"

@@ -1,8 +1,6 @@
-package cli
+package bench
 
 import (
-	"flag"
-	"io"
 	"math"
 	"testing"
 	"time"
@@ -64,18 +62,4 @@ func TestBenchPercentile(t *testing.T) {
 	l := latencyOf(d)
 	assert.Equal(t, latencyStats{P50: 50, P95: 95, P99: 99, Max: 100}, *l)
 	assert.Nil(t, latencyOf(nil))
-}
-
-// Scenario names may come before, between and after the flags.
-func TestParseMixed(t *testing.T) {
-	a := &app{stderr: io.Discard, getenv: func(string) string { return "" }}
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	n := fs.Int("n", 0, "")
-	v := fs.Bool("v", false, "")
-	pos, err := a.parseMixed(fs, []string{"a", "-n", "3", "b", "-v", "c", "--", "-n", "d"})
-	require.NoError(t, err)
-	assert.Equal(t, []string{"a", "b", "c", "-n", "d"}, pos)
-	assert.Equal(t, 3, *n)
-	assert.True(t, *v)
 }

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -55,14 +54,14 @@ func (b *bench) preinsert(ctx context.Context, label, channel string, n int) (ma
 	if mark, err = logMark(ctx, b.pool); err != nil {
 		return 0, nil, err
 	}
-	took, err := b.insertBatches(ctx, label+": enqueue", n, b.o.batch, notifyMany(b.pool, channel, ""))
+	took, err := b.insertBatches(ctx, label+": enqueue", n, b.o.Batch, notifyMany(b.pool, channel, ""))
 	if err != nil {
 		return 0, nil, err
 	}
 	if err := settle(ctx, b.pool); err != nil {
 		return 0, nil, err
 	}
-	pre = newMeasurement(fmt.Sprintf("pre-insert (notify_many x %d)", b.o.batch), "pgrelay", int64(n), took, "events/s")
+	pre = newMeasurement(fmt.Sprintf("pre-insert (notify_many x %d)", b.o.Batch), "pgrelay", int64(n), took, "events/s")
 	pre.Counted = false
 	return mark, pre, nil
 }
@@ -72,7 +71,7 @@ func (b *bench) preinsert(ctx context.Context, label, channel string, n int) (ma
 func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_noop"
 	res := &scenarioResult{Name: "burn-down"}
-	n := b.o.events
+	n := b.o.Events
 	defer func() {
 		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
 	}()
@@ -82,7 +81,7 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	}
 	res.add(pre)
 	d, err := b.drain(ctx, drainSpec{label: "burn-down: pgrelay", profile: "burn-down",
-		flags: []processorFlags{b.procFlags(b.dbURL, "")}, channels: []string{channel}, target: int64(n)})
+		procs: []actors.Config{b.procConfig(b.dbURL, "")}, channels: []string{channel}, target: int64(n)})
 	if err != nil {
 		return res, err
 	}
@@ -92,14 +91,14 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	m := res.add(newMeasurement("burn-down", "pgrelay", int64(n), d.took, "events/s"))
 	m.Series = d.series
 	m.Detail = fmt.Sprintf("claim, run, complete; %d succeeded log rows checked", n)
-	if b.o.peer == "" {
+	if b.o.Peer == "" {
 		return res, nil
 	}
-	r, err := b.river.run(ctx, b, "burn-down", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.batch))
+	r, err := b.river.run(ctx, b, "burn-down", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.Batch))
 	if err != nil {
 		return res, err
 	}
-	rpre := res.add(riverMeasurement(fmt.Sprintf("pre-insert (InsertMany x %d)", b.o.batch), r.Events, r.InsertPerSec, 0, "jobs/s"))
+	rpre := res.add(riverMeasurement(fmt.Sprintf("pre-insert (InsertMany x %d)", b.o.Batch), r.Events, r.InsertPerSec, 0, "jobs/s"))
 	rpre.Counted = false
 	rm := res.add(riverMeasurement("burn-down", r.Events, r.EventsPerSec, r.Seconds, "jobs/s"))
 	rm.Series = r.Series
@@ -114,7 +113,7 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_enqueue"
 	res := &scenarioResult{Name: "enqueue"}
-	n := b.o.events
+	n := b.o.Events
 	singles := min(n, singleNotifyMax)
 	if err := b.resetChannel(ctx, b.pool, channel, noopHandler, "none"); err != nil {
 		return nil, err
@@ -128,7 +127,7 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 		return nil, err
 	}
 	defer stopProf()
-	manyTook, err := b.insertBatches(ctx, "enqueue: notify_many", n, b.o.batch, notifyMany(b.pool, channel, "m"))
+	manyTook, err := b.insertBatches(ctx, "enqueue: notify_many", n, b.o.Batch, notifyMany(b.pool, channel, "m"))
 	if err != nil {
 		return nil, err
 	}
@@ -157,18 +156,18 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	if rows != int64(n+singles) {
 		return nil, fmt.Errorf("the queue holds %d rows of the bench channel, want %d", rows, n+singles)
 	}
-	many := res.add(newMeasurement(fmt.Sprintf("notify_many x %d", b.o.batch), "pgrelay", int64(n), manyTook, "events/s"))
+	many := res.add(newMeasurement(fmt.Sprintf("notify_many x %d", b.o.Batch), "pgrelay", int64(n), manyTook, "events/s"))
 	many.Detail = "one statement per batch; queue rows counted"
 	one := res.add(newMeasurement("notify, one per transaction", "pgrelay", int64(singles), singleTook, "events/s"))
 	one.Detail = "autocommit, one connection, one call after the other"
-	if b.o.peer == "" {
+	if b.o.Peer == "" {
 		return res, nil
 	}
-	r, err := b.river.run(ctx, b, "enqueue", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.batch))
+	r, err := b.river.run(ctx, b, "enqueue", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.Batch))
 	if err != nil {
 		return res, err
 	}
-	rmany := res.add(riverMeasurement(fmt.Sprintf("InsertMany x %d", b.o.batch), r.Events, r.InsertPerSec, r.Seconds, "jobs/s"))
+	rmany := res.add(riverMeasurement(fmt.Sprintf("InsertMany x %d", b.o.Batch), r.Events, r.InsertPerSec, r.Seconds, "jobs/s"))
 	rone := res.add(riverMeasurement("Insert, one per transaction", r.SingleInserts, r.SingleInsertPerSec, 0, "jobs/s"))
 	rone.Detail = "one client, one call after the other"
 	res.ratio("notify_many/InsertMany", many.Rate, rmany.Rate, 0)
@@ -185,7 +184,7 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 func (b *bench) scenarioLatency(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_latency"
 	res := &scenarioResult{Name: "latency"}
-	n := b.o.latencyEvents
+	n := b.o.LatencyEvents
 	if _, err := b.pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS pgrelay_bench;
 		DROP TABLE IF EXISTS pgrelay_bench.latency;
 		CREATE TABLE pgrelay_bench.latency (k int NOT NULL, started_at timestamptz NOT NULL)`); err != nil {
@@ -213,8 +212,7 @@ func (b *bench) scenarioLatency(ctx context.Context) (*scenarioResult, error) {
 	if err := settle(ctx, b.pool); err != nil {
 		return nil, err
 	}
-	f := b.procFlags(b.dbURL, "")
-	p, err := actors.New(f.config(b.logger, prometheus.NewRegistry()))
+	p, err := newProcessor(b.procConfig(b.dbURL, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -312,14 +310,14 @@ func (b *bench) scenarioLatency(ctx context.Context) (*scenarioResult, error) {
 	if d := lastInsert.Sub(start); d > 0 {
 		enqRate = float64(n) / d.Seconds()
 	}
-	m.Detail = fmt.Sprintf("offered %g/s, enqueued at %.0f/s; handler start: clock_timestamp() in the handler", b.o.rate, enqRate)
-	if b.o.peer == "" {
+	m.Detail = fmt.Sprintf("offered %g/s, enqueued at %.0f/s; handler start: clock_timestamp() in the handler", b.o.Rate, enqRate)
+	if b.o.Peer == "" {
 		return res, nil
 	}
 	if err := quiesce(ctx, b.pool); err != nil {
 		return res, err
 	}
-	r, err := b.river.run(ctx, b, "latency", "--events", strconv.Itoa(n), "--rate", strconv.FormatFloat(b.o.rate, 'g', -1, 64))
+	r, err := b.river.run(ctx, b, "latency", "--events", strconv.Itoa(n), "--rate", strconv.FormatFloat(b.o.Rate, 'g', -1, 64))
 	if err != nil {
 		return res, err
 	}
@@ -328,7 +326,7 @@ func (b *bench) scenarioLatency(ctx context.Context) (*scenarioResult, error) {
 	}
 	rm := res.add(riverMeasurement("enqueue commit to handler start", r.Events, 0, r.Seconds, ""))
 	rm.LatencyMS, rm.samplesMS = r.LatencyMS, r.LatencySamplesMS
-	rm.Detail = fmt.Sprintf("offered %g/s, inserted at %.0f/s; handler start: time.Now() in Work(); %s", b.o.rate, r.InsertPerSec, r.workerSettings())
+	rm.Detail = fmt.Sprintf("offered %g/s, inserted at %.0f/s; handler start: time.Now() in Work(); %s", b.o.Rate, r.InsertPerSec, r.workerSettings())
 	res.ratio("p50 pgrelay/river", m.LatencyMS.P50, rm.LatencyMS.P50, 0)
 	res.ratio("p99 pgrelay/river", m.LatencyMS.P99, rm.LatencyMS.P99, 0)
 	return res, nil
@@ -373,8 +371,8 @@ func (b *bench) openLoop(ctx context.Context, n int, insert func(ctx context.Con
 	inserted := make([]time.Time, n)
 	insertErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	interval := time.Duration(float64(time.Second) / b.o.rate)
-	bar := b.prog.start(fmt.Sprintf("latency: enqueue at %g/s", b.o.rate), int64(n))
+	interval := time.Duration(float64(time.Second) / b.o.Rate)
+	bar := b.prog.start(fmt.Sprintf("latency: enqueue at %g/s", b.o.Rate), int64(n))
 	defer bar.finish()
 	var err error
 	start := time.Now()
@@ -463,8 +461,8 @@ func (b *bench) scenarioBacklog(ctx context.Context) (*scenarioResult, error) {
 		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
 	}()
 	var small, large *measurement
-	for _, size := range b.o.backlogSizes {
-		measure := min(size, b.o.backlogMeasure)
+	for _, size := range b.o.BacklogSizes {
+		measure := min(size, b.o.BacklogMeasure)
 		label := fmt.Sprintf("backlog %d", size)
 		mark, pre, err := b.preinsert(ctx, label, channel, size)
 		if err != nil {
@@ -473,7 +471,7 @@ func (b *bench) scenarioBacklog(ctx context.Context) (*scenarioResult, error) {
 		pre.Backlog = int64(size)
 		res.add(pre)
 		d, err := b.drain(ctx, drainSpec{label: label + ": pgrelay", profile: fmt.Sprintf("backlog-%d", size),
-			flags: []processorFlags{b.procFlags(b.dbURL, "")}, channels: []string{channel}, target: int64(measure)})
+			procs: []actors.Config{b.procConfig(b.dbURL, "")}, channels: []string{channel}, target: int64(measure)})
 		if err != nil {
 			return res, err
 		}
@@ -507,7 +505,7 @@ func (b *bench) scenarioBacklog(ctx context.Context) (*scenarioResult, error) {
 func (b *bench) scenarioChannels(ctx context.Context) (*scenarioResult, error) {
 	const none = "pgrelay_bench_none"
 	res := &scenarioResult{Name: "channels"}
-	k, e := b.o.channels, b.o.perChannel
+	k, e := b.o.Channels, b.o.PerChannel
 	total := k * e
 	names := make([]string, k)
 	for i := range names {
@@ -529,7 +527,7 @@ func (b *bench) scenarioChannels(ctx context.Context) (*scenarioResult, error) {
 		return nil, err
 	}
 	// A statement enqueues whole channels: notify_many per channel.
-	chunk := max(1, b.o.batch/e)
+	chunk := max(1, b.o.Batch/e)
 	took, err := b.insertBatches(ctx, "channels: enqueue", total, chunk*e, func(ctx context.Context, from, n int) error {
 		if _, err := b.pool.Exec(ctx, `SELECT count(*) FROM generate_series($1::int, $2::int) c
 			CROSS JOIN LATERAL pgrelay.notify_many('pgrelay_bench_ch_' || c,
@@ -583,7 +581,7 @@ func (b *bench) scenarioChannels(ctx context.Context) (*scenarioResult, error) {
 func (b *bench) measureRSS(ctx context.Context, label, profile string, channels []string, total int) (*measurement, error) {
 	debug.FreeOSMemory()
 	resetErr := resetPeakRSS()
-	d, err := b.drain(ctx, drainSpec{label: label, profile: profile, flags: []processorFlags{b.procFlags(b.dbURL, "")},
+	d, err := b.drain(ctx, drainSpec{label: label, profile: profile, procs: []actors.Config{b.procConfig(b.dbURL, "")},
 		channels: channels, target: int64(total)})
 	if err != nil {
 		return nil, err
@@ -613,7 +611,7 @@ func (b *bench) measureRSS(ctx context.Context, label, profile string, channels 
 func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_ceiling"
 	res := &scenarioResult{Name: "ceiling"}
-	n := b.o.events
+	n := b.o.Events
 	defer func() {
 		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
 	}()
@@ -633,7 +631,8 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 		}
 	}()
 	for range ceilingWorkers {
-		c, err := connect(ctx, b.dbURL)
+		// The bench pool's settings: pgrelay's search_path pinned.
+		c, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
 		if err != nil {
 			return res, fmt.Errorf("connect: %w", err)
 		}

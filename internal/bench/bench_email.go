@@ -1,9 +1,10 @@
-package cli
+package bench
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -15,16 +16,16 @@ import (
 func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_email"
 	res := &scenarioResult{Name: "email"}
-	n := b.o.events
-	f := b.procFlags(b.dbURL, "")
+	n := b.o.Events
+	c := b.procConfig(b.dbURL, "")
 	var catcher *testenv.SMTP
-	if f.smtpURL == "" && (f.file == nil || f.file.SMTP == nil || f.file.SMTP.Default == "") {
+	if c.SMTPURL == "" {
 		var err error
 		if catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Logger: b.logger}); err != nil {
 			return nil, err
 		}
 		defer func() { _ = catcher.Close() }()
-		f.smtpURL = catcher.URL()
+		c.SMTPURL = catcher.URL()
 	}
 	if err := unregisterChannels(ctx, b.pool, channel); err != nil {
 		return nil, err
@@ -39,7 +40,7 @@ func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	if err := b.pool.QueryRow(ctx, `SELECT COALESCE(max(notification_id), 0) FROM pgrelay_notifier.notifications`).Scan(&startID); err != nil {
 		return nil, fmt.Errorf("read the last notification: %w", err)
 	}
-	took, err := b.insertBatches(ctx, "email: compose", n, b.o.batch, func(ctx context.Context, from, k int) error {
+	took, err := b.insertBatches(ctx, "email: compose", n, b.o.Batch, func(ctx context.Context, from, k int) error {
 		if _, err := b.pool.Exec(ctx, `SELECT count(pgrelay_notifier.send($1, ARRAY['user' || g || '@example.com'],
 			'Order ' || g || ' confirmed', 'Thank you for order ' || g || '.', '<p>Thank you for order <b>' || g || '</b>.</p>'))
 			FROM generate_series($2::int, $3::int) g`, channel, from+1, from+k); err != nil {
@@ -53,10 +54,10 @@ func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	if err := settle(ctx, b.pool); err != nil {
 		return nil, err
 	}
-	compose := res.add(newMeasurement(fmt.Sprintf("compose (pgrelay_notifier.send x %d per statement)", b.o.batch),
+	compose := res.add(newMeasurement(fmt.Sprintf("compose (pgrelay_notifier.send x %d per statement)", b.o.Batch),
 		"pgrelay", int64(n), took, "emails/s"))
 	compose.Counted = false
-	d, err := b.drain(ctx, drainSpec{label: "email: send", profile: "email", flags: []processorFlags{f},
+	d, err := b.drain(ctx, drainSpec{label: "email: send", profile: "email", procs: []actors.Config{c},
 		channels: []string{channel}, target: int64(n), gaveUpDone: true})
 	if err != nil {
 		return res, err

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -238,11 +238,11 @@ func (b *bench) follow(ctx context.Context, w follow) (followed, error) {
 
 // drainSpec is a measured run of Processors.
 type drainSpec struct {
-	label    string           // progress label
-	profile  string           // the CPU profile part's name
-	flags    []processorFlags // one Processor each (databaseURL set)
-	channels []string         // whose completions count
-	target   int64            // the run ends when this many completed
+	label    string          // progress label
+	profile  string          // the CPU profile part's name
+	procs    []actors.Config // one Processor each (DatabaseURL set)
+	channels []string        // whose completions count
+	target   int64           // the run ends when this many completed
 	// gaveUpDone counts events that gave up as done (email: a failed email
 	// is an outcome too).
 	gaveUpDone bool
@@ -260,7 +260,7 @@ type drained struct {
 	succeeded, gaveUp int64
 }
 
-// drain starts a Processor per spec.flags (each with its own metrics
+// drain starts a Processor per spec.procs (each with its own metrics
 // registry), follows their completion counters until spec.target, and stops
 // them. The clock starts just before the first Processor's Start.
 func (b *bench) drain(ctx context.Context, spec drainSpec) (drained, error) {
@@ -282,8 +282,8 @@ func (b *bench) drain(ctx context.Context, spec drainSpec) (drained, error) {
 	}
 	defer stopProf()
 	start := time.Now()
-	for _, f := range spec.flags {
-		p, err := actors.New(f.config(b.logger, prometheus.NewRegistry()))
+	for _, c := range spec.procs {
+		p, err := newProcessor(c)
 		if err != nil {
 			return drained{}, err
 		}

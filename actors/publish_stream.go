@@ -9,6 +9,24 @@ import (
 	"github.com/pgrelay/pgrelay/events/bus"
 )
 
+// pubStream is what the worker's stream set-up found: where it publishes,
+// and what it read of the stream then.
+type pubStream struct {
+	setUp     bool      // the stream (or core NATS) was chosen ...
+	streamGen uint64    // ... in this bus generation ...
+	setUpAt   time.Time // ... at this time
+	stream    string    // "" while publishing on core NATS
+	// dupWindow is the stream's duplicate window, read at each set-up.
+	dupWindow time.Duration
+	// streamCreated is when the stream was created, read at each set-up: a
+	// stream deleted and created again has another, and nothing read from
+	// the old one holds for it.
+	streamCreated time.Time
+	// setUpSeq is the stream's last sequence at the latest set-up: the floor
+	// of a source that has none yet.
+	setUpSeq uint64
+}
+
 // setUpStream decides between JetStream and core NATS and, with JetStream,
 // creates or reconciles the events stream.
 func (w *pubWorker) setUpStream(ctx context.Context) error {

@@ -25,20 +25,8 @@ type pubWorker struct {
 	leased    bool
 	node      int
 	sources   []*pubSource
-	setUp     bool      // the stream (or core NATS) was chosen ...
-	streamGen uint64    // ... in this bus generation ...
-	setUpAt   time.Time // ... at this time
-	stream    string    // "" while publishing on core NATS
 	backlogAt time.Time
-	// dupWindow is the stream's duplicate window, read at each set-up.
-	dupWindow time.Duration
-	// streamCreated is when the stream was created, read at each set-up: a
-	// stream deleted and created again has another, and nothing read from
-	// the old one holds for it.
-	streamCreated time.Time
-	// setUpSeq is the stream's last sequence at the latest set-up: the floor
-	// of a source that has none yet.
-	setUpSeq uint64
+	pubStream // what the stream set-up (publish_stream.go) found
 }
 
 func newPubWorker(d *deps) *pubWorker { return &pubWorker{d: d} }

@@ -129,3 +129,57 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	return m, nil
 }
+
+// EventMetrics are the collectors of status events on NATS and of the nats
+// handler kind.
+type EventMetrics struct {
+	Published       *prometheus.CounterVec
+	PublishErrors   prometheus.Counter
+	Backlog         *prometheus.GaugeVec
+	Lag             *prometheus.GaugeVec
+	Oversize        *prometheus.CounterVec
+	Duplicates      prometheus.Counter
+	Connected       prometheus.Gauge
+	HandlerTooLarge *prometheus.CounterVec
+}
+
+func newEventMetrics() *EventMetrics {
+	return &EventMetrics{
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "events_published_total",
+			Help: "Events published on NATS (acknowledged by JetStream, or flushed on core NATS), by source.",
+		}, []string{"source"}),
+		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "events_publish_errors_total",
+			Help: "Publishing rounds that failed (NATS or database errors); they are retried.",
+		}),
+		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "events_backlog",
+			Help: "Events of this node not yet published on NATS, by source (counted up to 100001).",
+		}, []string{"source"}),
+		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "events_lag_seconds",
+			Help: "Age of this node's oldest event not yet published on NATS, by source (0 when none).",
+		}, []string{"source"}),
+		Oversize: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "events_oversize_total",
+			Help: "Events over the NATS max payload: published without payload (or with the error cut), or passed over when even that does not fit (logged), by source.",
+		}, []string{"source"}),
+		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "events_duplicates_total",
+			Help: "Events published again after an unacknowledged attempt and dropped by JetStream as duplicates, or found stored already after a long outage and not sent again.",
+		}),
+		Connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "nats_connected", Help: "1 while connected to NATS.",
+		}),
+		HandlerTooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "pgrelay", Name: "nats_handler_too_large_total",
+			Help: "Events of nats channels given up because the payload exceeds the server's max payload, by channel.",
+		}, []string{"channel"}),
+	}
+}
+
+func (m *EventMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Published, m.PublishErrors, m.Backlog, m.Lag, m.Oversize, m.Duplicates,
+		m.Connected, m.HandlerTooLarge}
+}

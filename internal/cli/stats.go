@@ -3,9 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -33,4 +35,30 @@ func writeStats(w io.Writer, stats []store.ChannelStats) {
 		fmt.Fprintln(tw, "(no channels registered)\t\t\t\t\t\t\t\t")
 	}
 	_ = tw.Flush()
+}
+
+// writeBacklog prints, under the stats table, the events each node's
+// publisher has not yet published on NATS, with the age of the oldest
+// (nothing when no publisher ran), then the unpublished log rows that
+// retention deleted past --log-retention-unpublished.
+func writeBacklog(w io.Writer, rows []store.CursorBacklog, dropped []store.Dropped) {
+	for _, r := range rows {
+		n := strconv.FormatInt(r.Backlog, 10)
+		if r.Backlog > store.BacklogCap {
+			n = "more than " + strconv.Itoa(store.BacklogCap)
+		}
+		if r.OldestAt != nil && r.Backlog > 0 {
+			n += ", the oldest " + time.Since(*r.OldestAt).Round(time.Second).String() + " old"
+		}
+		what := "unpublished events"
+		if r.Source != events.SourceLog {
+			what = "unpublished " + r.Source + " events"
+		}
+		fmt.Fprintf(w, "%s (node %d): %s\n", what, r.Node, n)
+	}
+	for _, d := range dropped {
+		fmt.Fprintf(w, "unpublished events deleted by retention (node %d): %d, ids %d..%d, the last %s ago; "+
+			"see pgrelay.log_dropped\n", d.Node, d.Rows, d.FirstID, d.LastID,
+			time.Since(d.LastDroppedAt).Round(time.Second))
+	}
 }

@@ -145,6 +145,8 @@ func newWatched(subject string, data []byte) watched {
 	return w
 }
 
+var errNoJetStream = errors.New("the NATS server has no JetStream: replaying (--since-id, --since) needs it")
+
 // subscribe delivers the messages on filters to out until stop is called.
 func subscribe(ctx context.Context, a *app, conn *bus.Conn, stream string, filters []string, start time.Time,
 	out chan<- watched) (stop func(), err error) {

@@ -1,19 +1,14 @@
 package cli
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/pgrelay/pgrelay/actors"
-	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/bus"
-	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/secret"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
@@ -126,32 +121,4 @@ func watchCommand(self, url string) string {
 		return self + " watch"
 	}
 	return self + " watch --nats-url " + secret.String(url)
-}
-
-var errNoJetStream = errors.New("the NATS server has no JetStream: replaying (--since-id, --since) needs it")
-
-// writeBacklog prints, under the stats table, the events each node's
-// publisher has not yet published on NATS, with the age of the oldest
-// (nothing when no publisher ran), then the unpublished log rows that
-// retention deleted past --log-retention-unpublished.
-func writeBacklog(w io.Writer, rows []store.CursorBacklog, dropped []store.Dropped) {
-	for _, r := range rows {
-		n := strconv.FormatInt(r.Backlog, 10)
-		if r.Backlog > store.BacklogCap {
-			n = "more than " + strconv.Itoa(store.BacklogCap)
-		}
-		if r.OldestAt != nil && r.Backlog > 0 {
-			n += ", the oldest " + time.Since(*r.OldestAt).Round(time.Second).String() + " old"
-		}
-		what := "unpublished events"
-		if r.Source != events.SourceLog {
-			what = "unpublished " + r.Source + " events"
-		}
-		fmt.Fprintf(w, "%s (node %d): %s\n", what, r.Node, n)
-	}
-	for _, d := range dropped {
-		fmt.Fprintf(w, "unpublished events deleted by retention (node %d): %d, ids %d..%d, the last %s ago; "+
-			"see pgrelay.log_dropped\n", d.Node, d.Rows, d.FirstID, d.LastID,
-			time.Since(d.LastDroppedAt).Round(time.Second))
-	}
 }

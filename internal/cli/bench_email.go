@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // scenarioEmail measures the email path: n notifications composed with
@@ -17,10 +17,10 @@ func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	res := &scenarioResult{Name: "email"}
 	n := b.o.events
 	f := b.procFlags(b.dbURL, "")
-	var catcher *testenv.SMTP
+	var catcher *devenv.SMTP
 	if f.smtpURL == "" && (f.file == nil || f.file.SMTP == nil || f.file.SMTP.Default == "") {
 		var err error
-		if catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Logger: b.logger}); err != nil {
+		if catcher, err = devenv.StartSMTP(devenv.SMTPConfig{Logger: b.logger}); err != nil {
 			return nil, err
 		}
 		defer func() { _ = catcher.Close() }()

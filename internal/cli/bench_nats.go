@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // scenarioNATS measures what publishing status events costs dispatch: the
@@ -22,7 +22,7 @@ func (b *bench) scenarioNATS(ctx context.Context) (*scenarioResult, error) {
 	n := b.o.events
 	f := b.procFlags(b.dbURL, "")
 	if f.nats.url == "" {
-		srv, err := testenv.StartNATS(testenv.NATSConfig{})
+		srv, err := devenv.StartNATS(devenv.NATSConfig{})
 		if err != nil {
 			return nil, err
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/actors/handlers/email"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // catcher starts an SMTP catcher, closed when t ends.
@@ -319,9 +320,7 @@ func TestActorEmailPermanentAndTransientReplies(t *testing.T) {
 
 func (e *env) one(sql string, args ...any) string {
 	e.t.Helper()
-	var v string
-	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&v), sql)
-	return v
+	return testenv.One[string](e.t, e.pool, sql, args...)
 }
 
 // A notification cancelled before it is sent is skipped cleanly: the event

@@ -123,17 +123,7 @@ func consumeAll(t *testing.T, js jetstream.JetStream, stream, durable, filter st
 // logIDs returns the ids of the log rows, in id order.
 func (e *env) logIDs(where string) []int64 {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT id FROM pgrelay.log `+where+` ORDER BY id`)
-	require.NoError(e.t, err)
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		require.NoError(e.t, rows.Scan(&id))
-		out = append(out, id)
-	}
-	require.NoError(e.t, rows.Err())
-	return out
+	return e.IDs(`SELECT id FROM pgrelay.log ` + where + ` ORDER BY id`)
 }
 
 // requireLogPublishedOnce waits until the publisher has caught up with the

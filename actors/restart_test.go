@@ -34,7 +34,7 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	e := &env{t: t, url: url, pool: pool}
+	e := envOn(t, url, pool)
 	e.exec(`CREATE TABLE ran (payload text)`)
 	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS
 	$$ SELECT pg_sleep(0.005); INSERT INTO public.ran VALUES (p) $$`)

@@ -423,10 +423,8 @@ func doctorCluster(t *testing.T, engine devenv.Engine) {
 // newDBHandle wraps an existing database's URL in the db helpers.
 func newDBHandle(t *testing.T, url string) *db {
 	t.Helper()
-	d := &db{t: t, url: url}
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	d.pool = pool
-	return d
+	return dbOn(t, url, pool)
 }

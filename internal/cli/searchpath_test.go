@@ -184,7 +184,7 @@ func TestSearchPathHijack(t *testing.T) {
 			pool, err := pgxpool.NewWithConfig(ctx, cfg)
 			require.NoError(t, err)
 			t.Cleanup(pool.Close)
-			d := &db{t: t, url: url, pool: pool}
+			d := dbOn(t, url, pool)
 			plantSearchPathTraps(t, pool)
 			dbName := cfg.ConnConfig.Database
 			d.exec(fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", dbName, path))

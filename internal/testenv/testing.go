@@ -1,6 +1,7 @@
 // Package testenv is the test-only layer over internal/devenv: a throwaway
 // PostgreSQL for a whole test binary (MainWithPostgres), a fresh migrated
-// database per test, and clusters stopped when their test ends. The pgrelay
+// database per test with the query helpers every package's tests share (DB),
+// and clusters stopped when their test ends. The pgrelay
 // binary never links it; what `pgrelay dev` and `pgrelay bench` start lives in
 // devenv.
 package testenv
@@ -53,13 +54,7 @@ func (p *Postgres) DB(t testing.TB) string {
 // Pool creates a fresh migrated database for t and a pool on it, closed when t ends.
 func (p *Postgres) Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	url := p.DB(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatalf("connect to test database: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return p.NewDB(t).Pool
 }
 
 // ClusterT starts a cluster for t and stops it when t ends. A Spock cluster

@@ -1,7 +1,7 @@
 package actors_test
 
 // The email handler run by the Processor against real SMTP servers (the
-// in-process catcher of internal/testenv on 127.0.0.1:0).
+// in-process catcher of internal/devenv on 127.0.0.1:0).
 
 import (
 	"bytes"
@@ -25,13 +25,14 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/actors/handlers/email"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // catcher starts an SMTP catcher, closed when t ends.
-func catcher(t *testing.T, cfg testenv.SMTPConfig) *testenv.SMTP {
+func catcher(t *testing.T, cfg devenv.SMTPConfig) *devenv.SMTP {
 	t.Helper()
-	s, err := testenv.StartSMTP(cfg)
+	s, err := devenv.StartSMTP(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -97,8 +98,8 @@ func bare(addr string) string {
 func TestActorEmail500ThroughTwoChannels(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s1 := catcher(t, testenv.SMTPConfig{})
-	s2 := catcher(t, testenv.SMTPConfig{})
+	s1 := catcher(t, devenv.SMTPConfig{})
+	s2 := catcher(t, devenv.SMTPConfig{})
 	e.exec(`SELECT pgrelay_notifier.create_channel('orders', 'Orders <orders@shop.example>')`)
 	e.exec(`SELECT pgrelay_notifier.create_channel('alerts', 'alerts@shop.example', p_concurrency_mode := 'payload')`)
 	const per = 250
@@ -120,7 +121,7 @@ func TestActorEmail500ThroughTwoChannels(t *testing.T) {
 	})
 	want := e.notifications("")
 	require.Len(t, want, 2*per)
-	for name, s := range map[string]*testenv.SMTP{"orders": s1, "alerts": s2} {
+	for name, s := range map[string]*devenv.SMTP{"orders": s1, "alerts": s2} {
 		msgs := s.Messages()
 		require.Len(t, msgs, per, "%s: every notification once, no duplicates", name)
 		seen := map[int64]bool{}
@@ -200,7 +201,7 @@ func (e *env) notifierStatus(id int64) string {
 func TestActorEmailChannelModeNeverOverlaps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{DataDelay: 20 * time.Millisecond})
+	s := catcher(t, devenv.SMTPConfig{DataDelay: 20 * time.Millisecond})
 	e.exec(`SELECT pgrelay_notifier.create_channel('serial', 'serial@shop.example', p_concurrency_mode := 'channel')`)
 	e.exec(`SELECT pgrelay_notifier.create_channel('bulk', 'bulk@shop.example')`)
 	var ids []int64
@@ -232,7 +233,7 @@ func TestActorEmailChannelModeNeverOverlaps(t *testing.T) {
 func TestActorEmailServerDownThenBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{})
+	s := catcher(t, devenv.SMTPConfig{})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 50,
 		p_retry_delay := '100 milliseconds')`)
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() + "?timeout=2s" })
@@ -279,7 +280,7 @@ func TestActorEmailServerDownThenBack(t *testing.T) {
 func TestActorEmailPermanentAndTransientReplies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{})
+	s := catcher(t, devenv.SMTPConfig{})
 	s.RejectDomain("bad.example", 550, "no such domain here")
 	s.RejectDomain("later.example", 451, "try again later")
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 20,
@@ -319,9 +320,7 @@ func TestActorEmailPermanentAndTransientReplies(t *testing.T) {
 
 func (e *env) one(sql string, args ...any) string {
 	e.t.Helper()
-	var v string
-	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&v), sql)
-	return v
+	return testenv.One[string](e.t, e.pool, sql, args...)
 }
 
 // A notification cancelled before it is sent is skipped cleanly: the event
@@ -330,7 +329,7 @@ func (e *env) one(sql string, args ...any) string {
 func TestActorEmailSkipsCancelledAndDeleted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{})
+	s := catcher(t, devenv.SMTPConfig{})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 2,
 		p_retry_delay := '10 milliseconds')`)
 	send := func(to string) int64 {
@@ -385,15 +384,15 @@ func (l *syncLog) String() string {
 func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tlsCfg, err := testenv.SelfSignedTLS()
+	tlsCfg, err := devenv.SelfSignedTLS()
 	require.NoError(t, err)
 	const pw = "Sup3r-s3cret-PW"
 	const wrong = "Wr0ng-s3cret-PW"
-	starttls := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw, TLS: tlsCfg})
-	implicit := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw, TLS: tlsCfg, ImplicitTLS: true})
-	offers := catcher(t, testenv.SMTPConfig{TLS: tlsCfg}) // STARTTLS offered, no AUTH
-	noTLS := catcher(t, testenv.SMTPConfig{})             // no STARTTLS
-	base := func(s *testenv.SMTP, scheme, pass, query string) string {
+	starttls := catcher(t, devenv.SMTPConfig{Username: "relay", Password: pw, TLS: tlsCfg})
+	implicit := catcher(t, devenv.SMTPConfig{Username: "relay", Password: pw, TLS: tlsCfg, ImplicitTLS: true})
+	offers := catcher(t, devenv.SMTPConfig{TLS: tlsCfg}) // STARTTLS offered, no AUTH
+	noTLS := catcher(t, devenv.SMTPConfig{})             // no STARTTLS
+	base := func(s *devenv.SMTP, scheme, pass, query string) string {
 		return fmt.Sprintf("%s://relay:%s@%s?insecure_skip_verify=true&%s", scheme, pass, s.Addr(), query)
 	}
 	targets := map[string]string{
@@ -498,11 +497,11 @@ func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 // notifier or of the log) carries the SMTP password.
 func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	const pw = "Nats-leak-s3cret"
-	s := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw})
+	s := catcher(t, devenv.SMTPConfig{Username: "relay", Password: pw})
 	s.RejectDomain("bad.example", 550, "no such user")
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
 	e.exec(`SELECT pgrelay_notifier.create_channel('locked', 'locked@shop.example', p_max_attempts := 1)`)
@@ -560,7 +559,7 @@ func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 func TestActorEmailCutDataIsNotSentAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{DataDelay: 3 * time.Second})
+	s := catcher(t, devenv.SMTPConfig{DataDelay: 3 * time.Second})
 	e.exec(`SELECT pgrelay_notifier.create_channel('slow', 'app@shop.example', p_timeout := '300 milliseconds',
 		p_max_attempts := 50, p_retry_delay := '100 milliseconds')`)
 	var id int64
@@ -602,7 +601,7 @@ func TestActorEmailCutDataIsNotSentAgain(t *testing.T) {
 func TestActorEmailExpiredFailsTheNotification(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{})
+	s := catcher(t, devenv.SMTPConfig{})
 	e.exec(`SELECT pgrelay_notifier.create_channel('brief', 'brief@shop.example', p_expire_after := '50 milliseconds')`)
 	e.exec(`SELECT pgrelay_notifier.create_channel('lasting', 'lasting@shop.example')`)
 	rows, err := e.pool.Query(context.Background(),
@@ -643,7 +642,7 @@ func TestActorEmailExpiredFailsTheNotification(t *testing.T) {
 func TestActorEmailGivenUpOutsideTheHandlerFailsTheNotification(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{})
+	s := catcher(t, devenv.SMTPConfig{})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 2,
 		p_retry_delay := '10 milliseconds')`)
 	var doomed, fine int64
@@ -681,7 +680,7 @@ func TestActorEmailGivenUpOutsideTheHandlerFailsTheNotification(t *testing.T) {
 func TestActorEmailMissingNotificationFails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{})
+	s := catcher(t, devenv.SMTPConfig{})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 3,
 		p_retry_delay := '10 milliseconds')`)
 	var origin int64
@@ -709,7 +708,7 @@ func TestActorEmailMissingNotificationFails(t *testing.T) {
 func TestActorEmailOneSendWhateverEventsPointAtIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{})
+	s := catcher(t, devenv.SMTPConfig{})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'mail@shop.example')`)
 	e.exec(`SELECT pgrelay_notifier.create_channel('other', 'other@shop.example')`)
 	var dup, held int64
@@ -754,7 +753,7 @@ func TestActorEmailOneSendWhateverEventsPointAtIt(t *testing.T) {
 func TestActorEmailFetchedOnlyWithAFreeConnection(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{DataDelay: 500 * time.Millisecond})
+	s := catcher(t, devenv.SMTPConfig{DataDelay: 500 * time.Millisecond})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
 	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 3) g`)
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() + "?pool=1" })
@@ -780,7 +779,7 @@ func TestActorEmailFailedAttemptsWarn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const pw = "Warn-s3cret"
-	s := catcher(t, testenv.SMTPConfig{Username: "relay", Password: pw})
+	s := catcher(t, devenv.SMTPConfig{Username: "relay", Password: pw})
 	s.RejectDomain("bad.example", 550, "no such user")
 	// A port nothing listens on: the server is down.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // What NATS subscribers learn of a failure (docs/events.md, "Errors"): a
@@ -19,7 +19,7 @@ import (
 // fragment is in no message of the first and the last.
 func TestActorEventsErrorTexts(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	e.exec(`CREATE FUNCTION public.charge(p text) RETURNS void LANGUAGE plpgsql AS
@@ -68,10 +68,10 @@ func TestActorEventsErrorTexts(t *testing.T) {
 // set to 'text'.
 func TestActorEventsNotifierErrorTexts(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	broken := catcher(t, testenv.SMTPConfig{Username: "app", Password: "secret",
+	broken := catcher(t, devenv.SMTPConfig{Username: "app", Password: "secret",
 		LoginChallenge: []byte("tok_SECRET_reply")})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 1)`)
 	e.exec(`SELECT pgrelay_notifier.create_channel('mailtxt', 'app@shop.example', p_max_attempts := 1,

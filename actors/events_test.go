@@ -23,16 +23,16 @@ import (
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/events/store"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // Status events on NATS (docs/events.md): real PostgreSQL, real in-process
 // NATS servers with JetStream.
 
 // startNATS starts an in-process NATS server for t, stopped when t ends.
-func startNATS(t *testing.T, cfg testenv.NATSConfig) *testenv.NATS {
+func startNATS(t *testing.T, cfg devenv.NATSConfig) *devenv.NATS {
 	t.Helper()
-	n, err := testenv.StartNATS(cfg)
+	n, err := devenv.StartNATS(cfg)
 	require.NoError(t, err)
 	t.Cleanup(n.Stop)
 	return n
@@ -123,17 +123,7 @@ func consumeAll(t *testing.T, js jetstream.JetStream, stream, durable, filter st
 // logIDs returns the ids of the log rows, in id order.
 func (e *env) logIDs(where string) []int64 {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT id FROM pgrelay.log `+where+` ORDER BY id`)
-	require.NoError(e.t, err)
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		require.NoError(e.t, rows.Scan(&id))
-		out = append(out, id)
-	}
-	require.NoError(e.t, rows.Err())
-	return out
+	return e.IDs(`SELECT id FROM pgrelay.log ` + where + ` ORDER BY id`)
 }
 
 // requireLogPublishedOnce waits until the publisher has caught up with the
@@ -178,7 +168,7 @@ func requireExactlyOnce(t *testing.T, e *env, msgs []received) {
 // Processors run on the node: the lease makes one of them the publisher.
 func TestActorEventsToJetStream5000(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	e.exec(`CREATE FUNCTION public.fail(p text) RETURNS void LANGUAGE plpgsql AS
@@ -256,7 +246,7 @@ func TestActorEventsToJetStream5000(t *testing.T) {
 // restart every log row's event arrives exactly once.
 func TestActorEventsSurviveNATSOutage(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.001) $$`)
@@ -318,7 +308,7 @@ func TestActorEventsSurviveNATSOutage(t *testing.T) {
 // that wrote it, and nothing was published twice.
 func TestActorEventsMultiMaster(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	e.exec(`SELECT pgrelay.register('mm', 'SELECT length($1)')`)
@@ -391,7 +381,7 @@ func TestActorEventsNATSUnreachableAtStart(t *testing.T) {
 	})
 	require.Equal(t, 300, e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`))
 
-	n := startNATS(t, testenv.NATSConfig{Port: port})
+	n := startNATS(t, devenv.NATSConfig{Port: port})
 	_, js := natsClient(t, n.URL())
 	e.eventually(time.Minute, "the events once NATS is there", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 300
@@ -404,7 +394,7 @@ func TestActorEventsNATSUnreachableAtStart(t *testing.T) {
 // while later rows commit is published once it commits, in id order.
 func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	e.exec(`SELECT pgrelay.register('h', 'SELECT length($1)')`)
@@ -448,9 +438,9 @@ func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
 // within window, and returns with it a Processor option that loses the
 // acknowledgements of the first batch the server stored: the server shuts
 // down right after storing it, and the number stored is sent on the channel.
-func lostAckNATS(t *testing.T, window time.Duration) (*testenv.NATS, jetstream.JetStream, func(*actors.Config), <-chan int) {
+func lostAckNATS(t *testing.T, window time.Duration) (*devenv.NATS, jetstream.JetStream, func(*actors.Config), <-chan int) {
 	t.Helper()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
@@ -532,7 +522,7 @@ func TestActorEventsTooLargeEvenBarePassedOver(t *testing.T) {
 	t.Parallel()
 	// 760 bytes less the publisher's 512 of header room: an event of a
 	// one-letter channel fits, one of a 100-letter channel does not.
-	n := startNATS(t, testenv.NATSConfig{MaxPayload: 760})
+	n := startNATS(t, devenv.NATSConfig{MaxPayload: 760})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	long := strings.Repeat("L", 100)
@@ -729,14 +719,14 @@ func TestActorEventsStoredReadFailsPublishesAnyway(t *testing.T) {
 func TestActorEventsNotifierUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 	t.Parallel()
 	const window = time.Second
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: "PGRELAY_EVENTS", Subjects: []string{"pgrelay.>"}, MaxAge: time.Hour, Duplicates: window,
 	})
 	require.NoError(t, err)
 	e := newEnv(t)
-	s := catcher(t, testenv.SMTPConfig{})
+	s := catcher(t, devenv.SMTPConfig{})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
 	e.exec(`SELECT pgrelay.register('w', 'SELECT length($1)')`)
 	lost := make(chan int, 1)
@@ -792,7 +782,7 @@ func TestActorEventsNotifierUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 func TestActorEventsLeaseWonBackChecksStream(t *testing.T) {
 	t.Parallel()
 	const window = time.Second
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	nc, js := natsClient(t, n.URL())
 	ctx := context.Background()
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{

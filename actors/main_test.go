@@ -30,8 +30,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// env is one test's database with helpers.
+// env is one test's database (testenv.DB) with the Processor helpers of
+// these tests.
 type env struct {
+	*testenv.DB
 	t    *testing.T
 	url  string
 	pool *pgxpool.Pool
@@ -39,36 +41,29 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	url := pg.DB(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return &env{t: t, url: url, pool: pool}
+	d := pg.NewDB(t)
+	return envOn(t, d.URL, d.Pool)
+}
+
+// envOn wraps a database the test made itself (url, and pool on it).
+func envOn(t *testing.T, url string, pool *pgxpool.Pool) *env {
+	return &env{DB: &testenv.DB{T: t, URL: url, Pool: pool}, t: t, url: url, pool: pool}
 }
 
 func (e *env) exec(sql string, args ...any) {
 	e.t.Helper()
-	_, err := e.pool.Exec(context.Background(), sql, args...)
-	require.NoError(e.t, err, sql)
+	e.Exec(sql, args...)
 }
 
 func (e *env) count(sql string, args ...any) int {
 	e.t.Helper()
-	var n int
-	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&n), sql)
-	return n
+	return e.Count(sql, args...)
 }
 
 // eventually waits until cond holds, polling; fails after timeout.
 func (e *env) eventually(timeout time.Duration, what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(e.t, timeout, what, cond)
 }
 
 func testLogger(t *testing.T) *slog.Logger {

@@ -18,7 +18,7 @@ import (
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/actors/handlers"
 	"github.com/pgrelay/pgrelay/events/bus"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // The nats handler kind and the publisher's faults.
@@ -55,7 +55,7 @@ func (f *flakyNATS) Handle(ctx context.Context, ev handlers.Event) (bool, error)
 // fifth of them failed, half of those after the message was stored.
 func TestActorNATSHandler2000(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
 	require.NoError(t, err)
@@ -143,7 +143,7 @@ func consumeRaw(t *testing.T, js jetstream.JetStream, stream string, want int) [
 // counted; a status event over it is published without its payload.
 func TestActorNATSCoreAndTooLarge(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{MaxPayload: 8192})
+	n := startNATS(t, devenv.NATSConfig{MaxPayload: 8192})
 	nc, js := natsClient(t, n.URL())
 	sub, err := nc.SubscribeSync("plain.subject")
 	require.NoError(t, err)
@@ -195,7 +195,7 @@ func TestActorNATSCoreAndTooLarge(t *testing.T) {
 // (pgrelay.> added, its own settings kept).
 func TestActorEventsStreamConflictAndMissing(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	ctx := context.Background()
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"pgrelay.events.>"}})
@@ -238,7 +238,7 @@ func TestActorEventsStreamConflictAndMissing(t *testing.T) {
 // pgrelay.> and keeps the rest.
 func TestActorEventsStreamReconciled(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	ctx := context.Background()
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PGRELAY_EVENTS", Subjects: []string{"app.>"},
@@ -260,7 +260,7 @@ func TestActorEventsStreamReconciled(t *testing.T) {
 // A server without JetStream: the events go out on core NATS.
 func TestActorEventsCoreNATS(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{NoJetStream: true})
+	n := startNATS(t, devenv.NATSConfig{NoJetStream: true})
 	nc, _ := natsClient(t, n.URL())
 	sub, err := nc.SubscribeSync("pgrelay.events.>")
 	require.NoError(t, err)
@@ -287,7 +287,7 @@ func TestActorEventsCoreNATS(t *testing.T) {
 // pgrelay.notifier.<channel>.<status>, with a cursor of their own.
 func TestActorNotifierStatusEvents(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	e.exec(`INSERT INTO pgrelay_notifier.status_events (notification_id, channel, status, error)
@@ -344,7 +344,7 @@ func TestActorNATSConfigInvalid(t *testing.T) {
 // exactly once.
 func TestActorNATSHandlerNATSDown(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
 	require.NoError(t, err)
@@ -400,7 +400,7 @@ func TestActorNATSHandlerNATSDown(t *testing.T) {
 // through the JetStream API.
 func TestActorNATSReservedSubject(t *testing.T) {
 	t.Parallel()
-	n := startNATS(t, testenv.NATSConfig{})
+	n := startNATS(t, devenv.NATSConfig{})
 	nc, js := natsClient(t, n.URL())
 	sub, err := nc.SubscribeSync("$JS.API.STREAM.DELETE.>")
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/actors/handlers"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // An SMTP server whose reply holds bytes that are not UTF-8 and a NUL byte
@@ -30,8 +30,8 @@ import (
 func TestActorEmailUnstorableReplyText(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	good := catcher(t, testenv.SMTPConfig{})
-	broken := catcher(t, testenv.SMTPConfig{Username: "app", Password: "secret",
+	good := catcher(t, devenv.SMTPConfig{})
+	broken := catcher(t, devenv.SMTPConfig{Username: "app", Password: "secret",
 		LoginChallenge: []byte("no\xff entry\x00 here \xc3(")})
 	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
 	e.exec(`SELECT pgrelay_notifier.create_channel('broken', 'app@shop.example', p_max_attempts := 3,

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // PostgreSQL restarting under a running Processor: it reconnects and goes on;
@@ -26,7 +26,7 @@ func TestActorSurvivesPostgresRestart(t *testing.T) {
 
 func survivesRestart(t *testing.T, sqlBatch int) {
 	ctx := context.Background()
-	own, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{})
+	own, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = own.Stop() })
 	url, err := own.NewDatabase(ctx, "restart")
@@ -34,7 +34,7 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	e := &env{t: t, url: url, pool: pool}
+	e := envOn(t, url, pool)
 	e.exec(`CREATE TABLE ran (payload text)`)
 	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS
 	$$ SELECT pg_sleep(0.005); INSERT INTO public.ran VALUES (p) $$`)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
@@ -155,7 +156,7 @@ func TestUpRollsBackAFailingMigration(t *testing.T) {
 // because another created one first.
 func TestUpDatabasesOfOneClusterAtOnce(t *testing.T) {
 	ctx := context.Background()
-	fresh, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{})
+	fresh, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = fresh.Stop() })
 

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -41,7 +41,7 @@ func TestSchemaSnapshot(t *testing.T) {
 	_, err = migrations.Up(ctx, c)
 	require.NoError(t, err)
 
-	bin, err := testenv.FindPGBin("")
+	bin, err := devenv.FindPGBin("")
 	require.NoError(t, err)
 	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pg_dump"), "--schema-only",
 		"--schema=pgrelay", "--schema=pgrelay_notifier", "--dbname="+url).Output()

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 func TestPeriodicEventsWithPgCron(t *testing.T) {
@@ -29,7 +29,7 @@ func TestPeriodicEventsWithPgCron(t *testing.T) {
 	// pg_cron is loaded at server start and keeps its jobs in the database
 	// cron.database_name names; background workers run them (no connection
 	// and so no password).
-	p, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{Settings: map[string]string{
+	p, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{Settings: map[string]string{
 		"shared_preload_libraries":    "'pg_cron'",
 		"cron.database_name":          "'postgres'",
 		"cron.use_background_workers": "on",

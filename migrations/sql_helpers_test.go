@@ -7,7 +7,6 @@ package migrations_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,19 +15,19 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 var bg = context.Background()
 
 // querier is what the helpers need: *pgx.Conn, pgx.Tx and *pgxpool.Pool all fit.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type querier = testenv.Querier
 
-// sqlDB is a fresh migrated database for one test.
+// sqlDB is a fresh migrated database for one test (testenv.DB) with the SQL
+// contract helpers.
 type sqlDB struct {
+	*testenv.DB
 	t    *testing.T
 	url  string
 	pool *pgxpool.Pool
@@ -36,73 +35,44 @@ type sqlDB struct {
 
 func newSQLDB(t *testing.T) *sqlDB {
 	t.Helper()
-	url := pg.DB(t)
-	pool, err := pgxpool.New(bg, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return &sqlDB{t: t, url: url, pool: pool}
+	d := pg.NewDB(t)
+	return &sqlDB{DB: d, t: t, url: d.URL, pool: d.Pool}
 }
 
 // name is the database's name (unique in the cluster).
-func (d *sqlDB) name() string {
-	cfg, err := pgx.ParseConfig(d.url)
-	require.NoError(d.t, err)
-	return cfg.Database
-}
+func (d *sqlDB) name() string { return d.Name() }
 
 func (d *sqlDB) exec(sql string, args ...any) {
 	d.t.Helper()
-	_, err := d.pool.Exec(bg, sql, args...)
-	require.NoError(d.t, err, sql)
+	d.Exec(sql, args...)
 }
 
 // err runs sql and returns its error (nil when it succeeded).
-func (d *sqlDB) err(sql string, args ...any) error {
-	_, err := d.pool.Exec(bg, sql, args...)
-	return err
-}
+func (d *sqlDB) err(sql string, args ...any) error { return d.Err(sql, args...) }
 
 // conn opens a dedicated connection, closed when the test ends. node >= 0 sets
 // pg_relay.node_id on it.
 func (d *sqlDB) conn(node int) *pgx.Conn {
 	d.t.Helper()
-	return connectAs(d.t, d.url, "", node)
+	return d.Conn(node)
 }
 
 // connectAs opens a connection to url as user (the URL's user when empty).
 func connectAs(t *testing.T, url, user string, node int) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	require.NoError(t, err)
-	if user != "" {
-		cfg.User = user
-	}
-	c, err := pgx.ConnectConfig(bg, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	if node >= 0 {
-		_, err := c.Exec(bg, fmt.Sprintf("SET pg_relay.node_id = '%d'", node))
-		require.NoError(t, err)
-	}
-	return c
+	return testenv.ConnectAs(t, url, user, node)
 }
 
 // one runs a query returning a single value.
 func one[T any](t *testing.T, q querier, sql string, args ...any) T {
 	t.Helper()
-	var v T
-	require.NoError(t, q.QueryRow(bg, sql, args...).Scan(&v), sql)
-	return v
+	return testenv.One[T](t, q, sql, args...)
 }
 
 // column runs a query returning one column.
 func column[T any](t *testing.T, q querier, sql string, args ...any) []T {
 	t.Helper()
-	rows, err := q.Query(bg, sql, args...)
-	require.NoError(t, err, sql)
-	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
-	require.NoError(t, err, sql)
-	return out
+	return testenv.Column[T](t, q, sql, args...)
 }
 
 // requireCode asserts that err is a PostgreSQL error with SQLSTATE code.
@@ -133,7 +103,7 @@ func (d *sqlDB) notify(channel, payload string) int64 {
 
 func (d *sqlDB) count(sql string, args ...any) int {
 	d.t.Helper()
-	return int(one[int64](d.t, d.pool, sql, args...))
+	return d.Count(sql, args...)
 }
 
 func (d *sqlDB) status(id int64) *string {

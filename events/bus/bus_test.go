@@ -16,12 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/events/bus"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
-func start(t *testing.T, cfg testenv.NATSConfig) (*testenv.NATS, *bus.Conn) {
+func start(t *testing.T, cfg devenv.NATSConfig) (*devenv.NATS, *bus.Conn) {
 	t.Helper()
-	n, err := testenv.StartNATS(cfg)
+	n, err := devenv.StartNATS(cfg)
 	require.NoError(t, err)
 	t.Cleanup(n.Stop)
 	c, err := bus.Connect(bus.Options{URL: n.URL()})
@@ -34,7 +34,7 @@ func start(t *testing.T, cfg testenv.NATSConfig) (*testenv.NATS, *bus.Conn) {
 // The events stream: created, left alone, or refused with ErrStreamConfig
 // when pgrelay cannot publish to it.
 func TestEnsureStream(t *testing.T) {
-	_, c := start(t, testenv.NATSConfig{})
+	_, c := start(t, devenv.NATSConfig{})
 	ctx := context.Background()
 	did, err := c.EnsureStream(ctx, bus.StreamConfig{})
 	require.NoError(t, err)
@@ -109,7 +109,7 @@ func TestEnsureStream(t *testing.T) {
 
 // Batches are acknowledged in order; a replay is reported as duplicates.
 func TestPublishBatch(t *testing.T) {
-	_, c := start(t, testenv.NATSConfig{})
+	_, c := start(t, devenv.NATSConfig{})
 	ctx := context.Background()
 	_, err := c.EnsureStream(ctx, bus.StreamConfig{})
 	require.NoError(t, err)
@@ -195,7 +195,7 @@ func TestUnreachableThenUp(t *testing.T) {
 	require.True(t, errors.Is(err, bus.ErrNotConnected), "%v", err)
 	require.ErrorIs(t, c.Publish(context.Background(), "a", nil, "1", nil), bus.ErrNotConnected)
 
-	n, err := testenv.StartNATS(testenv.NATSConfig{Port: port})
+	n, err := devenv.StartNATS(devenv.NATSConfig{Port: port})
 	require.NoError(t, err)
 	defer n.Stop()
 	require.Eventually(t, c.Connected, 20*time.Second, 10*time.Millisecond)
@@ -267,9 +267,9 @@ func refused(t *testing.T, o bus.Options, reason string) {
 // CA to verify the server with, the connection is refused and says why.
 func TestConnectTLS(t *testing.T) {
 	t.Parallel()
-	pki, err := testenv.NewNATSTLS(t.TempDir())
+	pki, err := devenv.NewNATSTLS(t.TempDir())
 	require.NoError(t, err)
-	n, err := testenv.StartNATS(testenv.NATSConfig{TLS: pki})
+	n, err := devenv.StartNATS(devenv.NATSConfig{TLS: pki})
 	require.NoError(t, err)
 	t.Cleanup(n.Stop)
 	for _, url := range []string{n.URL(), "tls://127.0.0.1:" + strconv.Itoa(n.Port())} {
@@ -298,9 +298,9 @@ func TestConnectTLS(t *testing.T) {
 // it, or with another operator's, the server refuses and the log says so.
 func TestConnectCreds(t *testing.T) {
 	t.Parallel()
-	auth, err := testenv.NewNATSAuth(t.TempDir())
+	auth, err := devenv.NewNATSAuth(t.TempDir())
 	require.NoError(t, err)
-	n, err := testenv.StartNATS(testenv.NATSConfig{Auth: auth})
+	n, err := devenv.StartNATS(devenv.NATSConfig{Auth: auth})
 	require.NoError(t, err)
 	t.Cleanup(n.Stop)
 	connectAndUse(t, bus.Options{URL: n.URL(), CredsFile: auth.CredsFile})
@@ -310,7 +310,7 @@ func TestConnectCreds(t *testing.T) {
 	})
 	t.Run("another operator's user", func(t *testing.T) {
 		t.Parallel()
-		other, err := testenv.NewNATSAuth(t.TempDir())
+		other, err := devenv.NewNATSAuth(t.TempDir())
 		require.NoError(t, err)
 		refused(t, bus.Options{URL: n.URL(), CredsFile: other.CredsFile}, "authorization violation")
 	})

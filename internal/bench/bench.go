@@ -21,7 +21,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -196,7 +196,7 @@ func (b *bench) openDatabase(ctx context.Context, rep *benchReport) (stop func()
 	b.dbURL = b.o.DatabaseURL
 	rep.Database = "given (--database-url)"
 	if b.dbURL == "" {
-		pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{Durable: true, Logger: b.logger})
+		pg, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{Durable: true, Logger: b.logger})
 		if err != nil {
 			return nil, err
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgrelay/pgrelay/actors"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -16,13 +16,13 @@ import (
 // n events on one node with one Processor, then n events spread over both
 // nodes with a Processor on each (same cluster, same run).
 func (b *bench) scenarioCluster(ctx context.Context) (*scenarioResult, error) {
-	return b.clusterScenario(ctx, "cluster", testenv.ClusterConfig{})
+	return b.clusterScenario(ctx, "cluster", devenv.ClusterConfig{})
 }
 
 // scenarioClusterSpock is the same on a three-node pgEdge Spock cluster
 // (SPOCK_PG_HOME): one node, two, three.
 func (b *bench) scenarioClusterSpock(ctx context.Context) (*scenarioResult, error) {
-	return b.clusterScenario(ctx, "cluster-spock", testenv.ClusterConfig{Engine: testenv.Spock, Nodes: 3})
+	return b.clusterScenario(ctx, "cluster-spock", devenv.ClusterConfig{Engine: devenv.Spock, Nodes: 3})
 }
 
 // nodeWords names the runs of clusterScenario.
@@ -30,10 +30,10 @@ var nodeWords = []string{"", "one node", "two nodes", "three nodes", "four nodes
 
 // clusterScenario runs the events on one node, then spread over two, and so
 // on up to every node of the cluster cfg describes.
-func (b *bench) clusterScenario(ctx context.Context, name string, cfg testenv.ClusterConfig) (*scenarioResult, error) {
+func (b *bench) clusterScenario(ctx context.Context, name string, cfg devenv.ClusterConfig) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_mn"
 	res := &scenarioResult{Name: name}
-	c, err := testenv.StartCluster(ctx, cfg)
+	c, err := devenv.StartCluster(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/pgrelay/pgrelay/actors"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // scenarioEmail measures the email path: n notifications composed with
@@ -18,10 +18,10 @@ func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	res := &scenarioResult{Name: "email"}
 	n := b.o.Events
 	c := b.procConfig(b.dbURL, "")
-	var catcher *testenv.SMTP
+	var catcher *devenv.SMTP
 	if c.SMTPURL == "" {
 		var err error
-		if catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Logger: b.logger}); err != nil {
+		if catcher, err = devenv.StartSMTP(devenv.SMTPConfig{Logger: b.logger}); err != nil {
 			return nil, err
 		}
 		defer func() { _ = catcher.Close() }()

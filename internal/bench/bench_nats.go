@@ -10,7 +10,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/bus"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // scenarioNATS measures what publishing status events costs dispatch: the
@@ -31,7 +31,7 @@ func (b *bench) scenarioNATS(ctx context.Context) (*scenarioResult, error) {
 		natsCfg.Stream = bus.DefaultStream
 	}
 	if natsCfg.URL == "" {
-		srv, err := testenv.StartNATS(testenv.NATSConfig{})
+		srv, err := devenv.StartNATS(devenv.NATSConfig{})
 		if err != nil {
 			return nil, err
 		}

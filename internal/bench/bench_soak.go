@@ -23,7 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -250,9 +250,9 @@ func (x *soakInvariant) add(format string, args ...any) {
 type soakEnv struct {
 	cfg  soakConfig
 	res  *soakResult
-	pg   *testenv.Postgres
-	nats *testenv.NATS
-	smtp *testenv.SMTP
+	pg   *devenv.Postgres
+	nats *devenv.NATS
+	smtp *devenv.SMTP
 	url  string
 	pool *pgxpool.Pool
 	dir  string
@@ -306,7 +306,7 @@ func (e *soakEnv) logf(format string, args ...any) {
 // start brings the world up: PostgreSQL (migrated, the soak's schema and
 // channels), NATS with the outbox stream, the SMTP catcher, the Processor.
 func (e *soakEnv) start(ctx context.Context) error {
-	pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{Logger: e.cfg.Logger})
+	pg, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{Logger: e.cfg.Logger})
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func (e *soakEnv) start(ctx context.Context) error {
 	if _, err := e.pool.Exec(ctx, soakChannels); err != nil {
 		return fmt.Errorf("soak: register the soak channels: %w", err)
 	}
-	if e.nats, err = testenv.StartNATS(testenv.NATSConfig{StoreDir: filepath.Join(e.dir, "nats")}); err != nil {
+	if e.nats, err = devenv.StartNATS(devenv.NATSConfig{StoreDir: filepath.Join(e.dir, "nats")}); err != nil {
 		return err
 	}
 	if err := e.withJetStream(ctx, func(js jetstream.JetStream) error {
@@ -342,7 +342,7 @@ func (e *soakEnv) start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("soak: create the outbox stream: %w", err)
 	}
-	if e.smtp, err = testenv.StartSMTP(testenv.SMTPConfig{Logger: e.cfg.Logger}); err != nil {
+	if e.smtp, err = devenv.StartSMTP(devenv.SMTPConfig{Logger: e.cfg.Logger}); err != nil {
 		return err
 	}
 	e.smtp.RejectDomain(soakRejectDomain, 550, "no such domain")

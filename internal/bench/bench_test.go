@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // benchDoc is the --json document of pgrelay bench, as far as the tests
@@ -290,7 +290,7 @@ func TestBenchNATSEmailCluster(t *testing.T) {
 // The cluster scenario on three Spock nodes: one node, two, three, each
 // run's events all succeeded and replicated to node 1.
 func TestBenchClusterSpock(t *testing.T) {
-	if _, err := testenv.FindSpock(); err != nil {
+	if _, err := devenv.FindSpock(); err != nil {
 		t.Skipf("Spock variant skipped: %v", err)
 	}
 	d := newDB(t)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestRunWarnsWhenConnectionsMayNotFit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	small, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{Settings: map[string]string{"max_connections": "20"}})
+	small, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{Settings: map[string]string{"max_connections": "20"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = small.Stop() })
 	c, err := pgx.Connect(ctx, small.URL("postgres"))

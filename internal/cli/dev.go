@@ -19,8 +19,8 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/secret"
-	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -196,9 +196,9 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 
 	// Email channels go to an in-process SMTP catcher unless an SMTP server
 	// was configured.
-	var catcher *testenv.SMTP
+	var catcher *devenv.SMTP
 	if f.smtpURL == "" && (f.file == nil || f.file.SMTP == nil || f.file.SMTP.Default == "") {
-		catcher, err = testenv.StartSMTP(testenv.SMTPConfig{Addr: fmt.Sprintf("127.0.0.1:%d", *smtpPort), Logger: logger,
+		catcher, err = devenv.StartSMTP(devenv.SMTPConfig{Addr: fmt.Sprintf("127.0.0.1:%d", *smtpPort), Logger: logger,
 			SaveDir: mailDir})
 		if err != nil {
 			return err
@@ -279,8 +279,8 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 
 // startDevPostgres starts dev's throwaway PostgreSQL and creates its
 // database pgrelay_dev unless it exists (a kept --data-dir).
-func startDevPostgres(ctx context.Context, dataDir string, port int, logger *slog.Logger) (*testenv.Postgres, error) {
-	pg, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{DataDir: dataDir, Port: port, Logger: logger})
+func startDevPostgres(ctx context.Context, dataDir string, port int, logger *slog.Logger) (*devenv.Postgres, error) {
+	pg, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{DataDir: dataDir, Port: port, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -423,11 +423,11 @@ type devView struct {
 	psqlArg string // the database in the psql commands shown (default: url, quoted)
 	tty     bool
 	rate    float64
-	demo    bool          // the demo channels are there (--demo)
-	smtp    *testenv.SMTP // the SMTP catcher; nil with --smtp-url
-	mailDir string        // where the catcher keeps its mail
-	nats    string        // the NATS server status events go to
-	self    string        // how to run this binary (app.self)
+	demo    bool         // the demo channels are there (--demo)
+	smtp    *devenv.SMTP // the SMTP catcher; nil with --smtp-url
+	mailDir string       // where the catcher keeps its mail
+	nats    string       // the NATS server status events go to
+	self    string       // how to run this binary (app.self)
 	// inFlight is the Processor's slots in use: its claimed events and the
 	// slots its running batches reserve. The table's IN FLIGHT column counts
 	// claims written to the queue; rows a batch holds by row lock (sql

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -70,7 +71,7 @@ var cleanByPostgres = []string{"warning idle-in-transaction-timeout", "warning o
 // running the fixes given brings the clean result back.
 func TestDoctor(t *testing.T) {
 	ctx := context.Background()
-	srv, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{})
+	srv, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Stop() })
 	super := func(db, sql string) {
@@ -337,14 +338,14 @@ func TestDoctor(t *testing.T) {
 // (pglogical: Spock knows only last_update_wins) and its subscriptions
 // forwarding every origin, it names each.
 func TestDoctorCluster(t *testing.T) {
-	for _, engine := range []testenv.Engine{testenv.Pglogical, testenv.Spock} {
+	for _, engine := range []devenv.Engine{devenv.Pglogical, devenv.Spock} {
 		t.Run(string(engine), func(t *testing.T) { doctorCluster(t, engine) })
 	}
 }
 
-func doctorCluster(t *testing.T, engine testenv.Engine) {
+func doctorCluster(t *testing.T, engine devenv.Engine) {
 	ctx := context.Background()
-	cluster := testenv.ClusterT(t, testenv.ClusterConfig{Engine: engine})
+	cluster := testenv.ClusterT(t, devenv.ClusterConfig{Engine: engine})
 	problems := func(fs []doctorFinding) []string {
 		var out []string
 		for _, f := range fs {
@@ -364,13 +365,13 @@ func doctorCluster(t *testing.T, engine testenv.Engine) {
 
 	n2 := fmt.Sprintf("%d/relay", cluster.Node(2).Port())
 	want := []string{"node-id-duplicate ", "replication-forwarding " + n2, "replication-missing " + n2, "replication-node-local " + n2}
-	if engine == testenv.Pglogical {
-		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT pglogical.replication_set_remove_table('default', c.oid)
+	if engine == devenv.Pglogical {
+		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `SELECT pglogical.replication_set_remove_table('default', c.oid)
 			FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r';
 			SELECT pglogical.replication_set_add_table('default', 'pgrelay.channel_locks')`))
 		require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "ALTER SYSTEM SET pglogical.conflict_resolution = 'apply_remote'"))
 		require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "SELECT pg_reload_conf()"))
-		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, "UPDATE pglogical.subscription SET sub_forward_origins = '{all}'"))
+		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, "UPDATE pglogical.subscription SET sub_forward_origins = '{all}'"))
 		want = append([]string{"conflict-resolution " + n2}, want...)
 	} else {
 		// A real apply error on node 2: a row from node 1 its own check
@@ -378,25 +379,25 @@ func doctorCluster(t *testing.T, engine testenv.Engine) {
 		// subscription disabled.
 		require.NoError(t, cluster.ExecBoth(ctx, `CREATE TABLE public.t (id int PRIMARY KEY, x int)`))
 		require.NoError(t, cluster.Replicate(ctx, "public.t"))
-		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `ALTER TABLE public.t ADD CONSTRAINT small CHECK (x < 10)`))
-		require.NoError(t, cluster.Node(1).Exec(ctx, testenv.ClusterDB, `INSERT INTO public.t VALUES (1, 20)`))
+		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `ALTER TABLE public.t ADD CONSTRAINT small CHECK (x < 10)`))
+		require.NoError(t, cluster.Node(1).Exec(ctx, devenv.ClusterDB, `INSERT INTO public.t VALUES (1, 20)`))
 		d2 := newDBHandle(t, cluster.URL(2))
 		eventually(t, time.Minute, "the apply exception on node 2", func() bool {
 			return d2.count(`SELECT count(*) FROM spock.exception_log WHERE table_name = 't'`) > 0
 		})
-		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
+		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
 		want = []string{"node-id-duplicate ", "replication-exceptions " + n2, "replication-forwarding " + n2,
 			"replication-missing " + n2, "replication-node-local " + n2, "replication-subscription " + n2}
-		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT spock.repset_remove_table('default', c.oid)
+		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `SELECT spock.repset_remove_table('default', c.oid)
 			FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r';
 			SELECT spock.repset_add_table('default', 'pgrelay.channel_locks')`))
-		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, "UPDATE spock.subscription SET sub_forward_origins = '{all}'"))
+		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, "UPDATE spock.subscription SET sub_forward_origins = '{all}'"))
 	}
 	require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "ALTER DATABASE relay SET pg_relay.node_id = '1'"))
 	code, fs, _ = runDoctor(t, "--database-url", cluster.URL(1), "--database-url", cluster.URL(2))
 	require.Equal(t, 1, code)
 	require.Equal(t, want, problems(fs))
-	if engine == testenv.Pglogical {
+	if engine == devenv.Pglogical {
 		require.Contains(t, findingOf(t, fs, "problem", "replication-missing").Fix,
 			"SELECT pglogical.replication_set_add_table('default', 'pgrelay_notifier.debug_log', synchronize_data := false);")
 		require.Equal(t, "SELECT pglogical.replication_set_remove_table('default', 'pgrelay.channel_locks');",
@@ -422,10 +423,8 @@ func doctorCluster(t *testing.T, engine testenv.Engine) {
 // newDBHandle wraps an existing database's URL in the db helpers.
 func newDBHandle(t *testing.T, url string) *db {
 	t.Helper()
-	d := &db{t: t, url: url}
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	d.pool = pool
-	return d
+	return dbOn(t, url, pool)
 }

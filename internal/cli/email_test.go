@@ -13,12 +13,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
-func smtpCatcher(t *testing.T, cfg testenv.SMTPConfig) *testenv.SMTP {
+func smtpCatcher(t *testing.T, cfg devenv.SMTPConfig) *devenv.SMTP {
 	t.Helper()
-	s, err := testenv.StartSMTP(cfg)
+	s, err := devenv.StartSMTP(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -34,7 +34,7 @@ func TestRunEmailKilledMidBatch(t *testing.T) {
 	t.Parallel()
 	const n = 300
 	d := newDB(t)
-	s := smtpCatcher(t, testenv.SMTPConfig{DataDelay: 2 * time.Millisecond})
+	s := smtpCatcher(t, devenv.SMTPConfig{DataDelay: 2 * time.Millisecond})
 	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
 	ids := d.ids(`SELECT pgrelay_notifier.send('mail', ARRAY['n' || g || '@example.org'], 'Order ' || g, 'b')
 		FROM generate_series(1, $1::int) g`, n)
@@ -102,9 +102,9 @@ func TestRunEmailKilledMidBatch(t *testing.T) {
 func TestRunEmailConfigFile(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	def := smtpCatcher(t, testenv.SMTPConfig{})
-	own := smtpCatcher(t, testenv.SMTPConfig{Username: "u", Password: "Cfg-s3cret"})
-	fileDef := smtpCatcher(t, testenv.SMTPConfig{})
+	def := smtpCatcher(t, devenv.SMTPConfig{})
+	own := smtpCatcher(t, devenv.SMTPConfig{Username: "u", Password: "Cfg-s3cret"})
+	fileDef := smtpCatcher(t, devenv.SMTPConfig{})
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "pgrelay.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"smtp": {
@@ -184,8 +184,8 @@ func TestRunChecksSMTPAtStart(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	const pw = "Check-s3cret"
-	good := smtpCatcher(t, testenv.SMTPConfig{Username: "u", Password: pw})
-	locked := smtpCatcher(t, testenv.SMTPConfig{Username: "u", Password: pw})
+	good := smtpCatcher(t, devenv.SMTPConfig{Username: "u", Password: pw})
+	locked := smtpCatcher(t, devenv.SMTPConfig{Username: "u", Password: pw})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	downAddr := ln.Addr().String()

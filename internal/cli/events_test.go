@@ -21,16 +21,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/events"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // Status events on NATS through the command line: `pgrelay run --nats-url`
 // killed in the middle of publishing, `pgrelay stats` showing the backlog,
 // and `pgrelay watch`.
 
-func startNATS(t *testing.T) (*testenv.NATS, jetstream.JetStream) {
+func startNATS(t *testing.T) (*devenv.NATS, jetstream.JetStream) {
 	t.Helper()
-	n, err := testenv.StartNATS(testenv.NATSConfig{})
+	n, err := devenv.StartNATS(devenv.NATSConfig{})
 	require.NoError(t, err)
 	t.Cleanup(n.Stop)
 	nc, err := nats.Connect(n.URL())
@@ -304,7 +304,7 @@ func TestWatch(t *testing.T) {
 		code, _, errOut = cliMain("watch", "--channel", "a.b")
 		assert.Equal(t, 2, code)
 		assert.Contains(t, errOut, "--channel")
-		core, err := testenv.StartNATS(testenv.NATSConfig{NoJetStream: true})
+		core, err := devenv.StartNATS(devenv.NATSConfig{NoJetStream: true})
 		require.NoError(t, err)
 		defer core.Stop()
 		code, _, errOut = cliMain("watch", "--nats-url", core.URL(), "--since", "1h", "--log-level", "error")
@@ -399,9 +399,9 @@ func TestRunNATSFlagErrors(t *testing.T) {
 // reach the stream the publisher creates, which receives the events.
 func TestRunNATSTLSAndStreamFlags(t *testing.T) {
 	t.Parallel()
-	pki, err := testenv.NewNATSTLS(t.TempDir())
+	pki, err := devenv.NewNATSTLS(t.TempDir())
 	require.NoError(t, err)
-	n, err := testenv.StartNATS(testenv.NATSConfig{TLS: pki})
+	n, err := devenv.StartNATS(devenv.NATSConfig{TLS: pki})
 	require.NoError(t, err)
 	t.Cleanup(n.Stop)
 	nc, err := nats.Connect(n.URL(), nats.ClientCert(pki.ClientCert, pki.ClientKey), nats.RootCAs(pki.CA))

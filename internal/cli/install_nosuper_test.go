@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // The DBA guide's install without a superuser, on a cluster of its own (the
@@ -22,10 +22,10 @@ import (
 func TestInstallWithoutSuperuser(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cluster, err := testenv.StartPostgres(ctx, testenv.PostgresConfig{})
+	cluster, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
-	mail, err := testenv.StartSMTP(testenv.SMTPConfig{})
+	mail, err := devenv.StartSMTP(devenv.SMTPConfig{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = mail.Close() })
 

@@ -53,8 +53,10 @@ func closedPortURL(t *testing.T) string {
 	return fmt.Sprintf("postgres://postgres:s3cret@127.0.0.1:%d/nowhere?sslmode=disable", port)
 }
 
-// db is one test's migrated database with helpers.
+// db is one test's migrated database (testenv.DB) with the helpers of these
+// tests.
 type db struct {
+	*testenv.DB
 	t    *testing.T
 	url  string
 	pool *pgxpool.Pool
@@ -62,51 +64,34 @@ type db struct {
 
 func newDB(t *testing.T) *db {
 	t.Helper()
-	url := pg.DB(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return &db{t: t, url: url, pool: pool}
+	d := pg.NewDB(t)
+	return dbOn(t, d.URL, d.Pool)
+}
+
+// dbOn wraps a database the test made itself (url, and pool on it).
+func dbOn(t *testing.T, url string, pool *pgxpool.Pool) *db {
+	return &db{DB: &testenv.DB{T: t, URL: url, Pool: pool}, t: t, url: url, pool: pool}
 }
 
 func (d *db) exec(sql string, args ...any) {
 	d.t.Helper()
-	_, err := d.pool.Exec(context.Background(), sql, args...)
-	require.NoError(d.t, err, sql)
+	d.Exec(sql, args...)
 }
 
 func (d *db) count(sql string, args ...any) int {
 	d.t.Helper()
-	var n int
-	require.NoError(d.t, d.pool.QueryRow(context.Background(), sql, args...).Scan(&n), sql)
-	return n
+	return d.Count(sql, args...)
 }
 
 func (d *db) ids(sql string, args ...any) []int64 {
 	d.t.Helper()
-	rows, err := d.pool.Query(context.Background(), sql, args...)
-	require.NoError(d.t, err, sql)
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		require.NoError(d.t, rows.Scan(&id))
-		out = append(out, id)
-	}
-	require.NoError(d.t, rows.Err(), sql)
-	return out
+	return d.IDs(sql, args...)
 }
 
 // eventually waits until cond holds, polling; fails the test after timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, what, cond)
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and concurrent readers.
@@ -219,10 +204,5 @@ func runCLI(t *testing.T, env []string, args ...string) (code int, stdout, stder
 // text returns the single text value sql yields ("" for NULL).
 func (d *db) text(sql string, args ...any) string {
 	d.t.Helper()
-	var s *string
-	require.NoError(d.t, d.pool.QueryRow(context.Background(), sql, args...).Scan(&s), sql)
-	if s == nil {
-		return ""
-	}
-	return *s
+	return d.Text(sql, args...)
 }

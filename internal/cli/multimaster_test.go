@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // mmDeadAfter is the Processors' --dead-after in the cluster tests: long
@@ -64,7 +64,7 @@ func (m *mmNode) run(mode string, extra ...string) *proc {
 // (PostgreSQL 15 + pglogical, last-update-wins) and run one after the other.
 func TestMultiMasterCluster(t *testing.T) {
 	ctx := context.Background()
-	cluster, err := testenv.StartCluster(ctx, testenv.ClusterConfig{})
+	cluster, err := devenv.StartCluster(ctx, devenv.ClusterConfig{})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Stop)
 	// The handler records where it ran; its table is local to each node (not

@@ -9,8 +9,8 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/secret"
-	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // natsFlags are the NATS flags of `pgrelay run` and `pgrelay dev` (and, in
@@ -94,18 +94,18 @@ func startDevNATS(f *natsFlags, port int) (stop func(), err error) {
 	if f.url != "" {
 		return func() {}, nil
 	}
-	var n *testenv.NATS
+	var n *devenv.NATS
 	if port == 0 {
 		// 4222 when free; when it is taken (or taken meanwhile), any port.
 		if l, lerr := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", devNATSPort)); lerr == nil {
 			_ = l.Close()
-			n, err = testenv.StartNATS(testenv.NATSConfig{Port: devNATSPort})
+			n, err = devenv.StartNATS(devenv.NATSConfig{Port: devNATSPort})
 		}
 		if n == nil {
-			n, err = testenv.StartNATS(testenv.NATSConfig{})
+			n, err = devenv.StartNATS(devenv.NATSConfig{})
 		}
 	} else {
-		n, err = testenv.StartNATS(testenv.NATSConfig{Port: port})
+		n, err = devenv.StartNATS(devenv.NATSConfig{Port: port})
 	}
 	if err != nil {
 		return func() {}, err

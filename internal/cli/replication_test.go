@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -23,23 +24,23 @@ import (
 // and none on node 1, and `pgrelay run --mode multi-node` warns at start on
 // node 2 and not on node 1. A database without pglogical or Spock says so.
 func TestReplicationCheckWarns(t *testing.T) {
-	for _, engine := range []testenv.Engine{testenv.Pglogical, testenv.Spock} {
+	for _, engine := range []devenv.Engine{devenv.Pglogical, devenv.Spock} {
 		t.Run(string(engine), func(t *testing.T) { replicationCheckWarns(t, engine) })
 	}
 }
 
-func replicationCheckWarns(t *testing.T, engine testenv.Engine) {
+func replicationCheckWarns(t *testing.T, engine devenv.Engine) {
 	ctx := context.Background()
-	cluster := testenv.ClusterT(t, testenv.ClusterConfig{Engine: engine})
+	cluster := testenv.ClusterT(t, devenv.ClusterConfig{Engine: engine})
 	remove := `SELECT pglogical.replication_set_remove_table('default', c.oid)
 		FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r';
 		SELECT pglogical.replication_set_add_table('default', 'pgrelay.schema_migrations')`
-	if engine == testenv.Spock {
+	if engine == devenv.Spock {
 		remove = `SELECT spock.repset_remove_table('default', c.oid)
 			FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r';
 			SELECT spock.repset_add_table('default', 'pgrelay.schema_migrations')`
 	}
-	require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, remove))
+	require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, remove))
 	const missing = "pgrelay_notifier.debug_log, pgrelay_notifier.notifications, pgrelay_notifier.status_events"
 
 	code, out, errOut := cliMain("nodes", "--database-url", cluster.URL(2))
@@ -50,22 +51,22 @@ func replicationCheckWarns(t *testing.T, engine testenv.Engine) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "replication (node 1, "+string(engine)+"): every table of pgrelay and pgrelay_notifier is in a subscribed replication set")
 	require.NotContains(t, out, "WRONGLY")
-	if engine == testenv.Spock {
+	if engine == devenv.Spock {
 		require.Regexp(t, `(?m)^subscriptions \(node 1, spock\): sub_n1_n2 from n2 replicating(, lag \S+ \(\d+ bytes\))?$`, out)
 		require.Contains(t, out, "apply exceptions (node 1, spock): none in spock.exception_log\n")
 	} else {
 		require.NotContains(t, out, "subscriptions (")
 	}
 
-	if engine == testenv.Spock {
-		require.NoError(t, cluster.Node(2).Exec(ctx, testenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
+	if engine == devenv.Spock {
+		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
 	}
 	p2 := startCLI(t, nil, "run", "--database-url", cluster.URL(2), "--mode", "multi-node", "--log-level", "warn")
 	eventually(t, time.Minute, "the replication warnings of node 2", func() bool {
 		return strings.Contains(p2.stderr.String(), "replication: tables not in a subscribed replication set on this node") &&
 			strings.Contains(p2.stderr.String(), "replication: node-local tables in a replication set")
 	})
-	if engine == testenv.Spock {
+	if engine == devenv.Spock {
 		eventually(t, 10*time.Second, "node 2's warning of its disabled subscription", func() bool {
 			return strings.Contains(p2.stderr.String(), "replication: Spock subscriptions not replicating on this node")
 		})
@@ -98,7 +99,7 @@ func replicationCheckWarns(t *testing.T, engine testenv.Engine) {
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	require.NoError(t, err)
-	if engine == testenv.Spock {
+	if engine == devenv.Spock {
 		require.Contains(t, string(body), `pgrelay_spock_subscription_replicating{provider="n2",subscription="sub_n1_n2"} 1`)
 		require.Contains(t, string(body), `pgrelay_spock_exceptions{tables="all"} 0`)
 		require.Contains(t, string(body), `pgrelay_spock_exceptions{tables="pgrelay"} 0`)
@@ -110,7 +111,7 @@ func replicationCheckWarns(t *testing.T, engine testenv.Engine) {
 		p.signal(syscall.SIGTERM)
 		require.Equal(t, 0, p.wait(30*time.Second))
 	}
-	if engine == testenv.Spock {
+	if engine == devenv.Spock {
 		// pgrelay migrate, run again, repairs node 2: the notifier's tables
 		// back in 'default', schema_migrations out.
 		code, out, errOut = cliMain("migrate", "--database-url", cluster.URL(2))

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/cli"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // searchPathTraps are look-alikes of the built-ins pgrelay's statements use,
@@ -184,7 +184,7 @@ func TestSearchPathHijack(t *testing.T) {
 			pool, err := pgxpool.NewWithConfig(ctx, cfg)
 			require.NoError(t, err)
 			t.Cleanup(pool.Close)
-			d := &db{t: t, url: url, pool: pool}
+			d := dbOn(t, url, pool)
 			plantSearchPathTraps(t, pool)
 			dbName := cfg.ConnConfig.Database
 			d.exec(fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", dbName, path))
@@ -227,7 +227,7 @@ func TestSearchPathHijack(t *testing.T) {
 			require.Equal(t, noHits, hits(), "migrate")
 
 			n, js := startNATS(t)
-			smtp := smtpCatcher(t, testenv.SMTPConfig{})
+			smtp := smtpCatcher(t, devenv.SMTPConfig{})
 			d.exec(`CREATE SCHEMA sp`)
 			d.exec(`CREATE TABLE sp.done (payload text NOT NULL)`)
 			d.exec(`CREATE FUNCTION sp.fail(p text) RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
@@ -62,7 +63,7 @@ func spockDocBlocks(t *testing.T) []docBlock {
 func TestSpockDocs(t *testing.T) {
 	ctx := context.Background()
 	blocks := spockDocBlocks(t)
-	c := testenv.ClusterT(t, testenv.ClusterConfig{Engine: testenv.Spock, Nodes: 3, Bare: true})
+	c := testenv.ClusterT(t, devenv.ClusterConfig{Engine: devenv.Spock, Nodes: 3, Bare: true})
 	for n := 1; n <= 3; n++ {
 		require.NoError(t, c.Node(n).Exec(ctx, "postgres", "CREATE DATABASE app"))
 	}
@@ -220,7 +221,7 @@ func TestSpockDocs(t *testing.T) {
 // pgrelay migrate then does it.
 func TestSpockMigrateWithoutSuperuser(t *testing.T) {
 	ctx := context.Background()
-	c := testenv.ClusterT(t, testenv.ClusterConfig{Engine: testenv.Spock, Nodes: 2, Bare: true})
+	c := testenv.ClusterT(t, devenv.ClusterConfig{Engine: devenv.Spock, Nodes: 2, Bare: true})
 	p := c.Node(1)
 	for _, sql := range []string{"CREATE ROLE owner LOGIN CREATEROLE", "CREATE DATABASE app", "GRANT CREATE ON DATABASE app TO owner"} {
 		require.NoError(t, p.Exec(ctx, "postgres", sql))

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -24,7 +25,7 @@ import (
 // scenario explains (why it is harmless).
 type spockWatch struct {
 	t    *testing.T
-	c    *testenv.Cluster
+	c    *devenv.Cluster
 	seen map[string]int
 }
 
@@ -79,7 +80,7 @@ func (w *spockWatch) sync(down ...int) {
 // covers the same logic; these run once, on Spock only.
 func TestSpockCluster(t *testing.T) {
 	ctx := context.Background()
-	cluster := testenv.ClusterT(t, testenv.ClusterConfig{Engine: testenv.Spock, Nodes: 3, AutoDDL: true})
+	cluster := testenv.ClusterT(t, devenv.ClusterConfig{Engine: devenv.Spock, Nodes: 3, AutoDDL: true})
 	w := &spockWatch{t: t, c: cluster, seen: map[string]int{}}
 	// The handler's table is local to each node, as a materialised view's
 	// heap would be.
@@ -236,7 +237,7 @@ func TestSpockCluster(t *testing.T) {
 	})
 
 	t.Run("notifier and NATS", func(t *testing.T) {
-		smtp := smtpCatcher(t, testenv.SMTPConfig{})
+		smtp := smtpCatcher(t, devenv.SMTPConfig{})
 		nats, js := startNATS(t)
 		n1.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
 		for _, m := range all[1:] {
@@ -558,7 +559,7 @@ func eventLogIDs(t *testing.T, js jetstream.JetStream) []int64 {
 // node's own copy of the view shows them.
 func TestSpockDeploymentScript(t *testing.T) {
 	ctx := context.Background()
-	cluster := testenv.ClusterT(t, testenv.ClusterConfig{Engine: testenv.Spock, Nodes: 3})
+	cluster := testenv.ClusterT(t, devenv.ClusterConfig{Engine: devenv.Spock, Nodes: 3})
 	w := &spockWatch{t: t, c: cluster, seen: map[string]int{}}
 	var all []*mmNode
 	for n := 1; n <= cluster.N(); n++ {

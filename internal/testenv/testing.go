@@ -1,3 +1,9 @@
+// Package testenv is the test-only layer over internal/devenv: a throwaway
+// PostgreSQL for a whole test binary (MainWithPostgres), a fresh migrated
+// database per test with the query helpers every package's tests share (DB),
+// and clusters stopped when their test ends. The pgrelay
+// binary never links it; what `pgrelay dev` and `pgrelay bench` start lives in
+// devenv.
 package testenv
 
 import (
@@ -8,7 +14,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
+
+// Postgres is a test binary's throwaway cluster with the per-test helpers.
+type Postgres struct{ *devenv.Postgres }
 
 // MainWithPostgres runs a package's tests against one throwaway cluster started
 // for the whole test binary (initdb once per run; a database per test) and
@@ -16,13 +27,13 @@ import (
 // PostgreSQL fails the run loudly rather than skipping.
 func MainWithPostgres(m *testing.M, pg **Postgres) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	p, err := StartPostgres(ctx, PostgresConfig{})
+	p, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: cannot start the test PostgreSQL:", err)
 		return 1
 	}
-	*pg = p
+	*pg = &Postgres{p}
 	code := m.Run()
 	if err := p.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "warning:", err)
@@ -43,28 +54,22 @@ func (p *Postgres) DB(t testing.TB) string {
 // Pool creates a fresh migrated database for t and a pool on it, closed when t ends.
 func (p *Postgres) Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	url := p.DB(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatalf("connect to test database: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return p.NewDB(t).Pool
 }
 
 // ClusterT starts a cluster for t and stops it when t ends. A Spock cluster
 // without SPOCK_PG_HOME skips t with one line that says so.
-func ClusterT(t testing.TB, cfg ClusterConfig) *Cluster {
+func ClusterT(t testing.TB, cfg devenv.ClusterConfig) *devenv.Cluster {
 	t.Helper()
 	if cfg.Engine == "" {
-		cfg.Engine = Pglogical
+		cfg.Engine = devenv.Pglogical
 	}
-	if cfg.Engine == Spock && cfg.BinDir == "" {
-		if _, err := FindSpock(); err != nil {
+	if cfg.Engine == devenv.Spock && cfg.BinDir == "" {
+		if _, err := devenv.FindSpock(); err != nil {
 			t.Skipf("Spock variant skipped: %v (make test sets it when ../shared/spock/pg15-spock exists)", err)
 		}
 	}
-	c, err := StartCluster(context.Background(), cfg)
+	c, err := devenv.StartCluster(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start the %s cluster: %v", cfg.Engine, err)
 	}

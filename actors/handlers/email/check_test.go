@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // CheckTargets opens a session per distinct URL and reports each: a server
@@ -16,7 +16,7 @@ import (
 // a target shared by the default and a channel is checked once.
 func TestCheckTargetsBoundedByTimeout(t *testing.T) {
 	t.Parallel()
-	s, err := testenv.StartSMTP(testenv.SMTPConfig{})
+	s, err := devenv.StartSMTP(devenv.SMTPConfig{})
 	require.NoError(t, err)
 	defer s.Close()
 	silent, err := net.Listen("tcp", "127.0.0.1:0")

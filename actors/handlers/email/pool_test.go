@@ -14,7 +14,7 @@ import (
 	mail "github.com/wneessen/go-mail"
 
 	"github.com/pgrelay/pgrelay/events/store"
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 func testPool(t *testing.T, url string) *pool {
@@ -53,7 +53,7 @@ func sendOne(t *testing.T, p *pool, ctx context.Context, n *store.Notification) 
 // is replaced without losing the message.
 func TestPoolReusesAndRedials(t *testing.T) {
 	t.Parallel()
-	s, err := testenv.StartSMTP(testenv.SMTPConfig{})
+	s, err := devenv.StartSMTP(devenv.SMTPConfig{})
 	require.NoError(t, err)
 	defer s.Close()
 	p := testPool(t, s.URL())
@@ -78,7 +78,7 @@ func TestPoolReusesAndRedials(t *testing.T) {
 // the session stays usable after either.
 func TestPoolRecipientReplies(t *testing.T) {
 	t.Parallel()
-	s, err := testenv.StartSMTP(testenv.SMTPConfig{})
+	s, err := devenv.StartSMTP(devenv.SMTPConfig{})
 	require.NoError(t, err)
 	defer s.Close()
 	s.RejectDomain("gone.example", 550, "no such user")
@@ -100,7 +100,7 @@ func TestPoolRecipientReplies(t *testing.T) {
 // The handler's deadline cuts a send that hangs.
 func TestPoolSendHonoursTheDeadline(t *testing.T) {
 	t.Parallel()
-	s, err := testenv.StartSMTP(testenv.SMTPConfig{DataDelay: 2 * time.Second})
+	s, err := devenv.StartSMTP(devenv.SMTPConfig{DataDelay: 2 * time.Second})
 	require.NoError(t, err)
 	defer s.Close()
 	p := testPool(t, s.URL())
@@ -118,7 +118,7 @@ func TestPoolSendHonoursTheDeadline(t *testing.T) {
 func TestPoolTargetTimeoutCutsASlowReply(t *testing.T) {
 	t.Parallel()
 	const delay = 5 * time.Second
-	s, err := testenv.StartSMTP(testenv.SMTPConfig{DataDelay: delay})
+	s, err := devenv.StartSMTP(devenv.SMTPConfig{DataDelay: delay})
 	require.NoError(t, err)
 	defer s.Close()
 	p := testPool(t, s.URL()+"?timeout=300ms")
@@ -199,7 +199,7 @@ func TestPoolGreetingTimeout(t *testing.T) {
 // a younger one is reused.
 func TestPoolIdleSessionIsNotReused(t *testing.T) {
 	t.Parallel()
-	s, err := testenv.StartSMTP(testenv.SMTPConfig{})
+	s, err := devenv.StartSMTP(devenv.SMTPConfig{})
 	require.NoError(t, err)
 	defer s.Close()
 	p := testPool(t, s.URL()+"?idle=1m")

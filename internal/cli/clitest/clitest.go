@@ -34,7 +34,7 @@ func Main(m *testing.M, pg **testenv.Postgres) int {
 		return cli.Main(os.Args[1:], os.Stdout, os.Stderr)
 	}
 	// Every flag reads PGRELAY_<FLAG>: an outer environment must not change
-	// what the tests see. PGRELAY_PG_BIN is testenv's, not a flag.
+	// what the tests see. PGRELAY_PG_BIN is devenv's, not a flag.
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "PGRELAY_") && name != "PGRELAY_PG_BIN" {
 			os.Unsetenv(name)

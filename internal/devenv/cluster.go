@@ -1,4 +1,4 @@
-package testenv
+package devenv
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 )
 
 // ErrNoPglogical tells that the pglogical extension is not installed.
-var ErrNoPglogical = errors.New("testenv: the pglogical extension (Debian package postgresql-15-pglogical) is not installed")
+var ErrNoPglogical = errors.New("devenv: the pglogical extension (Debian package postgresql-15-pglogical) is not installed")
 
 // ErrNoSpock tells that no PostgreSQL with pgEdge Spock was found.
-var ErrNoSpock = errors.New("testenv: no PostgreSQL with pgEdge Spock (set SPOCK_PG_HOME to its install: bin/, lib/postgresql/spock.so)")
+var ErrNoSpock = errors.New("devenv: no PostgreSQL with pgEdge Spock (set SPOCK_PG_HOME to its install: bin/, lib/postgresql/spock.so)")
 
 // ClusterDB is the database a Cluster replicates.
 const ClusterDB = "relay"
@@ -114,7 +114,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	switch cfg.Engine {
 	case Pglogical:
 		if cfg.Nodes != 2 {
-			return nil, fmt.Errorf("testenv: a pglogical cluster has 2 nodes, not %d", cfg.Nodes)
+			return nil, fmt.Errorf("devenv: a pglogical cluster has 2 nodes, not %d", cfg.Nodes)
 		}
 		if err := FindPglogical(cfg.BinDir); err != nil {
 			return nil, err
@@ -131,7 +131,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}
 	case Spock:
 		if cfg.Nodes < 2 || cfg.Nodes > 4 {
-			return nil, fmt.Errorf("testenv: a Spock cluster has 2 to 4 nodes, not %d", cfg.Nodes)
+			return nil, fmt.Errorf("devenv: a Spock cluster has 2 to 4 nodes, not %d", cfg.Nodes)
 		}
 		if cfg.BinDir == "" {
 			bin, err := FindSpock()
@@ -159,7 +159,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			"log_min_messages":               "error",
 		}
 	default:
-		return nil, fmt.Errorf("testenv: unknown replication engine %q", cfg.Engine)
+		return nil, fmt.Errorf("devenv: unknown replication engine %q", cfg.Engine)
 	}
 	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, nodes: make([]*Postgres, cfg.Nodes)}
 	for i := range c.nodes {
@@ -408,7 +408,7 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 					fmt.Fprintf(&logs, "\nnode %d's log:\n%s", n, c.nodes[n-1].logTail())
 				}
 			}
-			return fmt.Errorf("testenv: %s subscriptions not replicating after 60s (%s)%s", c.engine, strings.Join(sts, "; "), logs.String())
+			return fmt.Errorf("devenv: %s subscriptions not replicating after 60s (%s)%s", c.engine, strings.Join(sts, "; "), logs.String())
 		}
 		select {
 		case <-ctx.Done():
@@ -509,7 +509,7 @@ type Health struct {
 func (c *Cluster) Health(ctx context.Context) (Health, error) {
 	h := Health{Resolutions: map[string]int{}, Samples: map[string]string{}}
 	if c.engine != Spock {
-		return h, fmt.Errorf("testenv: Health reads Spock's catalogs; this cluster runs %s", c.engine)
+		return h, fmt.Errorf("devenv: Health reads Spock's catalogs; this cluster runs %s", c.engine)
 	}
 	for n := 1; n <= c.N(); n++ {
 		conn, err := pgx.Connect(ctx, c.URL(n))
@@ -572,7 +572,7 @@ func (c *Cluster) Health(ctx context.Context) (Health, error) {
 // Nodes in skip are left out (stopped).
 func (c *Cluster) Sync(ctx context.Context, timeout time.Duration, skip ...int) error {
 	if c.engine != Spock {
-		return fmt.Errorf("testenv: Sync uses Spock's sync events; this cluster runs %s", c.engine)
+		return fmt.Errorf("devenv: Sync uses Spock's sync events; this cluster runs %s", c.engine)
 	}
 	down := map[int]bool{}
 	for _, n := range skip {
@@ -596,7 +596,7 @@ func (c *Cluster) Sync(ctx context.Context, timeout time.Duration, skip ...int) 
 				return fmt.Errorf("node %d: wait for node %d's sync event: %w", n, from, err)
 			}
 			if !ok {
-				return fmt.Errorf("testenv: node %d did not apply node %d's changes within %s", n, from, timeout)
+				return fmt.Errorf("devenv: node %d did not apply node %d's changes within %s", n, from, timeout)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package testenv
+package devenv
 
 import (
 	"errors"
@@ -49,7 +49,7 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 	if !cfg.NoJetStream && n.storeDir == "" {
 		dir, err := os.MkdirTemp("", "pgrelay-nats-")
 		if err != nil {
-			return nil, fmt.Errorf("testenv: make the NATS store dir: %w", err)
+			return nil, fmt.Errorf("devenv: make the NATS store dir: %w", err)
 		}
 		n.storeDir, n.ownDir = dir, true
 	}
@@ -69,14 +69,14 @@ func (n *NATS) Start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.srv != nil {
-		return errors.New("testenv: NATS is already running")
+		return errors.New("devenv: NATS is already running")
 	}
 	if n.cfg.Port > 0 {
 		// The server only reports a port it cannot listen on by never
 		// becoming ready: find out at once.
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", n.cfg.Port))
 		if err != nil {
-			return fmt.Errorf("testenv: NATS port %d: %w", n.cfg.Port, err)
+			return fmt.Errorf("devenv: NATS port %d: %w", n.cfg.Port, err)
 		}
 		_ = l.Close()
 	}
@@ -107,13 +107,13 @@ func (n *NATS) Start() error {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return fmt.Errorf("testenv: NATS server: %w", err)
+		return fmt.Errorf("devenv: NATS server: %w", err)
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return fmt.Errorf("testenv: NATS server did not accept connections on port %d within 30s", n.cfg.Port)
+		return fmt.Errorf("devenv: NATS server did not accept connections on port %d within 30s", n.cfg.Port)
 	}
 	if n.cfg.Port <= 0 {
 		n.cfg.Port = srv.Addr().(*net.TCPAddr).Port

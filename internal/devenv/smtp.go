@@ -1,4 +1,4 @@
-package testenv
+package devenv
 
 import (
 	"bytes"
@@ -233,13 +233,13 @@ func (s *SMTP) Start() error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("testenv: smtp listen on %s: %w", s.addr, err)
+		return fmt.Errorf("devenv: smtp listen on %s: %w", s.addr, err)
 	}
 	s.addr = ln.Addr().String()
 	if s.cfg.ImplicitTLS {
 		if s.cfg.TLS == nil {
 			_ = ln.Close()
-			return errors.New("testenv: smtp: ImplicitTLS needs TLS")
+			return errors.New("devenv: smtp: ImplicitTLS needs TLS")
 		}
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
@@ -368,11 +368,11 @@ func (s *SMTP) Saved(n int) []SavedMessage {
 // (created when missing), oldest first.
 func loadSaved(dir string) ([]SavedMessage, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("testenv: smtp: make %s: %w", dir, err)
+		return nil, fmt.Errorf("devenv: smtp: make %s: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir) // sorted by name: by time
 	if err != nil {
-		return nil, fmt.Errorf("testenv: smtp: list %s: %w", dir, err)
+		return nil, fmt.Errorf("devenv: smtp: list %s: %w", dir, err)
 	}
 	var names []string
 	for _, e := range entries {
@@ -386,7 +386,7 @@ func loadSaved(dir string) ([]SavedMessage, error) {
 		path := filepath.Join(dir, n)
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("testenv: smtp: read %s: %w", path, err)
+			return nil, fmt.Errorf("devenv: smtp: read %s: %w", path, err)
 		}
 		out = append(out, savedMessage(path, b))
 	}
@@ -413,7 +413,7 @@ func (s *SMTP) save(n int, at time.Time, data []byte) (SavedMessage, error) {
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d.eml", at.UTC().Format("20060102T150405.000000000Z"), n))
 	f, err := os.CreateTemp(dir, ".part-*")
 	if err != nil {
-		return SavedMessage{}, fmt.Errorf("testenv: smtp: save message %d: %w", n, err)
+		return SavedMessage{}, fmt.Errorf("devenv: smtp: save message %d: %w", n, err)
 	}
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
@@ -424,7 +424,7 @@ func (s *SMTP) save(n int, at time.Time, data []byte) (SavedMessage, error) {
 	}
 	if err != nil {
 		_ = os.Remove(f.Name())
-		return SavedMessage{}, fmt.Errorf("testenv: smtp: save message %d as %s: %w", n, path, err)
+		return SavedMessage{}, fmt.Errorf("devenv: smtp: save message %d as %s: %w", n, path, err)
 	}
 	return savedMessage(path, data), nil
 }
@@ -581,7 +581,7 @@ func (x *smtpSession) Data(r io.Reader) error {
 		case <-t.C:
 		case <-stopped:
 			t.Stop()
-			return errors.New("testenv: smtp catcher stopped")
+			return errors.New("devenv: smtp catcher stopped")
 		}
 	}
 	_, isTLS := x.c.TLSConnectionState()

@@ -1,4 +1,4 @@
-package testenv_test
+package devenv_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
@@ -19,10 +20,10 @@ import (
 // pgEdge installs it), where the migrations, run on every node at once,
 // stayed on their node.
 func TestClusterReplicatesBothWays(t *testing.T) {
-	for _, cfg := range []testenv.ClusterConfig{
-		{Engine: testenv.Pglogical},
-		{Engine: testenv.Spock, Nodes: 2},
-		{Engine: testenv.Spock, Nodes: 3, AutoDDL: true},
+	for _, cfg := range []devenv.ClusterConfig{
+		{Engine: devenv.Pglogical},
+		{Engine: devenv.Spock, Nodes: 2},
+		{Engine: devenv.Spock, Nodes: 3, AutoDDL: true},
 	} {
 		name := string(cfg.Engine)
 		if cfg.AutoDDL {
@@ -75,7 +76,7 @@ func TestClusterReplicatesBothWays(t *testing.T) {
 				require.Positive(t, migs)
 				require.Equal(t, 64, locks)
 			}
-			if c.Engine() != testenv.Spock {
+			if c.Engine() != devenv.Spock {
 				return
 			}
 			for n := 1; n <= c.N(); n++ {

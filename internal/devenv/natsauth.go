@@ -1,4 +1,4 @@
-package testenv
+package devenv
 
 import (
 	"crypto/ecdsa"
@@ -42,7 +42,7 @@ func NewNATSTLS(dir string) (*NATSTLS, error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: CA key: %w", err)
+		return nil, fmt.Errorf("devenv: CA key: %w", err)
 	}
 	ca := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pgrelay test CA"},
@@ -51,7 +51,7 @@ func NewNATSTLS(dir string) (*NATSTLS, error) {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: CA certificate: %w", err)
+		return nil, fmt.Errorf("devenv: CA certificate: %w", err)
 	}
 	if err := writePEM(t.CA, "CERTIFICATE", caDER); err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func NewNATSTLS(dir string) (*NATSTLS, error) {
 	leaf := func(serial int64, name string, usage x509.ExtKeyUsage, certFile, keyFile string) error {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
-			return fmt.Errorf("testenv: %s key: %w", name, err)
+			return fmt.Errorf("devenv: %s key: %w", name, err)
 		}
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
@@ -72,11 +72,11 @@ func NewNATSTLS(dir string) (*NATSTLS, error) {
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
-			return fmt.Errorf("testenv: %s certificate: %w", name, err)
+			return fmt.Errorf("devenv: %s certificate: %w", name, err)
 		}
 		keyDER, err := x509.MarshalECPrivateKey(key)
 		if err != nil {
-			return fmt.Errorf("testenv: %s key: %w", name, err)
+			return fmt.Errorf("devenv: %s key: %w", name, err)
 		}
 		if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
 			return err
@@ -94,7 +94,7 @@ func NewNATSTLS(dir string) (*NATSTLS, error) {
 
 func writePEM(path, typ string, der []byte) error {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		return fmt.Errorf("testenv: write %s: %w", path, err)
+		return fmt.Errorf("devenv: write %s: %w", path, err)
 	}
 	return nil
 }
@@ -104,15 +104,15 @@ func writePEM(path, typ string, der []byte) error {
 func (t *NATSTLS) serverConfig() (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(t.ServerCert, t.ServerKey)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: server certificate: %w", err)
+		return nil, fmt.Errorf("devenv: server certificate: %w", err)
 	}
 	caPEM, err := os.ReadFile(t.CA)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: read the CA: %w", err)
+		return nil, fmt.Errorf("devenv: read the CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("testenv: no certificate in %s", t.CA)
+		return nil, fmt.Errorf("devenv: no certificate in %s", t.CA)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
@@ -137,44 +137,44 @@ type NATSAuth struct {
 func NewNATSAuth(dir string) (*NATSAuth, error) {
 	okp, err := nkeys.CreateOperator()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: operator key: %w", err)
+		return nil, fmt.Errorf("devenv: operator key: %w", err)
 	}
 	opub, err := okp.PublicKey()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: operator key: %w", err)
+		return nil, fmt.Errorf("devenv: operator key: %w", err)
 	}
 	// The system account, which JetStream needs in operator mode.
 	skp, err := nkeys.CreateAccount()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: system account key: %w", err)
+		return nil, fmt.Errorf("devenv: system account key: %w", err)
 	}
 	spub, err := skp.PublicKey()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: system account key: %w", err)
+		return nil, fmt.Errorf("devenv: system account key: %w", err)
 	}
 	sc := jwt.NewAccountClaims(spub)
 	sc.Name = "SYS"
 	sjwt, err := sc.Encode(okp)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: system account JWT: %w", err)
+		return nil, fmt.Errorf("devenv: system account JWT: %w", err)
 	}
 	oc := jwt.NewOperatorClaims(opub)
 	oc.Name = "pgrelay-test"
 	oc.SystemAccount = spub
 	ojwt, err := oc.Encode(okp)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: operator JWT: %w", err)
+		return nil, fmt.Errorf("devenv: operator JWT: %w", err)
 	}
 	if oc, err = jwt.DecodeOperatorClaims(ojwt); err != nil {
-		return nil, fmt.Errorf("testenv: operator JWT: %w", err)
+		return nil, fmt.Errorf("devenv: operator JWT: %w", err)
 	}
 	akp, err := nkeys.CreateAccount()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: account key: %w", err)
+		return nil, fmt.Errorf("devenv: account key: %w", err)
 	}
 	apub, err := akp.PublicKey()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: account key: %w", err)
+		return nil, fmt.Errorf("devenv: account key: %w", err)
 	}
 	ac := jwt.NewAccountClaims(apub)
 	ac.Name = "pgrelay"
@@ -182,35 +182,35 @@ func NewNATSAuth(dir string) (*NATSAuth, error) {
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
 	ajwt, err := ac.Encode(okp)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: account JWT: %w", err)
+		return nil, fmt.Errorf("devenv: account JWT: %w", err)
 	}
 	ukp, err := nkeys.CreateUser()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: user key: %w", err)
+		return nil, fmt.Errorf("devenv: user key: %w", err)
 	}
 	upub, err := ukp.PublicKey()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: user key: %w", err)
+		return nil, fmt.Errorf("devenv: user key: %w", err)
 	}
 	uc := jwt.NewUserClaims(upub)
 	uc.Name = "pgrelay"
 	uc.IssuerAccount = apub
 	ujwt, err := uc.Encode(akp)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: user JWT: %w", err)
+		return nil, fmt.Errorf("devenv: user JWT: %w", err)
 	}
 	seed, err := ukp.Seed()
 	if err != nil {
-		return nil, fmt.Errorf("testenv: user seed: %w", err)
+		return nil, fmt.Errorf("devenv: user seed: %w", err)
 	}
 	creds, err := jwt.FormatUserConfig(ujwt, seed)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: credentials: %w", err)
+		return nil, fmt.Errorf("devenv: credentials: %w", err)
 	}
 	a := &NATSAuth{CredsFile: filepath.Join(dir, "user.creds"), operator: oc, accountPub: apub, accountJWT: ajwt,
 		systemPub: spub, systemJWT: sjwt}
 	if err := os.WriteFile(a.CredsFile, creds, 0o600); err != nil {
-		return nil, fmt.Errorf("testenv: write %s: %w", a.CredsFile, err)
+		return nil, fmt.Errorf("devenv: write %s: %w", a.CredsFile, err)
 	}
 	return a, nil
 }
@@ -220,10 +220,10 @@ func NewNATSAuth(dir string) (*NATSAuth, error) {
 func (a *NATSAuth) apply(opts *server.Options) error {
 	res := &server.MemAccResolver{}
 	if err := res.Store(a.accountPub, a.accountJWT); err != nil {
-		return fmt.Errorf("testenv: store the account JWT: %w", err)
+		return fmt.Errorf("devenv: store the account JWT: %w", err)
 	}
 	if err := res.Store(a.systemPub, a.systemJWT); err != nil {
-		return fmt.Errorf("testenv: store the system account JWT: %w", err)
+		return fmt.Errorf("devenv: store the system account JWT: %w", err)
 	}
 	opts.SystemAccount = a.systemPub
 	opts.TrustedOperators = []*jwt.OperatorClaims{a.operator}

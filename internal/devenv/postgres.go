@@ -1,7 +1,9 @@
-// Package testenv starts the real dependencies pgrelay talks to — a throwaway
-// PostgreSQL cluster from the system's binaries, and later an in-process NATS
-// server and an SMTP catcher — for the tests, `pgrelay dev` and `pgrelay bench`.
-package testenv
+// Package devenv starts the real dependencies pgrelay talks to — a throwaway
+// PostgreSQL cluster from the system's binaries, a pglogical or Spock cluster,
+// an in-process NATS server with JetStream and an SMTP catcher — for
+// `pgrelay dev`, `pgrelay bench` and the tests. It does not import the testing
+// package: the pgrelay binary links it; the per-test layer is internal/testenv.
+package devenv
 
 import (
 	"context"
@@ -31,7 +33,7 @@ import (
 const DefaultPGBin = "/usr/lib/postgresql/15/bin"
 
 // ErrNoPostgres tells that the PostgreSQL server binaries are not installed.
-var ErrNoPostgres = errors.New("testenv: PostgreSQL 15 server binaries not found")
+var ErrNoPostgres = errors.New("devenv: PostgreSQL 15 server binaries not found")
 
 // PostgresConfig configures a throwaway cluster. Zero values mean defaults.
 type PostgresConfig struct {
@@ -104,21 +106,21 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			return nil, fmt.Errorf("testenv: running as root needs the \"postgres\" OS user (created by the postgresql-15 package): %w", err)
+			return nil, fmt.Errorf("devenv: running as root needs the \"postgres\" OS user (created by the postgresql-15 package): %w", err)
 		}
 		p.osUser = u
 	}
 	if cfg.DataDir == "" {
 		base, err := os.MkdirTemp("", "pgrelay-pg-")
 		if err != nil {
-			return nil, fmt.Errorf("testenv: make data dir: %w", err)
+			return nil, fmt.Errorf("devenv: make data dir: %w", err)
 		}
 		p.baseDir = base
 		p.dataDir = filepath.Join(base, "data")
 	} else {
 		abs, err := filepath.Abs(cfg.DataDir)
 		if err != nil {
-			return nil, fmt.Errorf("testenv: data dir %q: %w", cfg.DataDir, err)
+			return nil, fmt.Errorf("devenv: data dir %q: %w", cfg.DataDir, err)
 		}
 		p.dataDir = abs
 	}
@@ -153,23 +155,23 @@ func (p *Postgres) prepareDirs() error {
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("testenv: make %s: %w", d, err)
+			return fmt.Errorf("devenv: make %s: %w", d, err)
 		}
 	}
 	if p.baseDir != "" {
 		// The server user must be able to reach the data directory.
 		if err := os.Chmod(p.baseDir, 0o755); err != nil {
-			return fmt.Errorf("testenv: chmod %s: %w", p.baseDir, err)
+			return fmt.Errorf("devenv: chmod %s: %w", p.baseDir, err)
 		}
 	}
 	if err := os.Chmod(p.dataDir, 0o700); err != nil {
-		return fmt.Errorf("testenv: chmod %s: %w", p.dataDir, err)
+		return fmt.Errorf("devenv: chmod %s: %w", p.dataDir, err)
 	}
 	if p.osUser != nil {
 		uid, _ := strconv.Atoi(p.osUser.Uid)
 		gid, _ := strconv.Atoi(p.osUser.Gid)
 		if err := os.Chown(p.dataDir, uid, gid); err != nil {
-			return fmt.Errorf("testenv: chown %s to postgres: %w", p.dataDir, err)
+			return fmt.Errorf("devenv: chown %s to postgres: %w", p.dataDir, err)
 		}
 	}
 	p.logFile = filepath.Join(filepath.Dir(p.dataDir), filepath.Base(p.dataDir)+".log")
@@ -195,7 +197,7 @@ func (p *Postgres) initdb(ctx context.Context) error {
 		"-E", "UTF8", "--no-locale", "--no-sync")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("testenv: initdb %s: %w\n%s", p.dataDir, err, out)
+		return fmt.Errorf("devenv: initdb %s: %w\n%s", p.dataDir, err, out)
 	}
 	settings := map[string]string{
 		"listen_addresses":          "'127.0.0.1'",
@@ -220,17 +222,17 @@ func (p *Postgres) initdb(ctx context.Context) error {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	b.WriteString("\n# added by pgrelay testenv\n")
+	b.WriteString("\n# added by pgrelay devenv\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s = %s\n", k, settings[k])
 	}
 	f, err := os.OpenFile(filepath.Join(p.dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
-		return fmt.Errorf("testenv: open postgresql.conf: %w", err)
+		return fmt.Errorf("devenv: open postgresql.conf: %w", err)
 	}
 	defer f.Close()
 	if _, err := f.WriteString(b.String()); err != nil {
-		return fmt.Errorf("testenv: write postgresql.conf: %w", err)
+		return fmt.Errorf("devenv: write postgresql.conf: %w", err)
 	}
 	p.cfg.Logger.Debug("initdb done", "dir", p.dataDir, "took", time.Since(start))
 	return nil
@@ -243,7 +245,7 @@ func (p *Postgres) start(ctx context.Context) error {
 	defer p.mu.Unlock()
 	logf, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return fmt.Errorf("testenv: open server log: %w", err)
+		return fmt.Errorf("devenv: open server log: %w", err)
 	}
 	// The parent-death signal is tied to the OS thread that forks.
 	runtime.LockOSThread()
@@ -257,7 +259,7 @@ func (p *Postgres) start(ctx context.Context) error {
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("testenv: start postgres: %w", err)
+		return fmt.Errorf("devenv: start postgres: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -276,13 +278,13 @@ func (p *Postgres) start(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("testenv: postgres exited during start-up; see %s:\n%s", p.logFile, p.logTail())
+			return fmt.Errorf("devenv: postgres exited during start-up; see %s:\n%s", p.logFile, p.logTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: postgres did not accept connections within 60s: %w\n%s", err, p.logTail())
+			return fmt.Errorf("devenv: postgres did not accept connections within 60s: %w\n%s", err, p.logTail())
 		}
 	}
 }
@@ -325,7 +327,7 @@ func (p *Postgres) stopWith(sig syscall.Signal, wait time.Duration) error {
 	case <-time.After(wait):
 		_ = cmd.Process.Kill()
 		<-done
-		return fmt.Errorf("testenv: postgres did not stop within %s; killed", wait)
+		return fmt.Errorf("devenv: postgres did not stop within %s; killed", wait)
 	}
 }
 
@@ -363,11 +365,11 @@ func (p *Postgres) cleanup() {
 func (p *Postgres) Exec(ctx context.Context, db, sql string, args ...any) error {
 	c, err := pgx.Connect(ctx, p.URL(db))
 	if err != nil {
-		return fmt.Errorf("testenv: connect to %s: %w", db, err)
+		return fmt.Errorf("devenv: connect to %s: %w", db, err)
 	}
 	defer c.Close(context.WithoutCancel(ctx))
 	if _, err := c.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("testenv: %s: %w", firstLine(sql), err)
+		return fmt.Errorf("devenv: %s: %w", firstLine(sql), err)
 	}
 	return nil
 }
@@ -402,11 +404,11 @@ func (p *Postgres) buildTemplate(ctx context.Context) error {
 	}
 	c, err := pgx.Connect(ctx, p.URL(TemplateDB))
 	if err != nil {
-		return fmt.Errorf("testenv: connect to template: %w", err)
+		return fmt.Errorf("devenv: connect to template: %w", err)
 	}
 	defer c.Close(context.WithoutCancel(ctx))
 	if _, err := migrations.Up(ctx, c); err != nil {
-		return fmt.Errorf("testenv: migrate template: %w", err)
+		return fmt.Errorf("devenv: migrate template: %w", err)
 	}
 	return nil
 }
@@ -444,7 +446,7 @@ func firstLine(s string) string {
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("testenv: find a free port: %w", err)
+		return 0, fmt.Errorf("devenv: find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil

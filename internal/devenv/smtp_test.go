@@ -1,4 +1,4 @@
-package testenv_test
+package devenv_test
 
 import (
 	"net/smtp"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/devenv"
 )
 
 // A catcher with SaveDir keeps every message it accepts there as
@@ -18,7 +18,7 @@ import (
 // Count start empty.
 func TestSMTPSaveDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mail")
-	c, err := testenv.StartSMTP(testenv.SMTPConfig{SaveDir: dir})
+	c, err := devenv.StartSMTP(devenv.SMTPConfig{SaveDir: dir})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 
@@ -49,11 +49,11 @@ func TestSMTPSaveDir(t *testing.T) {
 
 	// A second catcher on the same directory lists what the first kept.
 	require.NoError(t, c.Close())
-	c2, err := testenv.StartSMTP(testenv.SMTPConfig{SaveDir: dir})
+	c2, err := devenv.StartSMTP(devenv.SMTPConfig{SaveDir: dir})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c2.Close() })
 	require.Equal(t, 0, c2.Count())
-	require.Equal(t, []testenv.SavedMessage{s}, c2.Saved(5))
+	require.Equal(t, []devenv.SavedMessage{s}, c2.Saved(5))
 	require.NoError(t, smtp.SendMail(c2.Addr(), nil, "bounce@example.com", []string{"b@example.com"},
 		[]byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: second\r\n\r\nx\r\n")))
 	saved = c2.Saved(5)
@@ -66,7 +66,7 @@ func TestSMTPSaveDir(t *testing.T) {
 
 // Without SaveDir the catcher writes nothing and lists nothing saved.
 func TestSMTPWithoutSaveDir(t *testing.T) {
-	c, err := testenv.StartSMTP(testenv.SMTPConfig{})
+	c, err := devenv.StartSMTP(devenv.SMTPConfig{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, smtp.SendMail(c.Addr(), nil, "a@example.com", []string{"b@example.com"},

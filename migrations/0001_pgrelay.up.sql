@@ -1411,6 +1411,47 @@ $$;
 -- Claims
 -- ---------------------------------------------------------------------------
 
+-- _claim_scope: what a claim in mode p_mode may take besides the rows pinned
+-- to its node, the one place of the mode rule: all_rows, unrestricted rows
+-- of any owner, in 'single' mode and in 'leader' mode while p_leader (and,
+-- when the leader names its term p_term, while the lease row still says it
+-- holds that term: _holds_lease, so a leader naming a term it no longer
+-- holds takes pinned rows only); own_rows, its node's own unrestricted rows,
+-- in 'multi-node' mode. An unknown mode: PR021.
+CREATE FUNCTION pgrelay._claim_scope(p_mode text, p_leader bool, p_term bigint,
+                                     OUT all_rows bool, OUT own_rows bool)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  all_rows := p_mode = 'single'
+              OR (p_mode = 'leader' AND COALESCE(p_leader, false)
+                  AND (p_term IS NULL OR pgrelay._holds_lease(p_term, now())));
+  own_rows := p_mode = 'multi-node';
+END
+$$;
+
+-- _may_take: whether node p_node may take a row pinned to p_run_in_node
+-- (NULL: unrestricted) and owned by p_owner_node, given its _claim_scope
+-- (p_all, p_own): a row pinned to it always; an unrestricted row of any
+-- owner with p_all; one it owns with p_own. The one statement of the rule,
+-- in every claim's query (and in a lane's in-flight check).
+--
+-- LANGUAGE sql without a SET clause, so that the planner inlines it into
+-- each query as if written out: a filter beside the index conditions, never
+-- a function call per row (the EXPLAIN tests check the plans). A SET
+-- search_path would forbid inlining, and none is needed: the body is an SQL
+-- standard one (RETURN), bound to pg_catalog's operators when the migration
+-- created it under pgrelay's search_path, and inlined it runs in its caller,
+-- whose search_path is pinned.
+CREATE FUNCTION pgrelay._may_take(p_run_in_node int, p_owner_node int, p_node int, p_all bool, p_own bool)
+RETURNS bool
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN p_run_in_node = p_node OR (p_run_in_node IS NULL AND (p_all OR (p_own AND p_owner_node = p_node)));
+
 -- _claim: claims up to p_limit ready rows for Processor p_processor: each
 -- claimed row is marked dispatched (dispatched_at, dispatched_by) in this
 -- transaction, and completed later by _complete().
@@ -1460,8 +1501,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
-  v_own bool := p_mode = 'multi-node';
+  v_all bool;
+  v_own bool;
   v_left int := p_limit;
   v_nch int;
   v_share int;
@@ -1474,18 +1515,9 @@ DECLARE
   v_lane bigint;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  -- Fencing: a leader that names its term claims unrestricted rows only while
-  -- the lease row still says it holds that term.
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds)
      AND NOT (p_direct AND c.kind = 'sql');
@@ -1508,8 +1540,7 @@ BEGIN
           SELECT q.id
             FROM pgrelay.queue q
            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-             AND (q.run_in_node = v_node
-                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
            ORDER BY q.not_before, q.id
            LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
            FOR UPDATE SKIP LOCKED
@@ -1586,13 +1617,11 @@ BEGIN
           SELECT q.id
             FROM pgrelay.queue q
            WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
-             AND (q.run_in_node = v_node
-                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
              AND NOT EXISTS (
                SELECT FROM pgrelay.queue f
                 WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-                  AND (f.run_in_node = v_node
-                       OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+                  AND pgrelay._may_take(f.run_in_node, f.owner_node, v_node, v_all, v_own))
            ORDER BY q.origin_id, q.id
            LIMIT 1
         ), locked AS (
@@ -1647,29 +1676,22 @@ AS $$
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_all bool;
+  v_own bool;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   SELECT * INTO ch FROM pgrelay.channels c
    WHERE c.channel = p_channel AND c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
   IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   RETURN QUERY
   SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
          ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
     FROM pgrelay.queue q
    WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-     AND (q.run_in_node = v_node
-          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
    ORDER BY q.not_before, q.id
    LIMIT p_limit
      FOR UPDATE OF q SKIP LOCKED;
@@ -1688,8 +1710,10 @@ AS $$
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_all bool;
+  v_own bool;
 BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, NULL) s;
   -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
   -- otherwise answer the EXISTS with a hash of the whole queue.
   RETURN QUERY
@@ -1697,8 +1721,7 @@ BEGIN
    CROSS JOIN LATERAL (
      SELECT 1 FROM pgrelay.queue q
       WHERE q.channel = c.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-        AND (q.run_in_node = v_node
-             OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+        AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
       ORDER BY q.not_before, q.id
       LIMIT 1) r
    WHERE c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
@@ -1706,8 +1729,7 @@ BEGIN
   RETURN QUERY
   SELECT ''::text FROM pgrelay.queue q
    WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.not_before <= now()
-     AND (q.run_in_node = v_node
-          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
      AND EXISTS (SELECT FROM pgrelay.channels c
                   WHERE c.channel = q.channel AND c.kind = 'sql' AND NOT c.paused
                     AND c.concurrency_mode IN ('channel', 'payload'))
@@ -1739,8 +1761,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
-  v_own bool := p_mode = 'multi-node';
+  v_all bool;
+  v_own bool;
   v_ch text := p_after_channel;
   v_lane bigint := p_after_lane;
   v_wrapped bool := p_after_channel IS NULL;
@@ -1750,16 +1772,9 @@ DECLARE
   r record;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   IF v_ch IS NOT NULL AND v_lane IS NULL THEN
     v_lane := -9223372036854775808;
@@ -1801,13 +1816,11 @@ BEGIN
       SELECT q.id
         FROM pgrelay.queue q
        WHERE q.channel = v_ch AND q.lane = v_lane AND q.dispatched_at IS NULL
-         AND (q.run_in_node = v_node
-              OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+         AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
          AND NOT EXISTS (
            SELECT FROM pgrelay.queue f
             WHERE f.channel = v_ch AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-              AND (f.run_in_node = v_node
-                   OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+              AND pgrelay._may_take(f.run_in_node, f.owner_node, v_node, v_all, v_own))
        ORDER BY q.origin_id, q.id
        LIMIT 1
     )
@@ -1836,10 +1849,8 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  IF p_mode = 'leader' AND p_term IS NOT NULL AND NOT EXISTS (
-       SELECT FROM pgrelay.nodes l
-        WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
-          AND l.lease_until > pg_catalog.clock_timestamp()) THEN
+  IF p_mode = 'leader' AND p_term IS NOT NULL
+     AND NOT pgrelay._holds_lease(p_term, pg_catalog.clock_timestamp()) THEN
     RAISE EXCEPTION 'pgrelay: the leader lease of term % ended while the batch ran', p_term
       USING ERRCODE = 'PR031';
   END IF;
@@ -1995,6 +2006,19 @@ CREATE TABLE pgrelay.processors (
   started_at   timestamptz NOT NULL DEFAULT now(),
   last_seen    timestamptz NOT NULL DEFAULT now()
 );
+
+-- _holds_lease: whether this node holds the leader lease of term p_term at
+-- p_at (the lease runs past it): the one place of leader mode's fencing
+-- rule. The claims ask at now() (_claim_scope), a direct batch just before
+-- it records its outcomes at clock_timestamp() (_batch_fence),
+-- _lease_release with the lease row locked. LANGUAGE sql without SET, as
+-- _may_take: its body is bound when created, and inlined it runs in its
+-- caller's pinned search_path.
+CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamptz) RETURNS bool
+LANGUAGE sql STABLE
+RETURN EXISTS (SELECT FROM pgrelay.nodes l
+                WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
+                  AND l.lease_until > p_at);
 
 -- _processor_start: registers a Processor instance and its node. A node that
 -- runs again under a decommissioned id is a node again (its tombstone is
@@ -2209,16 +2233,20 @@ END
 $$;
 
 -- _lease_release: a leader stopping cleanly gives the lease up at once, so
--- another node can take over without waiting for it to run out.
+-- another node can take over without waiting for it to run out. The lease
+-- row is locked first and then checked, so a take that committed meanwhile
+-- is seen (and left alone).
 CREATE FUNCTION pgrelay._lease_release(p_term bigint) RETURNS bool
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  UPDATE pgrelay.nodes n SET lease_until = now()
-   WHERE n.node_id = -1 AND n.leader_node = pgrelay._this_node() AND n.term = p_term
-     AND n.lease_until > now();
-  RETURN FOUND;
+  PERFORM FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+  IF NOT pgrelay._holds_lease(p_term, now()) THEN
+    RETURN false;
+  END IF;
+  UPDATE pgrelay.nodes n SET lease_until = now() WHERE n.node_id = -1;
+  RETURN true;
 END
 $$;
 
@@ -2773,6 +2801,8 @@ GRANT EXECUTE ON FUNCTION
   pgrelay._id_floor(timestamptz),
   pgrelay._queue_before_insert(), pgrelay._queue_wake(), pgrelay._queue_wake_replica(),
   pgrelay._queue_keep_payloads(),
+  pgrelay._claim_scope(text, bool, bigint), pgrelay._may_take(int, int, int, bool, bool),
+  pgrelay._holds_lease(bigint, timestamptz),
   pgrelay._claim(bigint, text, bool, int, text[], bigint, bool),
   pgrelay._claim_direct(text, text, bool, bigint, int),
   pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint),

@@ -39,6 +39,11 @@ func bigQueue(t *testing.T) *sqlDB {
 
 var fullSort = regexp.MustCompile(`(?m)^\s*(->\s*)?Sort\s+\(`)
 
+// notInlined finds pgrelay._may_take called in a plan's conditions: the
+// planner inlines it (a LANGUAGE sql expression without SET clauses), so a
+// plan shows the expression, never the call.
+var notInlined = regexp.MustCompile(`(?m)^\s*(Filter|Index Cond|Join Filter|Recheck Cond):.*_may_take`)
+
 func TestExplainHotStatementsUseIndexes(t *testing.T) {
 	t.Parallel()
 	d := bigQueue(t)
@@ -61,21 +66,22 @@ func TestExplainHotStatementsUseIndexes(t *testing.T) {
 		requireIndex(plan, index)
 		require.NotRegexp(t, fullSort, plan)
 		require.NotContains(t, plan, "Bitmap Heap Scan", plan)
+		require.NotRegexp(t, notInlined, plan, "the row rule is inlined")
 	}
 
 	const cand = `SELECT q.id FROM pgrelay.queue q
 		 WHERE q.channel = %[1]s AND q.dispatched_at IS NULL AND q.not_before <= now()
-		   AND (q.run_in_node = %[2]s OR (q.run_in_node IS NULL AND (%[3]s OR (%[4]s AND q.owner_node = %[2]s))))
+		   AND pgrelay._may_take(q.run_in_node, q.owner_node, %[2]s, %[3]s, %[4]s)
 		 ORDER BY q.not_before, q.id
 		 LIMIT %[5]s
 		 FOR UPDATE SKIP LOCKED`
 	const head = `SELECT q.id, q.not_before FROM pgrelay.queue q
 		 WHERE q.channel = %[1]s AND q.lane = %[2]s AND q.dispatched_at IS NULL
-		   AND (q.run_in_node = %[3]s OR (q.run_in_node IS NULL AND (%[4]s OR (%[5]s AND q.owner_node = %[3]s))))
+		   AND pgrelay._may_take(q.run_in_node, q.owner_node, %[3]s, %[4]s, %[5]s)
 		   AND NOT EXISTS (
 		     SELECT FROM pgrelay.queue f
 		      WHERE f.channel = %[1]s AND f.lane = %[2]s AND f.dispatched_at IS NOT NULL
-		        AND (f.run_in_node = %[3]s OR (f.run_in_node IS NULL AND (%[4]s OR (%[5]s AND f.owner_node = %[3]s)))))
+		        AND pgrelay._may_take(f.run_in_node, f.owner_node, %[3]s, %[4]s, %[5]s))
 		 ORDER BY q.origin_id, q.id
 		 LIMIT 1`
 	const lanes = `SELECT q.lane FROM pgrelay.queue q
@@ -198,6 +204,7 @@ func TestExplainClaimPlans(t *testing.T) {
 				require.NotContains(t, plan, "Seq Scan on queue", "%s, %s:\n%s", ch, mode, plan)
 				require.NotContains(t, plan, "Bitmap Heap Scan on queue", "%s, %s:\n%s", ch, mode, plan)
 				require.NotRegexp(t, `Sort Key: q(_\d+)?\.origin_id`, plan, "%s, %s: the lane is sorted:\n%s", ch, mode, plan)
+				require.NotRegexp(t, notInlined, plan, "%s, %s: the row rule is inlined", ch, mode)
 				switch ch {
 				case "none":
 					require.Contains(t, plan, "queue_ready", "%s, %s:\n%s", ch, mode, plan)

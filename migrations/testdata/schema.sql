@@ -146,10 +146,8 @@ CREATE FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) RETURNS void
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  IF p_mode = 'leader' AND p_term IS NOT NULL AND NOT EXISTS (
-       SELECT FROM pgrelay.nodes l
-        WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
-          AND l.lease_until > pg_catalog.clock_timestamp()) THEN
+  IF p_mode = 'leader' AND p_term IS NOT NULL
+     AND NOT pgrelay._holds_lease(p_term, pg_catalog.clock_timestamp()) THEN
     RAISE EXCEPTION 'pgrelay: the leader lease of term % ended while the batch ran', p_term
       USING ERRCODE = 'PR031';
   END IF;
@@ -407,8 +405,8 @@ CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
-  v_own bool := p_mode = 'multi-node';
+  v_all bool;
+  v_own bool;
   v_left int := p_limit;
   v_nch int;
   v_share int;
@@ -421,18 +419,9 @@ DECLARE
   v_lane bigint;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  -- Fencing: a leader that names its term claims unrestricted rows only while
-  -- the lease row still says it holds that term.
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds)
      AND NOT (p_direct AND c.kind = 'sql');
@@ -455,8 +444,7 @@ BEGIN
           SELECT q.id
             FROM pgrelay.queue q
            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-             AND (q.run_in_node = v_node
-                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
            ORDER BY q.not_before, q.id
            LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
            FOR UPDATE SKIP LOCKED
@@ -533,13 +521,11 @@ BEGIN
           SELECT q.id
             FROM pgrelay.queue q
            WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
-             AND (q.run_in_node = v_node
-                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
              AND NOT EXISTS (
                SELECT FROM pgrelay.queue f
                 WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-                  AND (f.run_in_node = v_node
-                       OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+                  AND pgrelay._may_take(f.run_in_node, f.owner_node, v_node, v_all, v_own))
            ORDER BY q.origin_id, q.id
            LIMIT 1
         ), locked AS (
@@ -585,29 +571,22 @@ CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader bool
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_all bool;
+  v_own bool;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   SELECT * INTO ch FROM pgrelay.channels c
    WHERE c.channel = p_channel AND c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
   IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   RETURN QUERY
   SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
          ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
     FROM pgrelay.queue q
    WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-     AND (q.run_in_node = v_node
-          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
    ORDER BY q.not_before, q.id
    LIMIT p_limit
      FOR UPDATE OF q SKIP LOCKED;
@@ -629,8 +608,8 @@ CREATE FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_ter
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
-  v_own bool := p_mode = 'multi-node';
+  v_all bool;
+  v_own bool;
   v_ch text := p_after_channel;
   v_lane bigint := p_after_lane;
   v_wrapped bool := p_after_channel IS NULL;
@@ -640,16 +619,9 @@ DECLARE
   r record;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   IF v_ch IS NOT NULL AND v_lane IS NULL THEN
     v_lane := -9223372036854775808;
@@ -691,13 +663,11 @@ BEGIN
       SELECT q.id
         FROM pgrelay.queue q
        WHERE q.channel = v_ch AND q.lane = v_lane AND q.dispatched_at IS NULL
-         AND (q.run_in_node = v_node
-              OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+         AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
          AND NOT EXISTS (
            SELECT FROM pgrelay.queue f
             WHERE f.channel = v_ch AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-              AND (f.run_in_node = v_node
-                   OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
+              AND pgrelay._may_take(f.run_in_node, f.owner_node, v_node, v_all, v_own))
        ORDER BY q.origin_id, q.id
        LIMIT 1
     )
@@ -715,6 +685,28 @@ $$;
 
 
 ALTER FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) OWNER TO postgres;
+
+--
+-- Name: _claim_scope(text, boolean, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  all_rows := p_mode = 'single'
+              OR (p_mode = 'leader' AND COALESCE(p_leader, false)
+                  AND (p_term IS NULL OR pgrelay._holds_lease(p_term, now())));
+  own_rows := p_mode = 'multi-node';
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) OWNER TO postgres;
 
 --
 -- Name: _complete(bigint, bigint[], timestamp with time zone[], text[], text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -905,6 +897,70 @@ $$;
 ALTER FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) OWNER TO postgres;
 
 --
+-- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._this_node() RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  s text := pg_catalog.current_setting('pg_relay.node_id', true);
+  v_node int;
+BEGIN
+  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
+  IF v_node IS NULL THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
+    RETURN v_node;
+  END IF;
+  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
+     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  RETURN v_node;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
+
+--
+-- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.nodes (
+    node_id integer NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL,
+    mode text NOT NULL,
+    hostname text,
+    version text,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    leader_node integer,
+    term bigint,
+    lease_until timestamp with time zone,
+    taken_at timestamp with time zone,
+    adopted_at timestamp with time zone,
+    decommissioned_at timestamp with time zone,
+    CONSTRAINT nodes_id CHECK (((node_id >= '-1'::integer) AND (node_id <= 1023)))
+);
+
+
+ALTER TABLE pgrelay.nodes OWNER TO postgres;
+
+--
+-- Name: _holds_lease(bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE
+    RETURN (EXISTS (SELECT FROM pgrelay.nodes l WHERE ((l.node_id = '-1'::integer) AND (l.leader_node = pgrelay._this_node()) AND (l.term = _holds_lease.p_term) AND (l.lease_until > _holds_lease.p_at))));
+
+
+ALTER FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) OWNER TO postgres;
+
+--
 -- Name: _id_floor(timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -966,10 +1022,12 @@ CREATE FUNCTION pgrelay._lease_release(p_term bigint) RETURNS boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  UPDATE pgrelay.nodes n SET lease_until = now()
-   WHERE n.node_id = -1 AND n.leader_node = pgrelay._this_node() AND n.term = p_term
-     AND n.lease_until > now();
-  RETURN FOUND;
+  PERFORM FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+  IF NOT pgrelay._holds_lease(p_term, now()) THEN
+    RETURN false;
+  END IF;
+  UPDATE pgrelay.nodes n SET lease_until = now() WHERE n.node_id = -1;
+  RETURN true;
 END
 $$;
 
@@ -1034,6 +1092,17 @@ $$;
 
 
 ALTER FUNCTION pgrelay._lock_channel_exclusive(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _may_take(integer, integer, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((p_run_in_node = p_node) OR ((p_run_in_node IS NULL) AND (p_all OR (p_own AND (p_owner_node = p_node)))));
+
+
+ALTER FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
 
 --
 -- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1369,8 +1438,10 @@ CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) RETURNS SET
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_all bool;
+  v_own bool;
 BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, NULL) s;
   -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
   -- otherwise answer the EXISTS with a hash of the whole queue.
   RETURN QUERY
@@ -1378,8 +1449,7 @@ BEGIN
    CROSS JOIN LATERAL (
      SELECT 1 FROM pgrelay.queue q
       WHERE q.channel = c.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-        AND (q.run_in_node = v_node
-             OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+        AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
       ORDER BY q.not_before, q.id
       LIMIT 1) r
    WHERE c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
@@ -1387,8 +1457,7 @@ BEGIN
   RETURN QUERY
   SELECT ''::text FROM pgrelay.queue q
    WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.not_before <= now()
-     AND (q.run_in_node = v_node
-          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
      AND EXISTS (SELECT FROM pgrelay.channels c
                   WHERE c.channel = q.channel AND c.kind = 'sql' AND NOT c.paused
                     AND c.concurrency_mode IN ('channel', 'payload'))
@@ -1535,36 +1604,6 @@ $$;
 
 
 ALTER FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) OWNER TO postgres;
-
---
--- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._this_node() RETURNS integer
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  s text := pg_catalog.current_setting('pg_relay.node_id', true);
-  v_node int;
-BEGIN
-  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
-  IF v_node IS NULL THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
-    RETURN v_node;
-  END IF;
-  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
-     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  RETURN v_node;
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
 
 --
 -- Name: _trim_event_payloads(interval, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2900,29 +2939,6 @@ CREATE TABLE pgrelay.log_dropped (
 ALTER TABLE pgrelay.log_dropped OWNER TO postgres;
 
 --
--- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.nodes (
-    node_id integer NOT NULL,
-    last_seen timestamp with time zone DEFAULT now() NOT NULL,
-    mode text NOT NULL,
-    hostname text,
-    version text,
-    started_at timestamp with time zone DEFAULT now() NOT NULL,
-    leader_node integer,
-    term bigint,
-    lease_until timestamp with time zone,
-    taken_at timestamp with time zone,
-    adopted_at timestamp with time zone,
-    decommissioned_at timestamp with time zone,
-    CONSTRAINT nodes_id CHECK (((node_id >= '-1'::integer) AND (node_id <= 1023)))
-);
-
-
-ALTER TABLE pgrelay.nodes OWNER TO postgres;
-
---
 -- Name: processors; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -3480,6 +3496,14 @@ GRANT ALL ON FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean,
 
 
 --
+-- Name: FUNCTION _claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -3507,6 +3531,33 @@ REVOKE ALL ON FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload tex
 
 REVOKE ALL ON FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _holds_lease(p_term bigint, p_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) TO pgrelay_processor;
 
 
 --
@@ -3545,6 +3596,14 @@ REVOKE ALL ON FUNCTION pgrelay._lock_channel(p_channel text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
 
 
 --
@@ -3679,17 +3738,6 @@ GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval,
 
 REVOKE ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) TO pgrelay_processor;
-
-
---
--- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
 
 
 --
@@ -3952,14 +4000,6 @@ GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.log TO pgrelay_processor;
 
 GRANT SELECT ON TABLE pgrelay.log_dropped TO pgrelay_admin;
 GRANT SELECT,INSERT ON TABLE pgrelay.log_dropped TO pgrelay_processor;
-
-
---
--- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
 
 
 --

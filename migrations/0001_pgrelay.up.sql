@@ -908,32 +908,48 @@ ALTER TABLE pgrelay.queue SET (
   autovacuum_vacuum_cost_delay = 0
 );
 
--- _queue_before_insert: derives a queue row's columns from its channel
--- (origin_id, run_in_node, lane, phash, expires_at) for rows inserted without
--- the producer functions: direct inserts of companion applications, and the
--- retry rows of a completion. The producer functions write every derived
--- column themselves, as this trigger would, because an ordinary (ENABLE
--- ORIGIN) trigger does not fire under session_replication_role = replica
--- (the apply worker of logical replication, or a companion's
--- replication-aware trigger calling notify() there): origin_id would stay
--- NULL and the insert fail. Where it fires on their rows it works out the
--- same values and leaves them as they are; a row that arrives through
--- replication keeps its original pin.
+-- _queue_before_insert: the one place that derives a queue row's columns
+-- from its channel (run_in_node, lane, phash, expires_at, and origin_id when
+-- not given), for every row enqueued on this node: those of notify(),
+-- notify_many() and the deduplicating insert (which give only id,
+-- origin_id, channel, payload and the due time), direct inserts of companion
+-- applications, and the retry rows of a completion.
+--
+-- ENABLE ALWAYS, so that it fires under session_replication_role = replica
+-- too, where an ordinary trigger does not: a companion's replication-aware
+-- trigger may call notify() in the apply worker of logical replication. The
+-- apply worker (and a table synchronisation) also inserts the rows
+-- replicated from other nodes, stamped where they were enqueued: those are
+-- left exactly as they come (a row keeps the pin of the node it was notified
+-- on, and its channel may not have reached this node yet). A replicated row
+-- names its origin and carries an id another node drew (the id's node bits,
+-- see _next_id_at; nodes of a cluster have distinct ids). A row enqueued
+-- here carries this node's bits, in the replica role too: ids are drawn
+-- where the row is enqueued.
 --
 -- A row inserted without origin_id (a direct insert) first takes the
--- producer's lock on its channel (_lock_channel); rows that name their origin
--- (the producer functions, which took it already, and retry rows) do not.
--- SECURITY DEFINER: the lock rows are pgrelay's, not the inserting role's. A
--- direct insert that sets not_before later than its enqueued_at expires that
--- long after its not_before (the rule of notify()). Retry rows keep the
--- expiry of their first attempt.
+-- producer's lock on its channel (_lock_channel); rows that name their
+-- origin (the producer functions, which took it already, and retry rows) do
+-- not. SECURITY DEFINER: the lock rows are pgrelay's, not the inserting
+-- role's. A row that sets not_before later than its enqueued_at (a delayed
+-- notify, or a direct insert doing the same) expires that long after its
+-- not_before. Retry rows keep the expiry of their first attempt.
+--
+-- In the replica role no statement trigger fires either: a row of a
+-- publish_payload channel enqueued there keeps its payload here, as
+-- queue_keep_payloads does in the origin role.
 CREATE FUNCTION pgrelay._queue_before_insert() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   ch pgrelay.channels;
+  v_replica bool := pg_catalog.current_setting('session_replication_role') = 'replica';
 BEGIN
+  IF v_replica AND NEW.origin_id IS NOT NULL
+     AND (NEW.id >> 12) & 1023 <> pgrelay._this_node() THEN
+    RETURN NEW;
+  END IF;
   IF NEW.origin_id IS NULL THEN
     PERFORM pgrelay._lock_channel(NEW.channel);
   END IF;
@@ -953,12 +969,17 @@ BEGIN
   IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
     NEW.expires_at := GREATEST(NEW.enqueued_at, NEW.not_before) + ch.expire_after;
   END IF;
+  IF v_replica AND ch.publish_payload THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (NEW.id, NEW.payload)
+    ON CONFLICT (queue_id) DO NOTHING;
+  END IF;
   RETURN NEW;
 END
 $$;
 
 CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue
   FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_before_insert();
+ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 
 -- _queue_wake: wakes listening Processors once per statement that inserted
 -- rows. A statement that inserted the rows of one channel names it, so that
@@ -1188,18 +1209,10 @@ BEGIN
     VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
     RETURN v_row.origin_id;
   END IF;
+  -- _queue_before_insert derives the rest (phash included).
   v_id := pgrelay._next_id();
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, phash, not_before, expires_at)
-  VALUES (v_id, v_id, ch.channel, p_payload,
-          CASE WHEN ch.node_restricted THEN v_node END,
-          CASE ch.concurrency_mode WHEN 'channel' THEN 0 WHEN 'payload' THEN v_hash END,
-          v_hash,
-          COALESCE(p_due, now()),
-          COALESCE(p_due, now()) + ch.expire_after);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+  VALUES (v_id, v_id, ch.channel, p_payload, COALESCE(p_due, now()));
   RETURN v_id;
 END
 $$;
@@ -1214,12 +1227,8 @@ $$;
 -- event of a channel with a 1-hour expiry can run. In a serialised channel a
 -- delayed event takes its place in its lane when notified and holds the lane
 -- until it has run, as a retry in its backoff does. Without a delay no extra
--- statement runs.
---
--- Every column _queue_before_insert derives is written here as it derives
--- it, and the payload of a publish_payload channel is kept here when the
--- session runs as a replica (no ordinary trigger fires then: see
--- _queue_before_insert).
+-- statement runs. The row's other columns are derived by
+-- _queue_before_insert, in the replica role too.
 CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text,
                                p_not_before timestamptz DEFAULT NULL, p_delay interval DEFAULT NULL)
 RETURNS bigint
@@ -1239,29 +1248,16 @@ BEGIN
     RETURN pgrelay._enqueue_dedup(ch, p_payload, v_due);
   END IF;
   v_id := pgrelay._next_id();
-  -- The columns _queue_before_insert derives, as it derives them (phash is
-  -- NULL: the channel does not deduplicate).
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
-  VALUES (v_id, v_id, p_channel, p_payload,
-          CASE WHEN ch.node_restricted THEN pgrelay._this_node() END,
-          CASE ch.concurrency_mode
-            WHEN 'channel' THEN 0
-            WHEN 'payload' THEN pg_catalog.hashtextextended(p_payload, 0)
-          END,
-          COALESCE(v_due, now()),
-          COALESCE(v_due, now()) + ch.expire_after);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+  VALUES (v_id, v_id, p_channel, p_payload, COALESCE(v_due, now()));
   RETURN v_id;
 END
 $$;
 
 -- notify_many: notify() of every payload of p_payloads, in one set-based
 -- insert with ids drawn in one _next_ids call; ids are returned in the order
--- of p_payloads. The due time, the node id and the expiry are worked out
--- once per call.
+-- of p_payloads. The due time is worked out once per call; the rest of each
+-- row by _queue_before_insert.
 CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[],
                                     p_not_before timestamptz DEFAULT NULL, p_delay interval DEFAULT NULL)
 RETURNS SETOF bigint
@@ -1272,7 +1268,6 @@ DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);
   p text;
   v_ids bigint[];
-  v_node int;
   v_due timestamptz;
 BEGIN
   IF p_payloads IS NULL THEN
@@ -1291,29 +1286,16 @@ BEGIN
     RETURN;
   END IF;
   v_ids := pgrelay._next_ids(COALESCE(pg_catalog.cardinality(p_payloads), 0));
-  IF ch.node_restricted THEN
-    v_node := pgrelay._this_node();
-  END IF;
   v_due := COALESCE(v_due, now());
   RETURN QUERY
   WITH ins AS (
-    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
-    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_node,
-           CASE ch.concurrency_mode
-             WHEN 'channel' THEN 0
-             WHEN 'payload' THEN pg_catalog.hashtextextended(u.payload, 0)
-           END,
-           v_due, v_due + ch.expire_after
+    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_due
       FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
      ORDER BY u.n
     RETURNING id
   )
   SELECT ins.id FROM ins ORDER BY ins.id;
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload)
-    SELECT v_ids[u.n], u.payload FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
 END
 $$;
 

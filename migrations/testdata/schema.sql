@@ -847,18 +847,10 @@ BEGIN
     VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
     RETURN v_row.origin_id;
   END IF;
+  -- _queue_before_insert derives the rest (phash included).
   v_id := pgrelay._next_id();
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, phash, not_before, expires_at)
-  VALUES (v_id, v_id, ch.channel, p_payload,
-          CASE WHEN ch.node_restricted THEN v_node END,
-          CASE ch.concurrency_mode WHEN 'channel' THEN 0 WHEN 'payload' THEN v_hash END,
-          v_hash,
-          COALESCE(p_due, now()),
-          COALESCE(p_due, now()) + ch.expire_after);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+  VALUES (v_id, v_id, ch.channel, p_payload, COALESCE(p_due, now()));
   RETURN v_id;
 END
 $$;
@@ -1334,7 +1326,12 @@ CREATE FUNCTION pgrelay._queue_before_insert() RETURNS trigger
     AS $$
 DECLARE
   ch pgrelay.channels;
+  v_replica bool := pg_catalog.current_setting('session_replication_role') = 'replica';
 BEGIN
+  IF v_replica AND NEW.origin_id IS NOT NULL
+     AND (NEW.id >> 12) & 1023 <> pgrelay._this_node() THEN
+    RETURN NEW;
+  END IF;
   IF NEW.origin_id IS NULL THEN
     PERFORM pgrelay._lock_channel(NEW.channel);
   END IF;
@@ -1353,6 +1350,10 @@ BEGIN
   NEW.phash := CASE WHEN ch.deduplicate THEN pg_catalog.hashtextextended(NEW.payload, 0) END;
   IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
     NEW.expires_at := GREATEST(NEW.enqueued_at, NEW.not_before) + ch.expire_after;
+  END IF;
+  IF v_replica AND ch.publish_payload THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (NEW.id, NEW.payload)
+    ON CONFLICT (queue_id) DO NOTHING;
   END IF;
   RETURN NEW;
 END
@@ -1852,21 +1853,8 @@ BEGIN
     RETURN pgrelay._enqueue_dedup(ch, p_payload, v_due);
   END IF;
   v_id := pgrelay._next_id();
-  -- The columns _queue_before_insert derives, as it derives them (phash is
-  -- NULL: the channel does not deduplicate).
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
-  VALUES (v_id, v_id, p_channel, p_payload,
-          CASE WHEN ch.node_restricted THEN pgrelay._this_node() END,
-          CASE ch.concurrency_mode
-            WHEN 'channel' THEN 0
-            WHEN 'payload' THEN pg_catalog.hashtextextended(p_payload, 0)
-          END,
-          COALESCE(v_due, now()),
-          COALESCE(v_due, now()) + ch.expire_after);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+  VALUES (v_id, v_id, p_channel, p_payload, COALESCE(v_due, now()));
   RETURN v_id;
 END
 $$;
@@ -1886,7 +1874,6 @@ DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);
   p text;
   v_ids bigint[];
-  v_node int;
   v_due timestamptz;
 BEGIN
   IF p_payloads IS NULL THEN
@@ -1905,29 +1892,16 @@ BEGIN
     RETURN;
   END IF;
   v_ids := pgrelay._next_ids(COALESCE(pg_catalog.cardinality(p_payloads), 0));
-  IF ch.node_restricted THEN
-    v_node := pgrelay._this_node();
-  END IF;
   v_due := COALESCE(v_due, now());
   RETURN QUERY
   WITH ins AS (
-    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
-    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_node,
-           CASE ch.concurrency_mode
-             WHEN 'channel' THEN 0
-             WHEN 'payload' THEN pg_catalog.hashtextextended(u.payload, 0)
-           END,
-           v_due, v_due + ch.expire_after
+    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_due
       FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
      ORDER BY u.n
     RETURNING id
   )
   SELECT ins.id FROM ins ORDER BY ins.id;
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload)
-    SELECT v_ids[u.n], u.payload FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
 END
 $$;
 
@@ -3337,6 +3311,8 @@ ALTER TABLE pgrelay.channels ENABLE ALWAYS TRIGGER channels_locks;
 --
 
 CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_before_insert();
+
+ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 
 
 --

@@ -6,7 +6,10 @@
 -- only ever appended after these two (docs/upgrading.md).
 --
 -- Conventions
--- * Every function has a fixed search_path and schema-qualifies what it uses.
+-- * Every function has a fixed search_path and schema-qualifies what it uses,
+--   except _may_take and _lane_head: a SET clause would keep the planner from
+--   inlining them into the claims, so their bodies are SQL standard ones,
+--   bound to their objects and operators when this migration creates them.
 -- * SECURITY DEFINER only where a less privileged role must reach data it
 --   cannot touch: the producer and admin API, and a few internals named below.
 -- * Errors raised on purpose use SQLSTATE class 'PR', so callers branch on
@@ -1434,6 +1437,32 @@ RETURNS bool
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN p_run_in_node = p_node OR (p_run_in_node IS NULL AND (p_all OR (p_own AND p_owner_node = p_node)));
 
+-- _lane_head: the head of lane p_lane of channel p_channel for node p_node
+-- with its _claim_scope (p_all, p_own): the lane's oldest notification
+-- (lowest origin_id, then id) among the rows the node may take, and nothing
+-- while one of those is in flight. The classic claim (_claim) and the lane
+-- batch (_claim_lanes_direct) lock it FOR UPDATE SKIP LOCKED and take it
+-- only if it is ready, never the lane's second row.
+--
+-- Inlined into the caller's query as _may_take is (LANGUAGE sql, STABLE, no
+-- SET clause, an SQL standard body bound when created): the planner reads
+-- queue_lane in order and stops at the head, as the EXPLAIN tests check.
+CREATE FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node int, p_all bool, p_own bool)
+RETURNS TABLE (id bigint)
+LANGUAGE sql STABLE ROWS 1
+BEGIN ATOMIC
+  SELECT q.id
+    FROM pgrelay.queue q
+   WHERE q.channel = p_channel AND q.lane = p_lane AND q.dispatched_at IS NULL
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)
+     AND NOT EXISTS (
+       SELECT FROM pgrelay.queue f
+        WHERE f.channel = p_channel AND f.lane = p_lane AND f.dispatched_at IS NOT NULL
+          AND pgrelay._may_take(f.run_in_node, f.owner_node, p_node, p_all, p_own))
+   ORDER BY q.origin_id, q.id
+   LIMIT 1;
+END;
+
 -- _claim: claims up to p_limit ready rows for Processor p_processor: each
 -- claimed row is marked dispatched (dispatched_at, dispatched_by) in this
 -- transaction, and completed later by _complete().
@@ -1596,16 +1625,7 @@ BEGIN
         EXIT WHEN v_n >= LEAST(v_share, v_left);
         RETURN QUERY
         WITH head AS (
-          SELECT q.id
-            FROM pgrelay.queue q
-           WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
-             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
-             AND NOT EXISTS (
-               SELECT FROM pgrelay.queue f
-                WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-                  AND pgrelay._may_take(f.run_in_node, f.owner_node, v_node, v_all, v_own))
-           ORDER BY q.origin_id, q.id
-           LIMIT 1
+          SELECT h.id FROM pgrelay._lane_head(ch.channel, v_lane, v_node, v_all, v_own) h
         ), locked AS (
           -- The head itself, never the next row: a head a producer holds
           -- (it absorbed a notify) leaves the lane for the next claim.
@@ -1795,16 +1815,7 @@ BEGIN
                OR ch.concurrency_mode NOT IN ('channel', 'payload');
     RETURN QUERY
     WITH head AS (
-      SELECT q.id
-        FROM pgrelay.queue q
-       WHERE q.channel = v_ch AND q.lane = v_lane AND q.dispatched_at IS NULL
-         AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
-         AND NOT EXISTS (
-           SELECT FROM pgrelay.queue f
-            WHERE f.channel = v_ch AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-              AND pgrelay._may_take(f.run_in_node, f.owner_node, v_node, v_all, v_own))
-       ORDER BY q.origin_id, q.id
-       LIMIT 1
+      SELECT h.id FROM pgrelay._lane_head(v_ch, v_lane, v_node, v_all, v_own) h
     )
     SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
            COALESCE(q.expires_at <= now(), false), ch.handler,
@@ -1993,14 +2004,15 @@ CREATE TABLE pgrelay.processors (
 -- p_at (the lease runs past it): the one place of leader mode's fencing
 -- rule. The claims ask at now() (_claim_scope), a direct batch just before
 -- it records its outcomes at clock_timestamp() (_batch_fence),
--- _lease_release with the lease row locked. LANGUAGE sql without SET, as
--- _may_take: its body is bound when created, and inlined it runs in its
--- caller's pinned search_path.
+-- _lease_release with the lease row locked.
 CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamptz) RETURNS bool
 LANGUAGE sql STABLE
-RETURN EXISTS (SELECT FROM pgrelay.nodes l
-                WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
-                  AND l.lease_until > p_at);
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT EXISTS (SELECT FROM pgrelay.nodes l
+                  WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
+                    AND l.lease_until > p_at)
+$$;
 
 -- _processor_start: registers a Processor instance and its node. A node that
 -- runs again under a decommissioned id is a node again (its tombstone is
@@ -2784,6 +2796,7 @@ GRANT EXECUTE ON FUNCTION
   pgrelay._queue_before_insert(), pgrelay._queue_wake(), pgrelay._queue_wake_replica(),
   pgrelay._queue_keep_payloads(),
   pgrelay._claim_scope(text, bool, bigint), pgrelay._may_take(int, int, int, bool, bool),
+  pgrelay._lane_head(text, bigint, int, bool, bool),
   pgrelay._holds_lease(bigint, timestamptz),
   pgrelay._claim(bigint, text, bool, int, text[], bigint, bool),
   pgrelay._claim_direct(text, text, bool, bigint, int),

@@ -518,16 +518,7 @@ BEGIN
         EXIT WHEN v_n >= LEAST(v_share, v_left);
         RETURN QUERY
         WITH head AS (
-          SELECT q.id
-            FROM pgrelay.queue q
-           WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
-             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
-             AND NOT EXISTS (
-               SELECT FROM pgrelay.queue f
-                WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-                  AND pgrelay._may_take(f.run_in_node, f.owner_node, v_node, v_all, v_own))
-           ORDER BY q.origin_id, q.id
-           LIMIT 1
+          SELECT h.id FROM pgrelay._lane_head(ch.channel, v_lane, v_node, v_all, v_own) h
         ), locked AS (
           -- The head itself, never the next row: a head a producer holds
           -- (it absorbed a notify) leaves the lane for the next claim.
@@ -660,16 +651,7 @@ BEGIN
                OR ch.concurrency_mode NOT IN ('channel', 'payload');
     RETURN QUERY
     WITH head AS (
-      SELECT q.id
-        FROM pgrelay.queue q
-       WHERE q.channel = v_ch AND q.lane = v_lane AND q.dispatched_at IS NULL
-         AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
-         AND NOT EXISTS (
-           SELECT FROM pgrelay.queue f
-            WHERE f.channel = v_ch AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-              AND pgrelay._may_take(f.run_in_node, f.owner_node, v_node, v_all, v_own))
-       ORDER BY q.origin_id, q.id
-       LIMIT 1
+      SELECT h.id FROM pgrelay._lane_head(v_ch, v_lane, v_node, v_all, v_own) h
     )
     SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
            COALESCE(q.expires_at <= now(), false), ch.handler,
@@ -889,6 +871,63 @@ $$;
 ALTER FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) OWNER TO postgres;
 
 --
+-- Name: _holds_lease(bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT EXISTS (SELECT FROM pgrelay.nodes l
+                  WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
+                    AND l.lease_until > p_at)
+$$;
+
+
+ALTER FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _id_floor(timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._id_floor(p_at timestamp with time zone) RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT GREATEST(0,
+    (pg_catalog.floor(EXTRACT(epoch FROM p_at) * 1000))::bigint - 1767225600000) << 22
+$$;
+
+
+ALTER FUNCTION pgrelay._id_floor(p_at timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _may_take(integer, integer, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((p_run_in_node = p_node) OR ((p_run_in_node IS NULL) AND (p_all OR (p_own AND (p_owner_node = p_node)))));
+
+
+ALTER FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
+
+--
+-- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id() RETURNS bigint
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT pgrelay._next_id_at(
+    (pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000))::bigint - 1767225600000)
+$$;
+
+
+ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
+
+--
 -- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -919,53 +958,50 @@ $$;
 ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
 
 --
--- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
+-- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
-CREATE TABLE pgrelay.nodes (
-    node_id integer NOT NULL,
-    last_seen timestamp with time zone DEFAULT now() NOT NULL,
-    mode text NOT NULL,
-    hostname text,
-    version text,
-    started_at timestamp with time zone DEFAULT now() NOT NULL,
-    leader_node integer,
-    term bigint,
-    lease_until timestamp with time zone,
-    taken_at timestamp with time zone,
-    adopted_at timestamp with time zone,
-    decommissioned_at timestamp with time zone,
-    CONSTRAINT nodes_id CHECK (((node_id >= '-1'::integer) AND (node_id <= 1023)))
-);
+CREATE TABLE pgrelay.queue (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
+    run_in_node integer,
+    attempt integer DEFAULT 1 NOT NULL,
+    retry_of bigint,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    dispatched_at timestamp with time zone,
+    dispatched_by bigint,
+    lane bigint,
+    phash bigint,
+    CONSTRAINT queue_attempt CHECK ((attempt > 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
 
 
-ALTER TABLE pgrelay.nodes OWNER TO postgres;
-
---
--- Name: _holds_lease(bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) RETURNS boolean
-    LANGUAGE sql STABLE
-    RETURN (EXISTS (SELECT FROM pgrelay.nodes l WHERE ((l.node_id = '-1'::integer) AND (l.leader_node = pgrelay._this_node()) AND (l.term = _holds_lease.p_term) AND (l.lease_until > _holds_lease.p_at))));
-
-
-ALTER FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) OWNER TO postgres;
+ALTER TABLE pgrelay.queue OWNER TO postgres;
 
 --
--- Name: _id_floor(timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: _lane_head(text, bigint, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay._id_floor(p_at timestamp with time zone) RETURNS bigint
-    LANGUAGE sql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-  SELECT GREATEST(0,
-    (pg_catalog.floor(EXTRACT(epoch FROM p_at) * 1000))::bigint - 1767225600000) << 22
-$$;
+CREATE FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) RETURNS TABLE(id bigint)
+    LANGUAGE sql STABLE ROWS 1
+    BEGIN ATOMIC
+ SELECT q.id
+    FROM pgrelay.queue q
+   WHERE ((q.channel = _lane_head.p_channel) AND (q.lane = _lane_head.p_lane) AND (q.dispatched_at IS NULL) AND pgrelay._may_take(q.run_in_node, q.owner_node, _lane_head.p_node, _lane_head.p_all, _lane_head.p_own) AND (NOT (EXISTS ( SELECT
+            FROM pgrelay.queue f
+           WHERE ((f.channel = _lane_head.p_channel) AND (f.lane = _lane_head.p_lane) AND (f.dispatched_at IS NOT NULL) AND pgrelay._may_take(f.run_in_node, f.owner_node, _lane_head.p_node, _lane_head.p_all, _lane_head.p_own))))))
+   ORDER BY q.origin_id, q.id
+  LIMIT 1;
+END;
 
 
-ALTER FUNCTION pgrelay._id_floor(p_at timestamp with time zone) OWNER TO postgres;
+ALTER FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
 
 --
 -- Name: _lease(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1084,32 +1120,6 @@ $$;
 
 
 ALTER FUNCTION pgrelay._lock_channel_exclusive(p_channel text) OWNER TO postgres;
-
---
--- Name: _may_take(integer, integer, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) RETURNS boolean
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN ((p_run_in_node = p_node) OR ((p_run_in_node IS NULL) AND (p_all OR (p_own AND (p_owner_node = p_node)))));
-
-
-ALTER FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
-
---
--- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id() RETURNS bigint
-    LANGUAGE sql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-  SELECT pgrelay._next_id_at(
-    (pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000))::bigint - 1767225600000)
-$$;
-
-
-ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
 
 --
 -- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2913,6 +2923,29 @@ CREATE TABLE pgrelay.log_dropped (
 ALTER TABLE pgrelay.log_dropped OWNER TO postgres;
 
 --
+-- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.nodes (
+    node_id integer NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL,
+    mode text NOT NULL,
+    hostname text,
+    version text,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    leader_node integer,
+    term bigint,
+    lease_until timestamp with time zone,
+    taken_at timestamp with time zone,
+    adopted_at timestamp with time zone,
+    decommissioned_at timestamp with time zone,
+    CONSTRAINT nodes_id CHECK (((node_id >= '-1'::integer) AND (node_id <= 1023)))
+);
+
+
+ALTER TABLE pgrelay.nodes OWNER TO postgres;
+
+--
 -- Name: processors; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -2960,33 +2993,6 @@ CREATE TABLE pgrelay.publish_leases (
 
 
 ALTER TABLE pgrelay.publish_leases OWNER TO postgres;
-
---
--- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.queue (
-    id bigint DEFAULT pgrelay._next_id() NOT NULL,
-    origin_id bigint NOT NULL,
-    channel text NOT NULL,
-    payload text NOT NULL,
-    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
-    run_in_node integer,
-    attempt integer DEFAULT 1 NOT NULL,
-    retry_of bigint,
-    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
-    not_before timestamp with time zone DEFAULT now() NOT NULL,
-    expires_at timestamp with time zone,
-    dispatched_at timestamp with time zone,
-    dispatched_by bigint,
-    lane bigint,
-    phash bigint,
-    CONSTRAINT queue_attempt CHECK ((attempt > 0))
-)
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
-
-
-ALTER TABLE pgrelay.queue OWNER TO postgres;
 
 --
 -- Name: schema_migrations; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -3510,25 +3516,6 @@ GRANT ALL ON FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_host
 
 
 --
--- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
-
-
---
--- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
-
-
---
 -- Name: FUNCTION _holds_lease(p_term bigint, p_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -3542,6 +3529,50 @@ GRANT ALL ON FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with ti
 
 REVOKE ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
 
 
 --
@@ -3572,23 +3603,6 @@ REVOKE ALL ON FUNCTION pgrelay._lock_channel(p_channel text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBLIC;
-
-
---
--- Name: FUNCTION _may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
-
-
---
--- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
 
 
 --
@@ -3979,6 +3993,14 @@ GRANT SELECT,INSERT ON TABLE pgrelay.log_dropped TO pgrelay_processor;
 
 
 --
+-- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
+
+
+--
 -- Name: TABLE processors; Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4000,14 +4022,6 @@ GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.publish_cursors TO pgrelay_processor
 
 GRANT SELECT ON TABLE pgrelay.publish_leases TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_processor;
-
-
---
--- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
 
 
 --

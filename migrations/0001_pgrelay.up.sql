@@ -7,9 +7,10 @@
 --
 -- Conventions
 -- * Every function has a fixed search_path and schema-qualifies what it uses,
---   except _may_take and _lane_head: a SET clause would keep the planner from
---   inlining them into the claims, so their bodies are SQL standard ones,
---   bound to their objects and operators when this migration creates them.
+--   except the small rules the planner inlines into their callers' queries
+--   (_may_take, _lane_head, _lane_of, _phash_of): a SET clause would keep it
+--   from inlining them, so their bodies are SQL standard ones, bound to their
+--   objects and operators when this migration creates them.
 -- * SECURITY DEFINER only where a less privileged role must reach data it
 --   cannot touch: the producer and admin API, and a few internals named below.
 -- * Errors raised on purpose use SQLSTATE class 'PR', so callers branch on
@@ -783,29 +784,19 @@ BEGIN
      OR c.node_restricted IS DISTINCT FROM old.node_restricted THEN
     LOOP
       UPDATE pgrelay.queue q
-         SET lane = CASE c.concurrency_mode
-                      WHEN 'channel' THEN 0
-                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                    END,
-             phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
+         SET lane = pgrelay._lane_of(c.concurrency_mode, q.payload),
+             phash = pgrelay._phash_of(c.deduplicate, q.payload),
              run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
        WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
       UPDATE pgrelay.queue q
-         SET lane = CASE c.concurrency_mode
-                      WHEN 'channel' THEN 0
-                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                    END
+         SET lane = pgrelay._lane_of(c.concurrency_mode, q.payload)
        WHERE q.channel = p_channel AND q.dispatched_at IS NOT NULL;
       EXIT WHEN NOT EXISTS (
         SELECT FROM pgrelay.queue q
          WHERE q.channel = p_channel
-           AND (q.lane IS DISTINCT FROM CASE c.concurrency_mode
-                                          WHEN 'channel' THEN 0
-                                          WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                                        END
+           AND (q.lane IS DISTINCT FROM pgrelay._lane_of(c.concurrency_mode, q.payload)
                 OR (q.dispatched_at IS NULL
-                    AND (q.phash IS DISTINCT FROM CASE WHEN c.deduplicate
-                                                       THEN pg_catalog.hashtextextended(q.payload, 0) END
+                    AND (q.phash IS DISTINCT FROM pgrelay._phash_of(c.deduplicate, q.payload)
                          OR (q.run_in_node IS NULL) = c.node_restricted))));
     END LOOP;
   END IF;
@@ -911,6 +902,23 @@ ALTER TABLE pgrelay.queue SET (
   autovacuum_vacuum_cost_delay = 0
 );
 
+-- _lane_of and _phash_of: a queue row's serialisation key (lane) under its
+-- channel's concurrency_mode, and its deduplication hash (phash), from its
+-- payload. The one statement of each, for the stamping trigger and for
+-- update(), which re-derives them when the channel's settings change (and
+-- _enqueue_dedup looks rows up by the hash). Inlined like _may_take
+-- (LANGUAGE sql, no SET clause, SQL standard body).
+CREATE FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE p_concurrency_mode
+         WHEN 'channel' THEN 0
+         WHEN 'payload' THEN pg_catalog.hashtextextended(p_payload, 0)
+       END;
+
+CREATE FUNCTION pgrelay._phash_of(p_deduplicate bool, p_payload text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN p_deduplicate THEN pg_catalog.hashtextextended(p_payload, 0) END;
+
 -- _queue_before_insert: the one place that derives a queue row's columns
 -- from its channel (run_in_node, lane, phash, expires_at, and origin_id when
 -- not given), for every row enqueued on this node: those of notify(),
@@ -964,11 +972,8 @@ BEGIN
   NEW.origin_id := COALESCE(NEW.origin_id, NEW.id);
   -- The pin is always worked out here, never taken from the caller.
   NEW.run_in_node := CASE WHEN ch.node_restricted THEN pgrelay._this_node() END;
-  NEW.lane := CASE ch.concurrency_mode
-                WHEN 'channel' THEN 0
-                WHEN 'payload' THEN pg_catalog.hashtextextended(NEW.payload, 0)
-              END;
-  NEW.phash := CASE WHEN ch.deduplicate THEN pg_catalog.hashtextextended(NEW.payload, 0) END;
+  NEW.lane := pgrelay._lane_of(ch.concurrency_mode, NEW.payload);
+  NEW.phash := pgrelay._phash_of(ch.deduplicate, NEW.payload);
   IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
     NEW.expires_at := GREATEST(NEW.enqueued_at, NEW.not_before) + ch.expire_after;
   END IF;
@@ -1184,7 +1189,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_node int := pgrelay._this_node();
-  v_hash bigint := pg_catalog.hashtextextended(p_payload, 0);
+  v_hash bigint := pgrelay._phash_of(true, p_payload);
   v_row record;
   v_id bigint;
 BEGIN

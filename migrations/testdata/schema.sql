@@ -801,7 +801,7 @@ CREATE FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_du
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();
-  v_hash bigint := pg_catalog.hashtextextended(p_payload, 0);
+  v_hash bigint := pgrelay._phash_of(true, p_payload);
   v_row record;
   v_id bigint;
 BEGIN
@@ -1002,6 +1002,17 @@ END;
 
 
 ALTER FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
+
+--
+-- Name: _lane_of(text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE p_concurrency_mode WHEN 'channel'::text THEN (0)::bigint WHEN 'payload'::text THEN hashtextextended(p_payload, (0)::bigint) ELSE NULL::bigint END;
+
+
+ALTER FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) OWNER TO postgres;
 
 --
 -- Name: _lease(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1251,6 +1262,17 @@ $$;
 ALTER FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) OWNER TO postgres;
 
 --
+-- Name: _phash_of(boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN p_deduplicate THEN hashtextextended(p_payload, (0)::bigint) ELSE NULL::bigint END;
+
+
+ALTER FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) OWNER TO postgres;
+
+--
 -- Name: _processor_start(text, text, integer, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1353,11 +1375,8 @@ BEGIN
   NEW.origin_id := COALESCE(NEW.origin_id, NEW.id);
   -- The pin is always worked out here, never taken from the caller.
   NEW.run_in_node := CASE WHEN ch.node_restricted THEN pgrelay._this_node() END;
-  NEW.lane := CASE ch.concurrency_mode
-                WHEN 'channel' THEN 0
-                WHEN 'payload' THEN pg_catalog.hashtextextended(NEW.payload, 0)
-              END;
-  NEW.phash := CASE WHEN ch.deduplicate THEN pg_catalog.hashtextextended(NEW.payload, 0) END;
+  NEW.lane := pgrelay._lane_of(ch.concurrency_mode, NEW.payload);
+  NEW.phash := pgrelay._phash_of(ch.deduplicate, NEW.payload);
   IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
     NEW.expires_at := GREATEST(NEW.enqueued_at, NEW.not_before) + ch.expire_after;
   END IF;
@@ -2240,29 +2259,19 @@ BEGIN
      OR c.node_restricted IS DISTINCT FROM old.node_restricted THEN
     LOOP
       UPDATE pgrelay.queue q
-         SET lane = CASE c.concurrency_mode
-                      WHEN 'channel' THEN 0
-                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                    END,
-             phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
+         SET lane = pgrelay._lane_of(c.concurrency_mode, q.payload),
+             phash = pgrelay._phash_of(c.deduplicate, q.payload),
              run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
        WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
       UPDATE pgrelay.queue q
-         SET lane = CASE c.concurrency_mode
-                      WHEN 'channel' THEN 0
-                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                    END
+         SET lane = pgrelay._lane_of(c.concurrency_mode, q.payload)
        WHERE q.channel = p_channel AND q.dispatched_at IS NOT NULL;
       EXIT WHEN NOT EXISTS (
         SELECT FROM pgrelay.queue q
          WHERE q.channel = p_channel
-           AND (q.lane IS DISTINCT FROM CASE c.concurrency_mode
-                                          WHEN 'channel' THEN 0
-                                          WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                                        END
+           AND (q.lane IS DISTINCT FROM pgrelay._lane_of(c.concurrency_mode, q.payload)
                 OR (q.dispatched_at IS NULL
-                    AND (q.phash IS DISTINCT FROM CASE WHEN c.deduplicate
-                                                       THEN pg_catalog.hashtextextended(q.payload, 0) END
+                    AND (q.phash IS DISTINCT FROM pgrelay._phash_of(c.deduplicate, q.payload)
                          OR (q.run_in_node IS NULL) = c.node_restricted))));
     END LOOP;
   END IF;
@@ -3576,6 +3585,13 @@ GRANT ALL ON FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node i
 
 
 --
+-- Name: FUNCTION _lane_of(p_concurrency_mode text, p_payload text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _lease(p_duration interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -3639,6 +3655,13 @@ GRANT ALL ON FUNCTION pgrelay._node_setting() TO pgrelay_notifier;
 
 REVOKE ALL ON FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _phash_of(p_deduplicate boolean, p_payload text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) FROM PUBLIC;
 
 
 --

@@ -6,7 +6,11 @@
 -- only ever appended after these two (docs/upgrading.md).
 --
 -- Conventions
--- * Every function has a fixed search_path and schema-qualifies what it uses.
+-- * Every function has a fixed search_path and schema-qualifies what it uses,
+--   except the small rules the planner inlines into their callers' queries
+--   (_may_take, _lane_head, _lane_of, _phash_of): a SET clause would keep it
+--   from inlining them, so their bodies are SQL standard ones, bound to their
+--   objects and operators when this migration creates them.
 -- * SECURITY DEFINER only where a less privileged role must reach data it
 --   cannot touch: the producer and admin API, and a few internals named below.
 -- * Errors raised on purpose use SQLSTATE class 'PR', so callers branch on
@@ -780,29 +784,19 @@ BEGIN
      OR c.node_restricted IS DISTINCT FROM old.node_restricted THEN
     LOOP
       UPDATE pgrelay.queue q
-         SET lane = CASE c.concurrency_mode
-                      WHEN 'channel' THEN 0
-                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                    END,
-             phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
+         SET lane = pgrelay._lane_of(c.concurrency_mode, q.payload),
+             phash = pgrelay._phash_of(c.deduplicate, q.payload),
              run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
        WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
       UPDATE pgrelay.queue q
-         SET lane = CASE c.concurrency_mode
-                      WHEN 'channel' THEN 0
-                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                    END
+         SET lane = pgrelay._lane_of(c.concurrency_mode, q.payload)
        WHERE q.channel = p_channel AND q.dispatched_at IS NOT NULL;
       EXIT WHEN NOT EXISTS (
         SELECT FROM pgrelay.queue q
          WHERE q.channel = p_channel
-           AND (q.lane IS DISTINCT FROM CASE c.concurrency_mode
-                                          WHEN 'channel' THEN 0
-                                          WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                                        END
+           AND (q.lane IS DISTINCT FROM pgrelay._lane_of(c.concurrency_mode, q.payload)
                 OR (q.dispatched_at IS NULL
-                    AND (q.phash IS DISTINCT FROM CASE WHEN c.deduplicate
-                                                       THEN pg_catalog.hashtextextended(q.payload, 0) END
+                    AND (q.phash IS DISTINCT FROM pgrelay._phash_of(c.deduplicate, q.payload)
                          OR (q.run_in_node IS NULL) = c.node_restricted))));
     END LOOP;
   END IF;
@@ -908,32 +902,65 @@ ALTER TABLE pgrelay.queue SET (
   autovacuum_vacuum_cost_delay = 0
 );
 
--- _queue_before_insert: derives a queue row's columns from its channel
--- (origin_id, run_in_node, lane, phash, expires_at) for rows inserted without
--- the producer functions: direct inserts of companion applications, and the
--- retry rows of a completion. The producer functions write every derived
--- column themselves, as this trigger would, because an ordinary (ENABLE
--- ORIGIN) trigger does not fire under session_replication_role = replica
--- (the apply worker of logical replication, or a companion's
--- replication-aware trigger calling notify() there): origin_id would stay
--- NULL and the insert fail. Where it fires on their rows it works out the
--- same values and leaves them as they are; a row that arrives through
--- replication keeps its original pin.
+-- _lane_of and _phash_of: a queue row's serialisation key (lane) under its
+-- channel's concurrency_mode, and its deduplication hash (phash), from its
+-- payload. The one statement of each, for the stamping trigger and for
+-- update(), which re-derives them when the channel's settings change (and
+-- _enqueue_dedup looks rows up by the hash). Inlined like _may_take
+-- (LANGUAGE sql, no SET clause, SQL standard body).
+CREATE FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE p_concurrency_mode
+         WHEN 'channel' THEN 0
+         WHEN 'payload' THEN pg_catalog.hashtextextended(p_payload, 0)
+       END;
+
+CREATE FUNCTION pgrelay._phash_of(p_deduplicate bool, p_payload text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN p_deduplicate THEN pg_catalog.hashtextextended(p_payload, 0) END;
+
+-- _queue_before_insert: the one place that derives a queue row's columns
+-- from its channel (run_in_node, lane, phash, expires_at, and origin_id when
+-- not given), for every row enqueued on this node: those of notify(),
+-- notify_many() and the deduplicating insert (which give only id,
+-- origin_id, channel, payload and the due time), direct inserts of companion
+-- applications, and the retry rows of a completion.
+--
+-- ENABLE ALWAYS, so that it fires under session_replication_role = replica
+-- too, where an ordinary trigger does not: a companion's replication-aware
+-- trigger may call notify() in the apply worker of logical replication. The
+-- apply worker (and a table synchronisation) also inserts the rows
+-- replicated from other nodes, stamped where they were enqueued: those are
+-- left exactly as they come (a row keeps the pin of the node it was notified
+-- on, and its channel may not have reached this node yet). A replicated row
+-- names its origin and carries an id another node drew (the id's node bits,
+-- see _next_id_at; nodes of a cluster have distinct ids). A row enqueued
+-- here carries this node's bits, in the replica role too: ids are drawn
+-- where the row is enqueued.
 --
 -- A row inserted without origin_id (a direct insert) first takes the
--- producer's lock on its channel (_lock_channel); rows that name their origin
--- (the producer functions, which took it already, and retry rows) do not.
--- SECURITY DEFINER: the lock rows are pgrelay's, not the inserting role's. A
--- direct insert that sets not_before later than its enqueued_at expires that
--- long after its not_before (the rule of notify()). Retry rows keep the
--- expiry of their first attempt.
+-- producer's lock on its channel (_lock_channel); rows that name their
+-- origin (the producer functions, which took it already, and retry rows) do
+-- not. SECURITY DEFINER: the lock rows are pgrelay's, not the inserting
+-- role's. A row that sets not_before later than its enqueued_at (a delayed
+-- notify, or a direct insert doing the same) expires that long after its
+-- not_before. Retry rows keep the expiry of their first attempt.
+--
+-- In the replica role no statement trigger fires either: a row of a
+-- publish_payload channel enqueued there keeps its payload here, as
+-- queue_keep_payloads does in the origin role.
 CREATE FUNCTION pgrelay._queue_before_insert() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   ch pgrelay.channels;
+  v_replica bool := pg_catalog.current_setting('session_replication_role') = 'replica';
 BEGIN
+  IF v_replica AND NEW.origin_id IS NOT NULL
+     AND (NEW.id >> 12) & 1023 <> pgrelay._this_node() THEN
+    RETURN NEW;
+  END IF;
   IF NEW.origin_id IS NULL THEN
     PERFORM pgrelay._lock_channel(NEW.channel);
   END IF;
@@ -945,13 +972,14 @@ BEGIN
   NEW.origin_id := COALESCE(NEW.origin_id, NEW.id);
   -- The pin is always worked out here, never taken from the caller.
   NEW.run_in_node := CASE WHEN ch.node_restricted THEN pgrelay._this_node() END;
-  NEW.lane := CASE ch.concurrency_mode
-                WHEN 'channel' THEN 0
-                WHEN 'payload' THEN pg_catalog.hashtextextended(NEW.payload, 0)
-              END;
-  NEW.phash := CASE WHEN ch.deduplicate THEN pg_catalog.hashtextextended(NEW.payload, 0) END;
+  NEW.lane := pgrelay._lane_of(ch.concurrency_mode, NEW.payload);
+  NEW.phash := pgrelay._phash_of(ch.deduplicate, NEW.payload);
   IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
     NEW.expires_at := GREATEST(NEW.enqueued_at, NEW.not_before) + ch.expire_after;
+  END IF;
+  IF v_replica AND ch.publish_payload THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (NEW.id, NEW.payload)
+    ON CONFLICT (queue_id) DO NOTHING;
   END IF;
   RETURN NEW;
 END
@@ -959,6 +987,7 @@ $$;
 
 CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue
   FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_before_insert();
+ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 
 -- _queue_wake: wakes listening Processors once per statement that inserted
 -- rows. A statement that inserted the rows of one channel names it, so that
@@ -1160,7 +1189,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_node int := pgrelay._this_node();
-  v_hash bigint := pg_catalog.hashtextextended(p_payload, 0);
+  v_hash bigint := pgrelay._phash_of(true, p_payload);
   v_row record;
   v_id bigint;
 BEGIN
@@ -1188,18 +1217,10 @@ BEGIN
     VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
     RETURN v_row.origin_id;
   END IF;
+  -- _queue_before_insert derives the rest (phash included).
   v_id := pgrelay._next_id();
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, phash, not_before, expires_at)
-  VALUES (v_id, v_id, ch.channel, p_payload,
-          CASE WHEN ch.node_restricted THEN v_node END,
-          CASE ch.concurrency_mode WHEN 'channel' THEN 0 WHEN 'payload' THEN v_hash END,
-          v_hash,
-          COALESCE(p_due, now()),
-          COALESCE(p_due, now()) + ch.expire_after);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+  VALUES (v_id, v_id, ch.channel, p_payload, COALESCE(p_due, now()));
   RETURN v_id;
 END
 $$;
@@ -1214,12 +1235,8 @@ $$;
 -- event of a channel with a 1-hour expiry can run. In a serialised channel a
 -- delayed event takes its place in its lane when notified and holds the lane
 -- until it has run, as a retry in its backoff does. Without a delay no extra
--- statement runs.
---
--- Every column _queue_before_insert derives is written here as it derives
--- it, and the payload of a publish_payload channel is kept here when the
--- session runs as a replica (no ordinary trigger fires then: see
--- _queue_before_insert).
+-- statement runs. The row's other columns are derived by
+-- _queue_before_insert, in the replica role too.
 CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text,
                                p_not_before timestamptz DEFAULT NULL, p_delay interval DEFAULT NULL)
 RETURNS bigint
@@ -1239,29 +1256,16 @@ BEGIN
     RETURN pgrelay._enqueue_dedup(ch, p_payload, v_due);
   END IF;
   v_id := pgrelay._next_id();
-  -- The columns _queue_before_insert derives, as it derives them (phash is
-  -- NULL: the channel does not deduplicate).
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
-  VALUES (v_id, v_id, p_channel, p_payload,
-          CASE WHEN ch.node_restricted THEN pgrelay._this_node() END,
-          CASE ch.concurrency_mode
-            WHEN 'channel' THEN 0
-            WHEN 'payload' THEN pg_catalog.hashtextextended(p_payload, 0)
-          END,
-          COALESCE(v_due, now()),
-          COALESCE(v_due, now()) + ch.expire_after);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+  VALUES (v_id, v_id, p_channel, p_payload, COALESCE(v_due, now()));
   RETURN v_id;
 END
 $$;
 
 -- notify_many: notify() of every payload of p_payloads, in one set-based
 -- insert with ids drawn in one _next_ids call; ids are returned in the order
--- of p_payloads. The due time, the node id and the expiry are worked out
--- once per call.
+-- of p_payloads. The due time is worked out once per call; the rest of each
+-- row by _queue_before_insert.
 CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[],
                                     p_not_before timestamptz DEFAULT NULL, p_delay interval DEFAULT NULL)
 RETURNS SETOF bigint
@@ -1272,7 +1276,6 @@ DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);
   p text;
   v_ids bigint[];
-  v_node int;
   v_due timestamptz;
 BEGIN
   IF p_payloads IS NULL THEN
@@ -1291,29 +1294,16 @@ BEGIN
     RETURN;
   END IF;
   v_ids := pgrelay._next_ids(COALESCE(pg_catalog.cardinality(p_payloads), 0));
-  IF ch.node_restricted THEN
-    v_node := pgrelay._this_node();
-  END IF;
   v_due := COALESCE(v_due, now());
   RETURN QUERY
   WITH ins AS (
-    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
-    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_node,
-           CASE ch.concurrency_mode
-             WHEN 'channel' THEN 0
-             WHEN 'payload' THEN pg_catalog.hashtextextended(u.payload, 0)
-           END,
-           v_due, v_due + ch.expire_after
+    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_due
       FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
      ORDER BY u.n
     RETURNING id
   )
   SELECT ins.id FROM ins ORDER BY ins.id;
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload)
-    SELECT v_ids[u.n], u.payload FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
 END
 $$;
 
@@ -1411,6 +1401,73 @@ $$;
 -- Claims
 -- ---------------------------------------------------------------------------
 
+-- _claim_scope: what a claim in mode p_mode may take besides the rows pinned
+-- to its node, the one place of the mode rule: all_rows, unrestricted rows
+-- of any owner, in 'single' mode and in 'leader' mode while p_leader (and,
+-- when the leader names its term p_term, while the lease row still says it
+-- holds that term: _holds_lease, so a leader naming a term it no longer
+-- holds takes pinned rows only); own_rows, its node's own unrestricted rows,
+-- in 'multi-node' mode. An unknown mode: PR021.
+CREATE FUNCTION pgrelay._claim_scope(p_mode text, p_leader bool, p_term bigint,
+                                     OUT all_rows bool, OUT own_rows bool)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  all_rows := p_mode = 'single'
+              OR (p_mode = 'leader' AND COALESCE(p_leader, false)
+                  AND (p_term IS NULL OR pgrelay._holds_lease(p_term, now())));
+  own_rows := p_mode = 'multi-node';
+END
+$$;
+
+-- _may_take: whether node p_node may take a row pinned to p_run_in_node
+-- (NULL: unrestricted) and owned by p_owner_node, given its _claim_scope
+-- (p_all, p_own): a row pinned to it always; an unrestricted row of any
+-- owner with p_all; one it owns with p_own. The one statement of the rule,
+-- in every claim's query (and in a lane's in-flight check).
+--
+-- LANGUAGE sql without a SET clause, so that the planner inlines it into
+-- each query as if written out: a filter beside the index conditions, never
+-- a function call per row (the EXPLAIN tests check the plans). A SET
+-- search_path would forbid inlining, and none is needed: the body is an SQL
+-- standard one (RETURN), bound to pg_catalog's operators when the migration
+-- created it under pgrelay's search_path, and inlined it runs in its caller,
+-- whose search_path is pinned.
+CREATE FUNCTION pgrelay._may_take(p_run_in_node int, p_owner_node int, p_node int, p_all bool, p_own bool)
+RETURNS bool
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN p_run_in_node = p_node OR (p_run_in_node IS NULL AND (p_all OR (p_own AND p_owner_node = p_node)));
+
+-- _lane_head: the head of lane p_lane of channel p_channel for node p_node
+-- with its _claim_scope (p_all, p_own): the lane's oldest notification
+-- (lowest origin_id, then id) among the rows the node may take, and nothing
+-- while one of those is in flight. The classic claim (_claim) and the lane
+-- batch (_claim_lanes_direct) lock it FOR UPDATE SKIP LOCKED and take it
+-- only if it is ready, never the lane's second row.
+--
+-- Inlined into the caller's query as _may_take is (LANGUAGE sql, STABLE, no
+-- SET clause, an SQL standard body bound when created): the planner reads
+-- queue_lane in order and stops at the head, as the EXPLAIN tests check.
+CREATE FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node int, p_all bool, p_own bool)
+RETURNS TABLE (id bigint)
+LANGUAGE sql STABLE ROWS 1
+BEGIN ATOMIC
+  SELECT q.id
+    FROM pgrelay.queue q
+   WHERE q.channel = p_channel AND q.lane = p_lane AND q.dispatched_at IS NULL
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)
+     AND NOT EXISTS (
+       SELECT FROM pgrelay.queue f
+        WHERE f.channel = p_channel AND f.lane = p_lane AND f.dispatched_at IS NOT NULL
+          AND pgrelay._may_take(f.run_in_node, f.owner_node, p_node, p_all, p_own))
+   ORDER BY q.origin_id, q.id
+   LIMIT 1;
+END;
+
 -- _claim: claims up to p_limit ready rows for Processor p_processor: each
 -- claimed row is marked dispatched (dispatched_at, dispatched_by) in this
 -- transaction, and completed later by _complete().
@@ -1460,8 +1517,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
-  v_own bool := p_mode = 'multi-node';
+  v_all bool;
+  v_own bool;
   v_left int := p_limit;
   v_nch int;
   v_share int;
@@ -1474,18 +1531,9 @@ DECLARE
   v_lane bigint;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  -- Fencing: a leader that names its term claims unrestricted rows only while
-  -- the lease row still says it holds that term.
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds)
      AND NOT (p_direct AND c.kind = 'sql');
@@ -1508,8 +1556,7 @@ BEGIN
           SELECT q.id
             FROM pgrelay.queue q
            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-             AND (q.run_in_node = v_node
-                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
            ORDER BY q.not_before, q.id
            LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
            FOR UPDATE SKIP LOCKED
@@ -1583,18 +1630,7 @@ BEGIN
         EXIT WHEN v_n >= LEAST(v_share, v_left);
         RETURN QUERY
         WITH head AS (
-          SELECT q.id
-            FROM pgrelay.queue q
-           WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
-             AND (q.run_in_node = v_node
-                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
-             AND NOT EXISTS (
-               SELECT FROM pgrelay.queue f
-                WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-                  AND (f.run_in_node = v_node
-                       OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
-           ORDER BY q.origin_id, q.id
-           LIMIT 1
+          SELECT h.id FROM pgrelay._lane_head(ch.channel, v_lane, v_node, v_all, v_own) h
         ), locked AS (
           -- The head itself, never the next row: a head a producer holds
           -- (it absorbed a notify) leaves the lane for the next claim.
@@ -1647,29 +1683,22 @@ AS $$
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_all bool;
+  v_own bool;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   SELECT * INTO ch FROM pgrelay.channels c
    WHERE c.channel = p_channel AND c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
   IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   RETURN QUERY
   SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
          ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
     FROM pgrelay.queue q
    WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-     AND (q.run_in_node = v_node
-          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
    ORDER BY q.not_before, q.id
    LIMIT p_limit
      FOR UPDATE OF q SKIP LOCKED;
@@ -1688,8 +1717,10 @@ AS $$
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_all bool;
+  v_own bool;
 BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, NULL) s;
   -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
   -- otherwise answer the EXISTS with a hash of the whole queue.
   RETURN QUERY
@@ -1697,8 +1728,7 @@ BEGIN
    CROSS JOIN LATERAL (
      SELECT 1 FROM pgrelay.queue q
       WHERE q.channel = c.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-        AND (q.run_in_node = v_node
-             OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+        AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
       ORDER BY q.not_before, q.id
       LIMIT 1) r
    WHERE c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
@@ -1706,8 +1736,7 @@ BEGIN
   RETURN QUERY
   SELECT ''::text FROM pgrelay.queue q
    WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.not_before <= now()
-     AND (q.run_in_node = v_node
-          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
      AND EXISTS (SELECT FROM pgrelay.channels c
                   WHERE c.channel = q.channel AND c.kind = 'sql' AND NOT c.paused
                     AND c.concurrency_mode IN ('channel', 'payload'))
@@ -1739,8 +1768,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
-  v_own bool := p_mode = 'multi-node';
+  v_all bool;
+  v_own bool;
   v_ch text := p_after_channel;
   v_lane bigint := p_after_lane;
   v_wrapped bool := p_after_channel IS NULL;
@@ -1750,16 +1779,9 @@ DECLARE
   r record;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   IF v_ch IS NOT NULL AND v_lane IS NULL THEN
     v_lane := -9223372036854775808;
@@ -1798,18 +1820,7 @@ BEGIN
                OR ch.concurrency_mode NOT IN ('channel', 'payload');
     RETURN QUERY
     WITH head AS (
-      SELECT q.id
-        FROM pgrelay.queue q
-       WHERE q.channel = v_ch AND q.lane = v_lane AND q.dispatched_at IS NULL
-         AND (q.run_in_node = v_node
-              OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
-         AND NOT EXISTS (
-           SELECT FROM pgrelay.queue f
-            WHERE f.channel = v_ch AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-              AND (f.run_in_node = v_node
-                   OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
-       ORDER BY q.origin_id, q.id
-       LIMIT 1
+      SELECT h.id FROM pgrelay._lane_head(v_ch, v_lane, v_node, v_all, v_own) h
     )
     SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
            COALESCE(q.expires_at <= now(), false), ch.handler,
@@ -1836,10 +1847,8 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  IF p_mode = 'leader' AND p_term IS NOT NULL AND NOT EXISTS (
-       SELECT FROM pgrelay.nodes l
-        WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
-          AND l.lease_until > pg_catalog.clock_timestamp()) THEN
+  IF p_mode = 'leader' AND p_term IS NOT NULL
+     AND NOT pgrelay._holds_lease(p_term, pg_catalog.clock_timestamp()) THEN
     RAISE EXCEPTION 'pgrelay: the leader lease of term % ended while the batch ran', p_term
       USING ERRCODE = 'PR031';
   END IF;
@@ -1995,6 +2004,20 @@ CREATE TABLE pgrelay.processors (
   started_at   timestamptz NOT NULL DEFAULT now(),
   last_seen    timestamptz NOT NULL DEFAULT now()
 );
+
+-- _holds_lease: whether this node holds the leader lease of term p_term at
+-- p_at (the lease runs past it): the one place of leader mode's fencing
+-- rule. The claims ask at now() (_claim_scope), a direct batch just before
+-- it records its outcomes at clock_timestamp() (_batch_fence),
+-- _lease_release with the lease row locked.
+CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamptz) RETURNS bool
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT EXISTS (SELECT FROM pgrelay.nodes l
+                  WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
+                    AND l.lease_until > p_at)
+$$;
 
 -- _processor_start: registers a Processor instance and its node. A node that
 -- runs again under a decommissioned id is a node again (its tombstone is
@@ -2209,16 +2232,20 @@ END
 $$;
 
 -- _lease_release: a leader stopping cleanly gives the lease up at once, so
--- another node can take over without waiting for it to run out.
+-- another node can take over without waiting for it to run out. The lease
+-- row is locked first and then checked, so a take that committed meanwhile
+-- is seen (and left alone).
 CREATE FUNCTION pgrelay._lease_release(p_term bigint) RETURNS bool
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  UPDATE pgrelay.nodes n SET lease_until = now()
-   WHERE n.node_id = -1 AND n.leader_node = pgrelay._this_node() AND n.term = p_term
-     AND n.lease_until > now();
-  RETURN FOUND;
+  PERFORM FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+  IF NOT pgrelay._holds_lease(p_term, now()) THEN
+    RETURN false;
+  END IF;
+  UPDATE pgrelay.nodes n SET lease_until = now() WHERE n.node_id = -1;
+  RETURN true;
 END
 $$;
 
@@ -2773,6 +2800,9 @@ GRANT EXECUTE ON FUNCTION
   pgrelay._id_floor(timestamptz),
   pgrelay._queue_before_insert(), pgrelay._queue_wake(), pgrelay._queue_wake_replica(),
   pgrelay._queue_keep_payloads(),
+  pgrelay._claim_scope(text, bool, bigint), pgrelay._may_take(int, int, int, bool, bool),
+  pgrelay._lane_head(text, bigint, int, bool, bool),
+  pgrelay._holds_lease(bigint, timestamptz),
   pgrelay._claim(bigint, text, bool, int, text[], bigint, bool),
   pgrelay._claim_direct(text, text, bool, bigint, int),
   pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint),

@@ -85,7 +85,10 @@ func TestDirectClaimRules(t *testing.T) {
 	d.exec("UPDATE pgrelay.channels SET paused = true WHERE channel = 'd'")
 	require.Empty(t, claimOn(0, "single", false, "d"))
 	require.Empty(t, column[string](t, d.pool, "SELECT * FROM pgrelay._ready_direct('single', false)"))
+	// Every claim knows the same modes (_claim_scope).
 	requireCode(t, d.err("SELECT * FROM pgrelay._claim_direct('d', 'cluster', false, NULL, 1)"), "PR021")
+	requireCode(t, d.err("SELECT * FROM pgrelay._claim_lanes_direct('cluster', false, NULL, 1, NULL, NULL)"), "PR021")
+	requireCode(t, d.err("SELECT * FROM pgrelay._ready_direct(NULL, false)"), "PR021")
 }
 
 func TestNextIDsBatch(t *testing.T) {
@@ -208,6 +211,50 @@ func TestDirectBatchFence(t *testing.T) {
 		_, err = tx.Exec(bg, "SELECT pgrelay._batch_fence('leader', 5)")
 		require.ErrorContains(t, err, "PR031")
 	})
+}
+
+// _lease_release ends the lease only of the node holding the term it names,
+// judged on the lease row as it is once locked: a take that commits while the
+// release waits for the row is left alone.
+func TestLeaseRelease(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
+	        VALUES (-1, 'lease', now(), 1, 5, now() + interval '1 minute')`)
+	n1, n2 := d.conn(1), d.conn(2)
+	release := func(c *pgx.Conn, term int64) bool {
+		t.Helper()
+		return one[bool](t, c, "SELECT pgrelay._lease_release($1)", term)
+	}
+	held := func() bool {
+		return one[bool](t, d.pool, "SELECT lease_until > now() FROM pgrelay.nodes WHERE node_id = -1")
+	}
+	require.False(t, release(n2, 5), "another node")
+	require.False(t, release(n1, 4), "an older term")
+	require.True(t, held())
+
+	// Node 2 takes the lease (term 6) while node 1 releases term 5.
+	tx, err := n2.Begin(bg)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(bg) }()
+	_, err = tx.Exec(bg, "UPDATE pgrelay.nodes SET leader_node = 2, term = 6, lease_until = now() + interval '1 minute' WHERE node_id = -1")
+	require.NoError(t, err)
+	done := make(chan bool, 1)
+	go func() {
+		var ok bool
+		if err := n1.QueryRow(bg, "SELECT pgrelay._lease_release(5)").Scan(&ok); err != nil {
+			t.Error(err)
+		}
+		done <- ok
+	}()
+	waitUntilBlocked(t, d.pool, n1.PgConn().PID())
+	require.NoError(t, tx.Commit(bg))
+	require.False(t, <-done, "the term was taken meanwhile")
+	require.True(t, held(), "the new leader's lease stands")
+
+	require.True(t, release(n2, 6), "the leader releases its term")
+	require.False(t, held())
+	require.False(t, release(n2, 6), "once")
 }
 
 // Lane batches take their rows by the node rules of every mode: multi-node

@@ -422,10 +422,10 @@ func TestNotifyBadNodeID(t *testing.T) {
 }
 
 // Under session_replication_role = replica (the apply worker of logical
-// replication, or a companion's trigger running there) the BEFORE INSERT
-// trigger does not fire: notify(), notify_many() and the deduplicating insert
-// stamp every column it derives themselves, with the values the
-// trigger gives in the origin role, and keep opted-in payloads themselves.
+// replication, or a companion's trigger running there) notify(),
+// notify_many() and the deduplicating insert stamp every column with the
+// values they get in the origin role (the stamping trigger fires there too),
+// and keep opted-in payloads (no statement trigger fires there).
 func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
@@ -513,6 +513,67 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	id = one[int64](t, replica, "SELECT pgrelay.notify('pin', 'p2', p_delay := '2 hours')")
 	require.Equal(t, "00:05:00", *read(id).Expiry)
 	require.Equal(t, "02:00:00", one[string](t, d.pool, "SELECT (not_before - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id))
+}
+
+// The stamping trigger fires in the replica role too (ENABLE ALWAYS): a row
+// enqueued there, a direct insert included, is stamped as in the origin
+// role, and a row that arrives by replication (it names its origin and its id
+// was drawn on another node) is kept exactly as it came: its pin, its lane,
+// its expiry, on a channel this node may not know yet.
+func TestQueueTriggerUnderReplicaRole(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pin", "p_node_restricted := true, p_concurrency_mode := 'payload', p_expire_after := '5 minutes', p_publish_payload := true")
+	replica := d.conn(3)
+	_, err := replica.Exec(bg, "SET session_replication_role = replica")
+	require.NoError(t, err)
+	type row struct {
+		Origin int64
+		RunIn  *int32
+		Lane   *int64
+		Expiry *string
+		Kept   bool
+	}
+	read := func(id int64) row {
+		t.Helper()
+		var r row
+		require.NoError(t, d.pool.QueryRow(bg, `SELECT origin_id, run_in_node, lane, (expires_at - not_before)::text,
+			EXISTS (SELECT FROM pgrelay.event_payloads e WHERE e.queue_id = q.id)
+			  FROM pgrelay.queue q WHERE id = $1`, id).Scan(&r.Origin, &r.RunIn, &r.Lane, &r.Expiry, &r.Kept))
+		return r
+	}
+	hash := func(p string) *int64 {
+		h := one[int64](t, d.pool, "SELECT hashtextextended($1, 0)", p)
+		return &h
+	}
+	pinned := func(n int32) *int32 { return &n }
+	expiry := "00:05:00"
+
+	// A direct insert in the replica role.
+	id := one[int64](t, replica, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('pin', 'd') RETURNING id")
+	require.Equal(t, row{Origin: id, RunIn: pinned(3), Lane: hash("d"), Expiry: &expiry, Kept: true}, read(id))
+
+	// A row this node enqueues names its origin, with an id of this node:
+	// stamped, whatever it says.
+	id = one[int64](t, replica, "SELECT pgrelay._next_id()")
+	_, err = replica.Exec(bg, "INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane) VALUES ($1, $1, 'pin', 'l', 7, 42)", id)
+	require.NoError(t, err)
+	require.Equal(t, row{Origin: id, RunIn: pinned(3), Lane: hash("l"), Expiry: &expiry, Kept: true}, read(id))
+
+	// Rows replicated from node 7 (an id it drew): as they came, a retry and
+	// a row of a channel not here yet included, their payloads not kept here
+	// (they replicate on their own).
+	remote := d.conn(7)
+	first, retry, unknown := one[int64](t, remote, "SELECT pgrelay._next_id()"),
+		one[int64](t, remote, "SELECT pgrelay._next_id()"), one[int64](t, remote, "SELECT pgrelay._next_id()")
+	_, err = replica.Exec(bg, `INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, lane, retry_of, attempt)
+		VALUES ($1, $1, 'pin', 'r', 7, 7, 42, NULL, 1), ($2, $1, 'pin', 'r', 7, 7, 42, $1, 2),
+		       ($3, $3, 'elsewhere', 'u', 7, NULL, NULL, NULL, 1)`, first, retry, unknown)
+	require.NoError(t, err)
+	lane := int64(42)
+	require.Equal(t, row{Origin: first, RunIn: pinned(7), Lane: &lane}, read(first))
+	require.Equal(t, row{Origin: first, RunIn: pinned(7), Lane: &lane}, read(retry))
+	require.Equal(t, row{Origin: unknown}, read(unknown))
 }
 
 // A pause stops dispatch, never a producer: notify() and notify_many() on a

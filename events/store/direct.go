@@ -33,6 +33,13 @@ func (c ClaimScope) args() (leader bool, term *int64) {
 	return false, nil
 }
 
+// fence reports whether a batch of this scope sends _batch_fence before it
+// records its outcomes (a leader's batch, in leader mode), and the term it
+// names. The rule itself, pgrelay._holds_lease, is the database's.
+func (c ClaimScope) fence() (term int64, ok bool) {
+	return c.Term, c.Mode == "leader" && c.Term > 0
+}
+
 // DirectEvent is one event of a direct batch and what became of it.
 type DirectEvent struct {
 	ID          int64
@@ -346,8 +353,8 @@ func recordFailedTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectE
 	if err != nil {
 		return false, err
 	}
-	if leader, term := scope.args(); leader && scope.Mode == "leader" {
-		if _, err := tx.Exec(ctx, fenceSQL, *term); err != nil {
+	if term, ok := scope.fence(); ok {
+		if _, err := tx.Exec(ctx, fenceSQL, term); err != nil {
 			return false, err
 		}
 	}
@@ -577,8 +584,8 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	}
 	// Reset even when nothing runs: a handler's failure skipped the last reset.
 	exec(resetTimeoutSQL, nil, nil)
-	if leader, term := b.Scope.args(); leader && b.Scope.Mode == "leader" {
-		exec(fenceSQL, [][]byte{text(strconv.FormatInt(*term, 10))}, int8OID)
+	if term, ok := b.Scope.fence(); ok {
+		exec(fenceSQL, [][]byte{text(strconv.FormatInt(term, 10))}, int8OID)
 	}
 	exec(completeSQL,
 		[][]byte{text("{" + strings.Join(ids, ",") + "}"), text("{" + strings.Join(evs, ",") + "}"),

@@ -146,10 +146,8 @@ CREATE FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) RETURNS void
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  IF p_mode = 'leader' AND p_term IS NOT NULL AND NOT EXISTS (
-       SELECT FROM pgrelay.nodes l
-        WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
-          AND l.lease_until > pg_catalog.clock_timestamp()) THEN
+  IF p_mode = 'leader' AND p_term IS NOT NULL
+     AND NOT pgrelay._holds_lease(p_term, pg_catalog.clock_timestamp()) THEN
     RAISE EXCEPTION 'pgrelay: the leader lease of term % ended while the batch ran', p_term
       USING ERRCODE = 'PR031';
   END IF;
@@ -407,8 +405,8 @@ CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
-  v_own bool := p_mode = 'multi-node';
+  v_all bool;
+  v_own bool;
   v_left int := p_limit;
   v_nch int;
   v_share int;
@@ -421,18 +419,9 @@ DECLARE
   v_lane bigint;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  -- Fencing: a leader that names its term claims unrestricted rows only while
-  -- the lease row still says it holds that term.
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds)
      AND NOT (p_direct AND c.kind = 'sql');
@@ -455,8 +444,7 @@ BEGIN
           SELECT q.id
             FROM pgrelay.queue q
            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-             AND (q.run_in_node = v_node
-                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
+             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
            ORDER BY q.not_before, q.id
            LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
            FOR UPDATE SKIP LOCKED
@@ -530,18 +518,7 @@ BEGIN
         EXIT WHEN v_n >= LEAST(v_share, v_left);
         RETURN QUERY
         WITH head AS (
-          SELECT q.id
-            FROM pgrelay.queue q
-           WHERE q.channel = ch.channel AND q.lane = v_lane AND q.dispatched_at IS NULL
-             AND (q.run_in_node = v_node
-                  OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
-             AND NOT EXISTS (
-               SELECT FROM pgrelay.queue f
-                WHERE f.channel = ch.channel AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-                  AND (f.run_in_node = v_node
-                       OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
-           ORDER BY q.origin_id, q.id
-           LIMIT 1
+          SELECT h.id FROM pgrelay._lane_head(ch.channel, v_lane, v_node, v_all, v_own) h
         ), locked AS (
           -- The head itself, never the next row: a head a producer holds
           -- (it absorbed a notify) leaves the lane for the next claim.
@@ -585,29 +562,22 @@ CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader bool
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_all bool;
+  v_own bool;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   SELECT * INTO ch FROM pgrelay.channels c
    WHERE c.channel = p_channel AND c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
   IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   RETURN QUERY
   SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
          ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
     FROM pgrelay.queue q
    WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-     AND (q.run_in_node = v_node
-          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
    ORDER BY q.not_before, q.id
    LIMIT p_limit
      FOR UPDATE OF q SKIP LOCKED;
@@ -629,8 +599,8 @@ CREATE FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_ter
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
-  v_own bool := p_mode = 'multi-node';
+  v_all bool;
+  v_own bool;
   v_ch text := p_after_channel;
   v_lane bigint := p_after_lane;
   v_wrapped bool := p_after_channel IS NULL;
@@ -640,16 +610,9 @@ DECLARE
   r record;
   ch pgrelay.channels;
 BEGIN
-  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
-    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
-  END IF;
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
-  END IF;
-  IF v_all AND p_mode = 'leader' AND p_term IS NOT NULL THEN
-    v_all := EXISTS (SELECT FROM pgrelay.nodes l
-                      WHERE l.node_id = -1 AND l.leader_node = v_node AND l.term = p_term
-                        AND l.lease_until > now());
   END IF;
   IF v_ch IS NOT NULL AND v_lane IS NULL THEN
     v_lane := -9223372036854775808;
@@ -688,18 +651,7 @@ BEGIN
                OR ch.concurrency_mode NOT IN ('channel', 'payload');
     RETURN QUERY
     WITH head AS (
-      SELECT q.id
-        FROM pgrelay.queue q
-       WHERE q.channel = v_ch AND q.lane = v_lane AND q.dispatched_at IS NULL
-         AND (q.run_in_node = v_node
-              OR (q.run_in_node IS NULL AND (v_all OR (v_own AND q.owner_node = v_node))))
-         AND NOT EXISTS (
-           SELECT FROM pgrelay.queue f
-            WHERE f.channel = v_ch AND f.lane = v_lane AND f.dispatched_at IS NOT NULL
-              AND (f.run_in_node = v_node
-                   OR (f.run_in_node IS NULL AND (v_all OR (v_own AND f.owner_node = v_node)))))
-       ORDER BY q.origin_id, q.id
-       LIMIT 1
+      SELECT h.id FROM pgrelay._lane_head(v_ch, v_lane, v_node, v_all, v_own) h
     )
     SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
            COALESCE(q.expires_at <= now(), false), ch.handler,
@@ -715,6 +667,28 @@ $$;
 
 
 ALTER FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) OWNER TO postgres;
+
+--
+-- Name: _claim_scope(text, boolean, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_mode IS NULL OR p_mode NOT IN ('single', 'multi-node', 'leader') THEN
+    RAISE EXCEPTION 'pgrelay: unknown mode %', COALESCE(pg_catalog.quote_literal(p_mode), 'NULL') USING ERRCODE = 'PR021';
+  END IF;
+  all_rows := p_mode = 'single'
+              OR (p_mode = 'leader' AND COALESCE(p_leader, false)
+                  AND (p_term IS NULL OR pgrelay._holds_lease(p_term, now())));
+  own_rows := p_mode = 'multi-node';
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) OWNER TO postgres;
 
 --
 -- Name: _complete(bigint, bigint[], timestamp with time zone[], text[], text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -827,7 +801,7 @@ CREATE FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_du
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();
-  v_hash bigint := pg_catalog.hashtextextended(p_payload, 0);
+  v_hash bigint := pgrelay._phash_of(true, p_payload);
   v_row record;
   v_id bigint;
 BEGIN
@@ -855,18 +829,10 @@ BEGIN
     VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
     RETURN v_row.origin_id;
   END IF;
+  -- _queue_before_insert derives the rest (phash included).
   v_id := pgrelay._next_id();
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, phash, not_before, expires_at)
-  VALUES (v_id, v_id, ch.channel, p_payload,
-          CASE WHEN ch.node_restricted THEN v_node END,
-          CASE ch.concurrency_mode WHEN 'channel' THEN 0 WHEN 'payload' THEN v_hash END,
-          v_hash,
-          COALESCE(p_due, now()),
-          COALESCE(p_due, now()) + ch.expire_after);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+  VALUES (v_id, v_id, ch.channel, p_payload, COALESCE(p_due, now()));
   RETURN v_id;
 END
 $$;
@@ -905,6 +871,22 @@ $$;
 ALTER FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname text, p_pid integer, p_version text) OWNER TO postgres;
 
 --
+-- Name: _holds_lease(bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT EXISTS (SELECT FROM pgrelay.nodes l
+                  WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
+                    AND l.lease_until > p_at)
+$$;
+
+
+ALTER FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) OWNER TO postgres;
+
+--
 -- Name: _id_floor(timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -918,6 +900,119 @@ $$;
 
 
 ALTER FUNCTION pgrelay._id_floor(p_at timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _may_take(integer, integer, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((p_run_in_node = p_node) OR ((p_run_in_node IS NULL) AND (p_all OR (p_own AND (p_owner_node = p_node)))));
+
+
+ALTER FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
+
+--
+-- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id() RETURNS bigint
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT pgrelay._next_id_at(
+    (pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000))::bigint - 1767225600000)
+$$;
+
+
+ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
+
+--
+-- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._this_node() RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  s text := pg_catalog.current_setting('pg_relay.node_id', true);
+  v_node int;
+BEGIN
+  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
+  IF v_node IS NULL THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
+    RETURN v_node;
+  END IF;
+  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
+     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  RETURN v_node;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
+
+--
+-- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.queue (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
+    run_in_node integer,
+    attempt integer DEFAULT 1 NOT NULL,
+    retry_of bigint,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    dispatched_at timestamp with time zone,
+    dispatched_by bigint,
+    lane bigint,
+    phash bigint,
+    CONSTRAINT queue_attempt CHECK ((attempt > 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
+
+
+ALTER TABLE pgrelay.queue OWNER TO postgres;
+
+--
+-- Name: _lane_head(text, bigint, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) RETURNS TABLE(id bigint)
+    LANGUAGE sql STABLE ROWS 1
+    BEGIN ATOMIC
+ SELECT q.id
+    FROM pgrelay.queue q
+   WHERE ((q.channel = _lane_head.p_channel) AND (q.lane = _lane_head.p_lane) AND (q.dispatched_at IS NULL) AND pgrelay._may_take(q.run_in_node, q.owner_node, _lane_head.p_node, _lane_head.p_all, _lane_head.p_own) AND (NOT (EXISTS ( SELECT
+            FROM pgrelay.queue f
+           WHERE ((f.channel = _lane_head.p_channel) AND (f.lane = _lane_head.p_lane) AND (f.dispatched_at IS NOT NULL) AND pgrelay._may_take(f.run_in_node, f.owner_node, _lane_head.p_node, _lane_head.p_all, _lane_head.p_own))))))
+   ORDER BY q.origin_id, q.id
+  LIMIT 1;
+END;
+
+
+ALTER FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
+
+--
+-- Name: _lane_of(text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE p_concurrency_mode WHEN 'channel'::text THEN (0)::bigint WHEN 'payload'::text THEN hashtextextended(p_payload, (0)::bigint) ELSE NULL::bigint END;
+
+
+ALTER FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) OWNER TO postgres;
 
 --
 -- Name: _lease(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -966,10 +1061,12 @@ CREATE FUNCTION pgrelay._lease_release(p_term bigint) RETURNS boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  UPDATE pgrelay.nodes n SET lease_until = now()
-   WHERE n.node_id = -1 AND n.leader_node = pgrelay._this_node() AND n.term = p_term
-     AND n.lease_until > now();
-  RETURN FOUND;
+  PERFORM FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+  IF NOT pgrelay._holds_lease(p_term, now()) THEN
+    RETURN false;
+  END IF;
+  UPDATE pgrelay.nodes n SET lease_until = now() WHERE n.node_id = -1;
+  RETURN true;
 END
 $$;
 
@@ -1034,21 +1131,6 @@ $$;
 
 
 ALTER FUNCTION pgrelay._lock_channel_exclusive(p_channel text) OWNER TO postgres;
-
---
--- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id() RETURNS bigint
-    LANGUAGE sql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-  SELECT pgrelay._next_id_at(
-    (pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000))::bigint - 1767225600000)
-$$;
-
-
-ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
 
 --
 -- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1180,6 +1262,17 @@ $$;
 ALTER FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) OWNER TO postgres;
 
 --
+-- Name: _phash_of(boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN p_deduplicate THEN hashtextextended(p_payload, (0)::bigint) ELSE NULL::bigint END;
+
+
+ALTER FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) OWNER TO postgres;
+
+--
 -- Name: _processor_start(text, text, integer, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1265,7 +1358,12 @@ CREATE FUNCTION pgrelay._queue_before_insert() RETURNS trigger
     AS $$
 DECLARE
   ch pgrelay.channels;
+  v_replica bool := pg_catalog.current_setting('session_replication_role') = 'replica';
 BEGIN
+  IF v_replica AND NEW.origin_id IS NOT NULL
+     AND (NEW.id >> 12) & 1023 <> pgrelay._this_node() THEN
+    RETURN NEW;
+  END IF;
   IF NEW.origin_id IS NULL THEN
     PERFORM pgrelay._lock_channel(NEW.channel);
   END IF;
@@ -1277,13 +1375,14 @@ BEGIN
   NEW.origin_id := COALESCE(NEW.origin_id, NEW.id);
   -- The pin is always worked out here, never taken from the caller.
   NEW.run_in_node := CASE WHEN ch.node_restricted THEN pgrelay._this_node() END;
-  NEW.lane := CASE ch.concurrency_mode
-                WHEN 'channel' THEN 0
-                WHEN 'payload' THEN pg_catalog.hashtextextended(NEW.payload, 0)
-              END;
-  NEW.phash := CASE WHEN ch.deduplicate THEN pg_catalog.hashtextextended(NEW.payload, 0) END;
+  NEW.lane := pgrelay._lane_of(ch.concurrency_mode, NEW.payload);
+  NEW.phash := pgrelay._phash_of(ch.deduplicate, NEW.payload);
   IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
     NEW.expires_at := GREATEST(NEW.enqueued_at, NEW.not_before) + ch.expire_after;
+  END IF;
+  IF v_replica AND ch.publish_payload THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (NEW.id, NEW.payload)
+    ON CONFLICT (queue_id) DO NOTHING;
   END IF;
   RETURN NEW;
 END
@@ -1369,8 +1468,10 @@ CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) RETURNS SET
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  v_all bool := p_mode = 'single' OR (p_mode = 'leader' AND COALESCE(p_leader, false));
+  v_all bool;
+  v_own bool;
 BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, NULL) s;
   -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
   -- otherwise answer the EXISTS with a hash of the whole queue.
   RETURN QUERY
@@ -1378,8 +1479,7 @@ BEGIN
    CROSS JOIN LATERAL (
      SELECT 1 FROM pgrelay.queue q
       WHERE q.channel = c.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-        AND (q.run_in_node = v_node
-             OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+        AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
       ORDER BY q.not_before, q.id
       LIMIT 1) r
    WHERE c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
@@ -1387,8 +1487,7 @@ BEGIN
   RETURN QUERY
   SELECT ''::text FROM pgrelay.queue q
    WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.not_before <= now()
-     AND (q.run_in_node = v_node
-          OR (q.run_in_node IS NULL AND (v_all OR (p_mode = 'multi-node' AND q.owner_node = v_node))))
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
      AND EXISTS (SELECT FROM pgrelay.channels c
                   WHERE c.channel = q.channel AND c.kind = 'sql' AND NOT c.paused
                     AND c.concurrency_mode IN ('channel', 'payload'))
@@ -1535,36 +1634,6 @@ $$;
 
 
 ALTER FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) OWNER TO postgres;
-
---
--- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._this_node() RETURNS integer
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  s text := pg_catalog.current_setting('pg_relay.node_id', true);
-  v_node int;
-BEGIN
-  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
-  IF v_node IS NULL THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
-    RETURN v_node;
-  END IF;
-  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
-     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  RETURN v_node;
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
 
 --
 -- Name: _trim_event_payloads(interval, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1813,21 +1882,8 @@ BEGIN
     RETURN pgrelay._enqueue_dedup(ch, p_payload, v_due);
   END IF;
   v_id := pgrelay._next_id();
-  -- The columns _queue_before_insert derives, as it derives them (phash is
-  -- NULL: the channel does not deduplicate).
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
-  VALUES (v_id, v_id, p_channel, p_payload,
-          CASE WHEN ch.node_restricted THEN pgrelay._this_node() END,
-          CASE ch.concurrency_mode
-            WHEN 'channel' THEN 0
-            WHEN 'payload' THEN pg_catalog.hashtextextended(p_payload, 0)
-          END,
-          COALESCE(v_due, now()),
-          COALESCE(v_due, now()) + ch.expire_after);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, p_payload)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+  VALUES (v_id, v_id, p_channel, p_payload, COALESCE(v_due, now()));
   RETURN v_id;
 END
 $$;
@@ -1847,7 +1903,6 @@ DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);
   p text;
   v_ids bigint[];
-  v_node int;
   v_due timestamptz;
 BEGIN
   IF p_payloads IS NULL THEN
@@ -1866,29 +1921,16 @@ BEGIN
     RETURN;
   END IF;
   v_ids := pgrelay._next_ids(COALESCE(pg_catalog.cardinality(p_payloads), 0));
-  IF ch.node_restricted THEN
-    v_node := pgrelay._this_node();
-  END IF;
   v_due := COALESCE(v_due, now());
   RETURN QUERY
   WITH ins AS (
-    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane, not_before, expires_at)
-    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_node,
-           CASE ch.concurrency_mode
-             WHEN 'channel' THEN 0
-             WHEN 'payload' THEN pg_catalog.hashtextextended(u.payload, 0)
-           END,
-           v_due, v_due + ch.expire_after
+    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
+    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_due
       FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
      ORDER BY u.n
     RETURNING id
   )
   SELECT ins.id FROM ins ORDER BY ins.id;
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
-    INSERT INTO pgrelay.event_payloads (queue_id, payload)
-    SELECT v_ids[u.n], u.payload FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
-    ON CONFLICT (queue_id) DO NOTHING;
-  END IF;
 END
 $$;
 
@@ -2217,29 +2259,19 @@ BEGIN
      OR c.node_restricted IS DISTINCT FROM old.node_restricted THEN
     LOOP
       UPDATE pgrelay.queue q
-         SET lane = CASE c.concurrency_mode
-                      WHEN 'channel' THEN 0
-                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                    END,
-             phash = CASE WHEN c.deduplicate THEN pg_catalog.hashtextextended(q.payload, 0) END,
+         SET lane = pgrelay._lane_of(c.concurrency_mode, q.payload),
+             phash = pgrelay._phash_of(c.deduplicate, q.payload),
              run_in_node = CASE WHEN c.node_restricted THEN COALESCE(q.run_in_node, q.owner_node) END
        WHERE q.channel = p_channel AND q.dispatched_at IS NULL;
       UPDATE pgrelay.queue q
-         SET lane = CASE c.concurrency_mode
-                      WHEN 'channel' THEN 0
-                      WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                    END
+         SET lane = pgrelay._lane_of(c.concurrency_mode, q.payload)
        WHERE q.channel = p_channel AND q.dispatched_at IS NOT NULL;
       EXIT WHEN NOT EXISTS (
         SELECT FROM pgrelay.queue q
          WHERE q.channel = p_channel
-           AND (q.lane IS DISTINCT FROM CASE c.concurrency_mode
-                                          WHEN 'channel' THEN 0
-                                          WHEN 'payload' THEN pg_catalog.hashtextextended(q.payload, 0)
-                                        END
+           AND (q.lane IS DISTINCT FROM pgrelay._lane_of(c.concurrency_mode, q.payload)
                 OR (q.dispatched_at IS NULL
-                    AND (q.phash IS DISTINCT FROM CASE WHEN c.deduplicate
-                                                       THEN pg_catalog.hashtextextended(q.payload, 0) END
+                    AND (q.phash IS DISTINCT FROM pgrelay._phash_of(c.deduplicate, q.payload)
                          OR (q.run_in_node IS NULL) = c.node_restricted))));
     END LOOP;
   END IF;
@@ -2972,33 +3004,6 @@ CREATE TABLE pgrelay.publish_leases (
 ALTER TABLE pgrelay.publish_leases OWNER TO postgres;
 
 --
--- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.queue (
-    id bigint DEFAULT pgrelay._next_id() NOT NULL,
-    origin_id bigint NOT NULL,
-    channel text NOT NULL,
-    payload text NOT NULL,
-    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
-    run_in_node integer,
-    attempt integer DEFAULT 1 NOT NULL,
-    retry_of bigint,
-    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
-    not_before timestamp with time zone DEFAULT now() NOT NULL,
-    expires_at timestamp with time zone,
-    dispatched_at timestamp with time zone,
-    dispatched_by bigint,
-    lane bigint,
-    phash bigint,
-    CONSTRAINT queue_attempt CHECK ((attempt > 0))
-)
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
-
-
-ALTER TABLE pgrelay.queue OWNER TO postgres;
-
---
 -- Name: schema_migrations; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -3322,6 +3327,8 @@ ALTER TABLE pgrelay.channels ENABLE ALWAYS TRIGGER channels_locks;
 
 CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_before_insert();
 
+ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
+
 
 --
 -- Name: queue queue_keep_payloads; Type: TRIGGER; Schema: pgrelay; Owner: postgres
@@ -3480,6 +3487,14 @@ GRANT ALL ON FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean,
 
 
 --
+-- Name: FUNCTION _claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -3510,11 +3525,70 @@ GRANT ALL ON FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_host
 
 
 --
+-- Name: FUNCTION _holds_lease(p_term bigint, p_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _id_floor(p_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
 REVOKE ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._lane_head(p_channel text, p_lane bigint, p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _lane_of(p_concurrency_mode text, p_payload text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) FROM PUBLIC;
 
 
 --
@@ -3545,15 +3619,6 @@ REVOKE ALL ON FUNCTION pgrelay._lock_channel(p_channel text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBLIC;
-
-
---
--- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
 
 
 --
@@ -3590,6 +3655,13 @@ GRANT ALL ON FUNCTION pgrelay._node_setting() TO pgrelay_notifier;
 
 REVOKE ALL ON FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _phash_of(p_deduplicate boolean, p_payload text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) FROM PUBLIC;
 
 
 --
@@ -3679,17 +3751,6 @@ GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval,
 
 REVOKE ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) TO pgrelay_processor;
-
-
---
--- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
 
 
 --
@@ -3984,14 +4045,6 @@ GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.publish_cursors TO pgrelay_processor
 
 GRANT SELECT ON TABLE pgrelay.publish_leases TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_processor;
-
-
---
--- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
 
 
 --

@@ -24,7 +24,7 @@ import (
 // spock.exception_log (a failure there is counted as op="spock_status" and
 // logged once).
 type backlogCollector struct {
-	q       store.QueryRower
+	q       store.Querier
 	metrics *Metrics
 	log     *slog.Logger
 
@@ -38,7 +38,7 @@ type backlogCollector struct {
 // scrapeTimeout bounds the queue_stats() query of one scrape.
 const scrapeTimeout = 5 * time.Second
 
-func newBacklogCollector(q store.QueryRower, m *Metrics, log *slog.Logger) *backlogCollector {
+func newBacklogCollector(q store.Querier, m *Metrics, log *slog.Logger) *backlogCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("pgrelay", "queue", name), help, []string{"channel"}, nil)
 	}

@@ -17,13 +17,6 @@ import (
 // *pgx.Conn it holds for its session-level lease), so these functions take a
 // connection rather than using the pools.
 
-// Conn is what the publisher's queries need: a *pgx.Conn, a pool or a tx.
-type Conn interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // TryPublishLease takes the lease that makes this connection's session the
 // only active publisher of node (several Processors may run per node);
 // false when another live session holds it. It lasts as long as the
@@ -31,7 +24,7 @@ type Conn interface {
 // pid, or one started at another time) is free. The lease is a row of
 // pgrelay.publish_leases, which only pgrelay's roles can write, so no
 // other login can take or hold it.
-func TryPublishLease(ctx context.Context, c Conn, node int) (bool, error) {
+func TryPublishLease(ctx context.Context, c Querier, node int) (bool, error) {
 	var ok bool
 	err := c.QueryRow(ctx, `INSERT INTO pgrelay.publish_leases AS l (node_id, holder_pid, holder_start)
 		SELECT $1::pg_catalog.int4, a.pid, a.backend_start
@@ -56,7 +49,7 @@ func TryPublishLease(ctx context.Context, c Conn, node int) (bool, error) {
 }
 
 // ThisNode is pgrelay._this_node() on c's session.
-func ThisNode(ctx context.Context, c Conn) (int, error) {
+func ThisNode(ctx context.Context, c Querier) (int, error) {
 	var n int32
 	if err := c.QueryRow(ctx, "SELECT pgrelay._this_node()").Scan(&n); err != nil {
 		return 0, fmt.Errorf("read this node's id: %w", err)
@@ -66,7 +59,7 @@ func ThisNode(ctx context.Context, c Conn) (int, error) {
 
 // NotifierEventsExist reports whether the notifier's status event table
 // exists (the notifier's migration was applied).
-func NotifierEventsExist(ctx context.Context, c Conn) (bool, error) {
+func NotifierEventsExist(ctx context.Context, c Querier) (bool, error) {
 	var ok bool
 	if err := c.QueryRow(ctx, "SELECT pg_catalog.to_regclass('pgrelay_notifier.status_events'::pg_catalog.text) IS NOT NULL").Scan(&ok); err != nil {
 		return false, fmt.Errorf("look for pgrelay_notifier.status_events: %w", err)
@@ -76,7 +69,7 @@ func NotifierEventsExist(ctx context.Context, c Conn) (bool, error) {
 
 // OpenCursor creates the cursor of (node, source) when missing (at 0: the
 // whole retained log is published) and returns its position.
-func OpenCursor(ctx context.Context, c Conn, node int, source string) (int64, error) {
+func OpenCursor(ctx context.Context, c Querier, node int, source string) (int64, error) {
 	if _, err := c.Exec(ctx, `INSERT INTO pgrelay.publish_cursors (node_id, source) VALUES ($1::pg_catalog.int4, $2::pg_catalog.text)
 		ON CONFLICT (node_id, source) DO NOTHING`, node, source); err != nil {
 		return 0, fmt.Errorf("create the %s publish cursor of node %d: %w", source, node, err)
@@ -92,7 +85,7 @@ func OpenCursor(ctx context.Context, c Conn, node int, source string) (int64, er
 
 // AdvanceCursor moves the cursor of (node, source) forward to id (never
 // back) and returns its position.
-func AdvanceCursor(ctx context.Context, c Conn, node int, source string, id int64) (int64, error) {
+func AdvanceCursor(ctx context.Context, c Querier, node int, source string, id int64) (int64, error) {
 	var last int64
 	err := c.QueryRow(ctx, `UPDATE pgrelay.publish_cursors
 		SET last_id = GREATEST(last_id, $3::pg_catalog.int8), updated_at = pg_catalog.now()
@@ -107,7 +100,7 @@ func AdvanceCursor(ctx context.Context, c Conn, node int, source string, id int6
 // PublishHorizon is pgrelay._publish_horizon(): every row with a smaller id
 // is committed or gone. It must be read in a statement of its own, before
 // the rows it bounds are read in another (a later snapshot).
-func PublishHorizon(ctx context.Context, c Conn) (int64, error) {
+func PublishHorizon(ctx context.Context, c Querier) (int64, error) {
 	var h int64
 	if err := c.QueryRow(ctx, "SELECT pgrelay._publish_horizon()").Scan(&h); err != nil {
 		// PR040's hint is the GRANT that ends it: the log line carries it.
@@ -135,7 +128,7 @@ type LogRow struct {
 // LogBatch returns up to limit log rows of node with after < id < before, in
 // id order. Payloads come from event_payloads (kept at enqueue time), or the
 // queue row while it still exists.
-func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit int) ([]LogRow, error) {
+func LogBatch(ctx context.Context, c Querier, node int, after, before int64, limit int) ([]LogRow, error) {
 	rows, err := c.Query(ctx, `
 		SELECT l.id, l.queue_id, l.origin_id, l.channel, l.attempt, l.event, l.error, l.node, l.at,
 		       COALESCE(ch.publish_payload, false),
@@ -172,7 +165,7 @@ func LogBatch(ctx context.Context, c Conn, node int, after, before int64, limit 
 // after < id < before, in id order, with their error as the channel's
 // publish_errors has it published (events.PublishedError; a channel gone
 // counts as events.ErrorsClass).
-func NotifierBatch(ctx context.Context, c Conn, node int, after, before int64, limit int) ([]events.NotifierStatus, error) {
+func NotifierBatch(ctx context.Context, c Querier, node int, after, before int64, limit int) ([]events.NotifierStatus, error) {
 	rows, err := c.Query(ctx, `SELECT s.id, s.notification_id, s.channel, s.status, s.error, s.node, s.at,
 		       COALESCE(ch.publish_errors, $5::pg_catalog.text)
 		  FROM pgrelay._notifier_status_batch($1::pg_catalog.int4, $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int4) s
@@ -202,7 +195,7 @@ const BacklogCap = 100000
 
 // Backlog counts the rows of source written by node past cursor, up to
 // BacklogCap + 1 (a count above BacklogCap means "more than that").
-func Backlog(ctx context.Context, c Conn, node int, source string, after int64) (int64, error) {
+func Backlog(ctx context.Context, c Querier, node int, source string, after int64) (int64, error) {
 	var q string
 	switch source {
 	case events.SourceLog:
@@ -237,7 +230,7 @@ type CursorBacklog struct {
 
 // PublishBacklog returns pgrelay.publish_backlog(): per node and source, the
 // events not yet published on NATS. Empty when no publisher ever ran.
-func PublishBacklog(ctx context.Context, q Queryer) ([]CursorBacklog, error) {
+func PublishBacklog(ctx context.Context, q Querier) ([]CursorBacklog, error) {
 	rows, err := q.Query(ctx, `SELECT node_id, source, last_id, backlog, updated_at, oldest_at
 		FROM pgrelay.publish_backlog($1::pg_catalog.int4)`, BacklogCap)
 	if err != nil {
@@ -267,7 +260,7 @@ type Dropped struct {
 
 // LogDropped returns pgrelay.log_dropped summed per node (empty when
 // retention never dropped an unpublished row).
-func LogDropped(ctx context.Context, q Queryer) ([]Dropped, error) {
+func LogDropped(ctx context.Context, q Querier) ([]Dropped, error) {
 	rows, err := q.Query(ctx, `SELECT node, pg_catalog.sum(rows)::pg_catalog.int8, pg_catalog.min(first_id), pg_catalog.max(last_id),
 		pg_catalog.max(dropped_at)
 		FROM pgrelay.log_dropped GROUP BY node ORDER BY node`)
@@ -289,7 +282,7 @@ func LogDropped(ctx context.Context, q Queryer) ([]Dropped, error) {
 
 // OldestUnpublished is the time of the oldest row of source written by node
 // past cursor (nil when none): the publisher's lag.
-func OldestUnpublished(ctx context.Context, c Conn, node int, source string, after int64) (*time.Time, error) {
+func OldestUnpublished(ctx context.Context, c Querier, node int, source string, after int64) (*time.Time, error) {
 	var q string
 	switch source {
 	case events.SourceLog:

@@ -8,12 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// QueryRower is what SpockStatus needs of a connection or pool.
-type QueryRower interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // SpockSub is one subscription of this Spock node, as sub_show_status() and
 // lag_tracker report it.
 type SpockSub struct {
@@ -36,7 +30,7 @@ type SpockReplication struct {
 
 // SpockStatus reads this node's Spock subscriptions, their lag and the
 // apply exceptions; ok is false when the database has no Spock node.
-func SpockStatus(ctx context.Context, q QueryRower) (s SpockReplication, ok bool, err error) {
+func SpockStatus(ctx context.Context, q Querier) (s SpockReplication, ok bool, err error) {
 	var schema string
 	if err := q.QueryRow(ctx, `SELECT COALESCE((SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension x
 		  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) x.extnamespace

@@ -24,6 +24,14 @@ import (
 	"github.com/pgrelay/pgrelay/internal/prcodes"
 )
 
+// Querier is what the store's functions need of a session: a *pgx.Conn, a
+// pool, a pooled connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // Store runs pgrelay's SQL.
 type Store struct {
 	hot *pgxpool.Pool
@@ -159,11 +167,7 @@ func (s *Store) Complete(ctx context.Context, proc int64, outs []Outcome) (int, 
 	return n, nil
 }
 
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func complete(ctx context.Context, q querier, proc int64, outs []Outcome) (int, error) {
+func complete(ctx context.Context, q Querier, proc int64, outs []Outcome) (int, error) {
 	ids := make([]int64, len(outs))
 	at := make([]time.Time, len(outs))
 	evs := make([]string, len(outs))
@@ -508,13 +512,8 @@ func (s *Store) QueueStats(ctx context.Context) ([]ChannelStats, error) {
 	return QueueStats(ctx, s.bg)
 }
 
-// Queryer is what QueueStats needs: a pool or a connection.
-type Queryer interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // QueueStats returns pgrelay.queue_stats() from any connection.
-func QueueStats(ctx context.Context, q Queryer) ([]ChannelStats, error) {
+func QueueStats(ctx context.Context, q Querier) ([]ChannelStats, error) {
 	rows, err := q.Query(ctx, `SELECT channel, pending, pending_restricted, in_flight, retrying,
 		oldest_pending, kind, concurrency_mode, paused, pending_estimated FROM pgrelay.queue_stats()`)
 	if err != nil {

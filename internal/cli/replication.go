@@ -7,14 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/migrations"
 )
-
-// querier is what the replication check needs of a connection.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // replication is what this database's node replicates of pgrelay's tables
 // and the notifier's, as its replication extension (pglogical or Spock)
@@ -54,7 +49,7 @@ func (r replication) nodeLocalList() string {
 // of this node that one of this node's subscriptions names: the other nodes
 // subscribe to this one by the same set names in the set-ups
 // docs/multi-master.md describes. With no extension every table is missing.
-func checkReplication(ctx context.Context, q querier) (replication, error) {
+func checkReplication(ctx context.Context, q store.Querier) (replication, error) {
 	var r replication
 	var schema string
 	err := q.QueryRow(ctx, `SELECT pgrelay._this_node(), COALESCE(e.extname::pg_catalog.text, ''),

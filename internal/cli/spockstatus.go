@@ -17,7 +17,7 @@ type spockStatus struct {
 
 // readSpockStatus reads store.SpockStatus for node; ok is false when the
 // database has no Spock node.
-func readSpockStatus(ctx context.Context, q querier, node int) (spockStatus, bool, error) {
+func readSpockStatus(ctx context.Context, q store.Querier, node int) (spockStatus, bool, error) {
 	r, ok, err := store.SpockStatus(ctx, q)
 	return spockStatus{Node: node, SpockReplication: r}, ok, err
 }

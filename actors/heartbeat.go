@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -113,16 +112,7 @@ func rejoining(ctx context.Context, st *store.Store, cfg Config) (bool, error) {
 	if cfg.Mode == ModeSingle {
 		return false, nil
 	}
-	var dead bool
-	err := st.Background().QueryRow(ctx, `SELECT COALESCE((
-		SELECT n.last_seen OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)
-		       OR n.adopted_at OPERATOR(pg_catalog.>=) n.last_seen
-		       OR n.decommissioned_at IS NOT NULL
-		  FROM pgrelay.nodes n WHERE n.node_id OPERATOR(pg_catalog.=) pgrelay._this_node()), false)`, cfg.DeadAfter).Scan(&dead)
-	if err != nil {
-		return false, fmt.Errorf("read this node's heartbeat: %w", err)
-	}
-	return dead, nil
+	return st.Rejoining(ctx, cfg.DeadAfter)
 }
 
 // scope is what the claims and batches of this Processor may take. While

@@ -42,7 +42,7 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN pgrelay"); err != nil {
+	if err := store.Listen(ctx, conn); err != nil {
 		return err
 	}
 	claimer, _, _ := d.pids()

@@ -24,46 +24,6 @@ import (
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
-// devSetup creates the demo schema and channels (idempotent).
-const devSetup = `
-CREATE SCHEMA IF NOT EXISTS demo;
-CREATE TABLE IF NOT EXISTS demo.orders (id bigserial PRIMARY KEY, payload pg_catalog.jsonb NOT NULL,
-  handled_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp());
-CREATE TABLE IF NOT EXISTS demo.ledger (id bigserial PRIMARY KEY, payload pg_catalog.jsonb NOT NULL,
-  handled_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp());
-CREATE OR REPLACE FUNCTION demo.record_order(p pg_catalog.text) RETURNS pg_catalog.void LANGUAGE sql
-  SET search_path = pg_catalog, pg_temp AS
-  $f$ INSERT INTO demo.orders(payload) VALUES (p::pg_catalog.jsonb) $f$;
-CREATE OR REPLACE FUNCTION demo.post_ledger(p pg_catalog.text) RETURNS pg_catalog.void LANGUAGE sql
-  SET search_path = pg_catalog, pg_temp AS
-  $f$ INSERT INTO demo.ledger(payload) VALUES (p::pg_catalog.jsonb) $f$;
--- Fails about one call in four, to show retries and give-ups.
-CREATE OR REPLACE FUNCTION demo.flaky(p pg_catalog.text) RETURNS pg_catalog.void LANGUAGE plpgsql
-  SET search_path = pg_catalog, pg_temp AS $f$
-BEGIN
-  IF pg_catalog.random() OPERATOR(pg_catalog.<) 0.25::pg_catalog.float8 THEN
-    RAISE EXCEPTION 'demo: the downstream service is flaky (payload %)', p;
-  END IF;
-END $f$;
-DO $d$
-BEGIN
-  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel OPERATOR(pg_catalog.=) 'demo_orders'::pg_catalog.text) THEN
-    PERFORM pgrelay.register('demo_orders', 'SELECT demo.record_order($1)');
-  END IF;
-  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel OPERATOR(pg_catalog.=) 'demo_ledger'::pg_catalog.text) THEN
-    PERFORM pgrelay.register('demo_ledger', 'SELECT demo.post_ledger($1)',
-      p_concurrency_mode := 'channel');
-  END IF;
-  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel OPERATOR(pg_catalog.=) 'demo_flaky'::pg_catalog.text) THEN
-    PERFORM pgrelay.register('demo_flaky', 'SELECT demo.flaky($1)',
-      p_max_attempts := 3, p_retry_delay := '500 milliseconds');
-  END IF;
-  IF NOT EXISTS (SELECT FROM pgrelay.channels WHERE channel OPERATOR(pg_catalog.=) 'demo_email'::pg_catalog.text) THEN
-    PERFORM pgrelay_notifier.create_channel('demo_email', 'pgrelay demo <demo@pgrelay.localhost>');
-  END IF;
-END $d$;
-`
-
 // devShutdownTimeout is dev's --shutdown-timeout unless one is given: a
 // developer's Ctrl-C should not wait half a minute for a demo handler.
 const devShutdownTimeout = 3 * time.Second
@@ -189,8 +149,8 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		}
 	}
 	if demo.v {
-		if _, err := pool.Exec(ctx, devSetup); err != nil {
-			return fmt.Errorf("create the demo channels: %w", err)
+		if err := store.CreateDemo(ctx, pool); err != nil {
+			return err
 		}
 	}
 
@@ -285,15 +245,17 @@ func startDevPostgres(ctx context.Context, dataDir string, port int, logger *slo
 		return nil, err
 	}
 	err = func() error {
-		if err := pg.Exec(ctx, "postgres", "SELECT 1"); err != nil {
-			return err
+		c, err := connect(ctx, pg.URL("postgres"))
+		if err != nil {
+			return fmt.Errorf("connect to the dev PostgreSQL: %w", err)
 		}
-		var exists bool
-		if err := devQueryRow(ctx, pg.URL("postgres"), devExistsSQL, &exists); err != nil {
+		defer c.Close(context.WithoutCancel(ctx))
+		exists, err := store.DevDatabaseExists(ctx, c)
+		if err != nil {
 			return err
 		}
 		if !exists {
-			return pg.Exec(ctx, "postgres", "CREATE DATABASE pgrelay_dev")
+			return store.CreateDevDatabase(ctx, c)
 		}
 		return nil
 	}()
@@ -357,30 +319,6 @@ func (b *optBool) Set(s string) error {
 
 func (b *optBool) IsBoolFlag() bool { return true }
 
-// The demo producer's and the live view's statements.
-const (
-	devSendSQL = `SELECT pgrelay_notifier.send('demo_email'::pg_catalog.text, ARRAY[$1::pg_catalog.text],
-		$2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.text)`
-	devNotifySQL = "SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text)"
-	devDoneSQL   = `SELECT channel,
-		pg_catalog.count(*) FILTER (WHERE event OPERATOR(pg_catalog.=) 'succeeded'::pg_catalog.text),
-		pg_catalog.count(*) FILTER (WHERE event OPERATOR(pg_catalog.=) 'failed'::pg_catalog.text),
-		pg_catalog.count(*) FILTER (WHERE event OPERATOR(pg_catalog.=) 'gave_up'::pg_catalog.text),
-		pg_catalog.count(*) FILTER (WHERE event OPERATOR(pg_catalog.=) 'expired'::pg_catalog.text)
-		FROM pgrelay.log GROUP BY channel`
-	devExistsSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_database
-		WHERE datname OPERATOR(pg_catalog.=) 'pgrelay_dev'::pg_catalog.name)`
-)
-
-func devQueryRow(ctx context.Context, url, sql string, dst ...any) error {
-	c, err := connect(ctx, url)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer c.Close(context.WithoutCancel(ctx))
-	return c.QueryRow(ctx, sql).Scan(dst...)
-}
-
 // produceDemo enqueues demo events at rate per second until ctx is done.
 func produceDemo(ctx context.Context, pool *pgxpool.Pool, rate float64, logger *slog.Logger) {
 	if rate == 0 {
@@ -402,13 +340,13 @@ func produceDemo(ctx context.Context, pool *pgxpool.Pool, rate float64, logger *
 		amount := rand.IntN(10000)
 		var err error
 		if ch == "demo_email" {
-			_, err = pool.Exec(ctx, devSendSQL,
+			err = store.SendDemoEmail(ctx, pool,
 				fmt.Sprintf("Customer %d <customer%d@example.com>", seq, seq), fmt.Sprintf("Order %d confirmed", seq),
 				fmt.Sprintf("Thank you for your order of %d.%02d EUR.", amount/100, amount%100),
 				fmt.Sprintf("<p>Thank you for your order of <b>%d.%02d EUR</b>.</p>", amount/100, amount%100))
 		} else {
 			payload := fmt.Sprintf(`{"seq": %d, "amount": %d}`, seq, amount)
-			_, err = pool.Exec(ctx, devNotifySQL, ch, payload)
+			err = store.NotifyDemo(ctx, pool, ch, payload)
 		}
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("demo producer", "err", err)
@@ -435,8 +373,6 @@ type devView struct {
 	inFlight prometheus.Gauge
 }
 
-type doneCounts struct{ succeeded, failed, gaveUp, expired int64 }
-
 func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -447,18 +383,9 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 		}
 		return
 	}
-	done := map[string]doneCounts{}
-	rows, err := pool.Query(qctx, devDoneSQL)
-	if err == nil {
-		for rows.Next() {
-			var ch string
-			var c doneCounts
-			if rows.Scan(&ch, &c.succeeded, &c.failed, &c.gaveUp, &c.expired) == nil {
-				done[ch] = c
-			}
-		}
-		rows.Close()
-	}
+	// Without the counts (an error) the view shows the queue, as it does
+	// until the first events end.
+	done, _ := store.LogCounts(qctx, pool)
 	var b strings.Builder
 	if v.tty {
 		b.WriteString("\033[H\033[2J")
@@ -489,7 +416,7 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	for _, s := range stats {
 		d := done[s.Channel]
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", s.Channel, s.Mode, s.Pending, s.InFlight,
-			s.Retrying, d.succeeded, d.failed, d.gaveUp, d.expired)
+			s.Retrying, d.Succeeded, d.Failed, d.GaveUp, d.Expired)
 	}
 	_ = tw.Flush()
 	if v.inFlight != nil {

@@ -13,26 +13,23 @@ import (
 // sends to its own (throwaway) database: the demo setup, the producer's, the
 // live view's.
 func DevStatements(ctx context.Context, pool *pgxpool.Pool) error {
-	var exists bool
-	if err := pool.QueryRow(ctx, devExistsSQL).Scan(&exists); err != nil {
+	if _, err := store.DevDatabaseExists(ctx, pool); err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
-	if _, err := pool.Exec(ctx, devSetup); err != nil {
+	if err := store.CreateDemo(ctx, pool); err != nil {
 		return fmt.Errorf("dev setup: %w", err)
 	}
-	if _, err := pool.Exec(ctx, devSendSQL, "Customer <c@example.com>", "Order 1", "Thanks", "<p>Thanks</p>"); err != nil {
+	if err := store.SendDemoEmail(ctx, pool, "Customer <c@example.com>", "Order 1", "Thanks", "<p>Thanks</p>"); err != nil {
 		return fmt.Errorf("dev send: %w", err)
 	}
-	if _, err := pool.Exec(ctx, devNotifySQL, "demo_orders", `{"seq": 1}`); err != nil {
+	if err := store.NotifyDemo(ctx, pool, "demo_orders", `{"seq": 1}`); err != nil {
 		return fmt.Errorf("dev notify: %w", err)
 	}
 	if _, err := store.QueueStats(ctx, pool); err != nil {
 		return fmt.Errorf("dev view: %w", err)
 	}
-	rows, err := pool.Query(ctx, devDoneSQL)
-	if err != nil {
+	if _, err := store.LogCounts(ctx, pool); err != nil {
 		return fmt.Errorf("dev view: %w", err)
 	}
-	rows.Close()
-	return rows.Err()
+	return nil
 }

@@ -34,46 +34,27 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT node_id, mode, last_seen, alive, leader, processors, pending, pinned,
-		COALESCE(hostname, ''), COALESCE(version, ''), decommissioned_at IS NOT NULL
-		FROM pgrelay.nodes_overview($1::pg_catalog.interval)`, *deadAfter)
+	nodes, err := store.NodesOverview(ctx, conn, *deadAfter)
 	if err != nil {
-		return fmt.Errorf("nodes: %w", err)
+		return err
 	}
-	defer rows.Close()
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tMODE\tLAST HEARTBEAT\tSTATE\tLEADER\tPROCESSORS\tPENDING\tPINNED\tHOST\tVERSION")
-	n := 0
-	for rows.Next() {
-		var (
-			id                     int
-			mode, host, version    string
-			seen                   time.Time
-			alive, leader, gone    bool
-			procs, pending, pinned int64
-		)
-		if err := rows.Scan(&id, &mode, &seen, &alive, &leader, &procs, &pending, &pinned, &host, &version,
-			&gone); err != nil {
-			return fmt.Errorf("nodes: %w", err)
-		}
+	for _, n := range nodes {
 		state, lead := "dead", ""
 		switch {
-		case gone:
+		case n.Decommissioned:
 			state = "decommissioned"
-		case alive:
+		case n.Alive:
 			state = "alive"
 		}
-		if leader {
+		if n.Leader {
 			lead = "leader"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s ago\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", id, mode,
-			time.Since(seen).Round(time.Second), state, lead, procs, pending, pinned, host, version)
-		n++
+		fmt.Fprintf(tw, "%d\t%s\t%s ago\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", n.Node, n.Mode,
+			time.Since(n.LastSeen).Round(time.Second), state, lead, n.Processors, n.Pending, n.Pinned, n.Hostname, n.Version)
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("nodes: %w", err)
-	}
-	if n == 0 {
+	if len(nodes) == 0 {
 		fmt.Fprintln(tw, "(no node has run a Processor yet)")
 	}
 	if err := tw.Flush(); err != nil {
@@ -129,13 +110,9 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	if !*yes {
 		// Say what it would do, then refuse.
-		var pinned, owned int64
-		if err := conn.QueryRow(ctx, `SELECT pg_catalog.count(*) FILTER (WHERE run_in_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4),
-			pg_catalog.count(*) FILTER (WHERE run_in_node IS NULL AND owner_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4)
-			FROM pgrelay.queue
-			WHERE run_in_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 OR owner_node OPERATOR(pg_catalog.=) $1::pg_catalog.int4`,
-			node).Scan(&pinned, &owned); err != nil {
-			return fmt.Errorf("decommission node %d: count its rows: %w", node, err)
+		pinned, owned, err := store.NodeRows(ctx, conn, node)
+		if err != nil {
+			return err
 		}
 		fmt.Fprintf(a.stdout, "decommissioning node %d would discard %d pinned rows (logged gave_up), "+
 			"hand its %d unrestricted rows to the live node that adopts (logged adopted) "+
@@ -143,9 +120,9 @@ func runDecommission(ctx context.Context, a *app, args []string) error {
 		return &usageError{msg: fmt.Sprintf("decommissioning node %d discards the rows pinned to it for good; "+
 			"pass --yes to confirm", node)}
 	}
-	var n int64
-	if err := conn.QueryRow(ctx, "SELECT pgrelay.decommission($1::pg_catalog.int4, $2::pg_catalog.interval)", node, *deadAfter).Scan(&n); err != nil {
-		return fmt.Errorf("decommission node %d: %w", node, err)
+	n, err := store.Decommission(ctx, conn, node, *deadAfter)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(a.stdout, "node %d decommissioned: %d pinned rows discarded (logged gave_up); "+
 		"its unrestricted rows go to the live node that adopts (logged adopted)\n", node, n)

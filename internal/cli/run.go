@@ -281,14 +281,12 @@ func startChecks(ctx context.Context, url, mode string, planned int, logger *slo
 // closes before the Processor starts, not counted). It never stops the
 // Processor.
 func warnConnections(ctx context.Context, conn *pgx.Conn, planned int, logger *slog.Logger) {
-	var maxConns, reserved, open int
-	if err := conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('max_connections')::pg_catalog.int4,
-		pg_catalog.current_setting('superuser_reserved_connections')::pg_catalog.int4,
-		(SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pg_catalog.pg_stat_activity a
-		  WHERE a.backend_type OPERATOR(pg_catalog.=) 'client backend'::pg_catalog.text)`).Scan(&maxConns, &reserved, &open); err != nil {
+	c, err := store.ServerConnections(ctx, conn)
+	if err != nil {
 		logger.Warn("connections: could not check the server's max_connections", "err", err)
 		return
 	}
+	maxConns, reserved, open := c.Max, c.Reserved, c.Open
 	if free := maxConns - reserved - (open - 1); planned > free {
 		logger.Warn(fmt.Sprintf("connections: this Processor may open %d connections but the server has %d free "+
 			"(max_connections %d, %d reserved for superusers, %d open): lower --max-connections or raise max_connections",
@@ -407,8 +405,8 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 	sayMigrated(a.stdout, res)
 	// The node id producers stamp: this session's pg_relay.node_id (the
 	// database's or the server's setting), until a Processor records its own.
-	if _, err := conn.Exec(ctx, "SELECT pgrelay._record_node()"); err != nil {
-		return fmt.Errorf("record this node's id: %w", err)
+	if err := store.RecordNodeID(ctx, conn); err != nil {
+		return err
 	}
 	return warnOwnerStats(ctx, conn, a.stderr, "pgrelay migrate")
 }
@@ -430,11 +428,9 @@ func warnOwnerStats(ctx context.Context, conn *pgx.Conn, w io.Writer, cmd string
 	// The NATS publisher's horizon (pgrelay._publish_horizon, SECURITY
 	// DEFINER) must see every session's transaction: its owner, who ran
 	// this, needs pg_read_all_stats unless a superuser.
-	var owner string
-	var sees bool
-	if err := conn.QueryRow(ctx, `SELECT CURRENT_USER::pg_catalog.text,
-		pg_catalog.pg_has_role(CURRENT_USER, 'pg_read_all_stats'::pg_catalog.name, 'USAGE'::pg_catalog.text)`).Scan(&owner, &sees); err != nil {
-		return fmt.Errorf("check the owner's pg_read_all_stats: %w", err)
+	owner, sees, err := store.SeesAllSessions(ctx, conn)
+	if err != nil {
+		return err
 	}
 	if !sees {
 		fmt.Fprintf(w, "%s: warning: %s, the owner of the schema, is neither a superuser nor a member of pg_read_all_stats:\n"+

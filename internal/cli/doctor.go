@@ -276,13 +276,11 @@ func (n *doctorNode) start(ctx context.Context) ([]doctorFinding, error) {
 			Message: fmt.Sprintf("the schema is at version %d, this pgrelay's is %d: a Processor of this version refuses to start", v, want),
 			Fix:     "pgrelay migrate --database-url <this database's URL>"})
 	}
-	err = n.conn.QueryRow(ctx, `SELECT r.rolname::text, r.oid, pgrelay._this_node(), pg_catalog.current_database()::text,
-		  EXISTS (SELECT FROM pg_catalog.pg_extension x WHERE x.extname IN ('spock', 'pglogical'))
-		FROM pg_catalog.pg_namespace s JOIN pg_catalog.pg_roles r ON r.oid = s.nspowner
-		WHERE s.nspname = 'pgrelay'`).Scan(&n.owner, &n.ownerID, &n.nodeID, &n.dbName, &n.cluster)
+	info, err := store.ReadSchemaInfo(ctx, n.conn)
 	if err != nil {
-		return nil, fmt.Errorf("%s: read pgrelay's owner and node id: %w", n.label, err)
+		return nil, fmt.Errorf("%s: %w", n.label, err)
 	}
+	n.owner, n.ownerID, n.nodeID, n.dbName, n.cluster = info.Owner, info.OwnerID, info.Node, info.Database, info.Cluster
 	return out, nil
 }
 
@@ -986,15 +984,12 @@ func skewFindings(nodes []*doctorNode, max time.Duration) []doctorFinding {
 
 func checkPublisher(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]doctorFinding, error) {
 	var out []doctorFinding
-	var cursors int
-	if err := n.conn.QueryRow(ctx, "SELECT pg_catalog.count(*) FROM pgrelay.publish_cursors").Scan(&cursors); err != nil {
+	cursors, err := store.PublishCursorCount(ctx, n.conn)
+	if err != nil {
 		return nil, err
 	}
-	var owner string
-	var canSee bool
-	if err := n.conn.QueryRow(ctx, `SELECT r.rolname::text, r.rolsuper OR pg_catalog.pg_has_role(r.oid, 'pg_read_all_stats', 'USAGE')
-		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_roles r ON r.oid = p.proowner
-		WHERE p.oid = 'pgrelay._publish_horizon()'::regprocedure`).Scan(&owner, &canSee); err != nil {
+	owner, canSee, err := store.HorizonOwner(ctx, n.conn)
+	if err != nil {
 		return nil, err
 	}
 	if !canSee {
@@ -1010,70 +1005,33 @@ func checkPublisher(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]doc
 	if cursors == 0 {
 		return out, nil
 	}
-	backlog, err := storePublishBacklog(ctx, n.conn)
+	backlog, err := store.PublishBacklog(ctx, n.conn)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range backlog {
-		if c.backlog == 0 {
+		if c.Backlog == 0 {
 			continue
 		}
-		q := `SELECT l.at FROM pgrelay.log l WHERE l.node = $1 AND l.id > $2 ORDER BY l.node, l.id LIMIT 1`
-		if c.source == "notifier" {
-			q = `SELECT s.at FROM pgrelay_notifier.status_events s WHERE s.node = $1 AND s.id > $2 ORDER BY s.node, s.id LIMIT 1`
-		}
-		var oldest time.Time
-		var age time.Duration
-		err := n.conn.QueryRow(ctx, `SELECT x.at, pg_catalog.clock_timestamp() - x.at FROM (`+q+`) x`, c.node, c.lastID).Scan(&oldest, &age)
-		if err == pgx.ErrNoRows {
-			continue
-		}
+		oldest, age, ok, err := store.UnpublishedAge(ctx, n.conn, c.Node, c.Source, c.LastID)
 		if err != nil {
-			return nil, fmt.Errorf("oldest unpublished %s row of node %d: %w", c.source, c.node, err)
+			return nil, err
+		}
+		if !ok {
+			continue
 		}
 		if age <= cfg.maxPublishAge {
 			continue
 		}
-		count := strconv.FormatInt(c.backlog, 10)
-		if c.backlog > c.cap {
-			count = "more than " + strconv.FormatInt(c.cap, 10)
+		count := strconv.FormatInt(c.Backlog, 10)
+		if c.Backlog > store.BacklogCap {
+			count = "more than " + strconv.FormatInt(store.BacklogCap, 10)
 		}
 		out = append(out, doctorFinding{ID: "publish-lag", Severity: severityProblem,
 			Message: fmt.Sprintf("node %d's NATS publisher (source %s) has %s unpublished events, the oldest %s old (written %s): "+
 				"the Processors' retention (--log-retention, a flag doctor cannot see) deletes old log rows, and an event deleted before it is published never reaches NATS",
-				c.node, c.source, count, age.Round(time.Second), oldest.UTC().Format(time.RFC3339)),
-			Fix: "find why node " + strconv.Itoa(c.node) + "'s publisher is behind (pgrelay stats, the Processor's log, pgrelay_events_backlog); keep the retention above the lag until it catches up"})
-	}
-	return out, nil
-}
-
-// cursorBacklog is one row of pgrelay.publish_backlog().
-type cursorBacklog struct {
-	node    int
-	source  string
-	lastID  int64
-	backlog int64
-	cap     int64
-}
-
-// publishBacklogCap is the count publish_backlog() stops at.
-const publishBacklogCap = 100000
-
-func storePublishBacklog(ctx context.Context, conn *pgx.Conn) ([]cursorBacklog, error) {
-	rows, err := conn.Query(ctx, `SELECT node_id, source, last_id, backlog FROM pgrelay.publish_backlog($1)`, publishBacklogCap)
-	if err != nil {
-		return nil, fmt.Errorf("publish_backlog: %w", err)
-	}
-	var out []cursorBacklog
-	var c cursorBacklog
-	var node int32
-	_, err = pgx.ForEachRow(rows, []any{&node, &c.source, &c.lastID, &c.backlog}, func() error {
-		c.node, c.cap = int(node), publishBacklogCap
-		out = append(out, c)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("publish_backlog: %w", err)
+				c.Node, c.Source, count, age.Round(time.Second), oldest.UTC().Format(time.RFC3339)),
+			Fix: "find why node " + strconv.Itoa(c.Node) + "'s publisher is behind (pgrelay stats, the Processor's log, pgrelay_events_backlog); keep the retention above the lag until it catches up"})
 	}
 	return out, nil
 }
@@ -1103,10 +1061,8 @@ func queueStorage() (map[string]string, error) {
 
 func checkVacuum(ctx context.Context, n *doctorNode, cfg doctorConfig) ([]doctorFinding, error) {
 	var out []doctorFinding
-	var autovacuum string
-	var opts []string
-	if err := n.conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('autovacuum'), COALESCE(c.reloptions, '{}')
-		FROM pg_catalog.pg_class c WHERE c.oid = 'pgrelay.queue'::regclass`).Scan(&autovacuum, &opts); err != nil {
+	autovacuum, opts, err := store.QueueVacuum(ctx, n.conn)
+	if err != nil {
 		return nil, err
 	}
 	if autovacuum != "on" {

@@ -1,8 +1,10 @@
-// Package store holds every SQL statement the Processor runs against
-// PostgreSQL (pgx only). Two pools keep hot-path work (claims, handlers,
-// completions) apart from background work (heartbeats, rescue, trimming,
-// statistics), so a slow background query never takes a connection a claim
-// needs.
+// Package store holds every SQL statement the Processor and the pgrelay
+// commands send to PostgreSQL (pgx only), but the catalog checks only
+// `pgrelay doctor` makes and the migrations' own. Functions that take a
+// Querier run on any session; the Store's methods on its pools. Two pools
+// keep hot-path work (claims, handlers, completions) apart from background
+// work (heartbeats, rescue, trimming, statistics), so a slow background
+// query never takes a connection a claim needs.
 package store
 
 import (

@@ -153,7 +153,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		default:
 			key := channelKey(row.Channel, row.Mode)
 			mode := row.Mode
-			p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
+			p.r.route(ctx, key, func() *actor.Props { return channelActorProps(p.d, key, mode) },
 				fmt.Sprintf("channel-%d-%s-", p.d.node, row.Channel), &runEvent{ev: ev, key: key})
 		}
 	case *batchReady:

@@ -5,7 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/pgrelay/pgrelay/actors/handlers"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // handlerFinished: a handler goroutine of this actor returned (its outcome is

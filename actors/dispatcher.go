@@ -8,9 +8,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/pgrelay/pgrelay/actors/handlers"
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // Messages of the dispatcher and the channel and lane actors.
@@ -153,7 +153,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		default:
 			key := channelKey(row.Channel, row.Mode)
 			mode := row.Mode
-			p.r.route(ctx, key, func() *actor.Props { return executorProps(p.d, key, mode) },
+			p.r.route(ctx, key, func() *actor.Props { return channelActorProps(p.d, key, mode) },
 				fmt.Sprintf("channel-%d-%s-", p.d.node, row.Channel), &runEvent{ev: ev, key: key})
 		}
 	case *batchReady:

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pgrelay/pgrelay/actors/handlers"
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // endedFailing is implemented by handlers that keep a status of their own

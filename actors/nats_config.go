@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgrelay/pgrelay/actors/handlers"
 	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // NATSConfig connects a Processor to NATS (docs/events.md): its publisher

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
-	"github.com/pgrelay/pgrelay/actors/handlers"
 	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // The nats handler kind and the publisher's faults.

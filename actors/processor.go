@@ -43,10 +43,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgrelay/pgrelay/actors/handlers"
-	"github.com/pgrelay/pgrelay/actors/handlers/email"
 	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
+	"github.com/pgrelay/pgrelay/internal/handlers/email"
 )
 
 // maxHotConns bounds the hot-path pool (plus a few for claims and

@@ -33,7 +33,7 @@ func (w *pubWorker) findStored(ctx context.Context, src *pubSource, first int64)
 	}
 	keep := func(s string) bool {
 		id, err := strconv.ParseInt(s, 10, 64)
-		return err == nil && id >= first && idNode(id) == w.node
+		return err == nil && id >= first && events.ID(id).Node() == w.node
 	}
 	rctx, cancel := context.WithTimeout(ctx, storedReadBudget)
 	defer cancel()
@@ -44,8 +44,8 @@ func (w *pubWorker) findStored(ctx context.Context, src *pubSource, first int64)
 	case !src.unackedAt.IsZero() && time.Since(src.unackedAt) > w.dupWindow/2:
 		from = "after sequence " + strconv.FormatUint(src.floor, 10)
 		stored, err = w.d.bus.StoredIDs(rctx, w.stream, src.filter(), src.floor, keep)
-	case !src.startChecked && time.Since(events.IDTime(first)) > w.dupWindow/2:
-		since := events.IDTime(first).Add(-clockSkew)
+	case !src.startChecked && time.Since(events.ID(first).Time()) > w.dupWindow/2:
+		since := events.ID(first).Time().Add(-clockSkew)
 		from = "since " + since.Format(time.RFC3339Nano)
 		stored, err = w.d.bus.StoredIDsSince(rctx, w.stream, src.filter(), since, keep)
 	default:
@@ -83,10 +83,6 @@ func (src *pubSource) filter() string {
 
 // storedReadBudget is the most time findStored spends reading the stream.
 const storedReadBudget = 20 * time.Second
-
-// idNode is the node id of an id (docs/architecture.md#ids: milliseconds,
-// then 10 bits of node, then 12 bits of sequence).
-func idNode(id int64) int { return int(id>>12) & 0x3ff }
 
 // clockSkew is how far behind PostgreSQL's the NATS server's clock may run
 // for the first batch's look into the stream (findStored) to find every copy.

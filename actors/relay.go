@@ -7,9 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/pgrelay/pgrelay/actors/handlers"
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // relay is the root of the tree: it spawns the Processor's long-lived actors

@@ -12,17 +12,6 @@ import (
 // goes away; new fields may appear in any version. See docs/events.md.
 const SchemaVersion = 1
 
-// idEpochMS is the epoch of pgrelay's ids, 2026-01-01 00:00 UTC, in Unix
-// milliseconds.
-const idEpochMS = 1767225600000
-
-// IDTime is the time an id was taken, by PostgreSQL's clock: its 41-bit
-// millisecond part (ids are milliseconds since the epoch, a 10-bit node and
-// a 12-bit sequence). A log row's event is stored in a stream at or after it.
-func IDTime(id int64) time.Time {
-	return time.UnixMilli(idEpochMS + id>>22).UTC()
-}
-
 // Subject prefixes of what pgrelay publishes on NATS.
 const (
 	// SubjectRoot is the root of every pgrelay subject; the events stream

@@ -123,11 +123,17 @@ func TestFit(t *testing.T) {
 	require.Equal(t, "pgrelay.notifier.m.failed", st.Subject())
 }
 
-// IDTime reads the millisecond part of an id.
+// An ID reads as its millisecond, node and sequence parts.
 func TestIDTime(t *testing.T) {
 	at := time.Date(2026, 11, 30, 14, 37, 53, 461e6, time.UTC)
 	ms := at.UnixMilli() - time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	id := ms<<22 | 5<<12 | 77 // node 5, sequence 77
-	require.Equal(t, at, events.IDTime(id))
-	require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), events.IDTime(0))
+	require.Equal(t, at, events.ID(id).Time())
+	require.Equal(t, 5, events.ID(id).Node())
+	require.Equal(t, 77, events.ID(id).Seq())
+	require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), events.ID(0).Time())
+	maxNode := ms<<22 | 1023<<12 | 4095
+	require.Equal(t, at, events.ID(maxNode).Time())
+	require.Equal(t, 1023, events.ID(maxNode).Node())
+	require.Equal(t, 4095, events.ID(maxNode).Seq())
 }

@@ -55,7 +55,7 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 	var start time.Time
 	switch {
 	case *sinceID > 0:
-		start = events.IDTime(*sinceID)
+		start = events.ID(*sinceID).Time()
 	case *since != "":
 		t, err := parseSince(*since, time.Now())
 		if err != nil {

@@ -25,8 +25,8 @@ import (
 
 	mail "github.com/wneessen/go-mail"
 
-	"github.com/pgrelay/pgrelay/actors/handlers"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // Config configures the email handler. Zero values mean defaults.

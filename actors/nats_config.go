@@ -87,8 +87,8 @@ func (c *Config) natsDefaults() error {
 
 // startNATS connects to NATS (an unreachable server is retried in the
 // background: the Processor starts and dispatches regardless) and adds the
-// nats handler kind to reg.
-func (p *Processor) startNATS(reg handlers.Registry, metrics *Metrics) error {
+// nats handler kind to reg; the connection's Close goes on undo.
+func (p *Processor) startNATS(reg handlers.Registry, metrics *Metrics, undo *undoStack) error {
 	if !p.cfg.natsOn() {
 		return nil
 	}
@@ -99,6 +99,7 @@ func (p *Processor) startNATS(reg handlers.Registry, metrics *Metrics) error {
 	if err != nil {
 		return fmt.Errorf("pgrelay: %w", err)
 	}
+	undo.push(func() { _ = conn.Close() })
 	p.bus = conn
 	p.closers = append(p.closers, conn)
 	reg["nats"] = handlers.NATS{Bus: conn, OnTooLarge: func(ev handlers.Event) {

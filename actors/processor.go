@@ -183,28 +183,14 @@ type Config struct {
 	testHook func(actor string, msg any)
 }
 
-func (c *Config) defaults() error {
-	if c.DatabaseURL == "" {
-		return errors.New("pgrelay: a database URL is required (--database-url or PGRELAY_DATABASE_URL)")
-	}
+// defaults fills in the defaults of zero settings.
+func (c *Config) defaults() {
 	if c.Mode == "" {
 		c.Mode = ModeSingle
-	}
-	switch c.Mode {
-	case ModeSingle, ModeMultiNode, ModeLeader:
-	default:
-		return fmt.Errorf("pgrelay: unknown mode %q (expected single, multi-node or leader)", c.Mode)
-	}
-	if c.NodeID != nil && (*c.NodeID < 0 || *c.NodeID > 1023) {
-		return fmt.Errorf("pgrelay: node id %d is outside 0..1023", *c.NodeID)
 	}
 	setDefault(&c.Concurrency, 1000)
 	setDefault(&c.BatchSize, 100)
 	setDefault(&c.MaxConnections, DefaultMaxConnections)
-	if c.MaxConnections < minTotalConns {
-		return fmt.Errorf("pgrelay: max connections %d: at least %d (%d background, %d LISTEN, %d NATS publisher, %d hot)",
-			c.MaxConnections, minTotalConns, bgConns, listenConns, publishConns, minHotConns)
-	}
 	setDefault(&c.SQLBatch, 500)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.HeartbeatInterval, time.Second)
@@ -220,20 +206,7 @@ func (c *Config) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if err := c.natsDefaults(); err != nil {
-		return err
-	}
-	if err := c.emailConfig().Validate(); err != nil {
-		return fmt.Errorf("pgrelay: %w", err)
-	}
-	if c.Concurrency < 1 || c.BatchSize < 1 {
-		return errors.New("pgrelay: concurrency and batch size must be positive")
-	}
-	if c.DeadAfter <= c.HeartbeatInterval {
-		return fmt.Errorf("pgrelay: dead-after (%s) must be longer than the heartbeat interval (%s)",
-			c.DeadAfter, c.HeartbeatInterval)
-	}
-	return nil
+	c.natsDefaults()
 }
 
 func (c *Config) emailConfig() email.Config {
@@ -337,9 +310,14 @@ type Processor struct {
 	bus     *bus.Conn         // nil without NATS
 }
 
-// New validates cfg and prepares a Processor; it connects nothing yet.
+// New fills in cfg's defaults, validates it and prepares a Processor; it
+// connects nothing yet.
 func New(cfg Config) (*Processor, error) {
-	if err := cfg.defaults(); err != nil {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("pgrelay: a database URL is required (--database-url or PGRELAY_DATABASE_URL)")
+	}
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return &Processor{cfg: cfg}, nil

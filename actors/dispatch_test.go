@@ -386,7 +386,7 @@ func TestActorConfigErrors(t *testing.T) {
 	require.ErrorContains(t, err, "unknown mode")
 	n := 5000
 	_, err = actors.New(actors.Config{DatabaseURL: "postgres://x", NodeID: &n})
-	require.ErrorContains(t, err, "outside 0..1023")
+	require.ErrorContains(t, err, "node-id 5000: expected 0..1023")
 	p, err := actors.New(actors.Config{DatabaseURL: "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"})
 	require.NoError(t, err)
 	err = p.Start(context.Background())

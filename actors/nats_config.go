@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -54,41 +53,22 @@ type NATSConfig struct {
 // natsOn reports whether NATS is configured.
 func (c *Config) natsOn() bool { return c.NATS != nil && strings.TrimSpace(c.NATS.URL) != "" }
 
-// natsDefaults validates and completes the NATS settings.
-func (c *Config) natsDefaults() error {
+// natsDefaults fills in the NATS settings' defaults.
+func (c *Config) natsDefaults() {
 	if !c.natsOn() {
-		return nil
+		return
 	}
 	n := *c.NATS // a copy: the caller's struct stays as given
 	c.NATS = &n
 	setDefault(&n.Stream, bus.DefaultStream)
 	setDefault(&n.PublishBatch, 500)
 	setDefault(&n.PublishInterval, 200*time.Millisecond)
-	switch {
-	case n.PublishBatch < 1 || n.PublishBatch > 4000:
-		// 4000: below the client's limit of unacknowledged async publishes.
-		return fmt.Errorf("pgrelay: NATS publish batch must be between 1 and 4000, got %d", n.PublishBatch)
-	case n.PublishInterval < 0:
-		return errors.New("pgrelay: NATS publish interval must be positive")
-	case n.MaxAge < 0:
-		return errors.New("pgrelay: NATS max age must not be negative")
-	case n.MaxBytes < 0:
-		return errors.New("pgrelay: NATS max bytes must not be negative")
-	case n.Retention != "" && n.Retention != bus.RetentionLimits && n.Retention != bus.RetentionInterest:
-		return fmt.Errorf("pgrelay: NATS stream retention %q: expected %s or %s", n.Retention,
-			bus.RetentionLimits, bus.RetentionInterest)
-	case strings.ContainsAny(n.Stream, " \t\r\n.*>/\\"):
-		return fmt.Errorf("pgrelay: NATS stream name %q is invalid: no spaces, '.', '*', '>', '/' or '\\'", n.Stream)
-	case (n.TLSCert == "") != (n.TLSKey == ""):
-		return errors.New("pgrelay: a NATS TLS client certificate needs its key, and the key its certificate")
-	}
-	return nil
 }
 
 // startNATS connects to NATS (an unreachable server is retried in the
 // background: the Processor starts and dispatches regardless) and adds the
-// nats handler kind to reg.
-func (p *Processor) startNATS(reg handlers.Registry, metrics *Metrics) error {
+// nats handler kind to reg; the connection's Close goes on undo.
+func (p *Processor) startNATS(reg handlers.Registry, metrics *Metrics, undo *undoStack) error {
 	if !p.cfg.natsOn() {
 		return nil
 	}
@@ -99,6 +79,7 @@ func (p *Processor) startNATS(reg handlers.Registry, metrics *Metrics) error {
 	if err != nil {
 		return fmt.Errorf("pgrelay: %w", err)
 	}
+	undo.push(func() { _ = conn.Close() })
 	p.bus = conn
 	p.closers = append(p.closers, conn)
 	reg["nats"] = handlers.NATS{Bus: conn, OnTooLarge: func(ev handlers.Event) {

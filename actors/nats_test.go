@@ -320,10 +320,10 @@ func TestActorNATSConfigInvalid(t *testing.T) {
 		n    actors.NATSConfig
 		want string
 	}{
-		{actors.NATSConfig{PublishBatch: 4001}, "publish batch"},
-		{actors.NATSConfig{MaxAge: -time.Second}, "max age"},
-		{actors.NATSConfig{MaxBytes: -1}, "max bytes"},
-		{actors.NATSConfig{Retention: "workqueue"}, `retention "workqueue": expected limits or interest`},
+		{actors.NATSConfig{PublishBatch: 4001}, "nats-publish-batch 4001: expected 1..4000"},
+		{actors.NATSConfig{MaxAge: -time.Second}, "nats-max-age must not be negative"},
+		{actors.NATSConfig{MaxBytes: -1}, "nats-max-bytes must not be negative"},
+		{actors.NATSConfig{Retention: "workqueue"}, `nats-retention "workqueue": expected limits or interest`},
 		{actors.NATSConfig{Stream: "a.b"}, "stream name"},
 		{actors.NATSConfig{TLSCert: "c.pem"}, "needs its key"},
 	} {

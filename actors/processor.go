@@ -183,28 +183,14 @@ type Config struct {
 	testHook func(actor string, msg any)
 }
 
-func (c *Config) defaults() error {
-	if c.DatabaseURL == "" {
-		return errors.New("pgrelay: a database URL is required (--database-url or PGRELAY_DATABASE_URL)")
-	}
+// defaults fills in the defaults of zero settings.
+func (c *Config) defaults() {
 	if c.Mode == "" {
 		c.Mode = ModeSingle
-	}
-	switch c.Mode {
-	case ModeSingle, ModeMultiNode, ModeLeader:
-	default:
-		return fmt.Errorf("pgrelay: unknown mode %q (expected single, multi-node or leader)", c.Mode)
-	}
-	if c.NodeID != nil && (*c.NodeID < 0 || *c.NodeID > 1023) {
-		return fmt.Errorf("pgrelay: node id %d is outside 0..1023", *c.NodeID)
 	}
 	setDefault(&c.Concurrency, 1000)
 	setDefault(&c.BatchSize, 100)
 	setDefault(&c.MaxConnections, DefaultMaxConnections)
-	if c.MaxConnections < minTotalConns {
-		return fmt.Errorf("pgrelay: max connections %d: at least %d (%d background, %d LISTEN, %d NATS publisher, %d hot)",
-			c.MaxConnections, minTotalConns, bgConns, listenConns, publishConns, minHotConns)
-	}
 	setDefault(&c.SQLBatch, 500)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.HeartbeatInterval, time.Second)
@@ -220,20 +206,7 @@ func (c *Config) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if err := c.natsDefaults(); err != nil {
-		return err
-	}
-	if err := c.emailConfig().Validate(); err != nil {
-		return fmt.Errorf("pgrelay: %w", err)
-	}
-	if c.Concurrency < 1 || c.BatchSize < 1 {
-		return errors.New("pgrelay: concurrency and batch size must be positive")
-	}
-	if c.DeadAfter <= c.HeartbeatInterval {
-		return fmt.Errorf("pgrelay: dead-after (%s) must be longer than the heartbeat interval (%s)",
-			c.DeadAfter, c.HeartbeatInterval)
-	}
-	return nil
+	c.natsDefaults()
 }
 
 func (c *Config) emailConfig() email.Config {
@@ -337,9 +310,14 @@ type Processor struct {
 	bus     *bus.Conn         // nil without NATS
 }
 
-// New validates cfg and prepares a Processor; it connects nothing yet.
+// New fills in cfg's defaults, validates it and prepares a Processor; it
+// connects nothing yet.
 func New(cfg Config) (*Processor, error) {
-	if err := cfg.defaults(); err != nil {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("pgrelay: a database URL is required (--database-url or PGRELAY_DATABASE_URL)")
+	}
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return &Processor{cfg: cfg}, nil
@@ -425,6 +403,16 @@ func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
 // Start connects, registers the instance and starts the actor tree. It
 // returns once the Processor is claiming.
 func (p *Processor) Start(ctx context.Context) error {
+	// Each resource is pushed on undo as it is acquired. A Start that fails
+	// returns through the deferred unwind, which releases them in reverse
+	// and leaves Stop nothing to do; a Start that succeeds hands them to Stop.
+	var undo undoStack
+	defer func() {
+		if undo.pending() {
+			p.stopped.Do(undo.unwind)
+		}
+	}()
+
 	// Slots are events, and a batch runs many on one connection: the hot
 	// pool need not grow with the slots past what the server and the
 	// handlers can use at once.
@@ -446,63 +434,67 @@ func (p *Processor) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
+	undo.push(hot.Close)
 	if err := warm(ctx, hot, int(hotCfg.MinConns)); err != nil {
-		hot.Close()
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
 	bg, err := pgxpool.NewWithConfig(ctx, bgCfg)
 	if err != nil {
-		hot.Close()
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
+	undo.push(bg.Close)
 	p.hot, p.bg = hot, bg
 	st := store.New(hot, bg, stmts)
 
 	metrics, err := NewMetrics(p.cfg.Registerer)
 	if err != nil {
-		p.closePools()
 		return fmt.Errorf("pgrelay: register metrics: %w", err)
 	}
 	if p.cfg.Registerer != nil {
-		p.backlog = newBacklogCollector(bg, metrics, p.cfg.Logger)
-		if err := p.cfg.Registerer.Register(p.backlog); err != nil {
-			p.closePools()
+		backlog := newBacklogCollector(bg, metrics, p.cfg.Logger)
+		if err := p.cfg.Registerer.Register(backlog); err != nil {
 			return fmt.Errorf("pgrelay: register metrics: %w", err)
 		}
+		p.backlog = backlog
+		undo.push(func() { p.cfg.Registerer.Unregister(backlog) })
 	}
 	host, _ := os.Hostname()
 	info := store.ProcessorInfo{Mode: p.cfg.Mode, Hostname: host, PID: os.Getpid(), Version: p.cfg.Version}
 	// Read before this instance's first heartbeat marks the node alive.
 	rejoin, err := rejoining(ctx, st, p.cfg)
 	if err != nil {
-		p.closePools()
 		return fmt.Errorf("pgrelay: %w", err)
 	}
 	// The node id producers stamp is the one the Processors of the node
 	// run with (they cannot set their own).
 	recorded, wakeKey, err := st.RecordNode(ctx)
 	if err != nil {
-		p.closePools()
 		return fmt.Errorf("pgrelay: %w", err)
 	}
 	procID, node, err := st.StartProcessor(ctx, info)
 	if err != nil {
-		p.closePools()
 		return fmt.Errorf("pgrelay: %w", err)
 	}
+	logger := p.cfg.Logger.With("processor", procID, "node", node)
+	undo.push(func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := st.StopProcessor(sctx, procID); err != nil {
+			logger.Warn("abort start: unregister", "err", err)
+		}
+	})
 
 	reg := handlers.Registry{"sql": handlers.SQL{Store: st}}
 	if ec := p.cfg.emailConfig(); ec.Enabled() {
 		h, err := email.New(st, ec)
 		if err != nil {
-			p.closePools()
 			return fmt.Errorf("pgrelay: %w", err)
 		}
+		undo.push(func() { _ = h.Close() })
 		reg["email"] = h
 		p.closers = append(p.closers, h)
 	}
-	if err := p.startNATS(reg, metrics); err != nil {
-		p.closePools()
+	if err := p.startNATS(reg, metrics, &undo); err != nil {
 		return err
 	}
 	for k, h := range p.cfg.Handlers {
@@ -516,7 +508,6 @@ func (p *Processor) Start(ctx context.Context) error {
 	_, builtinSQL := reg["sql"].(handlers.SQL)
 	direct := builtinSQL && p.cfg.SQLBatch > 1
 
-	logger := p.cfg.Logger.With("processor", procID, "node", node)
 	if recorded != node {
 		logger.Warn("this database's node id changed: producers' events are stamped with this Processor's node id from now on",
 			"was", recorded)
@@ -529,6 +520,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	}))
 	runCtx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
+	undo.push(cancel)
 	p.d = &deps{
 		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, direct: direct, metrics: metrics, log: logger, bus: p.bus,
 		system: system, processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
@@ -543,16 +535,23 @@ func (p *Processor) Start(ctx context.Context) error {
 	ready := make(chan struct{})
 	root, err := system.Root.SpawnNamed(relayProps(p.d, ready), "relay")
 	if err != nil {
-		cancel()
-		p.closePools()
 		return fmt.Errorf("pgrelay: start actor tree: %w", err)
 	}
 	p.root = root
+	d := p.d
+	undo.push(func() {
+		// Handlers first, so that the tree stops at once.
+		cancel()
+		if err := system.Root.PoisonFuture(root).Wait(); err != nil {
+			logger.Warn("abort start: actor tree", "err", err)
+		}
+		d.work.Wait()
+		system.Shutdown()
+	})
 	select {
 	case <-ready:
 	case <-ctx.Done():
-		// Stopped before the tree was up: undo everything Start did.
-		p.abortStart()
+		// Stopped before the tree was up.
 		return ctx.Err()
 	}
 
@@ -563,6 +562,7 @@ func (p *Processor) Start(ctx context.Context) error {
 		defer p.bgDone.Done()
 		listen(lctx, p.d, hotCfg)
 	}()
+	undo.release()
 	logger.Info("processor started", "mode", p.cfg.Mode, "concurrency", p.cfg.Concurrency,
 		"kinds", kinds)
 	return nil
@@ -645,25 +645,8 @@ func (p *Processor) stop(ctx context.Context) error {
 	return err
 }
 
-// abortStart stops a tree that never finished starting and unregisters.
-func (p *Processor) abortStart() {
-	p.stopped.Do(func() {
-		p.cancel()
-		if err := p.d.system.Root.PoisonFuture(p.root).Wait(); err != nil {
-			p.d.log.Warn("abort start: actor tree", "err", err)
-		}
-		p.d.work.Wait()
-		p.d.system.Shutdown()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := p.d.store.StopProcessor(sctx, p.d.processor); err != nil {
-			p.d.log.Warn("abort start: unregister", "err", err)
-		}
-		p.closePools()
-	})
-}
-
-// closePools closes the database pools and the handlers' own connections.
+// closePools closes, at Stop, the database pools and the handlers' own
+// connections.
 func (p *Processor) closePools() {
 	if p.backlog != nil {
 		p.cfg.Registerer.Unregister(p.backlog)
@@ -688,6 +671,26 @@ func (p *Processor) Ping(ctx context.Context) error {
 	}
 	return p.bg.Ping(ctx)
 }
+
+// undoStack holds the undo of each resource acquired so far.
+type undoStack []func()
+
+// push records the undo of a resource just acquired.
+func (u *undoStack) push(undo func()) { *u = append(*u, undo) }
+
+// pending reports whether any undo is still held.
+func (u *undoStack) pending() bool { return len(*u) > 0 }
+
+// unwind runs the undos, last acquired first.
+func (u *undoStack) unwind() {
+	for i := len(*u) - 1; i >= 0; i-- {
+		(*u)[i]()
+	}
+	*u = nil
+}
+
+// release hands the resources over: nothing is undone.
+func (u *undoStack) release() { *u = nil }
 
 // minLevel passes on records at min or above.
 type minLevel struct {

@@ -315,3 +315,22 @@ func TestConnectCreds(t *testing.T) {
 		refused(t, bus.Options{URL: n.URL(), CredsFile: other.CredsFile}, "authorization violation")
 	})
 }
+
+// The connection's log names the server without its credentials: a token in
+// the URL (nats://TOKEN@host, a user without a password) is one too.
+func TestConnectLogHidesToken(t *testing.T) {
+	t.Parallel()
+	n, err := devenv.StartNATS(devenv.NATSConfig{})
+	require.NoError(t, err)
+	t.Cleanup(n.Stop)
+	const token = "s3cretT0KEN"
+	logs := &logBuffer{}
+	c, err := bus.Connect(bus.Options{URL: strings.Replace(n.URL(), "nats://", "nats://"+token+"@", 1),
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "connected to NATS") },
+		10*time.Second, 10*time.Millisecond)
+	require.NotContains(t, logs.String(), token)
+	require.Contains(t, logs.String(), "nats://xxxxx@127.0.0.1:")
+}

@@ -100,12 +100,12 @@ func Connect(o Options) (*Conn, error) {
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			c.noteConnErr("")
 			c.gen.Add(1)
-			c.log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
+			c.log.Info("connected to NATS", "url", secret.String(nc.ConnectedUrl()))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			c.noteConnErr("")
 			c.gen.Add(1)
-			c.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
+			c.log.Info("reconnected to NATS", "url", secret.String(nc.ConnectedUrl()))
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			c.gen.Add(1)

@@ -250,7 +250,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout must be positive"},
 		{[]string{"--dead-after", "-1s"}, "must not be negative"},
 		{[]string{"--heartbeat-interval", "2s", "--dead-after", "1s"}, "dead-after (1s) must be longer than the heartbeat interval (2s)"},
-		{[]string{"--mode", "sideways"}, `unknown mode "sideways"`},
+		{[]string{"--mode", "sideways"}, `--mode "sideways": unknown mode`},
 		{[]string{"--concurrency", "many"}, `invalid value "many" for flag -concurrency`},
 		{[]string{"--poll-interval", "7"}, `invalid value "7" for flag -poll-interval`},
 		{[]string{"extra"}, `unexpected argument "extra"`},

@@ -46,29 +46,6 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&n.interval, "nats-publish-interval", 200*time.Millisecond, "how often the publisher looks for new events once caught up")
 }
 
-// validate checks the flags as given.
-func (n *natsFlags) validate() error {
-	if n.url == "" {
-		return nil
-	}
-	switch {
-	case n.batch < 1 || n.batch > 4000:
-		return &usageError{msg: fmt.Sprintf("--nats-publish-batch %d: expected 1..4000", n.batch)}
-	case n.interval <= 0:
-		return &usageError{msg: "--nats-publish-interval must be positive"}
-	case n.maxAge < 0:
-		return &usageError{msg: "--nats-max-age must not be negative"}
-	case n.maxBytes < 0:
-		return &usageError{msg: "--nats-max-bytes must not be negative"}
-	case n.retention != "" && n.retention != bus.RetentionLimits && n.retention != bus.RetentionInterest:
-		return &usageError{msg: fmt.Sprintf("--nats-retention %q: expected %s or %s (work-queue retention would "+
-			"allow only one consumer of the events)", n.retention, bus.RetentionLimits, bus.RetentionInterest)}
-	case (n.tlsCert == "") != (n.tlsKey == ""):
-		return &usageError{msg: "--nats-tls-cert and --nats-tls-key go together"}
-	}
-	return nil
-}
-
 // config is the Processor's NATS configuration: the flags as given, its URL
 // empty (no NATS) without --nats-url; `pgrelay bench nats` publishes with
 // the other settings to a server of its own then.

@@ -91,7 +91,7 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		Registerer:              reg,
 		Version:                 Version,
 	}
-	if f.nodeID >= 0 {
+	if f.nodeID != -1 { // -1: the server's setting
 		n := f.nodeID
 		cfg.NodeID = &n
 	}
@@ -107,34 +107,12 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 	return cfg
 }
 
+// validate checks the flags: the Processor's settings by the Processor's own
+// rules (actors.Config.Validate), then loads the --config file.
 func (f *processorFlags) validate() error {
-	if f.nodeID > 1023 || f.nodeID < -1 {
-		return &usageError{msg: fmt.Sprintf("--node-id %d: expected 0..1023", f.nodeID)}
-	}
-	if f.concurrency < 1 {
-		return &usageError{msg: "--concurrency must be at least 1"}
-	}
-	if f.maxConnections < 10 {
-		return &usageError{msg: "--max-connections must be at least 10 (4 background, 1 LISTEN, 1 NATS publisher, 4 for claims, batches and handlers)"}
-	}
-	if f.batchSize < 1 {
-		return &usageError{msg: "--batch-size must be at least 1"}
-	}
-	if f.sqlBatch < 1 {
-		return &usageError{msg: "--sql-batch must be at least 1"}
-	}
-	for name, d := range map[string]time.Duration{"poll-interval": f.pollInterval,
-		"heartbeat-interval": f.heartbeatInterval, "shutdown-timeout": f.shutdownTimeout,
-		"log-retention": f.logRetention, "log-retention-unpublished": f.logUnpublished} {
-		if d <= 0 {
-			return &usageError{msg: fmt.Sprintf("--%s must be positive", name)}
-		}
-	}
-	if f.deadAfter < 0 || f.leaseGrace < 0 || f.leaderSettle < 0 {
-		return &usageError{msg: "--dead-after and --lease-grace must not be negative"}
-	}
-	if err := f.nats.validate(); err != nil {
-		return err
+	cfg := f.config(nil, nil)
+	if err := cfg.Validate(); err != nil {
+		return configUsage(err)
 	}
 	if f.configFile != "" {
 		c, err := loadConfigFile(f.configFile)
@@ -144,6 +122,16 @@ func (f *processorFlags) validate() error {
 		f.file = c
 	}
 	return nil
+}
+
+// configUsage turns a setting that actors.Config.Validate (or actors.New)
+// refuses into a usage error that names its flag.
+func configUsage(err error) error {
+	var ce *actors.ConfigError
+	if errors.As(err, &ce) {
+		return &usageError{msg: "--" + ce.Setting + " " + ce.Problem}
+	}
+	return &usageError{msg: strings.TrimPrefix(err.Error(), "pgrelay: ")}
 }
 
 func runRun(ctx context.Context, a *app, args []string) error {
@@ -174,7 +162,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	// a command-line mistake, reported before any connection attempt.
 	p, err := actors.New(f.config(logger, reg))
 	if err != nil {
-		return &usageError{msg: strings.TrimPrefix(err.Error(), "pgrelay: ")}
+		return configUsage(err)
 	}
 	if err := startChecks(ctx, f.databaseURL, f.mode, p.Connections(), logger); err != nil {
 		return err

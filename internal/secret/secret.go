@@ -1,9 +1,11 @@
 // Package secret hides credentials in the text pgrelay prints and logs: the
 // one redactor for URLs (PostgreSQL, SMTP, NATS) and for messages that may
-// quote one, such as a parser's error.
+// quote one, such as a parser's error. String masks what it finds in any
+// text; URL names one URL by what is safe to show of it.
 package secret
 
 import (
+	"net/url"
 	"regexp"
 	"strings"
 )
@@ -53,4 +55,24 @@ func String(s string) string {
 		}
 	}
 	return keyValue.ReplaceAllString(b.String(), "${1}="+Mask)
+}
+
+// Unparsable is what URL shows for a string that does not parse as a URL.
+const Unparsable = "(unparseable URL, not shown)"
+
+// URL returns raw as scheme://host:port/path, without its userinfo, query
+// and fragment, where options such as a password may be; a string that does
+// not parse as a URL with a scheme is not shown at all (Unparsable), since
+// the parser would have had to guess where its credentials end.
+func URL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return Unparsable
+	}
+	u.User = nil
+	u.RawQuery = ""
+	u.ForceQuery = false
+	u.Fragment = ""
+	u.RawFragment = ""
+	return u.String()
 }

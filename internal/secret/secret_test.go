@@ -28,3 +28,19 @@ func TestString(t *testing.T) {
 		assert.Equal(t, want, String(in), in)
 	}
 }
+
+func TestURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"smtp://user:s3cret@host:25?auth=plain":              "smtp://host:25",
+		"smtps://user%40example.com:s3cret@mail.example.com": "smtps://mail.example.com",
+		"postgres://db/app?password=s3cret#frag":             "postgres://db/app",
+		"nats://T0KEN@127.0.0.1:4222":                        "nats://127.0.0.1:4222",
+		"smtp://user:pa ss@host:25":                          Unparsable,
+		"mail.example.com:25":                                Unparsable,
+		"smtp:user:s3cret@host":                              Unparsable,
+		"":                                                   Unparsable,
+	} {
+		assert.Equal(t, want, URL(in), in)
+	}
+}

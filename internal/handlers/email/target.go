@@ -10,6 +10,8 @@ import (
 	"time"
 
 	mail "github.com/wneessen/go-mail"
+
+	"github.com/pgrelay/pgrelay/internal/secret"
 )
 
 // Target is one SMTP server to send through, parsed from a URL:
@@ -52,10 +54,10 @@ type Target struct {
 var ErrInvalidTarget = errors.New("email: invalid SMTP URL")
 
 // ParseTarget parses an SMTP URL. Its errors never contain the password:
-// they name the URL by Redact.
+// they name the URL by secret.URL.
 func ParseTarget(raw string) (*Target, error) {
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w %s: %s", ErrInvalidTarget, Redact(raw), fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w %s: %s", ErrInvalidTarget, secret.URL(raw), fmt.Sprintf(format, args...))
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -186,16 +188,3 @@ func (t *Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.
 
 // String names the target without credentials: scheme://host:port.
 func (t *Target) String() string { return t.Scheme + "://" + t.Addr() }
-
-// Redact returns raw with its user information removed, for messages; a
-// string that does not parse as a URL is not shown at all.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" || u.Opaque != "" {
-		return "(unparseable URL, not shown)"
-	}
-	u.User = nil
-	u.RawQuery = ""
-	u.Fragment = ""
-	return u.String()
-}

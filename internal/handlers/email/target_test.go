@@ -14,6 +14,7 @@ import (
 	mail "github.com/wneessen/go-mail"
 
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/secret"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -97,7 +98,7 @@ func TestParseTargetErrorsNeverShowThePassword(t *testing.T) {
 		require.Error(t, err, raw)
 		require.True(t, errors.Is(err, ErrInvalidTarget), raw)
 		require.NotContains(t, err.Error(), pw, raw)
-		require.NotContains(t, Redact(raw), pw, raw)
+		require.NotContains(t, secret.URL(raw), pw, raw)
 	}
 	cfg := Config{Default: "smtp://u:" + pw + "@h?pool=x", Channels: map[string]string{"c": "smtp://u:" + pw + "@h?tls=x"}}
 	require.NotContains(t, cfg.Validate().Error(), pw)
@@ -105,7 +106,7 @@ func TestParseTargetErrorsNeverShowThePassword(t *testing.T) {
 	require.NotContains(t, cfg.Validate().Error(), pw)
 	require.Error(t, Config{MessageIDDomain: "not a domain"}.Validate())
 	require.NoError(t, Config{MessageIDDomain: "mail.example.com"}.Validate())
-	require.Equal(t, "smtp://host:25", Redact("smtp://user:"+pw+"@host:25?auth=plain"))
+	require.Equal(t, "smtp://host:25", secret.URL("smtp://user:"+pw+"@host:25?auth=plain"))
 }
 
 func TestPermanentOnlyFor5xxRepliesToTheMessage(t *testing.T) {

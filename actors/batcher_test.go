@@ -344,11 +344,14 @@ func TestActorBatchHandlerDurationIsTheHandlers(t *testing.T) {
 	e.exec(`SELECT pgrelay.register('d', 'INSERT INTO public.t VALUES ($1)')`)
 	p := e.startProcessor(nil)
 	e.exec(`SELECT pgrelay.notify('d', 'x')`)
-	e.eventually(30*time.Second, "the success", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
-	})
+	// The batch's metrics are recorded once its commit has returned, after
+	// the log row became visible: wait for the sample, not the row.
 	var m dto.Metric
-	require.NoError(t, p.Metrics().HandlerDuration.WithLabelValues("d").(prometheus.Histogram).Write(&m))
+	e.eventually(30*time.Second, "the success and its handler's time", func() bool {
+		require.NoError(t, p.Metrics().HandlerDuration.WithLabelValues("d").(prometheus.Histogram).Write(&m))
+		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1 &&
+			m.GetHistogram().GetSampleCount() > 0
+	})
 	require.Equal(t, uint64(1), m.GetHistogram().GetSampleCount())
 	require.Less(t, m.GetHistogram().GetSampleSum(), 0.25, "the commit's half second is not the handler's")
 }

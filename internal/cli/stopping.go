@@ -50,24 +50,23 @@ func (s *stopper) stop(steps ...stopStep) error {
 		defer t.Stop()
 		deadline = t.C
 	}
-	tick := time.NewTicker(s.every)
-	defer tick.Stop()
 	for _, st := range steps {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			st.run()
 		}()
+		// A ticker of the step's own, started after stepStart: its first tick
+		// comes when the step has taken every (one shared across steps ticked
+		// a hair before that for the first step, and its line was skipped).
 		stepStart := time.Now()
+		tick := time.NewTicker(s.every)
 	wait:
 		for {
 			select {
 			case <-done:
 				break wait
 			case <-tick.C:
-				if time.Since(stepStart) < s.every {
-					continue
-				}
 				line := fmt.Sprintf("stopping: waiting for %s (%s", st.name, time.Since(stepStart).Round(time.Second))
 				if st.detail != nil {
 					if d := st.detail(); d != "" {
@@ -81,9 +80,11 @@ func (s *stopper) stop(steps ...stopStep) error {
 			case <-deadline:
 				// The step goes on in its goroutine; the process exits
 				// after the command returns.
+				tick.Stop()
 				return &errStopBound{bound: s.bound, step: st.name}
 			}
 		}
+		tick.Stop()
 	}
 	return nil
 }

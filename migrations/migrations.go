@@ -129,7 +129,7 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, firstTry bool) (Result, er
 	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)"); err != nil {
 		return Result{}, fmt.Errorf("migrate: set the search_path: %w", err)
 	}
-	// Before any DDL, the schema's included: on Spock it must stay on this
+	// Before any DDL, the schema's creation included: on Spock it must stay on this
 	// node (spock.go).
 	spock, err := spockPrepare(ctx, tx)
 	if err != nil {

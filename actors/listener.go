@@ -14,15 +14,25 @@ import (
 // wakes the claimer on every notification. A notification that names a
 // channel (by its wakeHint: anyone may LISTEN) also goes to that channel's
 // batcher, if it has one, which starts a batch without waiting for the
-// claim; one that names nothing known costs a claim. When the connection breaks it
+// claim; one that names nothing known costs a claim. Producers send a
+// notification only when a Processor armed their wake-up slot (see
+// pgrelay.wake_slots), so every notification, and every (re)connection, also
+// has the armer arm the slots again. When the connection breaks it
 // reconnects with backoff and wakes the claimer once, to catch up on what it
 // missed; the claimer's poll covers the gap.
 func listen(ctx context.Context, d *deps, cfg *pgxpool.Config) {
+	due := make(chan struct{}, 1)
+	armed := make(chan struct{})
+	go func() {
+		defer close(armed)
+		arm(ctx, d, due)
+	}()
+	defer func() { <-armed }()
 	failures := 0
 	for ctx.Err() == nil {
 		cc := cfg.ConnConfig.Copy()
 		store.PinSearchPath(cc)
-		err := listenOnce(ctx, d, cc)
+		err := listenOnce(ctx, d, cc, due)
 		if ctx.Err() != nil {
 			return
 		}
@@ -36,7 +46,7 @@ func listen(ctx context.Context, d *deps, cfg *pgxpool.Config) {
 	}
 }
 
-func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
+func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig, due chan<- struct{}) error {
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return err
@@ -45,6 +55,7 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
 	if err := store.Listen(ctx, conn); err != nil {
 		return err
 	}
+	armDue(due)
 	claimer, _, _ := d.pids()
 	d.send(claimer, &wake{})
 	for {
@@ -52,6 +63,7 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
 		if err != nil {
 			return err
 		}
+		armDue(due)
 		claimer, dispatcher, _ := d.pids()
 		if n.Payload != "" && d.direct {
 			d.send(dispatcher, &batchHint{hint: n.Payload, seen: time.Now()})
@@ -59,3 +71,86 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
 		d.send(claimer, &wake{})
 	}
 }
+
+// armDue asks the armer to arm the wake-up slots (once, however often asked
+// before it gets to it).
+func armDue(due chan<- struct{}) {
+	select {
+	case due <- struct{}{}:
+	default:
+	}
+}
+
+// arm arms this node's wake-up slots whenever due says a notification may
+// have taken one (store.ArmWakes), then wakes the claimer until every
+// transaction that was in progress once they were armed has ended, at
+// growing intervals (from armCheckFirst up to the poll interval): a producer
+// that found its slot taken sent no notification, and its rows are visible
+// to the first claim after its transaction ended. Arming again (due once
+// more) supersedes the wait: a transaction still in progress then is in the
+// new snapshot too. A failed arming is retried with backoff; meanwhile
+// producers send no notification and the claimer's poll finds their rows.
+func arm(ctx context.Context, d *deps, due <-chan struct{}) {
+	failures := 0
+	var retry <-chan time.Time
+	now := false // a notification came during the last wait: arm at once
+	for {
+		if !now {
+			select {
+			case <-ctx.Done():
+				return
+			case <-due:
+			case <-retry:
+			}
+		}
+		now, retry = false, nil
+		snapshot, err := d.store.ArmWakes(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			d.metrics.DBErrors.WithLabelValues("arm").Inc()
+			d.log.Warn("arming wake-ups failed; retrying (the poll finds new rows meanwhile)", "err", err, "attempt", failures)
+			retry = time.After(backoff(failures))
+			continue
+		}
+		failures = 0
+		if snapshot != "" {
+			now = awaitArmed(ctx, d, due, snapshot)
+		}
+	}
+}
+
+// awaitArmed wakes the claimer until the transactions in progress at
+// snapshot have all ended; true when a notification came first (arm again).
+func awaitArmed(ctx context.Context, d *deps, due <-chan struct{}, snapshot string) (again bool) {
+	wait := armCheckFirst
+	for {
+		ended, err := d.store.WakeXidsEnded(ctx, snapshot)
+		claimer, _, _ := d.pids()
+		d.send(claimer, &wake{})
+		if err != nil {
+			if ctx.Err() == nil {
+				d.metrics.DBErrors.WithLabelValues("arm").Inc()
+				d.log.Warn("checking the transactions behind taken wake-ups failed; the poll finds their rows", "err", err)
+			}
+			return false
+		}
+		if ended {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-due:
+			return true
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, d.cfg.PollInterval)
+	}
+}
+
+// armCheckFirst is how long the armer waits before it first checks again
+// for the transactions in progress at an arming.
+const armCheckFirst = time.Millisecond

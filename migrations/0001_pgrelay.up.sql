@@ -989,15 +989,71 @@ CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue
   FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_before_insert();
 ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 
--- _queue_wake: wakes listening Processors once per statement that inserted
--- rows. A statement that inserted the rows of one channel names it, so that
--- a Processor already running that channel's batches starts one at once,
--- without a claim first; rows of several channels send an empty payload.
--- Anyone may LISTEN, so the name is sent as md5(wake_key || channel),
--- wake_key a random value of this node's row that only pgrelay's roles read:
--- a Processor knows which of its batchers to start, a listener outside learns
--- only that something was enqueued. NOTIFY folds identical notifications of
--- a transaction, so many notify() calls on one channel cost one wake-up.
+-- Wake-ups on demand. A transaction that sends NOTIFY takes a lock at
+-- commit that every other notifying transaction of the server waits for, so
+-- a NOTIFY per producer transaction would line up all their commits (and
+-- their WAL flushes) one behind the other. A producer therefore sends one
+-- only when a Processor of this node asked for it: each slot of
+-- pgrelay.wake_slots (channels hash onto 1024) is armed by a Processor and
+-- taken by the first producer that enqueues on it, which sends the
+-- notification; the others find it taken and send nothing. A Processor arms
+-- the slots again as soon as a notification reaches it, and then claims
+-- until every transaction that was in progress when it armed them has ended
+-- (pgrelay._arm_wakes, the Processor's armer): a producer that found its
+-- slot taken had already inserted its rows by then, so its rows are seen
+-- by one of those claims. The table is unlogged and node-local: its writes
+-- cost no WAL, and a slot missing (a fresh or crashed server, a node whose
+-- Processors never ran) means "send", as does a transaction that is not READ
+-- COMMITTED (its snapshot may predate the arming).
+CREATE UNLOGGED TABLE pgrelay.wake_slots (
+  slot  int PRIMARY KEY,
+  armed bool NOT NULL,
+  CONSTRAINT wake_slots_slot CHECK (slot BETWEEN 0 AND 1023)
+);
+INSERT INTO pgrelay.wake_slots (slot, armed)
+SELECT g.s, true FROM pg_catalog.generate_series(0, 1023) AS g(s);
+
+CREATE FUNCTION pgrelay._wake_slot(p_channel text) RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN pg_catalog.hashtext(p_channel) OPERATOR(pg_catalog.&) 1023;
+
+-- _wake: the wake-up for new rows of p_channel, if a Processor asked for one
+-- (see wake_slots). Anyone may LISTEN, so the channel is named as
+-- md5(wake_key || channel), wake_key a random value of this node's row that
+-- only pgrelay's roles read: a Processor knows which of its batchers to
+-- start, a listener outside learns only that something was enqueued.
+CREATE FUNCTION pgrelay._wake(p_channel text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_slot int := pgrelay._wake_slot(p_channel);
+  v_armed bool;
+BEGIN
+  IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    SELECT w.armed INTO v_armed FROM pgrelay.wake_slots w WHERE w.slot = v_slot;
+    IF FOUND THEN
+      IF NOT v_armed THEN
+        RETURN;
+      END IF;
+      -- Armed: take it, unless another producer is taking it right now
+      -- (that one's notification is on its way).
+      UPDATE pgrelay.wake_slots w SET armed = false
+       WHERE w.slot = (SELECT s.slot FROM pgrelay.wake_slots s
+                        WHERE s.slot = v_slot AND s.armed
+                        FOR UPDATE SKIP LOCKED);
+      IF NOT FOUND THEN
+        RETURN;
+      END IF;
+    END IF;
+  END IF;
+  PERFORM pg_catalog.pg_notify('pgrelay',
+    (SELECT pg_catalog.md5(t.wake_key OPERATOR(pg_catalog.||) p_channel) FROM pgrelay.this_node t));
+END
+$$;
+
+-- _queue_wake: the wake-ups of a statement that inserted rows, one per
+-- channel it inserted into.
 CREATE FUNCTION pgrelay._queue_wake() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1005,14 +1061,18 @@ AS $$
 DECLARE
   v_first text;
   v_last text;
-  v_hint text;
+  v_channel text;
 BEGIN
   SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
-  IF v_first IS NOT NULL THEN
-    IF v_first = v_last THEN
-      SELECT pg_catalog.md5(t.wake_key || v_first) INTO v_hint FROM pgrelay.this_node t;
-    END IF;
-    PERFORM pg_catalog.pg_notify('pgrelay', COALESCE(v_hint, ''));
+  IF v_first IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF v_first = v_last THEN
+    PERFORM pgrelay._wake(v_first);
+  ELSE
+    FOR v_channel IN SELECT DISTINCT n.channel FROM new_rows n LOOP
+      PERFORM pgrelay._wake(v_channel);
+    END LOOP;
   END IF;
   RETURN NULL;
 END
@@ -1021,6 +1081,46 @@ $$;
 CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue
   REFERENCING NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_wake();
+
+-- _arm_wakes: a Processor asks for wake-ups again: arms every slot taken
+-- (creating the slots if the table is empty or partial: after a crash an
+-- unlogged table starts empty). Returns how many slots it armed and, when
+-- it armed any, the transactions in progress once that committed: the
+-- Processor claims until they have all ended (_wake_xids_ended). Run it in
+-- autocommit mode only: the snapshot must be taken after the arming
+-- committed, which the function does not do itself, so it only arms; the
+-- snapshot is the caller's next statement.
+CREATE FUNCTION pgrelay._arm_wakes() RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_armed int;
+  v_more int;
+BEGIN
+  UPDATE pgrelay.wake_slots w SET armed = true WHERE NOT w.armed;
+  GET DIAGNOSTICS v_armed = ROW_COUNT;
+  IF (SELECT pg_catalog.count(*) FROM pgrelay.wake_slots) < 1024 THEN
+    INSERT INTO pgrelay.wake_slots (slot, armed)
+    SELECT g.s, true FROM pg_catalog.generate_series(0, 1023) AS g(s)
+    ON CONFLICT (slot) DO NOTHING;
+    GET DIAGNOSTICS v_more = ROW_COUNT;
+    v_armed := v_armed + v_more;
+  END IF;
+  RETURN v_armed;
+END
+$$;
+
+-- _wake_xids_ended: whether every transaction in progress at p_snapshot
+-- (pg_current_snapshot() taken after _arm_wakes committed) has ended.
+CREATE FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) RETURNS bool
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT NOT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_snapshot_xip(p_snapshot) AS x(xid)
+     WHERE pg_catalog.pg_xact_status(x.xid) OPERATOR(pg_catalog.=) 'in progress')
+$$;
 
 -- Rows that arrive through logical replication fire no ordinary trigger and no
 -- NOTIFY crosses nodes: this row trigger, enabled for the replication apply
@@ -2793,12 +2893,15 @@ GRANT SELECT, INSERT, DELETE ON pgrelay.log, pgrelay.event_payloads TO pgrelay_p
 GRANT SELECT, INSERT ON pgrelay.log_dropped TO pgrelay_processor;
 GRANT SELECT, INSERT, UPDATE ON pgrelay.publish_cursors TO pgrelay_processor;
 GRANT SELECT (node_id, wake_key), UPDATE (updated_at) ON pgrelay.this_node TO pgrelay_processor;
+GRANT SELECT, INSERT, UPDATE ON pgrelay.wake_slots TO pgrelay_processor;
 GRANT USAGE, UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_processor;
 GRANT EXECUTE ON FUNCTION
   pgrelay._this_node(), pgrelay._node_setting(), pgrelay._record_node(),
   pgrelay._next_id(), pgrelay._next_id_at(bigint), pgrelay._next_ids(int),
   pgrelay._id_floor(timestamptz),
   pgrelay._queue_before_insert(), pgrelay._queue_wake(), pgrelay._queue_wake_replica(),
+  pgrelay._wake(text), pgrelay._wake_slot(text), pgrelay._arm_wakes(),
+  pgrelay._wake_xids_ended(pg_snapshot),
   pgrelay._queue_keep_payloads(),
   pgrelay._claim_scope(text, bool, bigint), pgrelay._may_take(int, int, int, bool, bool),
   pgrelay._lane_head(text, bigint, int, bool, bool),

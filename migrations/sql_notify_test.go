@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -98,62 +99,180 @@ func TestNotifyIsTransactional(t *testing.T) {
 	require.Equal(t, "pending", one[string](t, other, "SELECT pgrelay.status($1)", id))
 }
 
-// notify wakes a listening Processor on the 'pgrelay' channel, at commit.
+// listenWakes LISTENs on 'pgrelay' on a connection of its own; next
+// returns the next wake-up's payload, none says that no wake-up came before
+// a marker notification sent now.
+type wakeListener struct {
+	t    *testing.T
+	d    *sqlDB
+	conn *pgx.Conn
+	ctx  context.Context
+}
+
+func listenWakes(t *testing.T, d *sqlDB) *wakeListener {
+	t.Helper()
+	l := &wakeListener{t: t, d: d, conn: d.conn(-1)}
+	_, err := l.conn.Exec(bg, "LISTEN pgrelay")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	t.Cleanup(cancel)
+	l.ctx = ctx
+	return l
+}
+
+func (l *wakeListener) next() string {
+	l.t.Helper()
+	n, err := l.conn.WaitForNotification(l.ctx)
+	require.NoError(l.t, err)
+	require.Equal(l.t, "pgrelay", n.Channel)
+	return n.Payload
+}
+
+// none asserts that no wake-up is waiting: the next notification is a
+// marker sent after everything before it committed.
+func (l *wakeListener) none(msg string) {
+	l.t.Helper()
+	l.d.exec("SELECT pg_notify('pgrelay', 'marker')")
+	require.Equal(l.t, "marker", l.next(), msg)
+}
+
+// arm arms the wake-up slots as a Processor does; it returns how many it armed.
+func (d *sqlDB) arm() int {
+	d.t.Helper()
+	return one[int](d.t, d.pool, "SELECT pgrelay._arm_wakes()")
+}
+
+// notify wakes a listening Processor on the 'pgrelay' channel, at commit,
+// when a Processor armed the channel's slot.
 func TestNotifyWakesListeners(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	listener := d.conn(-1)
-	_, err := listener.Exec(bg, "LISTEN pgrelay")
-	require.NoError(t, err)
+	l := listenWakes(t, d)
+	d.arm()
 	d.notify("c", "x")
-	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
-	defer cancel()
-	n, err := listener.WaitForNotification(ctx)
-	require.NoError(t, err)
-	require.Equal(t, "pgrelay", n.Channel)
+	l.next()
 
 	// notify_many wakes too (once per statement is enough).
-	_, err = d.pool.Exec(bg, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
+	d.arm()
+	_, err := d.pool.Exec(bg, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
 	require.NoError(t, err)
-	n, err = listener.WaitForNotification(ctx)
-	require.NoError(t, err)
-	require.Equal(t, "pgrelay", n.Channel)
+	l.next()
+	l.none("one wake-up for the statement")
 }
 
-// The wake-up names the channel when a statement's rows are all of one
-// channel, and is empty when they are of several. It names it by a
-// digest with this node's wake-up key: anyone may LISTEN, and a
-// listener outside pgrelay's roles must not learn channel names.
+// A producer sends a wake-up only when a Processor armed its channel's slot,
+// and takes it: the producers after it send none until the slot is armed
+// again, so their commits do not line up behind NOTIFY's commit lock.
+// Producers that cannot be sure send one: a transaction that is not READ
+// COMMITTED (its snapshot may predate the arming), and any producer while
+// the slot is missing (an unlogged table after a crash).
+func TestNotifyWakesOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	slot := one[int](t, d.pool, "SELECT pgrelay._wake_slot('c')")
+	armed := func() bool { return one[bool](t, d.pool, "SELECT armed FROM pgrelay.wake_slots WHERE slot = $1", slot) }
+	l := listenWakes(t, d)
+	require.Equal(t, 1024, d.count("SELECT count(*) FROM pgrelay.wake_slots WHERE armed"), "armed from the start")
+	require.Zero(t, d.arm(), "nothing to arm")
+
+	d.notify("c", "1")
+	l.next()
+	require.False(t, armed(), "the first producer took the slot")
+	d.notify("c", "2")
+	d.exec("SELECT pgrelay.notify_many('c', ARRAY['3', '4'])")
+	l.none("the slot is taken: no wake-up")
+
+	require.Equal(t, 1, d.arm())
+	d.notify("c", "5")
+	l.next()
+	l.none("one wake-up per arming")
+
+	// A producer that rolls back gives the slot back.
+	require.Equal(t, 1, d.arm())
+	tx, err := d.pool.Begin(bg)
+	require.NoError(t, err)
+	_, err = tx.Exec(bg, "SELECT pgrelay.notify('c', 'rolled back')")
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(bg))
+	require.True(t, armed())
+
+	// Two producers at once: the second finds the slot being taken, neither
+	// waits, one wake-up.
+	p1, p2 := d.conn(-1), d.conn(-1)
+	t1, err := p1.Begin(bg)
+	require.NoError(t, err)
+	_, err = t1.Exec(bg, "SELECT pgrelay.notify('c', 'first')")
+	require.NoError(t, err)
+	t2, err := p2.Begin(bg)
+	require.NoError(t, err)
+	_, err = t2.Exec(bg, "SET LOCAL lock_timeout = '5s'")
+	require.NoError(t, err)
+	_, err = t2.Exec(bg, "SELECT pgrelay.notify('c', 'second')")
+	require.NoError(t, err, "the second producer does not wait for the first")
+	require.NoError(t, t2.Commit(bg))
+	l.none("the second producer sends nothing")
+	require.NoError(t, t1.Commit(bg))
+	l.next()
+	l.none("one wake-up for both")
+
+	// Not READ COMMITTED: always.
+	require.False(t, armed())
+	for _, iso := range []string{"REPEATABLE READ", "SERIALIZABLE"} {
+		tx, err := d.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(iso)})
+		require.NoError(t, err)
+		_, err = tx.Exec(bg, "SELECT pgrelay.notify('c', $1)", iso)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(bg))
+		l.next()
+	}
+
+	// Slots missing: always, until a Processor arms them again.
+	d.exec("DELETE FROM pgrelay.wake_slots")
+	d.notify("c", "6")
+	l.next()
+	d.notify("c", "7")
+	l.next()
+	require.Equal(t, 1024, d.arm())
+	d.notify("c", "8")
+	l.next()
+	d.notify("c", "9")
+	l.none("armed again: the first takes it")
+}
+
+// The wake-up names the channel by a digest with this node's wake-up key:
+// anyone may LISTEN, and a listener outside pgrelay's roles must not learn
+// channel names. A statement or transaction enqueuing on several channels
+// sends one per channel whose slot was armed.
 func TestNotifyWakeNamesChannel(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("orders", "")
 	d.register("signups", "")
+	require.NotEqual(t, one[int](t, d.pool, "SELECT pgrelay._wake_slot('orders')"),
+		one[int](t, d.pool, "SELECT pgrelay._wake_slot('signups')"), "the test needs two slots")
 	hint := func(ch string) string {
 		return one[string](t, d.pool, "SELECT md5(wake_key || $1) FROM pgrelay.this_node", ch)
 	}
-	listener := d.conn(-1)
-	_, err := listener.Exec(bg, "LISTEN pgrelay")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
-	defer cancel()
+	l := listenWakes(t, d)
 	next := func() string {
 		t.Helper()
-		n, err := listener.WaitForNotification(ctx)
-		require.NoError(t, err)
-		require.NotContains(t, n.Payload, "orders")
-		require.NotContains(t, n.Payload, "signups")
-		return n.Payload
+		p := l.next()
+		require.NotContains(t, p, "orders")
+		require.NotContains(t, p, "signups")
+		return p
 	}
 	d.notify("orders", "x")
 	require.Equal(t, hint("orders"), next())
 	d.exec("SELECT pgrelay.notify_many('signups', ARRAY['a', 'b'])")
 	require.Equal(t, hint("signups"), next())
-	// One statement, two channels: no name.
+	// One statement, two channels.
+	d.arm()
 	d.exec("INSERT INTO pgrelay.queue (channel, payload) VALUES ('orders', 'y'), ('signups', 'z')")
-	require.Empty(t, next())
+	require.ElementsMatch(t, []string{hint("orders"), hint("signups")}, []string{next(), next()})
 	// A transaction notifying two channels wakes once per channel.
+	d.arm()
 	tx, err := d.pool.Begin(bg)
 	require.NoError(t, err)
 	for _, ch := range []string{"orders", "signups", "orders"} {
@@ -162,6 +281,26 @@ func TestNotifyWakeNamesChannel(t *testing.T) {
 	}
 	require.NoError(t, tx.Commit(bg))
 	require.ElementsMatch(t, []string{hint("orders"), hint("signups")}, []string{next(), next()})
+	l.none("nothing more")
+}
+
+// _wake_xids_ended: false while a transaction in progress at the snapshot
+// runs, true once it ended. (The snapshot names only the producer: other
+// tests share the server.)
+func TestWakeXidsEnded(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	p := d.conn(-1)
+	tx, err := p.Begin(bg)
+	require.NoError(t, err)
+	_, err = tx.Exec(bg, "SELECT pgrelay.notify('c', 'x')")
+	require.NoError(t, err)
+	xid := one[int64](t, tx, "SELECT pg_current_xact_id()::text::bigint")
+	snap := fmt.Sprintf("%d:%d:%d", xid, xid+1, xid)
+	require.False(t, one[bool](t, d.pool, "SELECT pgrelay._wake_xids_ended($1::pg_snapshot)", snap))
+	require.NoError(t, tx.Commit(bg))
+	require.True(t, one[bool](t, d.pool, "SELECT pgrelay._wake_xids_ended($1::pg_snapshot)", snap))
 }
 
 func TestNotifyExpireAfter(t *testing.T) {

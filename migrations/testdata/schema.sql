@@ -122,6 +122,34 @@ $$;
 ALTER FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) OWNER TO postgres;
 
 --
+-- Name: _arm_wakes(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._arm_wakes() RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_armed int;
+  v_more int;
+BEGIN
+  UPDATE pgrelay.wake_slots w SET armed = true WHERE NOT w.armed;
+  GET DIAGNOSTICS v_armed = ROW_COUNT;
+  IF (SELECT pg_catalog.count(*) FROM pgrelay.wake_slots) < 1024 THEN
+    INSERT INTO pgrelay.wake_slots (slot, armed)
+    SELECT g.s, true FROM pg_catalog.generate_series(0, 1023) AS g(s)
+    ON CONFLICT (slot) DO NOTHING;
+    GET DIAGNOSTICS v_more = ROW_COUNT;
+    v_armed := v_armed + v_more;
+  END IF;
+  RETURN v_armed;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._arm_wakes() OWNER TO postgres;
+
+--
 -- Name: _backoff(interval, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1424,14 +1452,18 @@ CREATE FUNCTION pgrelay._queue_wake() RETURNS trigger
 DECLARE
   v_first text;
   v_last text;
-  v_hint text;
+  v_channel text;
 BEGIN
   SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
-  IF v_first IS NOT NULL THEN
-    IF v_first = v_last THEN
-      SELECT pg_catalog.md5(t.wake_key || v_first) INTO v_hint FROM pgrelay.this_node t;
-    END IF;
-    PERFORM pg_catalog.pg_notify('pgrelay', COALESCE(v_hint, ''));
+  IF v_first IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF v_first = v_last THEN
+    PERFORM pgrelay._wake(v_first);
+  ELSE
+    FOR v_channel IN SELECT DISTINCT n.channel FROM new_rows n LOOP
+      PERFORM pgrelay._wake(v_channel);
+    END LOOP;
   END IF;
   RETURN NULL;
 END
@@ -1743,6 +1775,70 @@ $$;
 
 
 ALTER FUNCTION pgrelay._trim_log(p_older_than interval, p_batch integer, p_unpublished_max interval) OWNER TO postgres;
+
+--
+-- Name: _wake(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._wake(p_channel text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_slot int := pgrelay._wake_slot(p_channel);
+  v_armed bool;
+BEGIN
+  IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    SELECT w.armed INTO v_armed FROM pgrelay.wake_slots w WHERE w.slot = v_slot;
+    IF FOUND THEN
+      IF NOT v_armed THEN
+        RETURN;
+      END IF;
+      -- Armed: take it, unless another producer is taking it right now
+      -- (that one's notification is on its way).
+      UPDATE pgrelay.wake_slots w SET armed = false
+       WHERE w.slot = (SELECT s.slot FROM pgrelay.wake_slots s
+                        WHERE s.slot = v_slot AND s.armed
+                        FOR UPDATE SKIP LOCKED);
+      IF NOT FOUND THEN
+        RETURN;
+      END IF;
+    END IF;
+  END IF;
+  PERFORM pg_catalog.pg_notify('pgrelay',
+    (SELECT pg_catalog.md5(t.wake_key OPERATOR(pg_catalog.||) p_channel) FROM pgrelay.this_node t));
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._wake(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _wake_slot(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._wake_slot(p_channel text) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (hashtext(p_channel) & 1023);
+
+
+ALTER FUNCTION pgrelay._wake_slot(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _wake_xids_ended(pg_snapshot); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT NOT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_snapshot_xip(p_snapshot) AS x(xid)
+     WHERE pg_catalog.pg_xact_status(x.xid) OPERATOR(pg_catalog.=) 'in progress')
+$$;
+
+
+ALTER FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) OWNER TO postgres;
 
 --
 -- Name: decommission(integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3033,6 +3129,19 @@ CREATE TABLE pgrelay.this_node (
 ALTER TABLE pgrelay.this_node OWNER TO postgres;
 
 --
+-- Name: wake_slots; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE UNLOGGED TABLE pgrelay.wake_slots (
+    slot integer NOT NULL,
+    armed boolean NOT NULL,
+    CONSTRAINT wake_slots_slot CHECK (((slot >= 0) AND (slot <= 1023)))
+);
+
+
+ALTER TABLE pgrelay.wake_slots OWNER TO postgres;
+
+--
 -- Name: debug_log; Type: TABLE; Schema: pgrelay_notifier; Owner: postgres
 --
 
@@ -3219,6 +3328,14 @@ ALTER TABLE ONLY pgrelay.this_node
 
 
 --
+-- Name: wake_slots wake_slots_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.wake_slots
+    ADD CONSTRAINT wake_slots_pkey PRIMARY KEY (slot);
+
+
+--
 -- Name: debug_log debug_log_pkey; Type: CONSTRAINT; Schema: pgrelay_notifier; Owner: postgres
 --
 
@@ -3387,6 +3504,14 @@ GRANT ALL ON FUNCTION pgrelay._adopt(p_dead_after interval) TO pgrelay_processor
 
 REVOKE ALL ON FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _arm_wakes(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._arm_wakes() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._arm_wakes() TO pgrelay_processor;
 
 
 --
@@ -3770,6 +3895,30 @@ GRANT ALL ON FUNCTION pgrelay._trim_log(p_older_than interval, p_batch integer, 
 
 
 --
+-- Name: FUNCTION _wake(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._wake(p_channel text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._wake(p_channel text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _wake_slot(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._wake_slot(p_channel text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._wake_slot(p_channel text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _wake_xids_ended(p_snapshot pg_snapshot); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION decommission(p_node integer, p_dead_after interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4078,6 +4227,13 @@ GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
 
 GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
 GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE wake_slots; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.wake_slots TO pgrelay_processor;
 
 
 --

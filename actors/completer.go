@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,18 +13,22 @@ import (
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
+// flushResult: a batch was written (or failed to be). part: the batch was a
+// part of a refused write being isolated.
+type flushResult struct {
+	batch []store.Outcome
+	part  bool
+	err   error
+	took  time.Duration
+}
+
 // Messages of the completer.
 type (
 	// outcome: one event's outcome to write.
 	outcome struct{ o store.Outcome }
-	// flushResult: a batch was written (or failed to be). part: the batch
-	// was a part of a refused write being isolated.
-	flushResult struct {
-		batch []store.Outcome
-		part  bool
-		err   error
-		took  time.Duration
-	}
+	// flushDone: a write finished; its result waits in
+	// completerState.written.
+	flushDone struct{}
 	// flushAll: answered with flushed once every outcome received is written.
 	flushAll   struct{}
 	flushed    struct{}
@@ -90,9 +95,14 @@ type completerState struct {
 	originals map[int64]string
 	parkTimer *time.Timer
 	flushing  bool
-	failures  int
-	waiters   []*actor.PID
-	retry     *time.Timer
+	// written: the result of the write under way once it finished, set by the
+	// write's goroutine and taken in by the completer (flushDone). It stays
+	// here until taken in whole, so a completer that fails while taking it
+	// in has its successor take it in again (on Started).
+	written  atomic.Pointer[flushResult]
+	failures int
+	waiters  []*actor.PID
+	retry    *time.Timer
 }
 
 func completerProps(d *deps) *actor.Props {
@@ -108,28 +118,8 @@ func (c *completer) Receive(ctx actor.Context) {
 		if c.failures == 0 {       // else a retry is scheduled: do not hammer the database
 			c.flush(ctx)
 		}
-	case *flushResult:
-		c.flushing = false
-		c.d.metrics.CompleteLatency.Observe(m.took.Seconds())
-		if m.err != nil {
-			c.failed(ctx, m)
-			return
-		}
-		c.failures = 0
-		c.d.metrics.PendingOutcomes.Set(float64(c.d.pendingOutcomes.Add(-int64(len(m.batch)))))
-		if len(c.originals) > 0 {
-			for _, o := range m.batch {
-				delete(c.originals, o.ID)
-			}
-		}
-		if len(c.parked) == 0 {
-			c.parkFailures = 0
-		}
-		// Serialised lanes may have a next event now that this one is done;
-		// the claimer may have stopped for want of room here.
-		claimer, _, _ := c.d.pids()
-		ctx.Send(claimer, &wake{})
-		c.flush(ctx)
+	case *flushDone:
+		c.collect(ctx)
 	case *flushRetry:
 		c.flush(ctx)
 	case *parkedRetry:
@@ -153,7 +143,9 @@ func (c *completer) Receive(ctx actor.Context) {
 			c.parkTimer.Stop()
 		}
 	case *actor.Started:
-		// A restarted completer picks up where its predecessor stopped.
+		// A restarted completer picks up where its predecessor stopped,
+		// with the result of the write it was taking in, if any.
+		c.collect(ctx)
 		if c.failures == 0 {
 			c.flush(ctx)
 		}
@@ -161,6 +153,41 @@ func (c *completer) Receive(ctx actor.Context) {
 	default:
 		c.d.log.Warn("completer: unexpected message", "type", typeName(ctx.Message()))
 	}
+}
+
+// collect takes in the result of the finished write, if there is one.
+func (c *completer) collect(ctx actor.Context) {
+	m := c.written.Load()
+	if m == nil {
+		return
+	}
+	c.flushing = false
+	c.d.metrics.CompleteLatency.Observe(m.took.Seconds())
+	if m.err != nil {
+		c.failed(ctx, m)
+		c.written.CompareAndSwap(m, nil)
+		if c.failures == 0 { // else a retry is scheduled
+			c.flush(ctx)
+		}
+		return
+	}
+	c.failures = 0
+	c.d.metrics.PendingOutcomes.Set(float64(c.d.pendingOutcomes.Add(-int64(len(m.batch)))))
+	if len(c.originals) > 0 {
+		for _, o := range m.batch {
+			delete(c.originals, o.ID)
+		}
+	}
+	if len(c.parked) == 0 {
+		c.parkFailures = 0
+	}
+	// Taken in: from here on, a new write may finish and leave its result.
+	c.written.CompareAndSwap(m, nil)
+	// Serialised lanes may have a next event now that this one is done;
+	// the claimer may have stopped for want of room here.
+	claimer, _, _ := c.d.pids()
+	ctx.Send(claimer, &wake{})
+	c.flush(ctx)
 }
 
 // failed handles a write that failed: refused for its data, it is split (or,
@@ -185,7 +212,6 @@ func (c *completer) failed(ctx actor.Context, m *flushResult) {
 		}
 		self := ctx.Self()
 		c.retry = time.AfterFunc(backoff(c.failures), func() { c.d.send(self, &flushRetry{}) })
-		return
 	case len(m.batch) > 1:
 		c.d.log.Warn("the database refused a write of outcomes; writing it in parts to find the one it refuses",
 			"err", m.err, "outcomes", len(m.batch))
@@ -220,7 +246,6 @@ func (c *completer) failed(ctx actor.Context, m *flushResult) {
 		self := ctx.Self()
 		c.parkTimer = time.AfterFunc(wait, func() { c.d.send(self, &parkedRetry{}) })
 	}
-	c.flush(ctx)
 }
 
 // replaced reports whether the outcome with this id is being written with a
@@ -283,13 +308,14 @@ func (c *completer) flush(ctx actor.Context) {
 	}
 	c.flushing = true
 	self := ctx.Self()
-	d := c.d
+	d, state := c.d, c.completerState
 	go func() {
 		start := time.Now()
 		// Outcomes are written even while the Processor stops.
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err := d.store.Complete(wctx, d.processor, batch)
 		cancel()
-		d.send(self, &flushResult{batch: batch, part: part, err: err, took: time.Since(start)})
+		state.written.Store(&flushResult{batch: batch, part: part, err: err, took: time.Since(start)})
+		d.send(self, &flushDone{})
 	}()
 }

@@ -115,15 +115,8 @@ func rejoining(ctx context.Context, st *store.Store, cfg Config) (bool, error) {
 	return st.Rejoining(ctx, cfg.DeadAfter)
 }
 
-// scope is what the claims and batches of this Processor may take. While
-// the node rejoins, only the rows pinned to it: the scope of a leader-mode
-// node that does not lead.
-func (d *deps) scope() store.ClaimScope {
-	if time.Now().Before(d.rejoinUntil) {
-		return store.ClaimScope{Mode: ModeLeader}
-	}
-	return store.ClaimScope{Mode: d.cfg.Mode, Term: d.leaderTerm.Load()}
-}
+// scope is what the claims and batches of this Processor may take.
+func (d *deps) scope() store.ClaimScope { return d.leadership.scope(d.cfg.Mode) }
 
 func (h *heartbeat) handle(ctx actor.Context, m *beatResult) {
 	d := h.d

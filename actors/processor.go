@@ -36,7 +36,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -218,78 +217,6 @@ func setDefault[T comparable](v *T, d T) {
 	var zero T
 	if *v == zero {
 		*v = d
-	}
-}
-
-// deps is what every actor of one Processor shares. Its fields are set before
-// the tree starts and not changed after, except the PIDs (guarded by mu).
-type deps struct {
-	cfg      Config
-	store    *store.Store
-	handlers handlers.Registry
-	kinds    []string
-	// direct: sql channels run in direct and lane batches (batcher), not
-	// through claims.
-	direct    bool
-	metrics   *Metrics
-	log       *slog.Logger
-	system    *actor.ActorSystem
-	processor int64
-	node      int // pg_relay.node_id of the Processor's sessions
-	// wakeKey: this node's wake-up key; a wake-up that names a channel
-	// carries wakeHint(wakeKey, channel), not the name.
-	wakeKey string
-	info    store.ProcessorInfo
-	runCtx  context.Context // cancelled when in-flight handlers must stop
-	slots   *slots          // claimed events and what running batches hold; the in-flight gauge
-	// pendingOutcomes: outcomes sent to the completer and not yet written
-	// (in its mailbox, its buffer, or being written); the claimer claims
-	// nothing while maxPendingOutcomes wait.
-	pendingOutcomes atomic.Int64
-	// rejoinUntil: until then the node is rejoining (it had been dead or
-	// adopted when this Processor started) and claims only rows pinned to it.
-	rejoinUntil time.Time
-	// leaseTerm is the term of the lease this node holds, leading or still
-	// settling: Stop releases it.
-	leaseTerm atomic.Int64
-	// leaderTerm is the lease term this node leads with in leader mode, 0
-	// when it is not the leader. Set by the heartbeat actor, read by the
-	// claimer, which passes it to the claim (the database fences stale terms).
-	leaderTerm atomic.Int64
-	bus        *bus.Conn      // nil without NATS
-	work       sync.WaitGroup // goroutines Stop waits for before closing connections
-	// batches: the batch goroutines, which Stop waits for before it stops
-	// the actors they report to.
-	batches sync.WaitGroup
-
-	mu         sync.RWMutex
-	claimer    *actor.PID
-	dispatcher *actor.PID
-	completer  *actor.PID
-}
-
-func (d *deps) hook(actor string, msg any) {
-	if d.cfg.testHook != nil {
-		d.cfg.testHook(actor, msg)
-	}
-}
-
-func (d *deps) pids() (claimer, dispatcher, completer *actor.PID) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.claimer, d.dispatcher, d.completer
-}
-
-// notifySlotsFreed tells the claimer that slots were freed.
-func (d *deps) notifySlotsFreed() {
-	claimer, _, _ := d.pids()
-	d.send(claimer, &slotsFreed{})
-}
-
-// send delivers msg to pid from outside any actor (goroutines, timers).
-func (d *deps) send(pid *actor.PID, msg any) {
-	if pid != nil {
-		d.system.Root.Send(pid, msg)
 	}
 }
 
@@ -523,7 +450,8 @@ func (p *Processor) Start(ctx context.Context) error {
 	undo.push(cancel)
 	p.d = &deps{
 		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, direct: direct, metrics: metrics, log: logger, bus: p.bus,
-		system: system, processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
+		processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
+		actorIDs: actorIDs{system: system},
 	}
 	p.d.slots = newSlots(p.cfg.Concurrency, metrics.InFlight, p.d.notifySlotsFreed)
 	if rejoin {

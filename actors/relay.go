@@ -28,8 +28,8 @@ type relay struct {
 // message the child failed on, so when that message carried events they are
 // ended here first: each counts as a failed attempt (retried, or given up at
 // max_attempts), so a poison event cannot crash an actor forever and no event
-// is stranded in a claim until its lease runs out. A completer's write result
-// is the one message redelivered.
+// is stranded in a claim until its lease runs out. (A completer's write
+// result is not a message: it waits in the completer's state until taken in.)
 type supervisor struct {
 	d       *deps
 	backoff actor.SupervisorStrategy
@@ -61,12 +61,6 @@ func (s *supervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervis
 		// The completer failed on it: it is lost (its claim is rescued once
 		// its lease passes) and no longer waits to be written.
 		s.d.metrics.PendingOutcomes.Set(float64(s.d.pendingOutcomes.Add(-1)))
-	case *flushResult:
-		// The completer's write is over, but its state (which outlives a
-		// restart) says one is running: without its result the restarted
-		// completer would wait for it forever. Hand it back; it is queued
-		// until the restart.
-		system.Root.Send(child, m)
 	}
 	s.backoff.HandleFailure(system, sup, child, rs, reason, message)
 }
@@ -92,9 +86,7 @@ func (r *relay) Receive(ctx actor.Context) {
 		completer := spawn(completerProps(r.d), "completer")
 		dispatcher := spawn(dispatcherProps(r.d), "dispatcher")
 		claimer := spawn(claimerProps(r.d), "claimer")
-		r.d.mu.Lock()
-		r.d.claimer, r.d.dispatcher, r.d.completer = claimer, dispatcher, completer
-		r.d.mu.Unlock()
+		r.d.setPIDs(claimer, dispatcher, completer)
 		spawn(heartbeatProps(r.d), "heartbeat")
 		spawn(janitorProps(r.d), "janitor")
 		if r.d.bus != nil {

@@ -109,7 +109,7 @@ func TestActorSupervisorRestartsCoreActors(t *testing.T) {
 	}{
 		{"claimer", "*actors.wake", false},
 		{"completer", "*actors.outcome", true},
-		{"completer", "*actors.flushResult", false},
+		{"completer", "*actors.flushDone", false},
 		{"heartbeat", "*actors.beat", false},
 	} {
 		t.Run(tc.actor+" "+tc.msg, func(t *testing.T) {

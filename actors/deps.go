@@ -1,0 +1,121 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
+)
+
+// deps is what every actor of one Processor shares: its settings and
+// connections, and three parts with owners of their own: the slots (the
+// claimer and the batchers take them, the events' ends free them), the
+// actor ids (set by the relay) and the node's leadership (kept by the
+// heartbeat). Its other fields are set before the tree starts and not
+// changed after.
+type deps struct {
+	cfg      Config
+	store    *store.Store
+	handlers handlers.Registry
+	kinds    []string
+	// direct: sql channels run in direct and lane batches (batcher), not
+	// through claims.
+	direct    bool
+	metrics   *Metrics
+	log       *slog.Logger
+	processor int64
+	node      int // pg_relay.node_id of the Processor's sessions
+	// wakeKey: this node's wake-up key; a wake-up that names a channel
+	// carries wakeHint(wakeKey, channel), not the name.
+	wakeKey string
+	info    store.ProcessorInfo
+	runCtx  context.Context // cancelled when in-flight handlers must stop
+	slots   *slots          // claimed events and what running batches hold; the in-flight gauge
+	// pendingOutcomes: outcomes sent to the completer and not yet written
+	// (in its mailbox, its buffer, or being written); the claimer claims
+	// nothing while maxPendingOutcomes wait.
+	pendingOutcomes atomic.Int64
+	bus             *bus.Conn      // nil without NATS
+	work            sync.WaitGroup // goroutines Stop waits for before closing connections
+	// batches: the batch goroutines, which Stop waits for before it stops
+	// the actors they report to.
+	batches sync.WaitGroup
+
+	actorIDs
+	leadership
+}
+
+// actorIDs are the ids of the tree's long-lived actors, set by the relay as
+// it spawns them (anew should the relay itself restart) and read from any
+// actor or goroutine.
+type actorIDs struct {
+	system     *actor.ActorSystem
+	mu         sync.RWMutex
+	claimer    *actor.PID
+	dispatcher *actor.PID
+	completer  *actor.PID
+}
+
+func (a *actorIDs) pids() (claimer, dispatcher, completer *actor.PID) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.claimer, a.dispatcher, a.completer
+}
+
+func (a *actorIDs) setPIDs(claimer, dispatcher, completer *actor.PID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.claimer, a.dispatcher, a.completer = claimer, dispatcher, completer
+}
+
+// send delivers msg to pid from outside any actor (goroutines, timers).
+func (a *actorIDs) send(pid *actor.PID, msg any) {
+	if pid != nil {
+		a.system.Root.Send(pid, msg)
+	}
+}
+
+// notifySlotsFreed tells the claimer that slots were freed.
+func (a *actorIDs) notifySlotsFreed() {
+	claimer, _, _ := a.pids()
+	a.send(claimer, &slotsFreed{})
+}
+
+// leadership is this node's standing in multi-node and leader modes, kept by
+// the heartbeat and read by the claimer and the batchers.
+type leadership struct {
+	// rejoinUntil: until then the node is rejoining (it had been dead or
+	// adopted when this Processor started) and claims only rows pinned to it.
+	// Set before the tree starts.
+	rejoinUntil time.Time
+	// leaseTerm is the term of the lease this node holds, leading or still
+	// settling: Stop releases it.
+	leaseTerm atomic.Int64
+	// leaderTerm is the lease term this node leads with in leader mode, 0
+	// when it is not the leader. Set by the heartbeat actor, read by the
+	// claimer, which passes it to the claim (the database fences stale terms).
+	leaderTerm atomic.Int64
+}
+
+// scope is which rows the node's claims and batches may take in mode. While
+// the node rejoins, only the rows pinned to it: the scope of a leader-mode
+// node that does not lead.
+func (l *leadership) scope(mode string) store.ClaimScope {
+	if time.Now().Before(l.rejoinUntil) {
+		return store.ClaimScope{Mode: ModeLeader}
+	}
+	return store.ClaimScope{Mode: mode, Term: l.leaderTerm.Load()}
+}
+
+func (d *deps) hook(actor string, msg any) {
+	if d.cfg.testHook != nil {
+		d.cfg.testHook(actor, msg)
+	}
+}

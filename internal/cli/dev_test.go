@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/cli"
 	"github.com/pgrelay/pgrelay/internal/secret"
 	"github.com/pgrelay/pgrelay/migrations"
 )
@@ -407,4 +408,25 @@ func TestDevIgnoresDatabaseURLFromEnvironment(t *testing.T) {
 	v, err := migrations.Current(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, 0, v, "the environment's database was not migrated")
+}
+
+// When the live view cannot count pgrelay.log's outcomes (here the count
+// waits on a lock until the view's query timeout), it says so and shows the
+// outcome columns as unknown, not as zeros; the queue's columns still show.
+func TestDevViewShowsLogCountError(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.Exec(`SELECT pgrelay.register('c1', 'SELECT 1 WHERE $1::text IS NOT NULL')`)
+	d.Exec(`SELECT pgrelay.notify('c1', 'x')`)
+	ctx := context.Background()
+	tx, err := d.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "LOCK TABLE pgrelay.log IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	cli.RenderDevView(ctx, d.Pool, &out)
+	assert.Regexp(t, `(?m)^ *c1 +none +1 +0 +0 +\? +\? +\? +\?$`, out.String(), "c1's outcomes shown as unknown")
+	assert.Contains(t, out.String(), "outcomes unknown: count pgrelay.log per channel:")
 }

@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/cli"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // searchPathTraps are look-alikes of the built-ins pgrelay's statements use,
@@ -164,6 +166,65 @@ BEGIN PERFORM public.sp_hit(what); RETURN true; END $$;
 	require.NoError(t, err, b.String())
 }
 
+// trappedDB creates an empty database whose search_path (ALTER DATABASE) is
+// path, with the look-alikes planted in public, checks that a loose call
+// from that path reaches them, and returns its URL, a handle whose sessions
+// pin their own search_path, and what the look-alikes have counted since
+// ("0 calls" when none ran).
+func trappedDB(t *testing.T, path string) (string, *db, func() []string) {
+	t.Helper()
+	ctx := context.Background()
+	url := emptyDB(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	// The test's own statements are not the ones under test.
+	cfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d := dbOn(t, url, pool)
+	plantSearchPathTraps(t, pool)
+	d.Exec(fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", cfg.ConnConfig.Database, path))
+	hits := func() []string {
+		t.Helper()
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END
+			FROM public.sp_hits`).Scan(&n))
+		out := []string{fmt.Sprintf("%d calls", n)}
+		return append(out, testenv.Column[string](t, pool, `SELECT what || ' x' || pg_catalog.count(*) FROM public.sp_calls
+			GROUP BY what ORDER BY what`)...)
+	}
+	// Planting works: a loose call from this database's path runs the
+	// look-alike.
+	probe, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	_, err = probe.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", "1", "2")
+	require.NoError(t, err)
+	require.NoError(t, probe.Close(ctx))
+	require.NotEqual(t, []string{"0 calls"}, hits(), "the look-alikes are reachable")
+	d.Exec(`SELECT pg_catalog.setval('public.sp_hits'::pg_catalog.regclass, 1, false)`)
+	d.Exec(`TRUNCATE public.sp_calls`)
+	return url, d, hits
+}
+
+// A login whose search_path reaches look-alikes planted in public (after
+// pg_catalog, or before it) runs none of them when it runs pgrelay doctor
+// on a migrated database: doctor reads the login's search_path (to check
+// it) and then pins its own session's before any other statement.
+func TestDoctorSearchPathHijack(t *testing.T) {
+	for _, path := range []string{`"$user", public`, `public, pg_catalog`} {
+		t.Run(path, func(t *testing.T) {
+			url, _, hits := trappedDB(t, path)
+			code, out, errOut := cliMain("migrate", "--database-url", url)
+			require.Equal(t, 0, code, out+errOut)
+			require.Equal(t, []string{"0 calls"}, hits(), "migrate")
+			_, out, errOut = cliMain("doctor", "--database-url", url)
+			require.Contains(t, out, "search_path", "doctor ran its checks: "+out+errOut)
+			require.Equal(t, []string{"0 calls"}, hits(), "doctor")
+		})
+	}
+}
+
 func quoteLit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // TestSearchPathHijack: a role that may create objects in a schema on the
@@ -176,52 +237,8 @@ func TestSearchPathHijack(t *testing.T) {
 	for _, path := range []string{`"$user", public`, `public, pg_catalog`} {
 		t.Run(path, func(t *testing.T) {
 			ctx := context.Background()
-			url := emptyDB(t)
-			cfg, err := pgxpool.ParseConfig(url)
-			require.NoError(t, err)
-			// The test's own statements are not the ones under test.
-			cfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			d := dbOn(t, url, pool)
-			plantSearchPathTraps(t, pool)
-			dbName := cfg.ConnConfig.Database
-			d.exec(fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", dbName, path))
-			hits := func() []string {
-				var n int64
-				require.NoError(t, pool.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END
-					FROM public.sp_hits`).Scan(&n))
-				rows, err := pool.Query(ctx, `SELECT what || ' x' || pg_catalog.count(*) FROM public.sp_calls
-					GROUP BY what ORDER BY what`)
-				require.NoError(t, err)
-				defer rows.Close()
-				out := []string{fmt.Sprintf("%d calls", n)}
-				for rows.Next() {
-					var s string
-					require.NoError(t, rows.Scan(&s))
-					out = append(out, s)
-				}
-				require.NoError(t, rows.Err())
-				return out
-			}
+			url, d, hits := trappedDB(t, path)
 			noHits := []string{"0 calls"}
-			// Planting works: a loose call from this database's path runs
-			// the look-alike.
-			var probe *pgxpool.Pool
-			{
-				pc, err := pgxpool.ParseConfig(url)
-				require.NoError(t, err)
-				probe, err = pgxpool.NewWithConfig(ctx, pc)
-				require.NoError(t, err)
-				_, err = probe.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", "1", "2")
-				require.NoError(t, err)
-				probe.Close()
-				require.NotEqual(t, noHits, hits(), "the look-alikes are reachable")
-				d.exec(`SELECT pg_catalog.setval('public.sp_hits'::pg_catalog.regclass, 1, false)`)
-				d.exec(`TRUNCATE public.sp_calls`)
-			}
-
 			code, out, errOut := cliMain("migrate", "--database-url", url)
 			require.Equal(t, 0, code, out+errOut)
 			require.Equal(t, noHits, hits(), "migrate")

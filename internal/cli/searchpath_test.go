@@ -174,7 +174,7 @@ BEGIN PERFORM public.sp_hit(what); RETURN true; END $$;
 func trappedDB(t *testing.T, path string) (string, *db, func() []string) {
 	t.Helper()
 	ctx := context.Background()
-	url := emptyDB(t)
+	url := pg.EmptyDB(t)
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
 	// The test's own statements are not the ones under test.
@@ -245,33 +245,33 @@ func TestSearchPathHijack(t *testing.T) {
 
 			n, js := startNATS(t)
 			smtp := smtpCatcher(t, devenv.SMTPConfig{})
-			d.exec(`CREATE SCHEMA sp`)
-			d.exec(`CREATE TABLE sp.done (payload text NOT NULL)`)
-			d.exec(`CREATE FUNCTION sp.fail(p text) RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS
+			d.Exec(`CREATE SCHEMA sp`)
+			d.Exec(`CREATE TABLE sp.done (payload text NOT NULL)`)
+			d.Exec(`CREATE FUNCTION sp.fail(p text) RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS
 				$$ BEGIN RAISE EXCEPTION 'no: %', p; END $$`)
-			d.exec(`SELECT pgrelay.register('sp_none', 'INSERT INTO sp.done (payload) VALUES ($1)')`)
-			d.exec(`SELECT pgrelay.register('sp_lanes', 'INSERT INTO sp.done (payload) VALUES ($1)',
+			d.Exec(`SELECT pgrelay.register('sp_none', 'INSERT INTO sp.done (payload) VALUES ($1)')`)
+			d.Exec(`SELECT pgrelay.register('sp_lanes', 'INSERT INTO sp.done (payload) VALUES ($1)',
 				p_concurrency_mode := 'channel')`)
-			d.exec(`SELECT pgrelay.register('sp_fail', 'SELECT sp.fail($1)', p_max_attempts := 2,
+			d.Exec(`SELECT pgrelay.register('sp_fail', 'SELECT sp.fail($1)', p_max_attempts := 2,
 				p_retry_delay := '10 milliseconds', p_publish_payload := true)`)
-			d.exec(`SELECT pgrelay.register('sp_nats', 'sp.outbox', p_kind := 'nats')`)
-			d.exec(`SELECT pgrelay_notifier.create_channel('sp_mail', 'app@shop.example')`)
+			d.Exec(`SELECT pgrelay.register('sp_nats', 'sp.outbox', p_kind := 'nats')`)
+			d.Exec(`SELECT pgrelay_notifier.create_channel('sp_mail', 'app@shop.example')`)
 			enqueue := func() {
-				d.exec(`SELECT pgrelay.notify_many('sp_none', ARRAY(SELECT 'n' || g FROM pg_catalog.generate_series(1, 20) g))`)
-				d.exec(`SELECT pgrelay.notify_many('sp_lanes', ARRAY(SELECT 'l' || g FROM pg_catalog.generate_series(1, 10) g))`)
-				d.exec(`SELECT pgrelay.notify('sp_fail', 'f')`)
-				d.exec(`SELECT pgrelay.notify_many('sp_nats', ARRAY['m1', 'm2', 'm3'])`)
-				d.exec(`SELECT pgrelay_notifier.send('sp_mail', ARRAY['a@example.org'], 'Hi', 'Hello')`)
+				d.Exec(`SELECT pgrelay.notify_many('sp_none', ARRAY(SELECT 'n' || g FROM pg_catalog.generate_series(1, 20) g))`)
+				d.Exec(`SELECT pgrelay.notify_many('sp_lanes', ARRAY(SELECT 'l' || g FROM pg_catalog.generate_series(1, 10) g))`)
+				d.Exec(`SELECT pgrelay.notify('sp_fail', 'f')`)
+				d.Exec(`SELECT pgrelay.notify_many('sp_nats', ARRAY['m1', 'm2', 'm3'])`)
+				d.Exec(`SELECT pgrelay_notifier.send('sp_mail', ARRAY['a@example.org'], 'Hi', 'Hello')`)
 			}
 			// Every event ended (2 attempts for sp_fail), the emails were
 			// sent, and the log and the notifier's status events are in the
 			// stream.
 			state := func() string {
-				logRows := d.count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay.log`)
-				statusRows := d.count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay_notifier.status_events`)
+				logRows := d.Count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay.log`)
+				statusRows := d.Count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay_notifier.status_events`)
 				return fmt.Sprintf("queue %d, sent %d, log %d, unpublished %d",
-					d.count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay.queue`),
-					d.count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay_notifier.notifications
+					d.Count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay.queue`),
+					d.Count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay_notifier.notifications
 						WHERE status OPERATOR(pg_catalog.=) 'sent'`),
 					logRows, logRows+statusRows-streamMsgs(js, "PGRELAY_EVENTS"))
 			}
@@ -284,7 +284,7 @@ func TestSearchPathHijack(t *testing.T) {
 				run := startCLI(t, env, "run", "--database-url", url, "--nats-url", n.URL(),
 					"--nats-publish-interval", "50ms", "--heartbeat-interval", "200ms", "--sql-batch", batch)
 				last := ""
-				eventually(t, 30*time.Second, "every event to end and be published", func() bool {
+				testenv.Eventually(t, 30*time.Second, "every event to end and be published", func() bool {
 					last = state()
 					return last == settled(round+1) || run.exited()
 				})

@@ -33,12 +33,8 @@ type db struct {
 
 func newDB(t *testing.T) db {
 	t.Helper()
-	ctx := context.Background()
-	url := pg.DB(t)
-	admin, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(admin.Close)
-	return db{admin: admin, producer: loginAs(t, admin, url, "producer")}
+	d := pg.NewDB(t)
+	return db{admin: d.Pool, producer: loginAs(t, d.Pool, d.URL, "producer")}
 }
 
 // loginAs creates a login in pgrelay_producer, named after the database and

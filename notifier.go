@@ -3,6 +3,8 @@ package pgrelay
 import (
 	"context"
 	"fmt"
+
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // Email is a message for Send. Addresses are RFC 5322 mailboxes,
@@ -63,18 +65,19 @@ func Send(ctx context.Context, q Querier, channel string, e Email) (int64, error
 // EmailState is where an email stands (pgrelay_notifier.get_status()).
 type EmailState string
 
-// The states of an email; docs/notifier.md, "Statuses".
+// The states of an email; docs/notifier.md, "Statuses". Their values are
+// those of pgrelay_notifier.get_status(), as the Processor's store names them.
 const (
 	// EmailQueued: stored by Send, not yet tried; CancelEmail can stop it.
-	EmailQueued EmailState = "queued"
+	EmailQueued EmailState = store.NotificationQueued
 	// EmailSending: an attempt started (transient failures are retried).
-	EmailSending EmailState = "sending"
+	EmailSending EmailState = store.NotificationSending
 	// EmailSent: the SMTP server accepted the message.
-	EmailSent EmailState = "sent"
+	EmailSent EmailState = store.NotificationSent
 	// EmailFailed: refused for good, out of attempts, or expired.
-	EmailFailed EmailState = "failed"
+	EmailFailed EmailState = store.NotificationFailed
 	// EmailCancelled: CancelEmail stopped it while queued.
-	EmailCancelled EmailState = "cancelled"
+	EmailCancelled EmailState = store.NotificationCancelled
 )
 
 // EmailStatus is the state of the email whose Send id is id. ErrNotFound for

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // A 'none' sql channel runs in direct batches: many events share a
@@ -23,27 +24,27 @@ import (
 func TestActorDirectBatches(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, tx bigint)`)
-	e.exec(`SELECT pgrelay.register('d', 'INSERT INTO public.ran VALUES ($1, txid_current())')`)
+	e.Exec(`CREATE TABLE ran (payload text, tx bigint)`)
+	e.Exec(`SELECT pgrelay.register('d', 'INSERT INTO public.ran VALUES ($1, txid_current())')`)
 	countUpdates(e)
 	var ps []string
 	for i := range 2000 {
 		ps = append(ps, fmt.Sprintf("p%d", i))
 	}
-	e.exec(`SELECT pgrelay.notify_many('d', $1)`, ps)
+	e.Exec(`SELECT pgrelay.notify_many('d', $1)`, ps)
 	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 200, 50 })
-	e.eventually(60*time.Second, "2000 successes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000
+	testenv.Eventually(e.T, 60*time.Second, "2000 successes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000
 	})
-	require.Equal(t, 2000, e.count(`SELECT count(DISTINCT payload) FROM ran`))
-	txs := e.count(`SELECT count(DISTINCT tx) FROM ran`)
+	require.Equal(t, 2000, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
+	txs := e.Count(`SELECT count(DISTINCT tx) FROM ran`)
 	require.Less(t, txs, 2000/5, "events share transactions")
-	require.LessOrEqual(t, e.count(`SELECT max(n) FROM (SELECT count(*) AS n FROM ran GROUP BY tx) x`), 50,
+	require.LessOrEqual(t, e.Count(`SELECT max(n) FROM (SELECT count(*) AS n FROM ran GROUP BY tx) x`), 50,
 		"no batch is larger than SQLBatch")
 	// Nothing was claimed by an update: the queue's rows were only inserted
 	// and deleted.
-	require.Zero(t, e.count(`SELECT count(*) FROM updates`))
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM updates`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // Failing handlers in a direct batch: each fails alone (its savepoint rolls
@@ -52,10 +53,10 @@ func TestActorDirectBatches(t *testing.T) {
 func TestActorDirectBatchFailures(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload int, tx bigint)`)
-	e.exec(`CREATE SEQUENCE runs`)
+	e.Exec(`CREATE TABLE ran (payload int, tx bigint)`)
+	e.Exec(`CREATE SEQUENCE runs`)
 	// Every third payload fails on its first attempt.
-	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN
 	  PERFORM nextval('runs');
 	  INSERT INTO public.ran VALUES (p::int, txid_current());
@@ -63,22 +64,22 @@ func TestActorDirectBatchFailures(t *testing.T) {
 	    RAISE EXCEPTION 'bad <%>', p;
 	  END IF;
 	END $$`)
-	e.exec(`SELECT pgrelay.register('f', 'SELECT public.work($1)', p_retry_delay := '10 milliseconds')`)
-	e.exec(`SELECT pgrelay.notify_many('f', ARRAY(SELECT g::text FROM generate_series(1, 300) g))`)
+	e.Exec(`SELECT pgrelay.register('f', 'SELECT public.work($1)', p_retry_delay := '10 milliseconds')`)
+	e.Exec(`SELECT pgrelay.notify_many('f', ARRAY(SELECT g::text FROM generate_series(1, 300) g))`)
 	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 32, 32 })
-	e.eventually(60*time.Second, "300 successes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
+	testenv.Eventually(e.T, 60*time.Second, "300 successes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
 	})
-	require.Equal(t, 100, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`))
-	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND attempt = 1 + (
+	require.Equal(t, 100, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`))
+	require.Equal(t, 300, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND attempt = 1 + (
 	  SELECT count(*) FROM pgrelay.log f WHERE f.origin_id = log.origin_id AND f.event = 'failed')`))
 	// 300 successful runs and 100 failed ones, each exactly once.
-	require.Equal(t, 400, e.count(`SELECT last_value FROM runs`))
-	require.Equal(t, 300, e.count(`SELECT count(*) FROM ran`), "the failed runs' effects rolled back")
-	require.Equal(t, 300, e.count(`SELECT count(DISTINCT payload) FROM ran`))
-	require.Less(t, e.count(`SELECT count(DISTINCT tx) FROM ran WHERE payload % 3 <> 0`), 200/2,
+	require.Equal(t, 400, e.Count(`SELECT last_value FROM runs`))
+	require.Equal(t, 300, e.Count(`SELECT count(*) FROM ran`), "the failed runs' effects rolled back")
+	require.Equal(t, 300, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Less(t, e.Count(`SELECT count(DISTINCT tx) FROM ran WHERE payload % 3 <> 0`), 200/2,
 		"events that succeeded first time shared transactions")
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // Serialised sql channels run in lane batches: the heads of many lanes share
@@ -87,23 +88,23 @@ func TestActorDirectBatchFailures(t *testing.T) {
 func TestActorLaneBatches(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (channel text, seq int, tx bigint, at timestamptz DEFAULT clock_timestamp())`)
+	e.Exec(`CREATE TABLE ran (channel text, seq int, tx bigint, at timestamptz DEFAULT clock_timestamp())`)
 	countUpdates(e)
 	for c := range 50 {
-		e.exec(fmt.Sprintf(`SELECT pgrelay.register('ch%d', 'INSERT INTO public.ran (channel, seq, tx) VALUES (''ch%d'', $1::int, txid_current())',
+		e.Exec(fmt.Sprintf(`SELECT pgrelay.register('ch%d', 'INSERT INTO public.ran (channel, seq, tx) VALUES (''ch%d'', $1::int, txid_current())',
 		        p_concurrency_mode := 'channel')`, c, c))
-		e.exec(fmt.Sprintf(`SELECT pgrelay.notify_many('ch%d', ARRAY(SELECT g::text FROM generate_series(1, 20) g))`, c))
+		e.Exec(fmt.Sprintf(`SELECT pgrelay.notify_many('ch%d', ARRAY(SELECT g::text FROM generate_series(1, 20) g))`, c))
 	}
 	e.startProcessor(nil)
-	e.eventually(60*time.Second, "1000 successes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1000
+	testenv.Eventually(e.T, 60*time.Second, "1000 successes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1000
 	})
-	require.Equal(t, 1000, e.count(`SELECT count(*) FROM ran`))
-	require.Less(t, e.count(`SELECT count(DISTINCT tx) FROM ran`), 1000/4, "lane heads share transactions")
-	require.Zero(t, e.count(`SELECT count(*) FROM ran a JOIN ran b ON a.channel = b.channel AND a.seq < b.seq
+	require.Equal(t, 1000, e.Count(`SELECT count(*) FROM ran`))
+	require.Less(t, e.Count(`SELECT count(DISTINCT tx) FROM ran`), 1000/4, "lane heads share transactions")
+	require.Zero(t, e.Count(`SELECT count(*) FROM ran a JOIN ran b ON a.channel = b.channel AND a.seq < b.seq
 	                          AND (b.at < a.at OR b.tx = a.tx)`), "a channel's events ran in order, one per transaction")
-	require.Zero(t, e.count(`SELECT count(*) FROM updates`), "no claim was written")
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM updates`), "no claim was written")
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // With SQLBatch 1 a 'none' sql channel is claimed and run one event per
@@ -111,16 +112,16 @@ func TestActorLaneBatches(t *testing.T) {
 func TestActorSQLBatchOneClaims(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, tx bigint)`)
-	e.exec(`SELECT pgrelay.register('d', 'INSERT INTO public.ran VALUES ($1, txid_current())')`)
+	e.Exec(`CREATE TABLE ran (payload text, tx bigint)`)
+	e.Exec(`SELECT pgrelay.register('d', 'INSERT INTO public.ran VALUES ($1, txid_current())')`)
 	countUpdates(e)
-	e.exec(`SELECT pgrelay.notify_many('d', ARRAY(SELECT g::text FROM generate_series(1, 50) g))`)
+	e.Exec(`SELECT pgrelay.notify_many('d', ARRAY(SELECT g::text FROM generate_series(1, 50) g))`)
 	e.startProcessor(func(c *actors.Config) { c.SQLBatch = 1 })
-	e.eventually(30*time.Second, "50 successes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 50
+	testenv.Eventually(e.T, 30*time.Second, "50 successes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 50
 	})
-	require.Equal(t, 50, e.count(`SELECT count(DISTINCT tx) FROM ran`))
-	require.Equal(t, 50, e.count(`SELECT count(*) FROM updates WHERE claimed`), "each event was claimed")
+	require.Equal(t, 50, e.Count(`SELECT count(DISTINCT tx) FROM ran`))
+	require.Equal(t, 50, e.Count(`SELECT count(*) FROM updates WHERE claimed`), "each event was claimed")
 }
 
 // A batcher that fails is restarted by its supervisor and the channel's
@@ -128,8 +129,8 @@ func TestActorSQLBatchOneClaims(t *testing.T) {
 func TestActorBatcherRestarts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text)`)
-	e.exec(`SELECT pgrelay.register('r', 'INSERT INTO public.ran VALUES ($1)')`)
+	e.Exec(`CREATE TABLE ran (payload text)`)
+	e.Exec(`SELECT pgrelay.register('r', 'INSERT INTO public.ran VALUES ($1)')`)
 	crashed := make(chan struct{}, 1)
 	e.startProcessor(func(c *actors.Config) {
 		actors.SetTestHook(c, func(name string, msg any) {
@@ -142,28 +143,28 @@ func TestActorBatcherRestarts(t *testing.T) {
 			}
 		})
 	})
-	e.exec(`SELECT pgrelay.notify_many('r', ARRAY(SELECT g::text FROM generate_series(1, 300) g))`)
-	e.eventually(30*time.Second, "300 successes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
+	e.Exec(`SELECT pgrelay.notify_many('r', ARRAY(SELECT g::text FROM generate_series(1, 300) g))`)
+	testenv.Eventually(e.T, 30*time.Second, "300 successes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
 	})
 	require.Len(t, crashed, 1)
-	require.Equal(t, 300, e.count(`SELECT count(DISTINCT payload) FROM ran`))
-	require.Equal(t, 300, e.count(`SELECT count(*) FROM ran`))
-	e.exec(`SELECT pgrelay.notify('r', 'later')`)
-	e.eventually(10*time.Second, "a later event", func() bool {
-		return e.count(`SELECT count(*) FROM ran WHERE payload = 'later'`) == 1
+	require.Equal(t, 300, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 300, e.Count(`SELECT count(*) FROM ran`))
+	e.Exec(`SELECT pgrelay.notify('r', 'later')`)
+	testenv.Eventually(e.T, 10*time.Second, "a later event", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE payload = 'later'`) == 1
 	})
 }
 
 // countUpdates records every update of a queue row in the table updates.
 func countUpdates(e *env) {
-	e.exec(`CREATE TABLE updates (id bigint, claimed bool)`)
-	e.exec(`CREATE FUNCTION public.count_update() RETURNS trigger LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE TABLE updates (id bigint, claimed bool)`)
+	e.Exec(`CREATE FUNCTION public.count_update() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN
 	  INSERT INTO public.updates VALUES (NEW.id, NEW.dispatched_at IS NOT NULL);
 	  RETURN NEW;
 	END $$`)
-	e.exec(`CREATE TRIGGER count_update AFTER UPDATE ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION public.count_update()`)
+	e.Exec(`CREATE TRIGGER count_update AFTER UPDATE ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION public.count_update()`)
 }
 
 // Batches that commit while the Processor stops are counted too: the
@@ -171,15 +172,15 @@ func countUpdates(e *env) {
 func TestActorBatchesCountedAtStop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE FUNCTION public.slowish(p text) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.002) $$`)
-	e.exec(`SELECT pgrelay.register('c', 'SELECT public.slowish($1)')`)
-	e.exec(`SELECT pgrelay.notify_many('c', ARRAY(SELECT g::text FROM generate_series(1, 5000) g))`)
+	e.Exec(`CREATE FUNCTION public.slowish(p text) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.002) $$`)
+	e.Exec(`SELECT pgrelay.register('c', 'SELECT public.slowish($1)')`)
+	e.Exec(`SELECT pgrelay.notify_many('c', ARRAY(SELECT g::text FROM generate_series(1, 5000) g))`)
 	p := e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 400, 100 })
-	e.eventually(30*time.Second, "some events to succeed", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) > 300
+	testenv.Eventually(e.T, 30*time.Second, "some events to succeed", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) > 300
 	})
 	require.NoError(t, p.Stop(context.Background()))
-	logged := e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	logged := e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
 	require.Less(t, logged, 5000, "stopped mid-backlog")
 	require.Equal(t, logged, int(testutil.ToFloat64(p.Metrics().Succeeded.WithLabelValues("c"))))
 }
@@ -190,15 +191,15 @@ func TestActorBatchesCountedAtStop(t *testing.T) {
 func TestActorBatchPreparesHandlers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, prepared int)`)
-	e.exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran SELECT $1, (SELECT count(*) FROM pg_prepared_statements
+	e.Exec(`CREATE TABLE ran (payload text, prepared int)`)
+	e.Exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran SELECT $1, (SELECT count(*) FROM pg_prepared_statements
 	  WHERE statement LIKE ''INSERT INTO public.ran%'')')`)
-	e.exec(`SELECT pgrelay.notify_many('p', ARRAY(SELECT g::text FROM generate_series(1, 100) g))`)
+	e.Exec(`SELECT pgrelay.notify_many('p', ARRAY(SELECT g::text FROM generate_series(1, 100) g))`)
 	e.startProcessor(func(c *actors.Config) { c.SQLBatch = 10 })
-	e.eventually(30*time.Second, "100 successes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 100
+	testenv.Eventually(e.T, 30*time.Second, "100 successes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 100
 	})
-	require.Equal(t, 100, e.count(`SELECT count(*) FROM ran WHERE prepared = 1`))
+	require.Equal(t, 100, e.Count(`SELECT count(*) FROM ran WHERE prepared = 1`))
 }
 
 // A handler that no longer parses (its function was dropped) cannot be
@@ -207,21 +208,21 @@ func TestActorBatchPreparesHandlers(t *testing.T) {
 func TestActorBatchHandlerThatNoLongerParses(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text)`)
-	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran VALUES (p)'`)
-	e.exec(`SELECT pgrelay.register('g', 'SELECT public.work($1)', p_max_attempts := 1)`)
-	e.exec(`DROP FUNCTION public.work(text)`)
-	e.exec(`SELECT pgrelay.notify_many('g', ARRAY['1', '2', '3'])`)
+	e.Exec(`CREATE TABLE ran (payload text)`)
+	e.Exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran VALUES (p)'`)
+	e.Exec(`SELECT pgrelay.register('g', 'SELECT public.work($1)', p_max_attempts := 1)`)
+	e.Exec(`DROP FUNCTION public.work(text)`)
+	e.Exec(`SELECT pgrelay.notify_many('g', ARRAY['1', '2', '3'])`)
 	e.startProcessor(func(c *actors.Config) { c.SQLBatch = 10 })
-	e.eventually(30*time.Second, "3 events given up", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE '%does not exist%'`) == 3
+	testenv.Eventually(e.T, 30*time.Second, "3 events given up", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE '%does not exist%'`) == 3
 	})
-	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran VALUES (p)'`)
-	e.exec(`SELECT pgrelay.notify_many('g', ARRAY['4', '5'])`)
-	e.eventually(30*time.Second, "2 successes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2
+	e.Exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran VALUES (p)'`)
+	e.Exec(`SELECT pgrelay.notify_many('g', ARRAY['4', '5'])`)
+	testenv.Eventually(e.T, 30*time.Second, "2 successes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2
 	})
-	require.Equal(t, 2, e.count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM ran`))
 }
 
 // A prepared handler whose result type changes under it (a column added to
@@ -230,23 +231,23 @@ func TestActorBatchHandlerThatNoLongerParses(t *testing.T) {
 func TestActorBatchHandlerResultTypeChanges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE t (k text)`)
-	e.exec(`INSERT INTO t VALUES ('x')`)
-	e.exec(`SELECT pgrelay.register('r', 'SELECT * FROM public.t WHERE k <> $1', p_retry_delay := '10 milliseconds',
+	e.Exec(`CREATE TABLE t (k text)`)
+	e.Exec(`INSERT INTO t VALUES ('x')`)
+	e.Exec(`SELECT pgrelay.register('r', 'SELECT * FROM public.t WHERE k <> $1', p_retry_delay := '10 milliseconds',
 	  p_max_attempts := 3)`)
 	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 2, 10 })
 	for i := range 10 {
 		if i == 3 {
-			e.exec(`ALTER TABLE t ADD COLUMN extra int`)
+			e.Exec(`ALTER TABLE t ADD COLUMN extra int`)
 		}
-		e.exec(`SELECT pgrelay.notify('r', $1)`, fmt.Sprint(i))
-		e.eventually(30*time.Second, "the event's end", func() bool {
-			return e.count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`) == i+1
+		e.Exec(`SELECT pgrelay.notify('r', $1)`, fmt.Sprint(i))
+		testenv.Eventually(e.T, 30*time.Second, "the event's end", func() bool {
+			return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`) == i+1
 		})
 	}
-	require.Equal(t, 10, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`))
-	require.Positive(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%cached plan%'`),
+	require.Equal(t, 10, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`))
+	require.Positive(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%cached plan%'`),
 		"a prepared statement saw the change")
 }
 
@@ -256,16 +257,16 @@ func TestActorBatchHandlerResultTypeChanges(t *testing.T) {
 func TestActorBatchersShareFewSlots(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (channel text, payload text)`)
-	e.exec(`SELECT pgrelay.register('many', 'INSERT INTO public.ran VALUES (''many'', $1)')`)
-	e.exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran VALUES (''lane'', $1)', p_concurrency_mode := 'channel')`)
-	e.exec(`SELECT pgrelay.notify_many('many', ARRAY(SELECT g::text FROM generate_series(1, 400) g))`)
-	e.exec(`SELECT pgrelay.notify_many('lane', ARRAY(SELECT g::text FROM generate_series(1, 40) g))`)
+	e.Exec(`CREATE TABLE ran (channel text, payload text)`)
+	e.Exec(`SELECT pgrelay.register('many', 'INSERT INTO public.ran VALUES (''many'', $1)')`)
+	e.Exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran VALUES (''lane'', $1)', p_concurrency_mode := 'channel')`)
+	e.Exec(`SELECT pgrelay.notify_many('many', ARRAY(SELECT g::text FROM generate_series(1, 400) g))`)
+	e.Exec(`SELECT pgrelay.notify_many('lane', ARRAY(SELECT g::text FROM generate_series(1, 40) g))`)
 	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch, c.PollInterval = 4, 4, time.Hour })
-	e.eventually(60*time.Second, "440 successes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 440
+	testenv.Eventually(e.T, 60*time.Second, "440 successes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 440
 	})
-	require.Equal(t, 40, e.count(`SELECT count(*) FROM ran WHERE channel = 'lane'`))
+	require.Equal(t, 40, e.Count(`SELECT count(*) FROM ran WHERE channel = 'lane'`))
 }
 
 // A notification names its channel, and the channel's running batcher hears
@@ -274,7 +275,7 @@ func TestActorBatchersShareFewSlots(t *testing.T) {
 func TestActorNotificationHintsBatcher(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('h', 'SELECT $1')`)
+	e.Exec(`SELECT pgrelay.register('h', 'SELECT $1')`)
 	var mu sync.Mutex
 	fromClaims, atBatcher := 0, 0
 	e.startProcessor(func(c *actors.Config) {
@@ -296,14 +297,14 @@ func TestActorNotificationHintsBatcher(t *testing.T) {
 		})
 	})
 	// Notifications sent before the listener's LISTEN are not heard.
-	e.eventually(30*time.Second, "the listener to listen", func() bool {
-		return e.count(`SELECT count(*) FROM pg_stat_activity
+	testenv.Eventually(e.T, 30*time.Second, "the listener to listen", func() bool {
+		return e.Count(`SELECT count(*) FROM pg_stat_activity
 		  WHERE datname = current_database() AND query = 'LISTEN pgrelay'`) > 0
 	})
 	for i := range 3 {
-		e.exec(`SELECT pgrelay.notify('h', $1)`, fmt.Sprint(i))
-		e.eventually(30*time.Second, "the event's success", func() bool {
-			return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == i+1
+		e.Exec(`SELECT pgrelay.notify('h', $1)`, fmt.Sprint(i))
+		testenv.Eventually(e.T, 30*time.Second, "the event's success", func() bool {
+			return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == i+1
 		})
 	}
 	mu.Lock()
@@ -316,7 +317,7 @@ func TestActorNotificationHintsBatcher(t *testing.T) {
 func TestStatementsWarmNewConnections(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	cfg, err := pgxpool.ParseConfig(e.url)
+	cfg, err := pgxpool.ParseConfig(e.URL)
 	require.NoError(t, err)
 	cfg.AfterConnect = (&store.Statements{}).Warm
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -327,7 +328,7 @@ func TestStatementsWarmNewConnections(t *testing.T) {
 	  WHERE name LIKE 'pgrelay_batch_%' AND statement IN ('COMMIT', 'SAVEPOINT pgrelay_event',
 	    'SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)')`).Scan(&prepared))
 	require.Equal(t, 3, prepared)
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log`), "warming records nothing")
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log`), "warming records nothing")
 }
 
 // A batch's events are timed by their handlers' time on the server, not by
@@ -336,20 +337,20 @@ func TestStatementsWarmNewConnections(t *testing.T) {
 func TestActorBatchHandlerDurationIsTheHandlers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE t (payload text)`)
-	e.exec(`CREATE FUNCTION public.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE TABLE t (payload text)`)
+	e.Exec(`CREATE FUNCTION public.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$`)
-	e.exec(`CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON t DEFERRABLE INITIALLY DEFERRED
+	e.Exec(`CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON t DEFERRABLE INITIALLY DEFERRED
 	  FOR EACH ROW EXECUTE FUNCTION public.slow_commit()`)
-	e.exec(`SELECT pgrelay.register('d', 'INSERT INTO public.t VALUES ($1)')`)
+	e.Exec(`SELECT pgrelay.register('d', 'INSERT INTO public.t VALUES ($1)')`)
 	p := e.startProcessor(nil)
-	e.exec(`SELECT pgrelay.notify('d', 'x')`)
+	e.Exec(`SELECT pgrelay.notify('d', 'x')`)
 	// The batch's metrics are recorded once its commit has returned, after
 	// the log row became visible: wait for the sample, not the row.
 	var m dto.Metric
-	e.eventually(30*time.Second, "the success and its handler's time", func() bool {
+	testenv.Eventually(e.T, 30*time.Second, "the success and its handler's time", func() bool {
 		require.NoError(t, p.Metrics().HandlerDuration.WithLabelValues("d").(prometheus.Histogram).Write(&m))
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1 &&
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1 &&
 			m.GetHistogram().GetSampleCount() > 0
 	})
 	require.Equal(t, uint64(1), m.GetHistogram().GetSampleCount())
@@ -378,37 +379,37 @@ func TestActorHandlerKillsItsConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.exec(`CREATE TABLE ran (payload text)`)
-			e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE plpgsql AS $$
+			e.Exec(`CREATE TABLE ran (payload text)`)
+			e.Exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE plpgsql AS $$
 			BEGIN
 			  INSERT INTO public.ran VALUES (p);
 			  IF p = 'poison' THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
 			END $$`)
-			e.exec(`SELECT pgrelay.register('k', 'SELECT public.work($1)', p_max_attempts := 2,
+			e.Exec(`SELECT pgrelay.register('k', 'SELECT public.work($1)', p_max_attempts := 2,
 			  p_retry_delay := '10 milliseconds', p_concurrency_mode := $1)`, tc.mode)
 			var poison int64
-			e.exec(`SELECT pgrelay.notify('k', 'ok0')`)
-			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('k', 'poison')`).Scan(&poison))
-			e.exec(`SELECT pgrelay.notify_many('k', ARRAY['ok1', 'ok2', 'ok3'])`)
+			e.Exec(`SELECT pgrelay.notify('k', 'ok0')`)
+			require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.notify('k', 'poison')`).Scan(&poison))
+			e.Exec(`SELECT pgrelay.notify_many('k', ARRAY['ok1', 'ok2', 'ok3'])`)
 			e.startProcessor(func(c *actors.Config) {
 				if tc.sqlBatch > 0 {
 					c.SQLBatch = tc.sqlBatch
 				}
 			})
-			e.eventually(60*time.Second, "the ok events to succeed and the killer to give up", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 4 &&
-					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+			testenv.Eventually(e.T, 60*time.Second, "the ok events to succeed and the killer to give up", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 4 &&
+					e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 			})
-			require.Equal(t, 4, e.count(`SELECT count(*) FROM ran WHERE payload <> 'poison'`), "each ok event's effects once")
-			require.Equal(t, 4, e.count(`SELECT count(DISTINCT payload) FROM ran`))
-			require.Zero(t, e.count(`SELECT count(*) FROM ran WHERE payload = 'poison'`), "the killer's effects rolled back")
-			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
+			require.Equal(t, 4, e.Count(`SELECT count(*) FROM ran WHERE payload <> 'poison'`), "each ok event's effects once")
+			require.Equal(t, 4, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM ran WHERE payload = 'poison'`), "the killer's effects rolled back")
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
 				"no attempt of another event was counted")
-			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
+			require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
 			  AND error LIKE '%connection lost%'`, poison))
-			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
+			require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
 			  AND error LIKE '%connection lost%'`, poison))
-			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 		})
 	}
 }
@@ -433,41 +434,41 @@ func TestActorPoisonAtCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.exec(`CREATE TABLE ran (channel text, payload text)`)
-			e.exec(`CREATE FUNCTION public.check_ran() RETURNS trigger LANGUAGE plpgsql AS $$
+			e.Exec(`CREATE TABLE ran (channel text, payload text)`)
+			e.Exec(`CREATE FUNCTION public.check_ran() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN
 			  IF NEW.payload = 'poison' THEN RAISE EXCEPTION 'rejected at commit: <%>', NEW.payload; END IF;
 			  RETURN NULL;
 			END $$`)
-			e.exec(`CREATE CONSTRAINT TRIGGER check_ran AFTER INSERT ON ran DEFERRABLE INITIALLY DEFERRED
+			e.Exec(`CREATE CONSTRAINT TRIGGER check_ran AFTER INSERT ON ran DEFERRABLE INITIALLY DEFERRED
 			  FOR EACH ROW EXECUTE FUNCTION public.check_ran()`)
-			e.exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran VALUES (''p'', $1)', p_max_attempts := 2,
+			e.Exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran VALUES (''p'', $1)', p_max_attempts := 2,
 			  p_retry_delay := '10 milliseconds', p_concurrency_mode := $1)`, tc.mode)
-			e.exec(`SELECT pgrelay.register('h', 'INSERT INTO public.ran VALUES (''h'', $1)', p_concurrency_mode := $1)`, tc.mode)
+			e.Exec(`SELECT pgrelay.register('h', 'INSERT INTO public.ran VALUES (''h'', $1)', p_concurrency_mode := $1)`, tc.mode)
 			var poison int64
-			e.exec(`SELECT pgrelay.notify('p', 'ok0')`)
-			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('p', 'poison')`).Scan(&poison))
-			e.exec(`SELECT pgrelay.notify_many('p', ARRAY['ok1', 'ok2', 'ok3'])`)
-			e.exec(`SELECT pgrelay.notify_many('h', ARRAY(SELECT 'h' || g FROM generate_series(1, 20) g))`)
+			e.Exec(`SELECT pgrelay.notify('p', 'ok0')`)
+			require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.notify('p', 'poison')`).Scan(&poison))
+			e.Exec(`SELECT pgrelay.notify_many('p', ARRAY['ok1', 'ok2', 'ok3'])`)
+			e.Exec(`SELECT pgrelay.notify_many('h', ARRAY(SELECT 'h' || g FROM generate_series(1, 20) g))`)
 			e.startProcessor(func(c *actors.Config) {
 				if tc.sqlBatch > 0 {
 					c.SQLBatch = tc.sqlBatch
 				}
 			})
-			e.eventually(60*time.Second, "the other events to succeed and the poison to give up", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 24 &&
-					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+			testenv.Eventually(e.T, 60*time.Second, "the other events to succeed and the poison to give up", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 24 &&
+					e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 			})
-			require.Equal(t, 24, e.count(`SELECT count(*) FROM ran`), "each other event's effects once")
-			require.Equal(t, 20, e.count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'h'`))
-			require.Zero(t, e.count(`SELECT count(*) FROM ran WHERE payload = 'poison'`))
-			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
+			require.Equal(t, 24, e.Count(`SELECT count(*) FROM ran`), "each other event's effects once")
+			require.Equal(t, 20, e.Count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'h'`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM ran WHERE payload = 'poison'`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
 				"no attempt of another event was counted")
-			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
+			require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
 			  AND error LIKE '%rejected at commit: <poison>%'`, poison))
-			require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
+			require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
 			  AND error LIKE '%rejected at commit: <poison>%'`, poison))
-			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 		})
 	}
 }
@@ -490,15 +491,15 @@ func TestActorHandlerSessionIsClean(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.exec(`CREATE TABLE seen (payload text, app text, app_local text, search_path text, usr text,
+			e.Exec(`CREATE TABLE seen (payload text, app text, app_local text, search_path text, usr text,
 			  timeout text, work_mem text)`)
 			// A role of this test's own (roles are the cluster's).
 			var role string
-			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT current_database() || '_handler'`).Scan(&role))
-			e.exec(`CREATE ROLE ` + role)
-			e.exec(`GRANT pgrelay_processor TO ` + role)
-			e.exec(`GRANT INSERT ON public.seen TO ` + role)
-			e.exec(`CREATE FUNCTION public.work(p text, r text) RETURNS void LANGUAGE plpgsql AS $$
+			require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT current_database() || '_handler'`).Scan(&role))
+			e.Exec(`CREATE ROLE ` + role)
+			e.Exec(`GRANT pgrelay_processor TO ` + role)
+			e.Exec(`GRANT INSERT ON public.seen TO ` + role)
+			e.Exec(`CREATE FUNCTION public.work(p text, r text) RETURNS void LANGUAGE plpgsql AS $$
 			BEGIN
 			  INSERT INTO public.seen VALUES (p, current_setting('app.leak', true), current_setting('app.local', true),
 			    current_setting('search_path'), current_user::text, current_setting('statement_timeout'),
@@ -512,26 +513,26 @@ func TestActorHandlerSessionIsClean(t *testing.T) {
 			  PERFORM set_config('session_authorization', r, false);
 			  PERFORM set_config('role', r, false);
 			END $$`)
-			e.exec(`SELECT pgrelay.register('s', 'SELECT public.work($1, ''`+role+`'')', p_timeout := '7 seconds',
+			e.Exec(`SELECT pgrelay.register('s', 'SELECT public.work($1, ''`+role+`'')', p_timeout := '7 seconds',
 			  p_concurrency_mode := $1)`, tc.mode)
-			e.exec(`SELECT pgrelay.notify_many('s', ARRAY(SELECT g::text FROM generate_series(1, 200) g))`)
+			e.Exec(`SELECT pgrelay.notify_many('s', ARRAY(SELECT g::text FROM generate_series(1, 200) g))`)
 			e.startProcessor(func(c *actors.Config) {
 				c.Concurrency, c.SQLBatch = 4, 50
 				if tc.sqlBatch > 0 {
 					c.SQLBatch = tc.sqlBatch
 				}
 			})
-			e.eventually(60*time.Second, "200 successes", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 200
+			testenv.Eventually(e.T, 60*time.Second, "200 successes", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 200
 			})
-			require.Equal(t, 200, e.count(`SELECT count(DISTINCT payload) FROM seen`))
-			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
-			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE COALESCE(app, '') <> ''`), "a session setting leaked")
-			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE COALESCE(app_local, '') <> ''`), "a local setting leaked")
-			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE search_path <> '"$user", public'`), "search_path leaked")
-			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE work_mem <> '4MB'`), "work_mem leaked")
-			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE usr <> session_user`), "the role or the session authorization leaked")
-			require.Zero(t, e.count(`SELECT count(*) FROM seen WHERE timeout <> '7s'`), "every handler ran under its timeout")
+			require.Equal(t, 200, e.Count(`SELECT count(DISTINCT payload) FROM seen`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE COALESCE(app, '') <> ''`), "a session setting leaked")
+			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE COALESCE(app_local, '') <> ''`), "a local setting leaked")
+			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE search_path <> '"$user", public'`), "search_path leaked")
+			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE work_mem <> '4MB'`), "work_mem leaked")
+			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE usr <> session_user`), "the role or the session authorization leaked")
+			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE timeout <> '7s'`), "every handler ran under its timeout")
 		})
 	}
 }
@@ -552,40 +553,40 @@ func TestActorPoisonInCompletion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.exec(`CREATE TABLE ran (channel text, payload text)`)
-			e.exec(`CREATE TABLE poison (id bigint)`)
-			e.exec(`CREATE FUNCTION public.reject_success() RETURNS trigger LANGUAGE plpgsql AS $$
+			e.Exec(`CREATE TABLE ran (channel text, payload text)`)
+			e.Exec(`CREATE TABLE poison (id bigint)`)
+			e.Exec(`CREATE FUNCTION public.reject_success() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN
 			  IF NEW.event = 'succeeded' AND NEW.origin_id IN (SELECT id FROM public.poison) THEN
 			    RAISE EXCEPTION 'no success for <%>', NEW.origin_id;
 			  END IF;
 			  RETURN NEW;
 			END $$`)
-			e.exec(`CREATE TRIGGER reject_success BEFORE INSERT ON pgrelay.log FOR EACH ROW EXECUTE FUNCTION public.reject_success()`)
-			e.exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran VALUES (''p'', $1)', p_max_attempts := 2,
+			e.Exec(`CREATE TRIGGER reject_success BEFORE INSERT ON pgrelay.log FOR EACH ROW EXECUTE FUNCTION public.reject_success()`)
+			e.Exec(`SELECT pgrelay.register('p', 'INSERT INTO public.ran VALUES (''p'', $1)', p_max_attempts := 2,
 			  p_retry_delay := '10 milliseconds', p_concurrency_mode := $1)`, tc.mode)
-			e.exec(`SELECT pgrelay.register('h', 'INSERT INTO public.ran VALUES (''h'', $1)', p_concurrency_mode := $1)`, tc.mode)
+			e.Exec(`SELECT pgrelay.register('h', 'INSERT INTO public.ran VALUES (''h'', $1)', p_concurrency_mode := $1)`, tc.mode)
 			var poison int64
-			e.exec(`SELECT pgrelay.notify('p', 'ok0')`)
-			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('p', 'poison')`).Scan(&poison))
-			e.exec(`INSERT INTO poison VALUES ($1)`, poison)
-			e.exec(`SELECT pgrelay.notify_many('p', ARRAY['ok1', 'ok2', 'ok3'])`)
-			e.exec(`SELECT pgrelay.notify_many('h', ARRAY(SELECT 'h' || g FROM generate_series(1, 20) g))`)
+			e.Exec(`SELECT pgrelay.notify('p', 'ok0')`)
+			require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.notify('p', 'poison')`).Scan(&poison))
+			e.Exec(`INSERT INTO poison VALUES ($1)`, poison)
+			e.Exec(`SELECT pgrelay.notify_many('p', ARRAY['ok1', 'ok2', 'ok3'])`)
+			e.Exec(`SELECT pgrelay.notify_many('h', ARRAY(SELECT 'h' || g FROM generate_series(1, 20) g))`)
 			e.startProcessor(func(c *actors.Config) {
 				if tc.sqlBatch > 0 {
 					c.SQLBatch = tc.sqlBatch
 				}
 			})
-			e.eventually(60*time.Second, "the other events to succeed and the poison to give up", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 24 &&
-					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+			testenv.Eventually(e.T, 60*time.Second, "the other events to succeed and the poison to give up", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 24 &&
+					e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 			})
-			require.Equal(t, 24, e.count(`SELECT count(*) FROM ran`), "each other event's effects once")
-			require.Zero(t, e.count(`SELECT count(*) FROM ran WHERE payload = 'poison'`))
-			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
+			require.Equal(t, 24, e.Count(`SELECT count(*) FROM ran`), "each other event's effects once")
+			require.Zero(t, e.Count(`SELECT count(*) FROM ran WHERE payload = 'poison'`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id <> $1 AND event <> 'succeeded'`, poison),
 				"no attempt of another event was counted")
-			require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND error LIKE '%no success for%'`, poison))
-			require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+			require.Equal(t, 2, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND error LIKE '%no success for%'`, poison))
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 		})
 	}
 }
@@ -596,8 +597,8 @@ func TestActorPoisonInCompletion(t *testing.T) {
 func TestWakeHintMatchesTheDatabase(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	key := e.one(`SELECT wake_key FROM pgrelay.this_node`)
+	key := e.Text(`SELECT wake_key FROM pgrelay.this_node`)
 	for _, ch := range []string{"orders", "a-b_c"} {
-		require.Equal(t, e.one(`SELECT md5(wake_key || $1) FROM pgrelay.this_node`, ch), actors.WakeHint(key, ch))
+		require.Equal(t, e.Text(`SELECT md5(wake_key || $1) FROM pgrelay.this_node`, ch), actors.WakeHint(key, ch))
 	}
 }

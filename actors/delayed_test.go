@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // A delayed event runs once it is due, never before: in batches (direct and
@@ -21,9 +22,9 @@ func TestActorRunsDelayedEventWhenDue(t *testing.T) {
 
 func delayedEvent(t *testing.T, sqlBatch int) {
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (channel text, payload text, at timestamptz DEFAULT clock_timestamp())`)
-	e.exec(`SELECT pgrelay.register('later', 'INSERT INTO public.ran (channel, payload) VALUES (''later'', $1)')`)
-	e.exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran (channel, payload) VALUES (''lane'', $1)',
+	e.Exec(`CREATE TABLE ran (channel text, payload text, at timestamptz DEFAULT clock_timestamp())`)
+	e.Exec(`SELECT pgrelay.register('later', 'INSERT INTO public.ran (channel, payload) VALUES (''later'', $1)')`)
+	e.Exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran (channel, payload) VALUES (''lane'', $1)',
 		p_concurrency_mode := 'channel')`)
 	e.startProcessor(func(c *actors.Config) {
 		if sqlBatch > 0 {
@@ -33,21 +34,21 @@ func delayedEvent(t *testing.T, sqlBatch int) {
 	// The Processor is running and wakes on each notify; the delayed events
 	// are not due yet. The lane's immediate event waits behind its delayed
 	// head.
-	e.exec(`CREATE TABLE due (channel text, payload text, not_before timestamptz)`)
+	e.Exec(`CREATE TABLE due (channel text, payload text, not_before timestamptz)`)
 	for _, n := range []struct{ channel, payload, delay string }{
 		{"later", "x", "1.5 seconds"}, {"lane", "head", "1.5 seconds"}, {"lane", "behind", ""}, {"later", "now", ""},
 	} {
 		var id int64
-		require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify($1, $2, p_delay := NULLIF($3, '')::interval)`,
+		require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.notify($1, $2, p_delay := NULLIF($3, '')::interval)`,
 			n.channel, n.payload, n.delay).Scan(&id))
-		e.exec(`INSERT INTO due SELECT q.channel, q.payload, q.not_before FROM pgrelay.queue q WHERE q.id = $1`, id)
+		e.Exec(`INSERT INTO due SELECT q.channel, q.payload, q.not_before FROM pgrelay.queue q WHERE q.id = $1`, id)
 	}
-	e.eventually(30*time.Second, "every event to run", func() bool {
-		return e.count(`SELECT count(*) FROM ran`) == 4
+	testenv.Eventually(e.T, 30*time.Second, "every event to run", func() bool {
+		return e.Count(`SELECT count(*) FROM ran`) == 4
 	})
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran r JOIN due d USING (channel, payload) WHERE r.at < d.not_before`),
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM ran r JOIN due d USING (channel, payload) WHERE r.at < d.not_before`),
 		"an event ran before its time")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM ran a JOIN ran b ON a.channel = 'lane' AND b.channel = 'lane'
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM ran a JOIN ran b ON a.channel = 'lane' AND b.channel = 'lane'
 		AND a.payload = 'head' AND b.payload = 'behind' AND a.at < b.at`), "the lane kept its order")
-	require.Equal(t, 4, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 4, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/handlers"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // payloads returns n distinct payloads "prefix-0" ...
@@ -28,29 +29,29 @@ func payloads(prefix string, n int) []string {
 func TestActorAtLeastOnce10000(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (channel text, payload text)`)
-	e.exec(`SELECT pgrelay.register('a', 'INSERT INTO public.ran VALUES (''a'', $1)')`)
-	e.exec(`SELECT pgrelay.register('b', 'INSERT INTO public.ran VALUES (''b'', $1)', p_concurrency_mode := 'payload')`)
-	e.exec(`SELECT pgrelay.register('c', 'INSERT INTO public.ran VALUES (''c'', $1)', p_concurrency_mode := 'channel')`)
+	e.Exec(`CREATE TABLE ran (channel text, payload text)`)
+	e.Exec(`SELECT pgrelay.register('a', 'INSERT INTO public.ran VALUES (''a'', $1)')`)
+	e.Exec(`SELECT pgrelay.register('b', 'INSERT INTO public.ran VALUES (''b'', $1)', p_concurrency_mode := 'payload')`)
+	e.Exec(`SELECT pgrelay.register('c', 'INSERT INTO public.ran VALUES (''c'', $1)', p_concurrency_mode := 'channel')`)
 	e.startProcessor(func(c *actors.Config) { c.Concurrency = 32 })
 	// 'a' 6000, 'b' 3000 spread over 100 payload lanes, 'c' 1000 strictly serial.
-	e.exec(`SELECT pgrelay.notify_many('a', $1)`, payloads("a", 6000))
+	e.Exec(`SELECT pgrelay.notify_many('a', $1)`, payloads("a", 6000))
 	var bs []string
 	for i := range 3000 {
 		bs = append(bs, fmt.Sprintf("lane-%d", i%100))
 	}
-	e.exec(`SELECT pgrelay.notify_many('b', $1)`, bs)
-	e.exec(`SELECT pgrelay.notify_many('c', $1)`, payloads("c", 1000))
-	e.eventually(3*time.Minute, "10 000 events to succeed", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 10000
+	e.Exec(`SELECT pgrelay.notify_many('b', $1)`, bs)
+	e.Exec(`SELECT pgrelay.notify_many('c', $1)`, payloads("c", 1000))
+	testenv.Eventually(e.T, 3*time.Minute, "10 000 events to succeed", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 10000
 	})
-	require.Equal(t, 10000, e.count(`SELECT count(*) FROM ran`))
-	require.Equal(t, 6000, e.count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'a'`))
-	require.Equal(t, 1000, e.count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'c'`))
-	require.Equal(t, 3000, e.count(`SELECT count(*) FROM ran WHERE channel = 'b'`))
-	require.Equal(t, 10000, e.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE event = 'succeeded'`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Equal(t, 10000, e.Count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 6000, e.Count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'a'`))
+	require.Equal(t, 1000, e.Count(`SELECT count(DISTINCT payload) FROM ran WHERE channel = 'c'`))
+	require.Equal(t, 3000, e.Count(`SELECT count(*) FROM ran WHERE channel = 'b'`))
+	require.Equal(t, 10000, e.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // orderedSchema creates a handler that records the order events ran in and
@@ -76,22 +77,22 @@ END $$;
 func TestActorChannelModeOrderedAcrossProcessors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(orderedSchema)
-	e.exec(`SELECT pgrelay.register('serial', 'SELECT public.ordered($1, ''serial'')', p_concurrency_mode := 'channel')`)
-	e.exec(`SELECT pgrelay.notify_many('serial', $1)`, payloads("s", 300))
+	e.Exec(orderedSchema)
+	e.Exec(`SELECT pgrelay.register('serial', 'SELECT public.ordered($1, ''serial'')', p_concurrency_mode := 'channel')`)
+	e.Exec(`SELECT pgrelay.notify_many('serial', $1)`, payloads("s", 300))
 	// A Processor starved of CPU for a second on a loaded test machine would
 	// be presumed dead and its claims rescued while its handler runs: that is
 	// the rescue's contract, not the claim's, which this test is about.
 	patient := func(c *actors.Config) { c.DeadAfter = 10 * time.Second }
 	e.startProcessor(patient)
 	e.startProcessor(patient)
-	e.eventually(2*time.Minute, "300 serial events", func() bool {
-		return e.count(`SELECT count(*) FROM runs`) == 300
+	testenv.Eventually(e.T, 2*time.Minute, "300 serial events", func() bool {
+		return e.Count(`SELECT count(*) FROM runs`) == 300
 	})
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM overlapped`), "two events of a 'channel' channel ran at once; log: %v",
-		e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM overlapped`), "two events of a 'channel' channel ran at once; log: %v",
+		e.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
 	var got []string
-	rows, err := e.pool.Query(context.Background(), `SELECT payload FROM runs ORDER BY seq`)
+	rows, err := e.Pool.Query(context.Background(), `SELECT payload FROM runs ORDER BY seq`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var p string
@@ -112,15 +113,15 @@ func TestActorPayloadModeSerialPerPayloadParallelAcross(t *testing.T) {
 
 func payloadModeSerial(t *testing.T, sqlBatch int) {
 	e := newEnv(t)
-	e.exec(orderedSchema)
-	e.exec(`CREATE OR REPLACE FUNCTION public.slow(p text) RETURNS void LANGUAGE plpgsql AS $$
+	e.Exec(orderedSchema)
+	e.Exec(`CREATE OR REPLACE FUNCTION public.slow(p text) RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN PERFORM pg_sleep(0.05); PERFORM public.ordered(p, 'payload:' || p); END $$`)
-	e.exec(`SELECT pgrelay.register('perkey', 'SELECT public.slow($1)', p_concurrency_mode := 'payload')`)
+	e.Exec(`SELECT pgrelay.register('perkey', 'SELECT public.slow($1)', p_concurrency_mode := 'payload')`)
 	var ps []string
 	for i := range 40 {
 		ps = append(ps, fmt.Sprintf("key-%d", i%5))
 	}
-	e.exec(`SELECT pgrelay.notify_many('perkey', $1)`, ps)
+	e.Exec(`SELECT pgrelay.notify_many('perkey', $1)`, ps)
 	if sqlBatch > 0 {
 		countUpdates(e)
 	}
@@ -132,18 +133,18 @@ func payloadModeSerial(t *testing.T, sqlBatch int) {
 	}
 	e.startProcessor(patient)
 	e.startProcessor(patient)
-	e.eventually(2*time.Minute, "40 payload-mode events", func() bool {
-		return e.count(`SELECT count(*) FROM runs`) == 40
+	testenv.Eventually(e.T, 2*time.Minute, "40 payload-mode events", func() bool {
+		return e.Count(`SELECT count(*) FROM runs`) == 40
 	})
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM overlapped`), "two events of one payload ran at once")
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM overlapped`), "two events of one payload ran at once")
 	// Within a payload, events ran one after the other...
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM runs a JOIN runs b ON a.payload = b.payload AND a.seq < b.seq
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM runs a JOIN runs b ON a.payload = b.payload AND a.seq < b.seq
 		AND b.started < a.finished`))
 	// ...and different payloads ran at the same time.
-	require.Positive(t, e.count(`SELECT count(*) FROM runs a JOIN runs b ON a.payload <> b.payload AND a.seq < b.seq
+	require.Positive(t, e.Count(`SELECT count(*) FROM runs a JOIN runs b ON a.payload <> b.payload AND a.seq < b.seq
 		AND b.started < a.finished AND a.started < b.finished`))
 	if sqlBatch > 0 {
-		require.Equal(t, 40, e.count(`SELECT count(DISTINCT id) FROM updates WHERE claimed`), "each event was claimed")
+		require.Equal(t, 40, e.Count(`SELECT count(DISTINCT id) FROM updates WHERE claimed`), "each event was claimed")
 	}
 }
 
@@ -152,26 +153,26 @@ func payloadModeSerial(t *testing.T, sqlBatch int) {
 func TestActorRetriesAndGiveUp(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE SEQUENCE tries`)
-	e.exec(`CREATE FUNCTION public.third_time_lucky(p text) RETURNS void LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE SEQUENCE tries`)
+	e.Exec(`CREATE FUNCTION public.third_time_lucky(p text) RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN IF nextval('tries') < 3 THEN RAISE EXCEPTION 'not yet: %', p; END IF; END $$`)
-	e.exec(`CREATE FUNCTION public.never(p text) RETURNS void LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE FUNCTION public.never(p text) RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN RAISE EXCEPTION 'never works: %', p; END $$`)
-	e.exec(`SELECT pgrelay.register('lucky', 'SELECT public.third_time_lucky($1)', p_retry_delay := '50 milliseconds')`)
-	e.exec(`SELECT pgrelay.register('doomed', 'SELECT public.never($1)', p_max_attempts := 3, p_retry_delay := '50 milliseconds')`)
+	e.Exec(`SELECT pgrelay.register('lucky', 'SELECT public.third_time_lucky($1)', p_retry_delay := '50 milliseconds')`)
+	e.Exec(`SELECT pgrelay.register('doomed', 'SELECT public.never($1)', p_max_attempts := 3, p_retry_delay := '50 milliseconds')`)
 	var lucky, doomed int64
-	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('lucky', 'x')`).Scan(&lucky))
-	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('doomed', 'y')`).Scan(&doomed))
+	require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.notify('lucky', 'x')`).Scan(&lucky))
+	require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.notify('doomed', 'y')`).Scan(&doomed))
 	e.startProcessor(nil)
 	status := func(id int64) string {
 		var s *string
-		require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.status($1)`, id).Scan(&s))
+		require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.status($1)`, id).Scan(&s))
 		if s == nil {
 			return ""
 		}
 		return *s
 	}
-	e.eventually(30*time.Second, "lucky to succeed and doomed to give up", func() bool {
+	testenv.Eventually(e.T, 30*time.Second, "lucky to succeed and doomed to give up", func() bool {
 		return status(lucky) == "succeeded" && status(doomed) == "gave_up"
 	})
 	type ev struct {
@@ -180,7 +181,7 @@ func TestActorRetriesAndGiveUp(t *testing.T) {
 		err     *string
 	}
 	history := func(id int64) []ev {
-		rows, err := e.pool.Query(context.Background(),
+		rows, err := e.Pool.Query(context.Background(),
 			`SELECT attempt, event, error FROM pgrelay.log WHERE origin_id = $1 ORDER BY id`, id)
 		require.NoError(t, err)
 		var out []ev
@@ -200,7 +201,7 @@ func TestActorRetriesAndGiveUp(t *testing.T) {
 	require.Len(t, h, 3)
 	require.Equal(t, []string{"failed", "failed", "gave_up"}, []string{h[0].event, h[1].event, h[2].event})
 	require.Contains(t, *h[2].err, "never works: y")
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // A handler past its channel's timeout is cancelled by the server
@@ -215,14 +216,14 @@ func TestActorTimeout(t *testing.T) {
 
 func handlerTimeout(t *testing.T, sqlBatch int) {
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text)`)
-	e.exec(`CREATE FUNCTION public.sleepy(p text) RETURNS void LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE TABLE ran (payload text)`)
+	e.Exec(`CREATE FUNCTION public.sleepy(p text) RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN INSERT INTO public.ran VALUES (p); IF p = 'slow' THEN PERFORM pg_sleep(30); END IF; END $$`)
-	e.exec(`SELECT pgrelay.register('t', 'SELECT public.sleepy($1)', p_timeout := '200 milliseconds', p_max_attempts := 2,
+	e.Exec(`SELECT pgrelay.register('t', 'SELECT public.sleepy($1)', p_timeout := '200 milliseconds', p_max_attempts := 2,
 	  p_retry_delay := '10 milliseconds')`)
 	var slow int64
-	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.notify('t', 'slow')`).Scan(&slow))
-	e.exec(`SELECT pgrelay.notify('t', 'fast')`)
+	require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.notify('t', 'slow')`).Scan(&slow))
+	e.Exec(`SELECT pgrelay.notify('t', 'fast')`)
 	if sqlBatch > 0 {
 		countUpdates(e)
 	}
@@ -231,21 +232,21 @@ func handlerTimeout(t *testing.T, sqlBatch int) {
 			c.SQLBatch = sqlBatch
 		}
 	})
-	e.eventually(30*time.Second, "slow to give up", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+	testenv.Eventually(e.T, 30*time.Second, "slow to give up", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 	})
 	// Both attempts were cut by the server's statement_timeout (not the
 	// Processor's backstop deadline), and each counted.
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 1 AND event = 'failed'
 	  AND error LIKE '%canceling statement due to statement timeout%'`, slow))
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND attempt = 2 AND event = 'gave_up'
 	  AND error LIKE '%canceling statement due to statement timeout%'`, slow))
-	e.eventually(10*time.Second, "fast to succeed", func() bool {
-		return e.count(`SELECT count(*) FROM ran WHERE payload = 'fast'`) == 1
+	testenv.Eventually(e.T, 10*time.Second, "fast to succeed", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE payload = 'fast'`) == 1
 	})
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran WHERE payload = 'slow'`), "timed-out effects rolled back")
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM ran WHERE payload = 'slow'`), "timed-out effects rolled back")
 	if sqlBatch > 0 {
-		require.Equal(t, 3, e.count(`SELECT count(DISTINCT id) FROM updates WHERE claimed`), "each attempt was claimed")
+		require.Equal(t, 3, e.Count(`SELECT count(DISTINCT id) FROM updates WHERE claimed`), "each attempt was claimed")
 	}
 }
 
@@ -253,16 +254,16 @@ func handlerTimeout(t *testing.T, sqlBatch int) {
 func TestActorExpiry(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text)`)
-	e.exec(`SELECT pgrelay.register('x', 'INSERT INTO public.ran VALUES ($1)', p_expire_after := '1 millisecond')`)
-	e.exec(`SELECT pgrelay.notify('x', 'late')`)
+	e.Exec(`CREATE TABLE ran (payload text)`)
+	e.Exec(`SELECT pgrelay.register('x', 'INSERT INTO public.ran VALUES ($1)', p_expire_after := '1 millisecond')`)
+	e.Exec(`SELECT pgrelay.notify('x', 'late')`)
 	time.Sleep(20 * time.Millisecond) // let the event pass its expiry before any Processor sees it
 	e.startProcessor(nil)
-	e.eventually(10*time.Second, "the event to expire", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'expired'`) == 1
+	testenv.Eventually(e.T, 10*time.Second, "the event to expire", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'expired'`) == 1
 	})
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // A handler that panics costs one failed attempt, never the process or the
@@ -270,7 +271,7 @@ func TestActorExpiry(t *testing.T) {
 func TestActorHandlerPanic(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('n', 'subject.ok', p_kind := 'nats', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
+	e.Exec(`SELECT pgrelay.register('n', 'subject.ok', p_kind := 'nats', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
 	ran := make(chan string, 100)
 	e.startProcessor(func(c *actors.Config) {
 		c.Handlers = handlers.Registry{"nats": handlers.HandlerFunc(func(ctx context.Context, ev handlers.Event) (bool, error) {
@@ -281,14 +282,14 @@ func TestActorHandlerPanic(t *testing.T) {
 			return false, nil
 		})}
 	})
-	e.exec(`SELECT pgrelay.notify('n', 'boom')`)
-	e.exec(`SELECT pgrelay.notify('n', 'fine')`)
-	e.eventually(10*time.Second, "boom to give up", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+	e.Exec(`SELECT pgrelay.notify('n', 'boom')`)
+	e.Exec(`SELECT pgrelay.notify('n', 'fine')`)
+	testenv.Eventually(e.T, 10*time.Second, "boom to give up", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 	})
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%handler panicked: handler exploded%'`))
-	e.eventually(10*time.Second, "fine to succeed", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%handler panicked: handler exploded%'`))
+	testenv.Eventually(e.T, 10*time.Second, "fine to succeed", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
 	})
 	require.Equal(t, "fine", <-ran)
 }
@@ -298,10 +299,10 @@ func TestActorHandlerPanic(t *testing.T) {
 func TestActorSupervisorRestartsFailedActor(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text)`)
+	e.Exec(`CREATE TABLE ran (payload text)`)
 	// A 'channel' channel claimed event by event (SQLBatch 1): its events pass
 	// through its channel actor one by one.
-	e.exec(`SELECT pgrelay.register('s', 'INSERT INTO public.ran VALUES ($1)', p_retry_delay := '10 milliseconds',
+	e.Exec(`SELECT pgrelay.register('s', 'INSERT INTO public.ran VALUES ($1)', p_retry_delay := '10 milliseconds',
 	        p_concurrency_mode := 'channel')`)
 	crashed := make(chan struct{}, 1)
 	e.startProcessor(func(c *actors.Config) {
@@ -316,16 +317,16 @@ func TestActorSupervisorRestartsFailedActor(t *testing.T) {
 			}
 		})
 	})
-	e.exec(`SELECT pgrelay.notify_many('s', ARRAY['before', 'crash', 'after'])`)
-	e.eventually(20*time.Second, "all three to succeed", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3
+	e.Exec(`SELECT pgrelay.notify_many('s', ARRAY['before', 'crash', 'after'])`)
+	testenv.Eventually(e.T, 20*time.Second, "all three to succeed", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3
 	})
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%internal error: actor%channel actor bug%'`))
-	require.Equal(t, 3, e.count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%internal error: actor%channel actor bug%'`))
+	require.Equal(t, 3, e.Count(`SELECT count(*) FROM ran`))
 	// The restarted actor keeps working.
-	e.exec(`SELECT pgrelay.notify('s', 'later')`)
-	e.eventually(10*time.Second, "a later event", func() bool {
-		return e.count(`SELECT count(*) FROM ran WHERE payload = 'later'`) == 1
+	e.Exec(`SELECT pgrelay.notify('s', 'later')`)
+	testenv.Eventually(e.T, 10*time.Second, "a later event", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE payload = 'later'`) == 1
 	})
 }
 
@@ -334,29 +335,29 @@ func TestActorSupervisorRestartsFailedActor(t *testing.T) {
 func TestActorGracefulStop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text)`)
-	e.exec(`CREATE FUNCTION public.half_second(p text) RETURNS void LANGUAGE sql AS
+	e.Exec(`CREATE TABLE ran (payload text)`)
+	e.Exec(`CREATE FUNCTION public.half_second(p text) RETURNS void LANGUAGE sql AS
 	$$ SELECT pg_sleep(0.5); INSERT INTO public.ran VALUES (p) $$`)
-	e.exec(`SELECT pgrelay.register('g', 'SELECT public.half_second($1)', p_concurrency_mode := 'payload')`)
+	e.Exec(`SELECT pgrelay.register('g', 'SELECT public.half_second($1)', p_concurrency_mode := 'payload')`)
 	// Four lanes with five events each: four run at a time, the rest wait.
 	var ps []string
 	for i := range 20 {
 		ps = append(ps, fmt.Sprintf("k%d", i%4))
 	}
-	e.exec(`SELECT pgrelay.notify_many('g', $1)`, ps)
+	e.Exec(`SELECT pgrelay.notify_many('g', $1)`, ps)
 	p := e.startProcessor(nil)
-	e.eventually(10*time.Second, "handlers to start", func() bool {
-		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+	testenv.Eventually(e.T, 10*time.Second, "handlers to start", func() bool {
+		return e.Count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 		                 AND state = 'active' AND query LIKE 'SELECT public.half_second(%'`) > 0
 	})
 	require.NoError(t, p.Stop(context.Background()))
-	done := e.count(`SELECT count(*) FROM ran`)
+	done := e.Count(`SELECT count(*) FROM ran`)
 	require.Positive(t, done)
-	require.Equal(t, done, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
-	require.Equal(t, 20-done, e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.processors`))
+	require.Equal(t, done, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+	require.Equal(t, 20-done, e.Count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.processors`))
 }
 
 // Graceful stop past the shutdown timeout: still-running handlers are
@@ -364,17 +365,17 @@ func TestActorGracefulStop(t *testing.T) {
 func TestActorStopCancelsAfterTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('h', 'SELECT pg_sleep(60) WHERE $1 IS NOT NULL')`)
-	e.exec(`SELECT pgrelay.notify_many('h', ARRAY['1', '2'])`)
+	e.Exec(`SELECT pgrelay.register('h', 'SELECT pg_sleep(60) WHERE $1 IS NOT NULL')`)
+	e.Exec(`SELECT pgrelay.notify_many('h', ARRAY['1', '2'])`)
 	p := e.startProcessor(func(c *actors.Config) { c.ShutdownTimeout = 300 * time.Millisecond })
 	// A batch runs its handlers one after the other: the first is running.
-	e.eventually(10*time.Second, "a handler to start", func() bool {
-		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+	testenv.Eventually(e.T, 10*time.Second, "a handler to start", func() bool {
+		return e.Count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 		                 AND state = 'active' AND query LIKE 'SELECT pg_sleep(60)%'`) == 1
 	})
 	require.NoError(t, p.Stop(context.Background()))
-	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL AND attempt = 1`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log`))
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL AND attempt = 1`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.log`))
 }
 
 // Config errors are reported before anything connects.
@@ -400,13 +401,13 @@ func TestActorConfigErrors(t *testing.T) {
 func TestActorSQLBatchIsolatesFailures(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text)`)
-	e.exec(`CREATE FUNCTION public.picky(p text) RETURNS void LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE TABLE ran (payload text)`)
+	e.Exec(`CREATE FUNCTION public.picky(p text) RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN
 	  INSERT INTO public.ran VALUES (p);
 	  IF p LIKE 'bad-%' THEN RAISE EXCEPTION 'refused %', p; END IF;
 	END $$`)
-	e.exec(`SELECT pgrelay.register('b', 'SELECT public.picky($1)', p_max_attempts := 1)`)
+	e.Exec(`SELECT pgrelay.register('b', 'SELECT public.picky($1)', p_max_attempts := 1)`)
 	var ps []string
 	for i := range 300 {
 		if i%10 == 3 {
@@ -415,16 +416,16 @@ func TestActorSQLBatchIsolatesFailures(t *testing.T) {
 			ps = append(ps, fmt.Sprintf("good-%d", i))
 		}
 	}
-	e.exec(`SELECT pgrelay.notify_many('b', $1)`, ps)
+	e.Exec(`SELECT pgrelay.notify_many('b', $1)`, ps)
 	e.startProcessor(func(c *actors.Config) { c.SQLBatch = 32 })
-	e.eventually(60*time.Second, "300 outcomes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 300
+	testenv.Eventually(e.T, 60*time.Second, "300 outcomes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 300
 	})
-	require.Equal(t, 270, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
-	require.Equal(t, 30, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE '%refused bad-%'`))
-	require.Equal(t, 270, e.count(`SELECT count(*) FROM ran`), "a failed handler's insert rolled back; others committed once")
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'bad-%'`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Equal(t, 270, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 30, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE '%refused bad-%'`))
+	require.Equal(t, 270, e.Count(`SELECT count(*) FROM ran`), "a failed handler's insert rolled back; others committed once")
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM ran WHERE payload LIKE 'bad-%'`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // Channel and lane actors (SQLBatch 1), and batchers (by default), are
@@ -446,10 +447,10 @@ func TestActorIdleActorsSpawnAndStop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.exec(`SELECT pgrelay.register('i1', 'SELECT $1')`)
-			e.exec(`SELECT pgrelay.register('i2', 'SELECT $1', p_concurrency_mode := 'payload')`)
-			e.exec(`SELECT pgrelay.notify_many('i1', ARRAY['a', 'b'])`)
-			e.exec(`SELECT pgrelay.notify_many('i2', ARRAY['x', 'y', 'z'])`)
+			e.Exec(`SELECT pgrelay.register('i1', 'SELECT $1')`)
+			e.Exec(`SELECT pgrelay.register('i2', 'SELECT $1', p_concurrency_mode := 'payload')`)
+			e.Exec(`SELECT pgrelay.notify_many('i1', ARRAY['a', 'b'])`)
+			e.Exec(`SELECT pgrelay.notify_many('i2', ARRAY['x', 'y', 'z'])`)
 			// An actor lives at least IdleTimeout after its last event: long
 			// enough to see them all alive at once.
 			p := e.startProcessor(func(c *actors.Config) {
@@ -460,21 +461,21 @@ func TestActorIdleActorsSpawnAndStop(t *testing.T) {
 			})
 			gauge := func() float64 { return testutil.ToFloat64(p.Metrics().ChannelActors) }
 			var most float64
-			e.eventually(20*time.Second, "the actors to be spawned", func() bool {
+			testenv.Eventually(e.T, 20*time.Second, "the actors to be spawned", func() bool {
 				most = max(most, gauge())
 				return most >= tc.actors
 			})
 			require.Equal(t, tc.actors, most)
-			e.eventually(20*time.Second, "5 events", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 5
+			testenv.Eventually(e.T, 20*time.Second, "5 events", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 5
 			})
-			e.eventually(20*time.Second, "idle actors to stop", func() bool {
+			testenv.Eventually(e.T, 20*time.Second, "idle actors to stop", func() bool {
 				require.LessOrEqual(t, gauge(), tc.actors)
 				return gauge() == 0
 			})
-			e.exec(`SELECT pgrelay.notify('i2', 'x')`)
-			e.eventually(20*time.Second, "the later event", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 6
+			e.Exec(`SELECT pgrelay.notify('i2', 'x')`)
+			testenv.Eventually(e.T, 20*time.Second, "the later event", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 6
 			})
 		})
 	}

@@ -53,26 +53,26 @@ type notification struct {
 }
 
 func (e *env) notifications(where string, args ...any) map[int64]notification {
-	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT notification_id, channel, from_addr, to_addrs, cc_addrs,
+	e.T.Helper()
+	rows, err := e.Pool.Query(context.Background(), `SELECT notification_id, channel, from_addr, to_addrs, cc_addrs,
 		bcc_addrs, subject, body_text, body_html, headers, status, attempts, last_error, created_at
 		FROM pgrelay_notifier.notifications `+where, args...)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	defer rows.Close()
 	out := map[int64]notification{}
 	for rows.Next() {
 		var n notification
-		require.NoError(e.t, rows.Scan(&n.ID, &n.Channel, &n.From, &n.To, &n.Cc, &n.Bcc, &n.Subject, &n.Text,
+		require.NoError(e.T, rows.Scan(&n.ID, &n.Channel, &n.From, &n.To, &n.Cc, &n.Bcc, &n.Subject, &n.Text,
 			&n.HTML, &n.Headers, &n.Status, &n.Attempts, &n.LastError, &n.CreatedAt))
 		out[n.ID] = n
 	}
-	require.NoError(e.t, rows.Err())
+	require.NoError(e.T, rows.Err())
 	return out
 }
 
 func (e *env) statusCount(status string) int {
-	e.t.Helper()
-	return e.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = $1`, status)
+	e.T.Helper()
+	return e.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = $1`, status)
 }
 
 // idOf is the notification id of a Message-ID <id@pgrelay>.
@@ -100,11 +100,11 @@ func TestActorEmail500ThroughTwoChannels(t *testing.T) {
 	e := newEnv(t)
 	s1 := catcher(t, devenv.SMTPConfig{})
 	s2 := catcher(t, devenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('orders', 'Orders <orders@shop.example>')`)
-	e.exec(`SELECT pgrelay_notifier.create_channel('alerts', 'alerts@shop.example', p_concurrency_mode := 'payload')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('orders', 'Orders <orders@shop.example>')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('alerts', 'alerts@shop.example', p_concurrency_mode := 'payload')`)
 	const per = 250
 	for _, ch := range []string{"orders", "alerts"} {
-		e.exec(`SELECT pgrelay_notifier.send($1, ARRAY['User ' || g || ' <user' || g || '@example.org>'],
+		e.Exec(`SELECT pgrelay_notifier.send($1, ARRAY['User ' || g || ' <user' || g || '@example.org>'],
 			$1 || ' #' || g || ' Grüße', 'Hello ' || g || E'\nline two',
 			CASE WHEN g % 2 = 0 THEN '<p>Hello <b>' || g || '</b></p>' END,
 			CASE WHEN g % 3 = 0 THEN ARRAY['cc' || g || '@example.org', 'cc2-' || g || '@example.net'] END,
@@ -116,7 +116,7 @@ func TestActorEmail500ThroughTwoChannels(t *testing.T) {
 		c.SMTPURL = s1.URL()
 		c.SMTPChannels = map[string]string{"alerts": s2.URL()}
 	})
-	e.eventually(2*time.Minute, "500 notifications to be sent", func() bool {
+	testenv.Eventually(e.T, 2*time.Minute, "500 notifications to be sent", func() bool {
 		return e.statusCount("sent") == 2*per
 	})
 	want := e.notifications("")
@@ -175,17 +175,17 @@ func TestActorEmail500ThroughTwoChannels(t *testing.T) {
 	for id := range want {
 		require.Equal(t, "sent", e.notifierStatus(id))
 	}
-	e.eventually(time.Minute, "500 successes in the log", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2*per
+	testenv.Eventually(e.T, time.Minute, "500 successes in the log", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2*per
 	})
-	require.Equal(t, 2*per, e.count(`SELECT count(DISTINCT notification_id) FROM pgrelay_notifier.status_events WHERE status = 'sent'`))
-	require.Equal(t, 3*2*per, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events`), "queued, sending, sent: one event each")
+	require.Equal(t, 2*per, e.Count(`SELECT count(DISTINCT notification_id) FROM pgrelay_notifier.status_events WHERE status = 'sent'`))
+	require.Equal(t, 3*2*per, e.Count(`SELECT count(*) FROM pgrelay_notifier.status_events`), "queued, sending, sent: one event each")
 }
 
 func (e *env) notifierStatus(id int64) string {
-	e.t.Helper()
+	e.T.Helper()
 	var s *string
-	require.NoError(e.t, e.pool.QueryRow(context.Background(), "SELECT pgrelay_notifier.get_status($1)", id).Scan(&s))
+	require.NoError(e.T, e.Pool.QueryRow(context.Background(), "SELECT pgrelay_notifier.get_status($1)", id).Scan(&s))
 	if s == nil {
 		return "<nil>"
 	}
@@ -202,19 +202,19 @@ func TestActorEmailChannelModeNeverOverlaps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{DataDelay: 20 * time.Millisecond})
-	e.exec(`SELECT pgrelay_notifier.create_channel('serial', 'serial@shop.example', p_concurrency_mode := 'channel')`)
-	e.exec(`SELECT pgrelay_notifier.create_channel('bulk', 'bulk@shop.example')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('serial', 'serial@shop.example', p_concurrency_mode := 'channel')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('bulk', 'bulk@shop.example')`)
 	var ids []int64
-	rows, err := e.pool.Query(context.Background(), `SELECT pgrelay_notifier.send('serial', ARRAY['u' || g || '@example.org'], 's' || g, 'b')
+	rows, err := e.Pool.Query(context.Background(), `SELECT pgrelay_notifier.send('serial', ARRAY['u' || g || '@example.org'], 's' || g, 'b')
 		FROM generate_series(1, 80) g`)
 	require.NoError(t, err)
 	ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
-	e.exec(`SELECT pgrelay_notifier.send('bulk', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 200) g`)
+	e.Exec(`SELECT pgrelay_notifier.send('bulk', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 200) g`)
 	mod := func(c *actors.Config) { c.SMTPURL = s.URL() + "?pool=8" }
 	e.startProcessor(mod)
 	e.startProcessor(mod)
-	e.eventually(2*time.Minute, "280 notifications to be sent", func() bool { return e.statusCount("sent") == 280 })
+	testenv.Eventually(e.T, 2*time.Minute, "280 notifications to be sent", func() bool { return e.statusCount("sent") == 280 })
 	require.Equal(t, 1, s.MaxConcurrent("serial@shop.example"), "two SMTP transactions of a 'channel' channel at once")
 	var order []int64
 	for _, m := range s.Messages() {
@@ -234,17 +234,17 @@ func TestActorEmailServerDownThenBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 50,
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 50,
 		p_retry_delay := '100 milliseconds')`)
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() + "?timeout=2s" })
-	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['early' || g || '@example.org'], 's', 'b') FROM generate_series(1, 20) g`)
-	e.eventually(time.Minute, "the first 20 to be sent", func() bool { return e.statusCount("sent") == 20 })
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['early' || g || '@example.org'], 's', 'b') FROM generate_series(1, 20) g`)
+	testenv.Eventually(e.T, time.Minute, "the first 20 to be sent", func() bool { return e.statusCount("sent") == 20 })
 
 	require.NoError(t, s.Stop()) // the pooled connections drop with it
-	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['late' || g || '@example.org'], 's', 'b') FROM generate_series(1, 30) g`)
-	e.eventually(time.Minute, "failed attempts while the server is down", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`) >= 30 &&
-			e.count(`SELECT count(*) FROM (SELECT notification_id FROM pgrelay_notifier.debug_log
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['late' || g || '@example.org'], 's', 'b') FROM generate_series(1, 30) g`)
+	testenv.Eventually(e.T, time.Minute, "failed attempts while the server is down", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`) >= 30 &&
+			e.Count(`SELECT count(*) FROM (SELECT notification_id FROM pgrelay_notifier.debug_log
 				GROUP BY notification_id HAVING count(*) >= 2) d`) >= 10
 	})
 	require.Zero(t, e.statusCount("failed"), "a transient failure does not fail the notification")
@@ -252,10 +252,10 @@ func TestActorEmailServerDownThenBack(t *testing.T) {
 	// queued (and cancellable) while the server is down. Only the first few
 	// took one of the pooled connections (pool=4) the server had dropped,
 	// found it dead (NOOP) and failed to dial a new one.
-	require.LessOrEqual(t, e.count(`SELECT count(*) FROM pgrelay_notifier.notifications
+	require.LessOrEqual(t, e.Count(`SELECT count(*) FROM pgrelay_notifier.notifications
 		WHERE to_addrs[1] LIKE 'late%' AND (status <> 'queued' OR attempts > 0)`), 4)
 	require.NoError(t, s.Start())
-	e.eventually(time.Minute, "all 50 to be sent", func() bool { return e.statusCount("sent") == 50 })
+	testenv.Eventually(e.T, time.Minute, "all 50 to be sent", func() bool { return e.statusCount("sent") == 50 })
 
 	require.Equal(t, 50, s.Count())
 	late := e.notifications("WHERE to_addrs[1] LIKE 'late%'")
@@ -267,10 +267,10 @@ func TestActorEmailServerDownThenBack(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, once, 26, "attempts count only those that had a connection")
-	notes := e.count(`SELECT count(*) FROM pgrelay_notifier.debug_log WHERE message LIKE 'attempt % failed: smtp://127.0.0.1:%'`)
+	notes := e.Count(`SELECT count(*) FROM pgrelay_notifier.debug_log WHERE message LIKE 'attempt % failed: smtp://127.0.0.1:%'`)
 	require.Positive(t, notes, "the reasons of failed attempts are in the debug log")
-	e.eventually(time.Minute, "50 successes in the log", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 50
+	testenv.Eventually(e.T, time.Minute, "50 successes in the log", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 50
 	})
 }
 
@@ -283,13 +283,13 @@ func TestActorEmailPermanentAndTransientReplies(t *testing.T) {
 	s := catcher(t, devenv.SMTPConfig{})
 	s.RejectDomain("bad.example", 550, "no such domain here")
 	s.RejectDomain("later.example", 451, "try again later")
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 20,
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 20,
 		p_retry_delay := '100 milliseconds')`)
-	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || CASE WHEN g % 4 = 0 THEN '@bad.example' ELSE '@good.example' END],
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || CASE WHEN g % 4 = 0 THEN '@bad.example' ELSE '@good.example' END],
 		's', 'b', p_cc := CASE WHEN g % 4 = 0 THEN ARRAY['fine@good.example'] END) FROM generate_series(1, 40) g`)
-	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u@later.example'], 's', 'b')`)
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u@later.example'], 's', 'b')`)
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
-	e.eventually(time.Minute, "30 sent and 10 failed", func() bool {
+	testenv.Eventually(e.T, time.Minute, "30 sent and 10 failed", func() bool {
 		return e.statusCount("sent") == 30 && e.statusCount("failed") == 10
 	})
 	for _, n := range e.notifications("WHERE status = 'failed'") {
@@ -299,28 +299,23 @@ func TestActorEmailPermanentAndTransientReplies(t *testing.T) {
 		require.Contains(t, *n.LastError, "550")
 		require.Contains(t, *n.LastError, "no such domain here")
 	}
-	e.eventually(time.Minute, "10 give-ups at the first attempt in the log", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 1 AND error LIKE '%550%'`) == 10
+	testenv.Eventually(e.T, time.Minute, "10 give-ups at the first attempt in the log", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 1 AND error LIKE '%550%'`) == 10
 	})
-	require.Equal(t, 10, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'failed' AND error LIKE '%550%'`))
+	require.Equal(t, 10, e.Count(`SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'failed' AND error LIKE '%550%'`))
 
-	e.eventually(time.Minute, "the 4xx recipient to be retried", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE to_addrs[1] = 'u@later.example' AND attempts >= 3`) == 1
+	testenv.Eventually(e.T, time.Minute, "the 4xx recipient to be retried", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE to_addrs[1] = 'u@later.example' AND attempts >= 3`) == 1
 	})
-	require.Equal(t, "sending", e.one(`SELECT status FROM pgrelay_notifier.notifications WHERE to_addrs[1] = 'u@later.example'`))
+	require.Equal(t, "sending", e.Text(`SELECT status FROM pgrelay_notifier.notifications WHERE to_addrs[1] = 'u@later.example'`))
 	s.RejectDomain("later.example", 0, "")
-	e.eventually(time.Minute, "the 4xx recipient to be sent", func() bool { return e.statusCount("sent") == 31 })
+	testenv.Eventually(e.T, time.Minute, "the 4xx recipient to be sent", func() bool { return e.statusCount("sent") == 31 })
 	require.Equal(t, 31, s.Count())
 	for _, m := range s.Messages() {
 		for _, to := range m.To {
 			require.NotContains(t, to, "bad.example")
 		}
 	}
-}
-
-func (e *env) one(sql string, args ...any) string {
-	e.t.Helper()
-	return testenv.One[string](e.t, e.pool, sql, args...)
 }
 
 // A notification cancelled before it is sent is skipped cleanly: the event
@@ -330,23 +325,23 @@ func TestActorEmailSkipsCancelledAndDeleted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 2,
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 2,
 		p_retry_delay := '10 milliseconds')`)
 	send := func(to string) int64 {
 		var id int64
-		require.NoError(t, e.pool.QueryRow(context.Background(),
+		require.NoError(t, e.Pool.QueryRow(context.Background(),
 			`SELECT pgrelay_notifier.send('mail', ARRAY[$1], 's', 'b')`, to).Scan(&id))
 		return id
 	}
 	keep, cancel, del := send("keep@example.org"), send("cancel@example.org"), send("delete@example.org")
-	e.exec(`SELECT pgrelay_notifier.cancel($1)`, cancel)
-	e.exec(`DELETE FROM pgrelay_notifier.notifications WHERE notification_id = $1`, del)
+	e.Exec(`SELECT pgrelay_notifier.cancel($1)`, cancel)
+	e.Exec(`DELETE FROM pgrelay_notifier.notifications WHERE notification_id = $1`, del)
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
-	e.eventually(time.Minute, "2 events to succeed and 1 to give up", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2 &&
-			e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+	testenv.Eventually(e.T, time.Minute, "2 events to succeed and 1 to give up", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2 &&
+			e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 	})
-	require.Contains(t, e.one(`SELECT error FROM pgrelay.log WHERE event = 'gave_up'`),
+	require.Contains(t, e.Text(`SELECT error FROM pgrelay.log WHERE event = 'gave_up'`),
 		fmt.Sprintf("not sent: notification %d does not exist", del))
 	require.Equal(t, 1, s.Count())
 	m, _ := s.Last()
@@ -422,9 +417,9 @@ func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 	names := make([]string, 0, len(targets))
 	for ch := range targets {
 		names = append(names, ch)
-		e.exec(`SELECT pgrelay_notifier.create_channel($1, $1 || '@shop.example', p_max_attempts := 2,
+		e.Exec(`SELECT pgrelay_notifier.create_channel($1, $1 || '@shop.example', p_max_attempts := 2,
 			p_retry_delay := '50 milliseconds')`, ch)
-		e.exec(`SELECT pgrelay_notifier.send($1, ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 3) g`, ch)
+		e.Exec(`SELECT pgrelay_notifier.send($1, ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 3) g`, ch)
 	}
 	sort.Strings(names)
 	logs := &syncLog{}
@@ -432,7 +427,7 @@ func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 		c.SMTPChannels = targets
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	e.eventually(time.Minute, "27 sent and 6 failed", func() bool {
+	testenv.Eventually(e.T, time.Minute, "27 sent and 6 failed", func() bool {
 		return e.statusCount("sent") == 27 && e.statusCount("failed") == 6
 	})
 	require.Equal(t, 12, starttls.Count())
@@ -480,13 +475,13 @@ func TestActorEmailAuthTLSAndNoCredentialLeaks(t *testing.T) {
 			`SELECT count(*) FROM pgrelay_notifier.status_events WHERE error LIKE '%' || $1 || '%'`,
 			`SELECT count(*) FROM pgrelay.processors WHERE hostname LIKE '%' || $1 || '%'`,
 		} {
-			require.Zero(t, e.count(q, secret), q)
+			require.Zero(t, e.Count(q, secret), q)
 		}
 	}
 	require.Contains(t, logs.String(), "smtp://127.0.0.1:", "targets are named, without credentials")
 
 	// A configuration mistake is reported without the password.
-	_, err = actors.New(actors.Config{DatabaseURL: e.url, SMTPURL: "smtp://relay:" + pw + "@host:bad"})
+	_, err = actors.New(actors.Config{DatabaseURL: e.URL, SMTPURL: "smtp://relay:" + pw + "@host:bad"})
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), pw)
 	require.ErrorIs(t, err, email.ErrInvalidTarget)
@@ -503,13 +498,13 @@ func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 	const pw = "Nats-leak-s3cret"
 	s := catcher(t, devenv.SMTPConfig{Username: "relay", Password: pw})
 	s.RejectDomain("bad.example", 550, "no such user")
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
-	e.exec(`SELECT pgrelay_notifier.create_channel('locked', 'locked@shop.example', p_max_attempts := 1)`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('locked', 'locked@shop.example', p_max_attempts := 1)`)
 	var ok int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')`).Scan(&ok))
-	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['b@bad.example'], 's', 'b')`)
-	e.exec(`SELECT pgrelay_notifier.send('locked', ARRAY['c@example.org'], 's', 'b')`)
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['b@bad.example'], 's', 'b')`)
+	e.Exec(`SELECT pgrelay_notifier.send('locked', ARRAY['c@example.org'], 's', 'b')`)
 	u := s.URL() // smtp://relay:<pw>@127.0.0.1:port?auth=plain
 	e.startProcessor(func(c *actors.Config) {
 		withNATS(n.URL())(c)
@@ -519,7 +514,7 @@ func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 	// 8 notifier events (queued, sending, sent or failed; the locked
 	// channel's notification never reaches sending: its session never
 	// opens) and 3 log events.
-	e.eventually(time.Minute, "11 events on NATS", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 11 })
+	testenv.Eventually(e.T, time.Minute, "11 events on NATS", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 11 })
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "all", "pgrelay.>", 11)
 	bySubject := map[string][]int64{}
 	for _, m := range msgs {
@@ -560,15 +555,15 @@ func TestActorEmailCutDataIsNotSentAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{DataDelay: 3 * time.Second})
-	e.exec(`SELECT pgrelay_notifier.create_channel('slow', 'app@shop.example', p_timeout := '300 milliseconds',
+	e.Exec(`SELECT pgrelay_notifier.create_channel('slow', 'app@shop.example', p_timeout := '300 milliseconds',
 		p_max_attempts := 50, p_retry_delay := '100 milliseconds')`)
 	var id int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('slow', ARRAY['a@example.org'], 's', 'b')`).Scan(&id))
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
 	defer func() {
 		if t.Failed() {
-			rows, _ := e.pool.Query(context.Background(), `SELECT event || ' ' || attempt || ' ' || COALESCE(error, '') FROM pgrelay.log ORDER BY id`)
+			rows, _ := e.Pool.Query(context.Background(), `SELECT event || ' ' || attempt || ' ' || COALESCE(error, '') FROM pgrelay.log ORDER BY id`)
 			for rows.Next() {
 				var l string
 				_ = rows.Scan(&l)
@@ -577,20 +572,20 @@ func TestActorEmailCutDataIsNotSentAgain(t *testing.T) {
 			rows.Close()
 		}
 	}()
-	e.eventually(time.Minute, "the event to give up", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
+	testenv.Eventually(e.T, time.Minute, "the event to give up", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 	})
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'
 		AND error LIKE '%timed out after 300ms%' AND error LIKE '%which the server may have accepted%'`),
 		"one attempt, cut at the channel's deadline while waiting for the reply")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 2
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 2
 		AND error LIKE '%not sent again:%may have handed notification%'`))
 	require.Equal(t, "failed", e.notifierStatus(id))
-	require.Contains(t, e.one(`SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1`, id),
+	require.Contains(t, e.Text(`SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1`, id),
 		"it may have been delivered")
-	e.eventually(time.Minute, "the catcher to keep the cut message after its delay", func() bool { return s.Count() == 1 })
+	testenv.Eventually(e.T, time.Minute, "the catcher to keep the cut message after its delay", func() bool { return s.Count() == 1 })
 	require.Equal(t, id, idOf(t, s.Messages()[0].MessageID()))
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`),
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`),
 		"nothing more ran")
 }
 
@@ -602,21 +597,21 @@ func TestActorEmailExpiredFailsTheNotification(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('brief', 'brief@shop.example', p_expire_after := '50 milliseconds')`)
-	e.exec(`SELECT pgrelay_notifier.create_channel('lasting', 'lasting@shop.example')`)
-	rows, err := e.pool.Query(context.Background(),
+	e.Exec(`SELECT pgrelay_notifier.create_channel('brief', 'brief@shop.example', p_expire_after := '50 milliseconds')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('lasting', 'lasting@shop.example')`)
+	rows, err := e.Pool.Query(context.Background(),
 		`SELECT pgrelay_notifier.send('brief', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 5) g`)
 	require.NoError(t, err)
 	expired, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
 	var kept int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('lasting', ARRAY['k@example.org'], 's', 'b')`).Scan(&kept))
-	e.eventually(time.Minute, "the brief channel's events to expire", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'brief' AND expires_at < now()`) == 5
+	testenv.Eventually(e.T, time.Minute, "the brief channel's events to expire", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'brief' AND expires_at < now()`) == 5
 	})
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
-	e.eventually(time.Minute, "the expired notifications to be failed", func() bool {
+	testenv.Eventually(e.T, time.Minute, "the expired notifications to be failed", func() bool {
 		return e.statusCount("failed") == 5 && e.notifierStatus(kept) == "sent"
 	})
 	for _, id := range expired {
@@ -626,10 +621,10 @@ func TestActorEmailExpiredFailsTheNotification(t *testing.T) {
 		require.Contains(t, *n.LastError, "expired: the channel's expire_after passed before attempt 1 could run")
 		require.Zero(t, n.Attempts, "never tried")
 	}
-	require.Equal(t, 5, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'failed'
+	require.Equal(t, 5, e.Count(`SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'failed'
 		AND error LIKE 'expired:%'`))
-	e.eventually(time.Minute, "5 expiries in the log", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'expired' AND channel = 'brief'`) == 5
+	testenv.Eventually(e.T, time.Minute, "5 expiries in the log", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'expired' AND channel = 'brief'`) == 5
 	})
 	require.Equal(t, 1, s.Count(), "an expired email is never sent")
 	m, _ := s.Last()
@@ -643,12 +638,12 @@ func TestActorEmailGivenUpOutsideTheHandlerFailsTheNotification(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 2,
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 2,
 		p_retry_delay := '10 milliseconds')`)
 	var doomed, fine int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('mail', ARRAY['doomed@example.org'], 's', 'b')`).Scan(&doomed))
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('mail', ARRAY['fine@example.org'], 's', 'b')`).Scan(&fine))
 	poison := strconv.FormatInt(doomed, 10)
 	e.startProcessor(func(c *actors.Config) {
@@ -659,7 +654,7 @@ func TestActorEmailGivenUpOutsideTheHandlerFailsTheNotification(t *testing.T) {
 			}
 		})
 	})
-	e.eventually(time.Minute, "the poisoned notification to fail and the other to be sent", func() bool {
+	testenv.Eventually(e.T, time.Minute, "the poisoned notification to fail and the other to be sent", func() bool {
 		return e.notifierStatus(doomed) == "failed" && e.notifierStatus(fine) == "sent"
 	})
 	n := e.notifications("WHERE notification_id = $1", doomed)[doomed]
@@ -667,8 +662,8 @@ func TestActorEmailGivenUpOutsideTheHandlerFailsTheNotification(t *testing.T) {
 	require.Contains(t, *n.LastError, "gave up after 2 attempts: internal error: actor")
 	require.Contains(t, *n.LastError, "channel actor bug")
 	require.Zero(t, n.Attempts, "the handler never ran")
-	e.eventually(time.Minute, "the give-up in the log", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 2`) == 1
+	testenv.Eventually(e.T, time.Minute, "the give-up in the log", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND attempt = 2`) == 1
 	})
 	require.Equal(t, 1, s.Count())
 }
@@ -681,21 +676,21 @@ func TestActorEmailMissingNotificationFails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 3,
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 3,
 		p_retry_delay := '10 milliseconds')`)
 	var origin int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay.notify('mail', '424242424242')`).Scan(&origin))
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
-	e.eventually(time.Minute, "the event to end", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1
+	testenv.Eventually(e.T, time.Minute, "the event to end", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1
 			AND event IN ('succeeded', 'gave_up')`, origin) == 1
 	})
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event = 'succeeded'`, origin),
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event = 'succeeded'`, origin),
 		"an email event whose notification does not exist succeeded")
-	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event = 'failed'`, origin),
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event = 'failed'`, origin),
 		"retried before giving up")
-	why := e.one(`SELECT error FROM pgrelay.log WHERE origin_id = $1 AND event = 'gave_up'`, origin)
+	why := e.Text(`SELECT error FROM pgrelay.log WHERE origin_id = $1 AND event = 'gave_up'`, origin)
 	require.Contains(t, why, "notification 424242424242 does not exist on node 0")
 	require.Zero(t, s.Count())
 }
@@ -709,30 +704,30 @@ func TestActorEmailOneSendWhateverEventsPointAtIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'mail@shop.example')`)
-	e.exec(`SELECT pgrelay_notifier.create_channel('other', 'other@shop.example')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'mail@shop.example')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('other', 'other@shop.example')`)
 	var dup, held int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('mail', ARRAY['dup@example.org'], 's', 'b')`).Scan(&dup))
-	e.exec(`SELECT pgrelay.notify_many('mail', ARRAY[$1::text, $1::text, $1::text])`, strconv.FormatInt(dup, 10))
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	e.Exec(`SELECT pgrelay.notify_many('mail', ARRAY[$1::text, $1::text, $1::text])`, strconv.FormatInt(dup, 10))
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('mail', ARRAY['held@example.org'], 's', 'b')`).Scan(&held))
-	e.exec(`SELECT pgrelay.update('mail', p_paused := true)`)
+	e.Exec(`SELECT pgrelay.update('mail', p_paused := true)`)
 	var stray int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay.notify('other', $1)`, strconv.FormatInt(held, 10)).Scan(&stray))
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
-	e.eventually(time.Minute, "the stray event to end", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event IN ('succeeded', 'gave_up')`, stray) == 1
+	testenv.Eventually(e.T, time.Minute, "the stray event to end", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event IN ('succeeded', 'gave_up')`, stray) == 1
 	})
-	require.Equal(t, "gave_up", e.one(`SELECT event FROM pgrelay.log WHERE origin_id = $1`, stray))
-	require.Contains(t, e.one(`SELECT error FROM pgrelay.log WHERE origin_id = $1`, stray),
+	require.Equal(t, "gave_up", e.Text(`SELECT event FROM pgrelay.log WHERE origin_id = $1`, stray))
+	require.Contains(t, e.Text(`SELECT error FROM pgrelay.log WHERE origin_id = $1`, stray),
 		fmt.Sprintf("notification %d was created for channel 'mail', not 'other'", held))
 	require.Equal(t, "queued", e.notifierStatus(held), "the stray event left the notification alone")
 
-	e.exec(`SELECT pgrelay.update('mail', p_paused := false)`)
-	e.eventually(time.Minute, "every mail event to end", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event IN ('succeeded', 'gave_up')`) == 5
+	e.Exec(`SELECT pgrelay.update('mail', p_paused := false)`)
+	testenv.Eventually(e.T, time.Minute, "every mail event to end", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event IN ('succeeded', 'gave_up')`) == 5
 	})
 	require.Equal(t, 2, s.Count(), "each notification once")
 	for _, m := range s.Messages() {
@@ -740,10 +735,10 @@ func TestActorEmailOneSendWhateverEventsPointAtIt(t *testing.T) {
 	}
 	require.Equal(t, "sent", e.notifierStatus(dup))
 	require.Equal(t, "sent", e.notifierStatus(held))
-	require.Equal(t, 1, e.count(`SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1`, dup))
-	require.Equal(t, 3, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'gave_up'
+	require.Equal(t, 1, e.Count(`SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1`, dup))
+	require.Equal(t, 3, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'gave_up'
 		AND error LIKE $1`, fmt.Sprintf("not sent: notification %d %%one send() is delivered at most once", dup)))
-	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'succeeded'`))
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'succeeded'`))
 }
 
 // The message is fetched, and the notification moved to sending, only once
@@ -754,16 +749,16 @@ func TestActorEmailFetchedOnlyWithAFreeConnection(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{DataDelay: 500 * time.Millisecond})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
-	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 3) g`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || '@example.org'], 's', 'b') FROM generate_series(1, 3) g`)
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() + "?pool=1" })
-	e.eventually(time.Minute, "3 notifications to be sent", func() bool { return e.statusCount("sent") == 3 })
+	testenv.Eventually(e.T, time.Minute, "3 notifications to be sent", func() bool { return e.statusCount("sent") == 3 })
 	msgs := s.Messages()
 	require.Len(t, msgs, 3)
 	for i := 1; i < len(msgs); i++ {
 		id := idOf(t, msgs[i].MessageID())
 		var started time.Time
-		require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT at FROM pgrelay_notifier.status_events
+		require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT at FROM pgrelay_notifier.status_events
 			WHERE notification_id = $1 AND status = 'sending'`, id).Scan(&started))
 		require.True(t, started.After(msgs[i-1].At),
 			"notification %d went to sending at %s, before the connection was free (previous message accepted at %s)",
@@ -787,13 +782,13 @@ func TestActorEmailFailedAttemptsWarn(t *testing.T) {
 	downAddr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	downURL := "smtp://relay:" + pw + "@" + downAddr + "?tls=none"
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
-	e.exec(`SELECT pgrelay_notifier.create_channel('down', 'down@shop.example', p_max_attempts := 2,
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('down', 'down@shop.example', p_max_attempts := 2,
 		p_retry_delay := '50 milliseconds')`)
 	var refused, unsent int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('mail', ARRAY['x@bad.example'], 's', 'b')`).Scan(&refused))
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT pgrelay_notifier.send('down', ARRAY['y@example.org'], 's', 'b')`).Scan(&unsent))
 	logs := &syncLog{}
 	e.startProcessor(func(c *actors.Config) {
@@ -801,7 +796,7 @@ func TestActorEmailFailedAttemptsWarn(t *testing.T) {
 		c.SMTPChannels = map[string]string{"down": downURL}
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil)) // Info and above, as pgrelay run
 	})
-	e.eventually(time.Minute, "both notifications to fail", func() bool { return e.statusCount("failed") == 2 })
+	testenv.Eventually(e.T, time.Minute, "both notifications to fail", func() bool { return e.statusCount("failed") == 2 })
 	var warns []string
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "level=WARN") && strings.Contains(l, "email:") {

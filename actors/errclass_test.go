@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // What NATS subscribers learn of a failure (docs/events.md, "Errors"): a
@@ -22,16 +23,16 @@ func TestActorEventsErrorTexts(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.exec(`CREATE FUNCTION public.charge(p text) RETURNS void LANGUAGE plpgsql AS
+	e.Exec(`CREATE FUNCTION public.charge(p text) RETURNS void LANGUAGE plpgsql AS
 	$$ BEGIN RAISE EXCEPTION 'card declined for %', p; END $$`)
-	e.exec(`SELECT pgrelay.register('dflt', 'SELECT public.charge($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
-	e.exec(`SELECT pgrelay.register('txt', 'SELECT public.charge($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds',
+	e.Exec(`SELECT pgrelay.register('dflt', 'SELECT public.charge($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
+	e.Exec(`SELECT pgrelay.register('txt', 'SELECT public.charge($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds',
 		p_publish_errors := 'text')`)
-	e.exec(`SELECT pgrelay.register('nothing', 'SELECT public.charge($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds',
+	e.Exec(`SELECT pgrelay.register('nothing', 'SELECT public.charge($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds',
 		p_publish_errors := 'none')`)
 	e.startProcessor(withNATS(n.URL()))
 	for _, ch := range []string{"dflt", "txt", "nothing"} {
-		e.exec(`SELECT pgrelay.notify_many($1, $2)`, ch, payloads("tok_SECRET_"+ch, 5))
+		e.Exec(`SELECT pgrelay.notify_many($1, $2)`, ch, payloads("tok_SECRET_"+ch, 5))
 	}
 	requireLogPublishedOnce(t, e, js, "errors", 30)
 
@@ -73,23 +74,23 @@ func TestActorEventsNotifierErrorTexts(t *testing.T) {
 	e := newEnv(t)
 	broken := catcher(t, devenv.SMTPConfig{Username: "app", Password: "secret",
 		LoginChallenge: []byte("tok_SECRET_reply")})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 1)`)
-	e.exec(`SELECT pgrelay_notifier.create_channel('mailtxt', 'app@shop.example', p_max_attempts := 1,
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example', p_max_attempts := 1)`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mailtxt', 'app@shop.example', p_max_attempts := 1,
 		p_publish_errors := 'text')`)
-	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['bob@rcpt.example'], 's', 'b')`)
-	e.exec(`SELECT pgrelay_notifier.send('mailtxt', ARRAY['bob@rcpt.example'], 's', 'b')`)
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['bob@rcpt.example'], 's', 'b')`)
+	e.Exec(`SELECT pgrelay_notifier.send('mailtxt', ARRAY['bob@rcpt.example'], 's', 'b')`)
 	url := strings.Replace(broken.URL(), "auth=plain", "auth=login", 1)
 	e.startProcessor(func(c *actors.Config) {
 		withNATS(n.URL())(c)
 		c.SMTPURL = url
 	})
-	e.eventually(time.Minute, "both mails failed and every event in the stream", func() bool {
+	testenv.Eventually(e.T, time.Minute, "both mails failed and every event in the stream", func() bool {
 		return e.statusCount("failed") == 2 && streamMsgs(js, "PGRELAY_EVENTS") >=
-			e.count(`SELECT (SELECT count(*) FROM pgrelay_notifier.status_events) + (SELECT count(*) FROM pgrelay.log)`)
+			e.Count(`SELECT (SELECT count(*) FROM pgrelay_notifier.status_events) + (SELECT count(*) FROM pgrelay.log)`)
 	})
-	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM pgrelay_notifier.status_events
 		WHERE status = 'failed' AND error LIKE '%tok_SECRET_reply%'`), "the database keeps the full text")
-	want := e.count(`SELECT count(*) FROM pgrelay_notifier.status_events`)
+	want := e.Count(`SELECT count(*) FROM pgrelay_notifier.status_events`)
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "notifier", "pgrelay.notifier.>", want)
 	require.Len(t, msgs, want)
 	failed := 0

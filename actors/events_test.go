@@ -24,6 +24,7 @@ import (
 	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // Status events on NATS (docs/events.md): real PostgreSQL, real in-process
@@ -122,7 +123,7 @@ func consumeAll(t *testing.T, js jetstream.JetStream, stream, durable, filter st
 
 // logIDs returns the ids of the log rows, in id order.
 func (e *env) logIDs(where string) []int64 {
-	e.t.Helper()
+	e.T.Helper()
 	return e.IDs(`SELECT id FROM pgrelay.log ` + where + ` ORDER BY id`)
 }
 
@@ -131,9 +132,9 @@ func (e *env) logIDs(where string) []int64 {
 // exactly one message per log row, none twice: stream messages = log rows.
 func requireLogPublishedOnce(t *testing.T, e *env, js jetstream.JetStream, durable string, n int) {
 	t.Helper()
-	e.eventually(time.Minute, "every event in the stream", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == n && streamMsgs(js, "PGRELAY_EVENTS") >= n &&
-			e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	testenv.Eventually(e.T, time.Minute, "every event in the stream", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == n && streamMsgs(js, "PGRELAY_EVENTS") >= n &&
+			e.Count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
 	})
 	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", durable, "pgrelay.events.>", n))
 	require.Equal(t, n, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
@@ -171,23 +172,23 @@ func TestActorEventsToJetStream5000(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.exec(`CREATE FUNCTION public.fail(p text) RETURNS void LANGUAGE plpgsql AS
+	e.Exec(`CREATE FUNCTION public.fail(p text) RETURNS void LANGUAGE plpgsql AS
 	$$ BEGIN RAISE EXCEPTION 'no luck for %', p; END $$`)
-	e.exec(`SELECT pgrelay.register('a', 'SELECT length($1)')`)
-	e.exec(`SELECT pgrelay.register('b', 'SELECT length($1)', p_concurrency_mode := 'channel')`)
-	e.exec(`SELECT pgrelay.register('f', 'SELECT public.fail($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
-	e.exec(`SELECT pgrelay.register('p', 'SELECT length($1)', p_publish_payload := true)`)
+	e.Exec(`SELECT pgrelay.register('a', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('b', 'SELECT length($1)', p_concurrency_mode := 'channel')`)
+	e.Exec(`SELECT pgrelay.register('f', 'SELECT public.fail($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
+	e.Exec(`SELECT pgrelay.register('p', 'SELECT length($1)', p_publish_payload := true)`)
 	p1 := e.startProcessor(withNATS(n.URL()))
 	p2 := e.startProcessor(withNATS(n.URL()))
-	e.exec(`SELECT pgrelay.notify_many('a', $1)`, payloads("a", 3000))
-	e.exec(`SELECT pgrelay.notify_many('b', $1)`, payloads("b", 1000))
-	e.exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("f", 200))
-	e.exec(`SELECT pgrelay.notify_many('p', $1)`, payloads("p", 600))
+	e.Exec(`SELECT pgrelay.notify_many('a', $1)`, payloads("a", 3000))
+	e.Exec(`SELECT pgrelay.notify_many('b', $1)`, payloads("b", 1000))
+	e.Exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("f", 200))
+	e.Exec(`SELECT pgrelay.notify_many('p', $1)`, payloads("p", 600))
 	// 'f' fails twice: failed, then gave_up. 5 000 log rows in all.
-	e.eventually(3*time.Minute, "5 000 log rows", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 5000
+	testenv.Eventually(e.T, 3*time.Minute, "5 000 log rows", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 5000
 	})
-	e.eventually(time.Minute, "5 000 messages in the stream", func() bool {
+	testenv.Eventually(e.T, time.Minute, "5 000 messages in the stream", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") >= 5000
 	})
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "test", "pgrelay.events.>", 5000)
@@ -230,14 +231,14 @@ func TestActorEventsToJetStream5000(t *testing.T) {
 		return testutil.ToFloat64(p1.Metrics().Events.Published.WithLabelValues("log")) +
 			testutil.ToFloat64(p2.Metrics().Events.Published.WithLabelValues("log"))
 	}
-	e.eventually(10*time.Second, "the published counters to reach 5000", func() bool { return published() >= 5000 })
+	testenv.Eventually(e.T, 10*time.Second, "the published counters to reach 5000", func() bool { return published() >= 5000 })
 	require.Equal(t, 5000.0, published())
-	e.eventually(10*time.Second, "the backlog gauge to reach 0", func() bool {
+	testenv.Eventually(e.T, 10*time.Second, "the backlog gauge to reach 0", func() bool {
 		return testutil.ToFloat64(p1.Metrics().Events.Backlog.WithLabelValues("log"))+
 			testutil.ToFloat64(p2.Metrics().Events.Backlog.WithLabelValues("log")) == 0
 	})
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source = 'log'`))
-	require.Equal(t, e.logIDs("")[4999], int64(e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source = 'log'`))
+	require.Equal(t, e.logIDs("")[4999], int64(e.Count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)))
 }
 
 // NATS shut down after about a third of the events, once some were in the
@@ -249,24 +250,24 @@ func TestActorEventsSurviveNATSOutage(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.001) $$`)
-	e.exec(`SELECT pgrelay.register('o', 'SELECT public.work($1)')`)
+	e.Exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.001) $$`)
+	e.Exec(`SELECT pgrelay.register('o', 'SELECT public.work($1)')`)
 	p := e.startProcessor(withNATS(n.URL()))
 	const total = 5000
-	e.exec(`SELECT pgrelay.notify_many('o', $1)`, payloads("o", total))
-	succeeded := func() int { return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) }
+	e.Exec(`SELECT pgrelay.notify_many('o', $1)`, payloads("o", total))
+	succeeded := func() int { return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) }
 	// The rate before the outage is taken from the first event on.
 	var first time.Time
-	e.eventually(time.Minute, "the first event", func() bool { return succeeded() > 0 })
+	testenv.Eventually(e.T, time.Minute, "the first event", func() bool { return succeeded() > 0 })
 	first = time.Now()
-	e.eventually(time.Minute, "a third of the events, some of them in the stream", func() bool {
+	testenv.Eventually(e.T, time.Minute, "a third of the events, some of them in the stream", func() bool {
 		return succeeded() >= total/3 && streamMsgs(js, "PGRELAY_EVENTS") > 0
 	})
 	n.Shutdown()
 	down := time.Now()
 	atOutage := succeeded()
 	require.Less(t, atOutage, total, "the outage began before dispatch finished")
-	e.eventually(2*time.Minute, "dispatch to finish while NATS is down", func() bool { return succeeded() == total })
+	testenv.Eventually(e.T, 2*time.Minute, "dispatch to finish while NATS is down", func() bool { return succeeded() == total })
 	finished := time.Now()
 	// Liveness, not speed: NATS being down must not hold dispatch back. The
 	// bound is loose (a quarter of the rate before) so that a loaded machine
@@ -279,26 +280,26 @@ func TestActorEventsSurviveNATSOutage(t *testing.T) {
 	require.False(t, n.Running())
 
 	// The backlog shows in the gauges (rows and age) and in publish_backlog().
-	e.eventually(10*time.Second, "the backlog gauge to show the unpublished events", func() bool {
+	testenv.Eventually(e.T, 10*time.Second, "the backlog gauge to show the unpublished events", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) > 0
 	})
-	backlog := e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`)
+	backlog := e.Count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`)
 	require.Greater(t, backlog, 0)
 	require.Positive(t, testutil.ToFloat64(p.Metrics().Events.Lag.WithLabelValues("log")), "the lag gauge")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.publish_backlog() WHERE source = 'log'
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.publish_backlog() WHERE source = 'log'
 		AND oldest_at <= now() - make_interval(secs => $1)`, time.Since(finished).Seconds()),
 		"the oldest unpublished event is older than the end of dispatch")
 	require.Equal(t, 0.0, testutil.ToFloat64(p.Metrics().Events.Connected))
 
 	require.NoError(t, n.Start())
-	e.eventually(time.Minute, "every event in the stream", func() bool {
+	testenv.Eventually(e.T, time.Minute, "every event in the stream", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") >= total
 	})
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "after-outage", "pgrelay.events.>", total)
 	requireExactlyOnce(t, e, msgs)
 	require.Equal(t, total, streamMsgs(js, "PGRELAY_EVENTS"), "stream message count = log row count")
-	e.eventually(10*time.Second, "the backlog to drain", func() bool {
-		return e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	testenv.Eventually(e.T, 10*time.Second, "the backlog to drain", func() bool {
+		return e.Count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
 	})
 }
 
@@ -311,16 +312,16 @@ func TestActorEventsMultiMaster(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('mm', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('mm', 'SELECT length($1)')`)
 	nats := withNATS(n.URL())
 	p1 := e.startNode(1, actors.ModeMultiNode, nats)
 	p2 := e.startNode(2, actors.ModeMultiNode, nats)
 	e.enqueueOn(1, "mm", payloads("one", 700))
 	e.enqueueOn(2, "mm", payloads("two", 500))
-	e.eventually(time.Minute, "1 200 log rows", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 1200
+	testenv.Eventually(e.T, time.Minute, "1 200 log rows", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 1200
 	})
-	e.eventually(time.Minute, "1 200 messages in the stream", func() bool {
+	testenv.Eventually(e.T, time.Minute, "1 200 messages in the stream", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") >= 1200
 	})
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "mm", "pgrelay.events.>", 1200)
@@ -329,7 +330,7 @@ func TestActorEventsMultiMaster(t *testing.T) {
 
 	// One cursor per node, each at the last row of its node.
 	cursors := map[int]int64{}
-	rows, err := e.pool.Query(context.Background(),
+	rows, err := e.Pool.Query(context.Background(),
 		`SELECT node_id, last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)
 	require.NoError(t, err)
 	for rows.Next() {
@@ -347,15 +348,15 @@ func TestActorEventsMultiMaster(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, cursors, int(node))
 		require.LessOrEqual(t, m.id(), cursors[int(node)], "message %d beyond its node's cursor", m.id())
-		require.Equal(t, int(node), e.count(`SELECT node FROM pgrelay.log WHERE id = $1`, m.id()))
+		require.Equal(t, int(node), e.Count(`SELECT node FROM pgrelay.log WHERE id = $1`, m.id()))
 		perNode[int(node)]++
 	}
 	require.Equal(t, map[int]int{1: 700, 2: 500}, perNode)
 	for node, p := range map[int]*actors.Processor{1: p1, 2: p2} {
-		require.Equal(t, int64(e.count(`SELECT max(id) FROM pgrelay.log WHERE node = $1`, node)), cursors[node])
+		require.Equal(t, int64(e.Count(`SELECT max(id) FROM pgrelay.log WHERE node = $1`, node)), cursors[node])
 		require.Equal(t, 0.0, testutil.ToFloat64(p.Metrics().Events.Duplicates), "node %d", node)
 	}
-	e.eventually(10*time.Second, "the published counters", func() bool {
+	testenv.Eventually(e.T, 10*time.Second, "the published counters", func() bool {
 		return testutil.ToFloat64(p1.Metrics().Events.Published.WithLabelValues("log")) == 700 &&
 			testutil.ToFloat64(p2.Metrics().Events.Published.WithLabelValues("log")) == 500
 	})
@@ -370,20 +371,20 @@ func TestActorEventsNATSUnreachableAtStart(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('u', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('u', 'SELECT length($1)')`)
 	p := e.startProcessor(withNATS(fmt.Sprintf("nats://127.0.0.1:%d", port)))
-	e.exec(`SELECT pgrelay.notify_many('u', $1)`, payloads("u", 300))
-	e.eventually(time.Minute, "dispatch without NATS", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
+	e.Exec(`SELECT pgrelay.notify_many('u', $1)`, payloads("u", 300))
+	testenv.Eventually(e.T, time.Minute, "dispatch without NATS", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
 	})
-	e.eventually(10*time.Second, "the backlog gauge to count the 300 events", func() bool {
+	testenv.Eventually(e.T, 10*time.Second, "the backlog gauge to count the 300 events", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) == 300
 	})
-	require.Equal(t, 300, e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`))
+	require.Equal(t, 300, e.Count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`))
 
 	n := startNATS(t, devenv.NATSConfig{Port: port})
 	_, js := natsClient(t, n.URL())
-	e.eventually(time.Minute, "the events once NATS is there", func() bool {
+	testenv.Eventually(e.T, time.Minute, "the events once NATS is there", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 300
 	})
 	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "late", "pgrelay.events.>", 300))
@@ -397,15 +398,15 @@ func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('h', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('h', 'SELECT length($1)')`)
 	p := e.startProcessor(withNATS(n.URL()))
-	e.exec(`SELECT pgrelay.notify_many('h', $1)`, payloads("before", 50))
-	e.eventually(time.Minute, "the first events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 50 })
+	e.Exec(`SELECT pgrelay.notify_many('h', $1)`, payloads("before", 50))
+	testenv.Eventually(e.T, time.Minute, "the first events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 50 })
 
 	// An open transaction writes a log row (its id is taken now, below the
 	// ids of the rows below).
 	ctx := context.Background()
-	tx, err := e.pool.Begin(ctx)
+	tx, err := e.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	var held int64
@@ -413,22 +414,22 @@ func TestActorEventsLongTransactionNotSkipped(t *testing.T) {
 		VALUES (1, 1, 'h', 1, 'succeeded') RETURNING id`).Scan(&held))
 
 	// Later events run and commit meanwhile.
-	e.exec(`SELECT pgrelay.notify_many('h', $1)`, payloads("after", 50))
-	e.eventually(time.Minute, "the later events to run", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 100
+	e.Exec(`SELECT pgrelay.notify_many('h', $1)`, payloads("after", 50))
+	testenv.Eventually(e.T, time.Minute, "the later events to run", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 100
 	})
-	require.Equal(t, 50, e.count(`SELECT count(*) FROM pgrelay.log WHERE id > $1`, held))
+	require.Equal(t, 50, e.Count(`SELECT count(*) FROM pgrelay.log WHERE id > $1`, held))
 	// A round that saw them (the backlog counts them) did not publish them:
 	// the cursor stays below the open transaction's row.
-	e.eventually(30*time.Second, "a round to count the 50 later events as backlog", func() bool {
+	testenv.Eventually(e.T, 30*time.Second, "a round to count the 50 later events as backlog", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) == 50
 	})
-	require.Less(t, int64(e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)), held,
+	require.Less(t, int64(e.Count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)), held,
 		"the cursor passed a row of a transaction still open")
 	require.Equal(t, 50, streamMsgs(js, "PGRELAY_EVENTS"))
 
 	require.NoError(t, tx.Commit(ctx))
-	e.eventually(time.Minute, "every event, the held one included", func() bool {
+	testenv.Eventually(e.T, time.Minute, "every event, the held one included", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 101
 	})
 	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "all", "pgrelay.events.>", 101))
@@ -486,30 +487,30 @@ func TestActorEventsUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 	const window = time.Second
 	n, js, loseAcks, lost := lostAckNATS(t, window)
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('w', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('w', 'SELECT length($1)')`)
 	p := e.startProcessor(loseAcks)
-	e.exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("w", 300))
+	e.Exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("w", 300))
 	stored := storedWithoutAck(t, lost)
 	t.Logf("%d events stored without acknowledgement", stored)
 	// The publisher's database session breaks meanwhile: it opens another
 	// and still knows of the batch.
 	var pid int
-	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
+	require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
 		WHERE datname = current_database() AND application_name = 'pgrelay-publisher'`).Scan(&pid))
-	e.exec(`SELECT pg_terminate_backend($1)`, pid)
-	e.eventually(time.Minute, "a new publisher session", func() bool {
-		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+	e.Exec(`SELECT pg_terminate_backend($1)`, pid)
+	testenv.Eventually(e.T, time.Minute, "a new publisher session", func() bool {
+		return e.Count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 			AND application_name = 'pgrelay-publisher' AND pid <> $1`, pid) == 1
 	})
-	e.exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("later", 200))
+	e.Exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("later", 200))
 	// The outage outlasts the duplicate window.
 	down := time.Now()
-	e.eventually(time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
+	testenv.Eventually(e.T, time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
 	})
 	require.NoError(t, n.Start())
 	requireLogPublishedOnce(t, e, js, "window", 500)
-	e.eventually(10*time.Second, "the passed-over events counted", func() bool {
+	testenv.Eventually(e.T, 10*time.Second, "the passed-over events counted", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Duplicates) == float64(stored)
 	})
 }
@@ -526,31 +527,31 @@ func TestActorEventsTooLargeEvenBarePassedOver(t *testing.T) {
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	long := strings.Repeat("L", 100)
-	e.exec(`SELECT pgrelay.register($1, 'SELECT length($1)')`, long)
-	e.exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register($1, 'SELECT length($1)')`, long)
+	e.Exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)
 	logs := &syncLog{}
 	p := e.startProcessor(func(c *actors.Config) {
 		withNATS(n.URL())(c)
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	})
-	e.exec(`SELECT pgrelay.notify($1, 'x')`, long)
-	e.eventually(time.Minute, "the long channel's event", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = $1`, long) == 1
+	e.Exec(`SELECT pgrelay.notify($1, 'x')`, long)
+	testenv.Eventually(e.T, time.Minute, "the long channel's event", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = $1`, long) == 1
 	})
 	tooLarge := e.logIDs(`WHERE channel = '` + long + `'`)[0]
-	e.exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("s", 20))
-	e.eventually(time.Minute, "the later events in the stream", func() bool {
+	e.Exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("s", 20))
+	testenv.Eventually(e.T, time.Minute, "the later events in the stream", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 20
 	})
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "small", "pgrelay.events.>", 20)
 	for _, m := range msgs {
 		require.Equal(t, "s", m.doc["channel"])
 	}
-	e.eventually(10*time.Second, "the cursor past every row", func() bool {
-		return int64(e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)) ==
+	testenv.Eventually(e.T, 10*time.Second, "the cursor past every row", func() bool {
+		return int64(e.Count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)) ==
 			e.logIDs("")[20]
 	})
-	require.Greater(t, int64(e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)), tooLarge)
+	require.Greater(t, int64(e.Count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`)), tooLarge)
 	require.Equal(t, 1.0, testutil.ToFloat64(p.Metrics().Events.Oversize.WithLabelValues("log")))
 	require.Contains(t, logs.String(), "level=ERROR msg=\"event too large for the NATS server's max payload")
 	require.Contains(t, logs.String(), "id="+strconv.FormatInt(tooLarge, 10))
@@ -566,12 +567,12 @@ func TestActorEventsRestartAfterDuplicateWindow(t *testing.T) {
 	const window = time.Second
 	n, js, loseAcks, lost := lostAckNATS(t, window)
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('r', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('r', 'SELECT length($1)')`)
 	first := e.startProcessor(loseAcks)
-	e.exec(`SELECT pgrelay.notify_many('r', $1)`, payloads("r", 300))
+	e.Exec(`SELECT pgrelay.notify_many('r', $1)`, payloads("r", 300))
 	stored := storedWithoutAck(t, lost)
 	require.NoError(t, first.Stop(context.Background()))
-	require.Zero(t, e.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`),
+	require.Zero(t, e.Count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`),
 		"the stored batch is not recorded as published")
 	t.Logf("stopped with %d events stored without acknowledgement", stored)
 	// The stored batch outlives the duplicate window.
@@ -580,7 +581,7 @@ func TestActorEventsRestartAfterDuplicateWindow(t *testing.T) {
 
 	second := e.startProcessor(withNATS(n.URL()))
 	requireLogPublishedOnce(t, e, js, "restart", 300)
-	e.eventually(10*time.Second, "the passed-over events counted", func() bool {
+	testenv.Eventually(e.T, 10*time.Second, "the passed-over events counted", func() bool {
 		return testutil.ToFloat64(second.Metrics().Events.Duplicates) == float64(stored)
 	})
 }
@@ -628,7 +629,7 @@ func TestActorEventsStreamRecreatedAfterStoredRead(t *testing.T) {
 	const window = time.Second
 	n, js, loseAcks, lost := lostAckNATS(t, window)
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('x', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('x', 'SELECT length($1)')`)
 	recreated := make(chan struct{})
 	e.startProcessor(func(c *actors.Config) {
 		loseAcks(c)
@@ -655,13 +656,13 @@ func TestActorEventsStreamRecreatedAfterStoredRead(t *testing.T) {
 			return bus.BatchResult{Sent: res.Sent}, errors.New("test: the stream was replaced")
 		})
 	})
-	e.exec(`SELECT pgrelay.notify_many('x', $1)`, payloads("x", 300))
+	e.Exec(`SELECT pgrelay.notify_many('x', $1)`, payloads("x", 300))
 	stored := storedWithoutAck(t, lost)
 	t.Logf("%d events stored without acknowledgement", stored)
-	e.exec(`SELECT pgrelay.notify_many('x', $1)`, payloads("later", 200))
+	e.Exec(`SELECT pgrelay.notify_many('x', $1)`, payloads("later", 200))
 	down := time.Now()
-	e.eventually(time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
+	testenv.Eventually(e.T, time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
 	})
 	require.NoError(t, n.Start())
 	select {
@@ -683,7 +684,7 @@ func TestActorEventsStoredReadFailsPublishesAnyway(t *testing.T) {
 	const window = time.Second
 	n, js, loseAcks, lost := lostAckNATS(t, window)
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('f', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('f', 'SELECT length($1)')`)
 	logs := &syncLog{}
 	e.startProcessor(func(c *actors.Config) {
 		loseAcks(c)
@@ -692,16 +693,16 @@ func TestActorEventsStoredReadFailsPublishesAnyway(t *testing.T) {
 			return nil, errors.New("test: permissions violation for subscription")
 		})
 	})
-	e.exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("f", 300))
+	e.Exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("f", 300))
 	stored := storedWithoutAck(t, lost)
-	e.exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("later", 200))
+	e.Exec(`SELECT pgrelay.notify_many('f', $1)`, payloads("later", 200))
 	down := time.Now()
-	e.eventually(time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
+	testenv.Eventually(e.T, time.Minute, "the later events and an outage of twice the duplicate window", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 500 && time.Since(down) > 2*window
 	})
 	require.NoError(t, n.Start())
-	e.eventually(time.Minute, "every event published", func() bool {
-		return e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+	testenv.Eventually(e.T, time.Minute, "every event published", func() bool {
+		return e.Count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
 	})
 	require.Equal(t, 500+stored, streamMsgs(js, "PGRELAY_EVENTS"), "the stored events published again")
 	first := e.logIDs("")[0]
@@ -727,8 +728,8 @@ func TestActorEventsNotifierUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 	require.NoError(t, err)
 	e := newEnv(t)
 	s := catcher(t, devenv.SMTPConfig{})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
-	e.exec(`SELECT pgrelay.register('w', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.Exec(`SELECT pgrelay.register('w', 'SELECT length($1)')`)
 	lost := make(chan int, 1)
 	e.startProcessor(func(c *actors.Config) {
 		withNATS(n.URL())(c)
@@ -746,21 +747,21 @@ func TestActorEventsNotifierUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 	})
 	const mails = 10
 	for i := range mails {
-		e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY[$1], 's', 'b')`, fmt.Sprintf("u%d@example.org", i))
+		e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY[$1], 's', 'b')`, fmt.Sprintf("u%d@example.org", i))
 	}
 	stored := storedWithoutAck(t, lost)
 	t.Logf("%d notifier events stored without acknowledgement", stored)
 	// Log events wait too: the log source publishes them first after the
 	// outage.
-	e.exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("w", 100))
+	e.Exec(`SELECT pgrelay.notify_many('w', $1)`, payloads("w", 100))
 	down := time.Now()
-	e.eventually(time.Minute, "every mail sent, and an outage of twice the duplicate window", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == mails &&
+	testenv.Eventually(e.T, time.Minute, "every mail sent, and an outage of twice the duplicate window", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == mails &&
 			time.Since(down) > 2*window
 	})
 	require.NoError(t, n.Start())
-	e.eventually(time.Minute, "every event published", func() bool {
-		return e.count(`SELECT coalesce(sum(backlog), 0) FROM pgrelay.publish_backlog()`) == 0
+	testenv.Eventually(e.T, time.Minute, "every event published", func() bool {
+		return e.Count(`SELECT coalesce(sum(backlog), 0) FROM pgrelay.publish_backlog()`) == 0
 	})
 	// queued, sending and sent for each mail, once each.
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "notifier", "pgrelay.notifier.>", 3*mails)
@@ -790,29 +791,29 @@ func TestActorEventsLeaseWonBackChecksStream(t *testing.T) {
 	})
 	require.NoError(t, err)
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('l', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('l', 'SELECT length($1)')`)
 	e.startProcessor(withNATS(n.URL()))
-	e.exec(`SELECT pgrelay.notify_many('l', $1)`, payloads("a", 10))
-	e.eventually(time.Minute, "the first events published", func() bool {
+	e.Exec(`SELECT pgrelay.notify_many('l', $1)`, payloads("a", 10))
+	testenv.Eventually(e.T, time.Minute, "the first events published", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 10 &&
-			e.count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
+			e.Count(`SELECT backlog FROM pgrelay.publish_backlog() WHERE source = 'log'`) == 0
 	})
 	// The test's session takes the lease: the publisher's session is ended
 	// until the test's gets it first.
-	holder, err := pgx.Connect(ctx, e.url)
+	holder, err := pgx.Connect(ctx, e.URL)
 	require.NoError(t, err)
 	defer func() { _ = holder.Close(ctx) }()
-	node := e.count(`SELECT pgrelay._this_node()`)
-	e.eventually(time.Minute, "the test holding the publisher lease", func() bool {
-		e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	node := e.Count(`SELECT pgrelay._this_node()`)
+	testenv.Eventually(e.T, time.Minute, "the test holding the publisher lease", func() bool {
+		e.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = 'pgrelay-publisher'`)
 		ok, err := store.TryPublishLease(ctx, holder, node)
 		require.NoError(t, err)
 		return ok
 	})
-	e.exec(`SELECT pgrelay.notify_many('l', $1)`, payloads("b", 50))
-	e.eventually(time.Minute, "the later events logged", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 60
+	e.Exec(`SELECT pgrelay.notify_many('l', $1)`, payloads("b", 50))
+	testenv.Eventually(e.T, time.Minute, "the later events logged", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 60
 	})
 	// The other publisher's batch, stored without the cursor moving.
 	later := e.logIDs("")[10:]
@@ -826,7 +827,7 @@ func TestActorEventsLeaseWonBackChecksStream(t *testing.T) {
 	require.NoError(t, nc.Flush())
 	require.Equal(t, 60, streamMsgs(js, "PGRELAY_EVENTS"))
 	stored := time.Now()
-	e.eventually(time.Minute, "twice the duplicate window", func() bool { return time.Since(stored) > 2*window })
+	testenv.Eventually(e.T, time.Minute, "twice the duplicate window", func() bool { return time.Since(stored) > 2*window })
 	require.NoError(t, holder.Close(ctx)) // the lease is free again
 	requireLogPublishedOnce(t, e, js, "lease", 60)
 }

@@ -32,12 +32,7 @@ func TestMain(m *testing.M) {
 
 // env is one test's database (testenv.DB) with the Processor helpers of
 // these tests.
-type env struct {
-	*testenv.DB
-	t    *testing.T
-	url  string
-	pool *pgxpool.Pool
-}
+type env struct{ *testenv.DB }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -47,26 +42,10 @@ func newEnv(t *testing.T) *env {
 
 // envOn wraps a database the test made itself (url, and pool on it).
 func envOn(t *testing.T, url string, pool *pgxpool.Pool) *env {
-	return &env{DB: &testenv.DB{T: t, URL: url, Pool: pool}, t: t, url: url, pool: pool}
+	return &env{DB: &testenv.DB{T: t, URL: url, Pool: pool}}
 }
 
-func (e *env) exec(sql string, args ...any) {
-	e.t.Helper()
-	e.Exec(sql, args...)
-}
-
-func (e *env) count(sql string, args ...any) int {
-	e.t.Helper()
-	return e.Count(sql, args...)
-}
-
-// eventually waits until cond holds, polling; fails after timeout.
-func (e *env) eventually(timeout time.Duration, what string, cond func() bool) {
-	e.t.Helper()
-	testenv.Eventually(e.t, timeout, what, cond)
-}
-
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -75,24 +54,24 @@ func testLogger(t *testing.T) *slog.Logger {
 
 // startProcessor starts a Processor on e's database, stopped when t ends.
 func (e *env) startProcessor(mod func(*actors.Config)) *actors.Processor {
-	e.t.Helper()
+	e.T.Helper()
 	cfg := actors.Config{
-		DatabaseURL:       e.url,
+		DatabaseURL:       e.URL,
 		Concurrency:       16,
 		PollInterval:      100 * time.Millisecond,
 		HeartbeatInterval: 200 * time.Millisecond,
 		DeadAfter:         time.Second,
 		ShutdownTimeout:   5 * time.Second,
 		IdleTimeout:       time.Second,
-		Logger:            testLogger(e.t),
+		Logger:            testLogger(e.T),
 	}
 	if mod != nil {
 		mod(&cfg)
 	}
 	p, err := actors.New(cfg)
-	require.NoError(e.t, err)
-	require.NoError(e.t, p.Start(context.Background()))
-	e.t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	require.NoError(e.T, err)
+	require.NoError(e.T, p.Start(context.Background()))
+	e.T.Cleanup(func() { _ = p.Stop(context.Background()) })
 	return p
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // These tests run several Processors with different node ids on one
@@ -17,16 +18,16 @@ import (
 
 // enqueueOn enqueues payloads as if on node (its session's pg_relay.node_id).
 func (e *env) enqueueOn(node int, channel string, payloads []string) {
-	e.t.Helper()
+	e.T.Helper()
 	ctx := context.Background()
-	tx, err := e.pool.Begin(ctx)
-	require.NoError(e.t, err)
+	tx, err := e.Pool.Begin(ctx)
+	require.NoError(e.T, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, fmt.Sprintf("SET LOCAL pg_relay.node_id = '%d'", node))
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	_, err = tx.Exec(ctx, "SELECT pgrelay.notify_many($1, $2)", channel, payloads)
-	require.NoError(e.t, err)
-	require.NoError(e.t, tx.Commit(ctx))
+	require.NoError(e.T, err)
+	require.NoError(e.T, tx.Commit(ctx))
 }
 
 func (e *env) startNode(node int, mode string, mod func(*actors.Config)) *actors.Processor {
@@ -44,23 +45,23 @@ func (e *env) startNode(node int, mode string, mod func(*actors.Config)) *actors
 func TestActorMultiNodeOwnRowsOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
-	e.exec(`SELECT pgrelay.register('m', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.Exec(`SELECT pgrelay.register('m', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
 	e.enqueueOn(1, "m", payloads("one", 500))
 	e.enqueueOn(2, "m", payloads("two", 500))
 	e.startNode(1, actors.ModeMultiNode, nil)
-	e.eventually(30*time.Second, "node 1's rows", func() bool {
-		return e.count(`SELECT count(*) FROM ran`) == 500
+	testenv.Eventually(e.T, 30*time.Second, "node 1's rows", func() bool {
+		return e.Count(`SELECT count(*) FROM ran`) == 500
 	})
-	require.Equal(t, 500, e.count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'one-%'`),
+	require.Equal(t, 500, e.Count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'one-%'`),
 		"node 1 ran only its own rows")
 	e.startNode(2, actors.ModeMultiNode, nil)
-	e.eventually(30*time.Second, "node 2's rows", func() bool {
-		return e.count(`SELECT count(*) FROM ran`) == 1000
+	testenv.Eventually(e.T, 30*time.Second, "node 2's rows", func() bool {
+		return e.Count(`SELECT count(*) FROM ran`) == 1000
 	})
-	require.Equal(t, 500, e.count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'two-%'`))
-	require.Equal(t, 1000, e.count(`SELECT count(DISTINCT payload) FROM ran`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+	require.Equal(t, 500, e.Count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'two-%'`))
+	require.Equal(t, 1000, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
 }
 
 // leader: one node leads and dispatches every unrestricted row, wherever it
@@ -69,41 +70,41 @@ func TestActorMultiNodeOwnRowsOnly(t *testing.T) {
 func TestActorLeaderElectionAndTakeover(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
-	e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
-	e.exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
+	e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.Exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.Exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
 	fast := func(c *actors.Config) {
 		c.HeartbeatInterval = 100 * time.Millisecond
 		c.DeadAfter = time.Second
 	}
 	p1 := e.startNode(1, actors.ModeLeader, fast)
-	e.eventually(10*time.Second, "node 1 to lead", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+	testenv.Eventually(e.T, 10*time.Second, "node 1 to lead", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
 	})
 	e.startNode(2, actors.ModeLeader, fast)
 	e.enqueueOn(1, "u", payloads("a", 100))
 	e.enqueueOn(2, "u", payloads("b", 100))
 	e.enqueueOn(2, "pinned", payloads("p2", 20))
 	e.enqueueOn(1, "pinned", payloads("p1", 20))
-	e.eventually(30*time.Second, "240 events", func() bool {
-		return e.count(`SELECT count(*) FROM ran`) == 240
+	testenv.Eventually(e.T, 30*time.Second, "240 events", func() bool {
+		return e.Count(`SELECT count(*) FROM ran`) == 240
 	})
-	require.Equal(t, 200, e.count(`SELECT count(*) FROM ran WHERE node = 1 AND (payload LIKE 'a-%' OR payload LIKE 'b-%')`),
+	require.Equal(t, 200, e.Count(`SELECT count(*) FROM ran WHERE node = 1 AND (payload LIKE 'a-%' OR payload LIKE 'b-%')`),
 		"the leader ran every unrestricted row, from both nodes")
-	require.Equal(t, 20, e.count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'p2-%'`),
+	require.Equal(t, 20, e.Count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'p2-%'`),
 		"the non-leader ran the rows pinned to it")
-	require.Equal(t, 20, e.count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'p1-%'`))
+	require.Equal(t, 20, e.Count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'p1-%'`))
 
 	// The leader stops (cleanly: it hands the lease over); node 2 takes over.
 	require.NoError(t, p1.Stop(context.Background()))
 	e.enqueueOn(1, "u", payloads("c", 50))
-	e.eventually(30*time.Second, "node 2 to take over and run the new rows", func() bool {
-		return e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'c-%'`) == 50
+	testenv.Eventually(e.T, 30*time.Second, "node 2 to take over and run the new rows", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE payload LIKE 'c-%'`) == 50
 	})
-	require.Equal(t, 50, e.count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'c-%'`))
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 2 AND term >= 2`))
-	require.Equal(t, 290, e.count(`SELECT count(DISTINCT payload) FROM ran`))
-	require.Equal(t, 290, e.count(`SELECT count(*) FROM ran`), "nothing ran twice")
+	require.Equal(t, 50, e.Count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'c-%'`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 2 AND term >= 2`))
+	require.Equal(t, 290, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 290, e.Count(`SELECT count(*) FROM ran`), "nothing ran twice")
 }
 
 // A former leader's claim is fenced: with a stale term the claim takes no
@@ -111,12 +112,12 @@ func TestActorLeaderElectionAndTakeover(t *testing.T) {
 func TestActorLeaderFencing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('u', 'SELECT $1')`)
+	e.Exec(`SELECT pgrelay.register('u', 'SELECT $1')`)
 	e.enqueueOn(1, "u", []string{"x"})
-	e.exec(`INSERT INTO pgrelay.nodes (node_id, mode, leader_node, term, lease_until) VALUES (-1, 'lease', 1, 7, now() + interval '1 minute')`)
+	e.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, leader_node, term, lease_until) VALUES (-1, 'lease', 1, 7, now() + interval '1 minute')`)
 	ctx := context.Background()
 	claim := func(term int64) int {
-		tx, err := e.pool.Begin(ctx)
+		tx, err := e.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		_, err = tx.Exec(ctx, "SET LOCAL pg_relay.node_id = '1'")
@@ -127,7 +128,7 @@ func TestActorLeaderFencing(t *testing.T) {
 	}
 	require.Zero(t, claim(6), "a stale term claims nothing")
 	require.Equal(t, 1, claim(7), "the current term claims")
-	e.exec(`UPDATE pgrelay.nodes SET lease_until = now() - interval '1 second' WHERE node_id = -1`)
+	e.Exec(`UPDATE pgrelay.nodes SET lease_until = now() - interval '1 second' WHERE node_id = -1`)
 	require.Zero(t, claim(7), "an expired lease claims nothing")
 }
 
@@ -137,9 +138,9 @@ func TestActorLeaderFencing(t *testing.T) {
 func TestActorAdoptionAndDecommission(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
-	e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
-	e.exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
+	e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.Exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.Exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
 	fast := func(c *actors.Config) {
 		c.HeartbeatInterval = 100 * time.Millisecond
 		c.DeadAfter = time.Second
@@ -150,23 +151,23 @@ func TestActorAdoptionAndDecommission(t *testing.T) {
 	e.enqueueOn(2, "u", payloads("orphan", 300))
 	e.enqueueOn(2, "pinned", payloads("stuck", 5))
 	e.startNode(1, actors.ModeMultiNode, fast)
-	e.eventually(30*time.Second, "node 1 to adopt and run node 2's rows", func() bool {
-		return e.count(`SELECT count(*) FROM ran`) == 300
+	testenv.Eventually(e.T, 30*time.Second, "node 1 to adopt and run node 2's rows", func() bool {
+		return e.Count(`SELECT count(*) FROM ran`) == 300
 	})
-	require.Equal(t, 300, e.count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'orphan-%'`))
-	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted' AND error LIKE 'node 2 is dead%adopted by node 1'`))
-	require.Equal(t, 5, e.count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 2 AND dispatched_at IS NULL`),
+	require.Equal(t, 300, e.Count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'orphan-%'`))
+	require.Equal(t, 300, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted' AND error LIKE 'node 2 is dead%adopted by node 1'`))
+	require.Equal(t, 5, e.Count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 2 AND dispatched_at IS NULL`),
 		"pinned rows are never adopted")
-	require.Equal(t, 5, e.count(`SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'pinned'`))
+	require.Equal(t, 5, e.Count(`SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'pinned'`))
 	var n int64
-	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT pgrelay.decommission(2, '1 second')`).Scan(&n))
+	require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT pgrelay.decommission(2, '1 second')`).Scan(&n))
 	require.EqualValues(t, 5, n)
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
-	require.Equal(t, 5, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE 'node 2 was decommissioned%'`))
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND decommissioned_at IS NOT NULL`),
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Equal(t, 5, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE 'node 2 was decommissioned%'`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND decommissioned_at IS NOT NULL`),
 		"node 2 stays as a tombstone")
 	// A live node cannot be decommissioned.
-	_, err := e.pool.Exec(context.Background(), `SELECT pgrelay.decommission(1, '1 minute')`)
+	_, err := e.Pool.Exec(context.Background(), `SELECT pgrelay.decommission(1, '1 minute')`)
 	require.ErrorContains(t, err, "PR022")
 }
 
@@ -182,45 +183,45 @@ func TestActorRejoinSettlesBeforeUnrestricted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int,
+			e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int,
 				at timestamptz DEFAULT clock_timestamp())`)
-			e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
-			e.exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran(payload) VALUES ($1)',
+			e.Exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+			e.Exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran(payload) VALUES ($1)',
 				p_concurrency_mode := 'channel')`)
-			e.exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
+			e.Exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
 			e.enqueueOn(2, "u", payloads("mine", 50))
 			e.enqueueOn(2, "lane", payloads("lane", 5))
 			e.enqueueOn(2, "u", payloads("adopted", 50))
 			e.enqueueOn(2, "pinned", []string{"pin"})
 			// Node 2's own copy shows it dead for an hour.
-			e.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (2, 'multi-node', now() - interval '1 hour')`)
+			e.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (2, 'multi-node', now() - interval '1 hour')`)
 			const settle = 3 * time.Second
 			var t0 time.Time
-			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&t0))
+			require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&t0))
 			e.startNode(2, actors.ModeMultiNode, func(c *actors.Config) {
 				c.LeaderSettle = settle
 				c.HeartbeatInterval = 100 * time.Millisecond
 				c.DeadAfter = time.Second
 				c.SQLBatch = sqlBatch
 			})
-			e.eventually(30*time.Second, "the pinned row to run", func() bool {
-				return e.count(`SELECT count(*) FROM ran WHERE payload = 'pin'`) == 1
+			testenv.Eventually(e.T, 30*time.Second, "the pinned row to run", func() bool {
+				return e.Count(`SELECT count(*) FROM ran WHERE payload = 'pin'`) == 1
 			})
 			// Node 1's adoption of half the rows arrives now.
-			e.exec(`UPDATE pgrelay.queue SET owner_node = 1 WHERE payload LIKE 'adopted-%'`)
-			e.eventually(30*time.Second, "node 2's own unrestricted rows to run", func() bool {
-				return e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'mine-%' OR payload LIKE 'lane-%'`) == 55
+			e.Exec(`UPDATE pgrelay.queue SET owner_node = 1 WHERE payload LIKE 'adopted-%'`)
+			testenv.Eventually(e.T, 30*time.Second, "node 2's own unrestricted rows to run", func() bool {
+				return e.Count(`SELECT count(*) FROM ran WHERE payload LIKE 'mine-%' OR payload LIKE 'lane-%'`) == 55
 			})
 			var first, pinned time.Time
-			require.NoError(t, e.pool.QueryRow(context.Background(),
+			require.NoError(t, e.Pool.QueryRow(context.Background(),
 				`SELECT min(at) FILTER (WHERE payload <> 'pin'), min(at) FILTER (WHERE payload = 'pin') FROM ran`).
 				Scan(&first, &pinned))
 			require.GreaterOrEqual(t, first.Sub(t0), settle, "no unrestricted row ran before the settle")
 			require.True(t, pinned.Before(first), "the pinned row ran first")
-			require.Equal(t, 0, e.count(`SELECT count(*) FROM ran WHERE payload LIKE 'adopted-%'`),
+			require.Equal(t, 0, e.Count(`SELECT count(*) FROM ran WHERE payload LIKE 'adopted-%'`),
 				"the rows adopted meanwhile never ran on node 2")
-			require.Equal(t, 50, e.count(`SELECT count(*) FROM pgrelay.queue WHERE owner_node = 1 AND dispatched_at IS NULL`))
-			require.Equal(t, 56, e.count(`SELECT count(*) FROM ran WHERE node = 2`))
+			require.Equal(t, 50, e.Count(`SELECT count(*) FROM pgrelay.queue WHERE owner_node = 1 AND dispatched_at IS NULL`))
+			require.Equal(t, 56, e.Count(`SELECT count(*) FROM ran WHERE node = 2`))
 		})
 	}
 }
@@ -232,37 +233,37 @@ func TestActorRejoinSettlesBeforeUnrestricted(t *testing.T) {
 func TestActorRetryRestampedOnNode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
-	e.exec(`CREATE SEQUENCE tries`)
-	e.exec(`CREATE FUNCTION flaky(p text) RETURNS void LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.Exec(`CREATE SEQUENCE tries`)
+	e.Exec(`CREATE FUNCTION flaky(p text) RETURNS void LANGUAGE plpgsql AS $$
 		BEGIN
 		  IF nextval('public.tries') = 1 THEN RAISE EXCEPTION 'the first attempt fails'; END IF;
 		  INSERT INTO public.ran(payload) VALUES (p);
 		END $$`)
-	e.exec(`SELECT pgrelay.register('pinned', 'SELECT public.flaky($1)', p_node_restricted := true,
+	e.Exec(`SELECT pgrelay.register('pinned', 'SELECT public.flaky($1)', p_node_restricted := true,
 		p_retry_delay := '2 seconds')`)
 	fast := func(c *actors.Config) {
 		c.HeartbeatInterval = 100 * time.Millisecond
 		c.DeadAfter = time.Second
 	}
 	e.startNode(1, actors.ModeLeader, fast)
-	e.eventually(10*time.Second, "node 1 to lead", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+	testenv.Eventually(e.T, 10*time.Second, "node 1 to lead", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
 	})
 	e.startNode(2, actors.ModeLeader, fast)
 	e.enqueueOn(2, "pinned", []string{"x"})
-	e.eventually(20*time.Second, "the retry row", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned' AND attempt = 2`) == 1
+	testenv.Eventually(e.T, 20*time.Second, "the retry row", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned' AND attempt = 2`) == 1
 	})
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pinned' AND event = 'failed' AND node = 2`),
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pinned' AND event = 'failed' AND node = 2`),
 		"the first attempt failed on node 2")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned' AND attempt = 2 AND run_in_node = 2`),
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned' AND attempt = 2 AND run_in_node = 2`),
 		"the retry row is pinned to node 2")
-	e.eventually(20*time.Second, "the retry to run", func() bool {
-		return e.count(`SELECT count(*) FROM ran`) == 1
+	testenv.Eventually(e.T, 20*time.Second, "the retry to run", func() bool {
+		return e.Count(`SELECT count(*) FROM ran`) == 1
 	})
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM ran WHERE node = 2`), "the retry ran on node 2")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pinned' AND event = 'succeeded' AND attempt = 2 AND node = 2`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM ran WHERE node = 2`), "the retry ran on node 2")
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pinned' AND event = 'succeeded' AND attempt = 2 AND node = 2`))
 }
 
 // Adoption is deterministic: with nodes 1 and 3 alive when node 2 dies, only
@@ -271,8 +272,8 @@ func TestActorRetryRestampedOnNode(t *testing.T) {
 func TestActorAdoptionThreeNodes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
-	e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.Exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
 	fast := func(c *actors.Config) {
 		c.HeartbeatInterval = 100 * time.Millisecond
 		c.DeadAfter = time.Second
@@ -280,20 +281,20 @@ func TestActorAdoptionThreeNodes(t *testing.T) {
 	p2 := e.startNode(2, actors.ModeMultiNode, fast)
 	e.startNode(3, actors.ModeMultiNode, fast)
 	e.startNode(1, actors.ModeMultiNode, fast)
-	e.eventually(10*time.Second, "three live nodes", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id IN (1, 2, 3) AND last_seen > now() - interval '500 milliseconds'`) == 3
+	testenv.Eventually(e.T, 10*time.Second, "three live nodes", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id IN (1, 2, 3) AND last_seen > now() - interval '500 milliseconds'`) == 3
 	})
 	require.NoError(t, p2.Stop(context.Background()))
 	e.enqueueOn(2, "u", payloads("orphan", 300))
-	e.eventually(30*time.Second, "node 2's rows to be adopted and run", func() bool {
-		return e.count(`SELECT count(*) FROM ran`) == 300
+	testenv.Eventually(e.T, 30*time.Second, "node 2's rows to be adopted and run", func() bool {
+		return e.Count(`SELECT count(*) FROM ran`) == 300
 	})
-	require.Equal(t, 300, e.count(`SELECT count(*) FROM ran WHERE node = 1`), "node 1 ran every adopted row")
-	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted'`))
-	require.Equal(t, 300, e.count(`SELECT count(DISTINCT queue_id) FROM pgrelay.log WHERE event = 'adopted' AND node = 1
+	require.Equal(t, 300, e.Count(`SELECT count(*) FROM ran WHERE node = 1`), "node 1 ran every adopted row")
+	require.Equal(t, 300, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted'`))
+	require.Equal(t, 300, e.Count(`SELECT count(DISTINCT queue_id) FROM pgrelay.log WHERE event = 'adopted' AND node = 1
 		AND error LIKE 'node 2 is dead%adopted by node 1'`), "one adopted row per queue row, all by node 1")
-	require.Equal(t, 300, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND node = 1`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.log WHERE node = 3`), "node 3 neither adopted nor ran anything")
+	require.Equal(t, 300, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND node = 1`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.log WHERE node = 3`), "node 3 neither adopted nor ran anything")
 }
 
 // pgrelay.nodes_overview (what `pgrelay nodes` shows): per node its mode,
@@ -302,8 +303,8 @@ func TestActorAdoptionThreeNodes(t *testing.T) {
 func TestActorNodesOverview(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('held', 'SELECT $1')`)
-	e.exec(`SELECT pgrelay.register('pinned', 'SELECT $1', p_node_restricted := true)`)
+	e.Exec(`SELECT pgrelay.register('held', 'SELECT $1')`)
+	e.Exec(`SELECT pgrelay.register('pinned', 'SELECT $1', p_node_restricted := true)`)
 	fast := func(c *actors.Config) {
 		c.HeartbeatInterval = 100 * time.Millisecond
 		c.DeadAfter = time.Second
@@ -313,12 +314,12 @@ func TestActorNodesOverview(t *testing.T) {
 	// Three unrestricted rows of node 1 stay pending (their channel is
 	// paused); two rows are pinned to node 2, which is stopped.
 	e.enqueueOn(1, "held", payloads("h", 3))
-	e.exec(`SELECT pgrelay.update('held', p_paused := true)`)
+	e.Exec(`SELECT pgrelay.update('held', p_paused := true)`)
 	e.enqueueOn(2, "pinned", payloads("p", 2))
 	e.startNode(1, actors.ModeLeader, fast)
-	e.eventually(10*time.Second, "node 1 to lead and node 2 to be dead", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.nodes_overview('1 second') WHERE node_id = 1 AND leader`) == 1 &&
-			e.count(`SELECT count(*) FROM pgrelay.nodes_overview('1 second') WHERE node_id = 2 AND NOT alive`) == 1
+	testenv.Eventually(e.T, 10*time.Second, "node 1 to lead and node 2 to be dead", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes_overview('1 second') WHERE node_id = 1 AND leader`) == 1 &&
+			e.Count(`SELECT count(*) FROM pgrelay.nodes_overview('1 second') WHERE node_id = 2 AND NOT alive`) == 1
 	})
 	type row struct {
 		Node              int
@@ -327,7 +328,7 @@ func TestActorNodesOverview(t *testing.T) {
 		Procs, Pend, Pins int64
 	}
 	overview := func(deadAfter string) []row {
-		rows, err := e.pool.Query(context.Background(),
+		rows, err := e.Pool.Query(context.Background(),
 			`SELECT node_id, mode, alive, leader, processors, pending, pinned FROM pgrelay.nodes_overview($1::interval)`, deadAfter)
 		require.NoError(t, err)
 		defer rows.Close()
@@ -360,11 +361,11 @@ func TestActorStopReleasesSettlingLease(t *testing.T) {
 		c.DeadAfter = 30 * time.Second
 		c.LeaderSettle = time.Minute // never leads in this test
 	})
-	e.eventually(10*time.Second, "node 1 to take the lease", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+	testenv.Eventually(e.T, 10*time.Second, "node 1 to take the lease", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
 	})
 	require.NoError(t, p1.Stop(context.Background()))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND lease_until > now()`),
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND lease_until > now()`),
 		"the lease was released, not left to run out in 30 s")
 }
 
@@ -374,8 +375,8 @@ func TestActorStopReleasesSettlingLease(t *testing.T) {
 func TestActorDecommissionAdoptsLateRows(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
-	e.exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.Exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
 	fast := func(c *actors.Config) {
 		c.HeartbeatInterval = 100 * time.Millisecond
 		c.DeadAfter = time.Second
@@ -384,16 +385,16 @@ func TestActorDecommissionAdoptsLateRows(t *testing.T) {
 	require.NoError(t, p2.Stop(context.Background()))
 	e.enqueueOn(2, "u", payloads("before", 50))
 	e.startNode(1, actors.ModeMultiNode, fast)
-	e.eventually(30*time.Second, "node 1 to adopt and run node 2's rows", func() bool {
-		return e.count(`SELECT count(*) FROM ran WHERE node = 1`) == 50
+	testenv.Eventually(e.T, 30*time.Second, "node 1 to adopt and run node 2's rows", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE node = 1`) == 50
 	})
-	_, err := e.pool.Exec(context.Background(), `SELECT pgrelay.decommission(2, '1 second')`)
+	_, err := e.Pool.Exec(context.Background(), `SELECT pgrelay.decommission(2, '1 second')`)
 	require.NoError(t, err)
 	e.enqueueOn(2, "u", payloads("late", 50))
-	e.eventually(30*time.Second, "node 1 to adopt and run the rows of node 2 that arrived later", func() bool {
-		return e.count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'late-%'`) == 50
+	testenv.Eventually(e.T, 30*time.Second, "node 1 to adopt and run the rows of node 2 that arrived later", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE node = 1 AND payload LIKE 'late-%'`) == 50
 	})
-	require.Equal(t, 100, e.count(`SELECT count(*) FROM ran`), "nothing ran twice")
-	require.Equal(t, 50, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted'
+	require.Equal(t, 100, e.Count(`SELECT count(*) FROM ran`), "nothing ran twice")
+	require.Equal(t, 50, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted'
 		AND error LIKE 'node 2 was decommissioned; adopted by node 1%'`))
 }

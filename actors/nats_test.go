@@ -19,6 +19,7 @@ import (
 	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/handlers"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // The nats handler kind and the publisher's faults.
@@ -65,14 +66,14 @@ func TestActorNATSHandler2000(t *testing.T) {
 	flaky := &flakyNATS{h: handlers.NATS{Bus: conn}}
 
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('orders_out', 'orders.created', p_kind := 'nats',
+	e.Exec(`SELECT pgrelay.register('orders_out', 'orders.created', p_kind := 'nats',
 		p_retry_delay := '10 milliseconds')`)
 	e.startProcessor(func(c *actors.Config) {
 		withNATS(n.URL())(c)
 		c.Handlers = handlers.Registry{"nats": flaky}
 	})
 	var ids []int64
-	rows, err := e.pool.Query(context.Background(), `SELECT pgrelay.notify_many('orders_out', $1)`, payloads("order", 2000))
+	rows, err := e.Pool.Query(context.Background(), `SELECT pgrelay.notify_many('orders_out', $1)`, payloads("order", 2000))
 	require.NoError(t, err)
 	for rows.Next() {
 		var id int64
@@ -80,15 +81,15 @@ func TestActorNATSHandler2000(t *testing.T) {
 		ids = append(ids, id)
 	}
 	require.NoError(t, rows.Err())
-	e.eventually(2*time.Minute, "2 000 events to succeed", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000
+	testenv.Eventually(e.T, 2*time.Minute, "2 000 events to succeed", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000
 	})
 	flaky.mu.Lock()
 	before, after := flaky.before, flaky.after
 	flaky.mu.Unlock()
 	require.Positive(t, before)
 	require.Positive(t, after)
-	require.Equal(t, before+after, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`))
+	require.Equal(t, before+after, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed'`))
 	t.Logf("first attempts failed: %d before publishing, %d after", before, after)
 
 	msgs := consumeRaw(t, js, "ORDERS", 2000)
@@ -149,11 +150,11 @@ func TestActorNATSCoreAndTooLarge(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('plain', 'plain.subject', p_kind := 'nats')`)
-	e.exec(`SELECT pgrelay.register('big', 'plain.big', p_kind := 'nats', p_retry_delay := '10 milliseconds')`)
-	e.exec(`SELECT pgrelay.register('bigp', 'SELECT length($1)', p_publish_payload := true)`)
+	e.Exec(`SELECT pgrelay.register('plain', 'plain.subject', p_kind := 'nats')`)
+	e.Exec(`SELECT pgrelay.register('big', 'plain.big', p_kind := 'nats', p_retry_delay := '10 milliseconds')`)
+	e.Exec(`SELECT pgrelay.register('bigp', 'SELECT length($1)', p_publish_payload := true)`)
 	p := e.startProcessor(withNATS(n.URL()))
-	e.exec(`SELECT pgrelay.notify_many('plain', $1)`, payloads("plain", 20))
+	e.Exec(`SELECT pgrelay.notify_many('plain', $1)`, payloads("plain", 20))
 	for i := range 20 {
 		m, err := sub.NextMsg(30 * time.Second)
 		require.NoError(t, err, "message %d", i)
@@ -162,28 +163,28 @@ func TestActorNATSCoreAndTooLarge(t *testing.T) {
 	}
 
 	huge := strings.Repeat("x", 10000)
-	e.exec(`SELECT pgrelay.notify('big', $1)`, huge)
-	e.exec(`SELECT pgrelay.notify('bigp', $1)`, huge)
-	e.eventually(time.Minute, "the oversized nats event to give up", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'big'`) == 1
+	e.Exec(`SELECT pgrelay.notify('big', $1)`, huge)
+	e.Exec(`SELECT pgrelay.notify('bigp', $1)`, huge)
+	testenv.Eventually(e.T, time.Minute, "the oversized nats event to give up", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'big'`) == 1
 	})
 	var ev, msg string
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT event, error FROM pgrelay.log WHERE channel = 'big'`).Scan(&ev, &msg))
 	require.Equal(t, "gave_up", ev, "a payload too large is not retried")
 	require.Contains(t, msg, "max payload")
 	require.Equal(t, 1.0, testutil.ToFloat64(p.Metrics().Events.HandlerTooLarge.WithLabelValues("big")))
 
 	// Every status event arrives, the big one without its payload.
-	e.eventually(time.Minute, "every status event", func() bool {
-		return streamMsgs(js, "PGRELAY_EVENTS") == e.count(`SELECT count(*) FROM pgrelay.log`)
+	testenv.Eventually(e.T, time.Minute, "every status event", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") == e.Count(`SELECT count(*) FROM pgrelay.log`)
 	})
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "big", "pgrelay.events.bigp.>", 1)
 	require.Len(t, msgs, 1)
 	require.Equal(t, true, msgs[0].doc["payload_omitted"])
 	require.NotContains(t, msgs[0].doc, "payload")
 	// The counter moves after the acks that the stream count already shows.
-	e.eventually(10*time.Second, "the oversize counter", func() bool {
+	testenv.Eventually(e.T, 10*time.Second, "the oversize counter", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Oversize.WithLabelValues("log")) == 1
 	})
 }
@@ -201,13 +202,13 @@ func TestActorEventsStreamConflictAndMissing(t *testing.T) {
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"pgrelay.events.>"}})
 	require.NoError(t, err)
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)
 	p := e.startProcessor(withNATS(n.URL()))
-	e.exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("s", 100))
-	e.eventually(time.Minute, "dispatch despite the conflict", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 100
+	e.Exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("s", 100))
+	testenv.Eventually(e.T, time.Minute, "dispatch despite the conflict", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 100
 	})
-	e.eventually(30*time.Second, "publish errors and the backlog", func() bool {
+	testenv.Eventually(e.T, 30*time.Second, "publish errors and the backlog", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.PublishErrors) > 0 &&
 			testutil.ToFloat64(p.Metrics().Events.Backlog.WithLabelValues("log")) == 100
 	})
@@ -216,15 +217,15 @@ func TestActorEventsStreamConflictAndMissing(t *testing.T) {
 	require.Equal(t, 0, streamMsgs(js, "OTHER"), "nothing went to the other stream")
 
 	require.NoError(t, js.DeleteStream(ctx, "OTHER"))
-	e.eventually(time.Minute, "the events once the conflict is gone", func() bool {
+	testenv.Eventually(e.T, time.Minute, "the events once the conflict is gone", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 100
 	})
 	requireExactlyOnce(t, e, consumeAll(t, js, "PGRELAY_EVENTS", "c1", "pgrelay.events.>", 100))
 
 	// Missing: deleted while the Processor runs, it is created again.
 	require.NoError(t, js.DeleteStream(ctx, "PGRELAY_EVENTS"))
-	e.exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("again", 100))
-	e.eventually(time.Minute, "the new events in a new stream", func() bool {
+	e.Exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("again", 100))
+	testenv.Eventually(e.T, time.Minute, "the new events in a new stream", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 100
 	})
 	after := consumeAll(t, js, "PGRELAY_EVENTS", "c2", "pgrelay.events.>", 100)
@@ -245,10 +246,10 @@ func TestActorEventsStreamReconciled(t *testing.T) {
 		MaxAge: time.Hour, Storage: jetstream.MemoryStorage})
 	require.NoError(t, err)
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('r', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('r', 'SELECT length($1)')`)
 	e.startProcessor(withNATS(n.URL()))
-	e.exec(`SELECT pgrelay.notify_many('r', $1)`, payloads("r", 10))
-	e.eventually(time.Minute, "the events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 10 })
+	e.Exec(`SELECT pgrelay.notify_many('r', $1)`, payloads("r", 10))
+	testenv.Eventually(e.T, time.Minute, "the events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 10 })
 	s, err := js.Stream(ctx, "PGRELAY_EVENTS")
 	require.NoError(t, err)
 	cfg := s.CachedInfo().Config
@@ -266,9 +267,9 @@ func TestActorEventsCoreNATS(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('c', 'SELECT length($1)')`)
+	e.Exec(`SELECT pgrelay.register('c', 'SELECT length($1)')`)
 	e.startProcessor(withNATS(n.URL()))
-	e.exec(`SELECT pgrelay.notify_many('c', $1)`, payloads("c", 200))
+	e.Exec(`SELECT pgrelay.notify_many('c', $1)`, payloads("c", 200))
 	seen := map[string]bool{}
 	for range 200 {
 		m, err := sub.NextMsg(30 * time.Second)
@@ -290,10 +291,10 @@ func TestActorNotifierStatusEvents(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.exec(`INSERT INTO pgrelay_notifier.status_events (notification_id, channel, status, error)
+	e.Exec(`INSERT INTO pgrelay_notifier.status_events (notification_id, channel, status, error)
 	        VALUES (7, 'mail', 'sending', NULL), (7, 'mail', 'failed', 'smtp: 550 no such user')`)
 	e.startProcessor(withNATS(n.URL()))
-	e.eventually(time.Minute, "the status events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 2 })
+	testenv.Eventually(e.T, time.Minute, "the status events", func() bool { return streamMsgs(js, "PGRELAY_EVENTS") == 2 })
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "n", "pgrelay.notifier.>", 2)
 	require.Len(t, msgs, 2)
 	require.Equal(t, "pgrelay.notifier.mail.sending", msgs[0].subject)
@@ -309,7 +310,7 @@ func TestActorNotifierStatusEvents(t *testing.T) {
 	// The channel (gone) counts as publishing error classes: no text.
 	require.Nil(t, msgs[1].doc["error"])
 	require.Equal(t, "smtp_5xx", msgs[1].doc["error_class"])
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source = 'notifier'
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source = 'notifier'
 		AND last_id = (SELECT max(id) FROM pgrelay_notifier.status_events)`))
 }
 
@@ -349,17 +350,17 @@ func TestActorNATSHandlerNATSDown(t *testing.T) {
 	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
 	require.NoError(t, err)
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('down_out', 'orders.down', p_kind := 'nats',
+	e.Exec(`SELECT pgrelay.register('down_out', 'orders.down', p_kind := 'nats',
 		p_max_attempts := 1000, p_retry_delay := '100 milliseconds')`)
 	p := e.startProcessor(withNATS(n.URL()))
-	e.eventually(30*time.Second, "the Processor connected to NATS", func() bool {
+	testenv.Eventually(e.T, 30*time.Second, "the Processor connected to NATS", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Connected) == 1
 	})
 	n.Shutdown()
 
 	const total = 50
 	var ids []int64
-	rows, err := e.pool.Query(context.Background(), `SELECT pgrelay.notify_many('down_out', $1)`, payloads("down", total))
+	rows, err := e.Pool.Query(context.Background(), `SELECT pgrelay.notify_many('down_out', $1)`, payloads("down", total))
 	require.NoError(t, err)
 	for rows.Next() {
 		var id int64
@@ -367,16 +368,16 @@ func TestActorNATSHandlerNATSDown(t *testing.T) {
 		ids = append(ids, id)
 	}
 	require.NoError(t, rows.Err())
-	e.eventually(time.Minute, "every event to have failed while NATS is down", func() bool {
-		return e.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'down_out' AND event = 'failed'`) == total
+	testenv.Eventually(e.T, time.Minute, "every event to have failed while NATS is down", func() bool {
+		return e.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'down_out' AND event = 'failed'`) == total
 	})
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out' AND event <> 'failed'`))
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out'
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out' AND event <> 'failed'`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out'
 		AND error NOT LIKE '%not connected to NATS%'`), "each failure says NATS is not connected")
 
 	require.NoError(t, n.Start())
-	e.eventually(time.Minute, "every event to succeed once NATS is back", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out' AND event = 'succeeded'`) == total
+	testenv.Eventually(e.T, time.Minute, "every event to succeed once NATS is back", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'down_out' AND event = 'succeeded'`) == total
 	})
 	msgs := consumeRaw(t, js, "ORDERS", total)
 	require.Len(t, msgs, total)
@@ -406,24 +407,24 @@ func TestActorNATSReservedSubject(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
 	e := newEnv(t)
-	e.exec(`SELECT pgrelay.register('api', 'app.placeholder', p_kind := 'nats')`)
-	e.exec(`UPDATE pgrelay.channels SET handler = '$JS.API.STREAM.DELETE.PGRELAY_EVENTS' WHERE channel = 'api'`)
-	e.exec(`SELECT pgrelay.register('plain', 'plain.subject', p_kind := 'nats')`)
+	e.Exec(`SELECT pgrelay.register('api', 'app.placeholder', p_kind := 'nats')`)
+	e.Exec(`UPDATE pgrelay.channels SET handler = '$JS.API.STREAM.DELETE.PGRELAY_EVENTS' WHERE channel = 'api'`)
+	e.Exec(`SELECT pgrelay.register('plain', 'plain.subject', p_kind := 'nats')`)
 	e.startProcessor(withNATS(n.URL()))
 	// The publisher creates the events stream when it starts publishing:
 	// it must exist before the event that could delete it, or the check at
 	// the end would prove nothing (and fail on a slow start).
-	e.eventually(time.Minute, "the events stream", func() bool {
+	testenv.Eventually(e.T, time.Minute, "the events stream", func() bool {
 		_, err := js.Stream(context.Background(), "PGRELAY_EVENTS")
 		return err == nil
 	})
-	e.exec(`SELECT pgrelay.notify('api', '{}')`)
-	e.eventually(time.Minute, "the event on the reserved subject to end", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'api'`) == 1
+	e.Exec(`SELECT pgrelay.notify('api', '{}')`)
+	testenv.Eventually(e.T, time.Minute, "the event on the reserved subject to end", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'api'`) == 1
 	})
 	var ev string
 	var msg *string
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		`SELECT event, error FROM pgrelay.log WHERE channel = 'api'`).Scan(&ev, &msg))
 	require.Equal(t, "gave_up", ev, "no retry can make the subject allowed")
 	require.NotNil(t, msg)
@@ -434,7 +435,7 @@ func TestActorNATSReservedSubject(t *testing.T) {
 	plain, err := nc.SubscribeSync("plain.subject")
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
-	e.exec(`SELECT pgrelay.notify('plain', 'after')`)
+	e.Exec(`SELECT pgrelay.notify('plain', 'after')`)
 	_, err = plain.NextMsg(30 * time.Second)
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())

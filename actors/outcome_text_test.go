@@ -19,6 +19,7 @@ import (
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/handlers"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // An SMTP server whose reply holds bytes that are not UTF-8 and a NUL byte
@@ -33,26 +34,26 @@ func TestActorEmailUnstorableReplyText(t *testing.T) {
 	good := catcher(t, devenv.SMTPConfig{})
 	broken := catcher(t, devenv.SMTPConfig{Username: "app", Password: "secret",
 		LoginChallenge: []byte("no\xff entry\x00 here \xc3(")})
-	e.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
-	e.exec(`SELECT pgrelay_notifier.create_channel('broken', 'app@shop.example', p_max_attempts := 3,
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	e.Exec(`SELECT pgrelay_notifier.create_channel('broken', 'app@shop.example', p_max_attempts := 3,
 		p_retry_delay := '50 milliseconds')`)
-	e.exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || '@good.example'], 's', 'b') FROM generate_series(1, 20) g`)
-	e.exec(`SELECT pgrelay_notifier.send('broken', ARRAY['u' || g || '@good.example'], 's', 'b') FROM generate_series(1, 2) g`)
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || '@good.example'], 's', 'b') FROM generate_series(1, 20) g`)
+	e.Exec(`SELECT pgrelay_notifier.send('broken', ARRAY['u' || g || '@good.example'], 's', 'b') FROM generate_series(1, 2) g`)
 	e.startProcessor(func(c *actors.Config) {
 		c.SMTPURL = good.URL()
 		c.SMTPChannels = map[string]string{"broken": strings.Replace(broken.URL(), "auth=plain", "auth=login", 1)}
 		c.LeaseGrace = 5 * time.Second // an outcome never written would have its claim rescued: a second send
 	})
 
-	e.eventually(time.Minute, "every event to end", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.queue`) == 0 &&
-			e.count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`) == 22
+	testenv.Eventually(e.T, time.Minute, "every event to end", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.queue`) == 0 &&
+			e.Count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`) == 22
 	})
 	require.Equal(t, 20, e.statusCount("sent"))
 	require.Equal(t, 2, e.statusCount("failed"))
 	require.Zero(t, broken.Count())
 	require.Equal(t, 20, good.Count(), "no message was sent twice")
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('rescued', 'failed', 'gave_up')
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('rescued', 'failed', 'gave_up')
 		AND channel = 'mail'`))
 
 	// The reply as stored: U+FFFD for the invalid bytes, without the NUL.
@@ -62,13 +63,13 @@ func TestActorEmailUnstorableReplyText(t *testing.T) {
 		require.Contains(t, *n.LastError, "no\uFFFD entry here \uFFFD(")
 		require.NotContains(t, *n.LastError, "\x00")
 	}
-	require.Equal(t, 4, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'broken' AND event = 'failed'
+	require.Equal(t, 4, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'broken' AND event = 'failed'
 		AND error LIKE `+reply))
-	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'broken' AND event = 'gave_up'
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'broken' AND event = 'gave_up'
 		AND attempt = 3 AND error LIKE `+reply))
-	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay_notifier.status_events
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM pgrelay_notifier.status_events
 		WHERE status = 'failed' AND error LIKE `+reply))
-	require.Equal(t, 6, e.count(`SELECT count(*) FROM pgrelay_notifier.debug_log WHERE message LIKE `+reply),
+	require.Equal(t, 6, e.Count(`SELECT count(*) FROM pgrelay_notifier.debug_log WHERE message LIKE `+reply),
 		"one note per attempt")
 }
 
@@ -84,9 +85,9 @@ func TestActorCompleterIsolatesRefusedOutcomes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.exec(`CREATE TABLE public.refuse (origin_id bigint)`)
+	e.Exec(`CREATE TABLE public.refuse (origin_id bigint)`)
 	// Every write of the log waits while the test holds lock 4242.
-	e.exec(`CREATE FUNCTION public.refuse_log() RETURNS trigger LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE FUNCTION public.refuse_log() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN
 	  PERFORM pg_advisory_xact_lock_shared(4242);
 	  IF NEW.error LIKE '%poison%' OR NEW.origin_id IN (SELECT r.origin_id FROM public.refuse r) THEN
@@ -94,16 +95,16 @@ func TestActorCompleterIsolatesRefusedOutcomes(t *testing.T) {
 	  END IF;
 	  RETURN NEW;
 	END $$`)
-	e.exec(`CREATE TRIGGER refuse BEFORE INSERT ON pgrelay.log FOR EACH ROW EXECUTE FUNCTION public.refuse_log()`)
-	e.exec(`SELECT pgrelay.register('out', 'out.subject', p_kind := 'nats', p_max_attempts := 1)`)
+	e.Exec(`CREATE TRIGGER refuse BEFORE INSERT ON pgrelay.log FOR EACH ROW EXECUTE FUNCTION public.refuse_log()`)
+	e.Exec(`SELECT pgrelay.register('out', 'out.subject', p_kind := 'nats', p_max_attempts := 1)`)
 	var all []string
 	for i := range 50 {
 		all = append(all, fmt.Sprintf("ok-%d", i))
 	}
 	all = append(all, "binary", "poison", "stuck")
-	e.exec(`SELECT pgrelay.notify_many('out', $1)`, all)
-	e.exec(`INSERT INTO public.refuse SELECT origin_id FROM pgrelay.queue WHERE payload = 'stuck'`)
-	lock, err := e.pool.Acquire(ctx)
+	e.Exec(`SELECT pgrelay.notify_many('out', $1)`, all)
+	e.Exec(`INSERT INTO public.refuse SELECT origin_id FROM pgrelay.queue WHERE payload = 'stuck'`)
+	lock, err := e.Pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer lock.Release()
 	_, err = lock.Exec(ctx, `SELECT pg_advisory_lock(4242)`)
@@ -129,33 +130,33 @@ func TestActorCompleterIsolatesRefusedOutcomes(t *testing.T) {
 	// ok-0's outcome is written alone, and waits for the lock; the other
 	// 52 arrive meanwhile and are written together.
 	pending := func() int { return int(testutil.ToFloat64(p.Metrics().PendingOutcomes)) }
-	e.eventually(time.Minute, "the first outcome to be written", func() bool { return pending() == 1 })
+	testenv.Eventually(e.T, time.Minute, "the first outcome to be written", func() bool { return pending() == 1 })
 	close(gate)
-	e.eventually(time.Minute, "every outcome to reach the completer", func() bool { return pending() == 53 })
+	testenv.Eventually(e.T, time.Minute, "every outcome to reach the completer", func() bool { return pending() == 53 })
 	_, err = lock.Exec(ctx, `SELECT pg_advisory_unlock(4242)`)
 	require.NoError(t, err)
 
-	e.eventually(time.Minute, "every outcome but the refused one to be written", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log`) == 52
+	testenv.Eventually(e.T, time.Minute, "every outcome but the refused one to be written", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == 52
 	})
-	require.Equal(t, 50, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'
+	require.Equal(t, 50, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'
 		AND error = 'reply ' || U&'\FFFD' || ' with a NUL byte'`))
-	poison := e.one(`SELECT error FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE 'pgrelay could not record%'`)
+	poison := e.Text(`SELECT error FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE 'pgrelay could not record%'`)
 	require.Contains(t, poison, "SQLSTATE 22023")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.queue WHERE payload = 'stuck'`),
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.queue WHERE payload = 'stuck'`),
 		"the refused outcome is still held, its claim too")
 	require.Equal(t, 1, pending())
 
 	// Written with its own text, or with the placeholder when the database
 	// takes it back between the two writes of a retry.
-	e.exec(`DELETE FROM public.refuse`)
-	e.eventually(time.Minute, "the held outcome to be written", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'
+	e.Exec(`DELETE FROM public.refuse`)
+	testenv.Eventually(e.T, time.Minute, "the held outcome to be written", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'
 		  AND (error = 'stuck' OR error LIKE 'pgrelay could not record%')`) == 2
 	})
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
-	require.Equal(t, 53, e.count(`SELECT count(*) FROM pgrelay.log`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Equal(t, 53, e.Count(`SELECT count(*) FROM pgrelay.log`))
 	require.Equal(t, int32(53), ran.Load(), "no event ran twice")
 }
 
@@ -166,17 +167,17 @@ func TestActorCompleterIsolatesRefusedOutcomes(t *testing.T) {
 func TestActorCompleterBackPressure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE public.fail_writes (on_ bool)`)
-	e.exec(`INSERT INTO public.fail_writes VALUES (true)`)
-	e.exec(`CREATE FUNCTION public.fail_log() RETURNS trigger LANGUAGE plpgsql AS $$
+	e.Exec(`CREATE TABLE public.fail_writes (on_ bool)`)
+	e.Exec(`INSERT INTO public.fail_writes VALUES (true)`)
+	e.Exec(`CREATE FUNCTION public.fail_log() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN
 	  IF EXISTS (SELECT FROM public.fail_writes) THEN
 	    RAISE EXCEPTION 'the log is not writable' USING ERRCODE = '55000';
 	  END IF;
 	  RETURN NEW;
 	END $$`)
-	e.exec(`CREATE TRIGGER fail_log BEFORE INSERT ON pgrelay.log FOR EACH ROW EXECUTE FUNCTION public.fail_log()`)
-	e.exec(`SELECT pgrelay.register('out', 'out.subject', p_kind := 'nats')`)
+	e.Exec(`CREATE TRIGGER fail_log BEFORE INSERT ON pgrelay.log FOR EACH ROW EXECUTE FUNCTION public.fail_log()`)
+	e.Exec(`SELECT pgrelay.register('out', 'out.subject', p_kind := 'nats')`)
 	var ran atomic.Int64
 	var wakes atomic.Int64
 	const concurrency = 8
@@ -194,22 +195,22 @@ func TestActorCompleterBackPressure(t *testing.T) {
 			}
 		})
 	})
-	e.exec(`SELECT pgrelay.notify_many('out', $1)`, payloads("e", 3000))
-	e.eventually(time.Minute, "outcomes to pile up to the bound", func() bool {
+	e.Exec(`SELECT pgrelay.notify_many('out', $1)`, payloads("e", 3000))
+	testenv.Eventually(e.T, time.Minute, "outcomes to pile up to the bound", func() bool {
 		return testutil.ToFloat64(p.Metrics().PendingOutcomes) >= 1000
 	})
 	// Several claimer wake-ups (polls) later, nothing more was claimed.
 	w := wakes.Load()
-	e.eventually(30*time.Second, "five more wake-ups of the claimer", func() bool { return wakes.Load() >= w+5 })
-	claimed := e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`)
+	testenv.Eventually(e.T, 30*time.Second, "five more wake-ups of the claimer", func() bool { return wakes.Load() >= w+5 })
+	claimed := e.Count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`)
 	require.LessOrEqual(t, claimed, bound, "claims held back")
 	require.LessOrEqual(t, int(ran.Load()), bound)
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log`))
 
-	e.exec(`DELETE FROM public.fail_writes`)
-	e.eventually(2*time.Minute, "every event to succeed", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3000
+	e.Exec(`DELETE FROM public.fail_writes`)
+	testenv.Eventually(e.T, 2*time.Minute, "every event to succeed", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3000
 	})
 	require.Equal(t, int64(3000), ran.Load(), "no event ran twice")
-	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 }

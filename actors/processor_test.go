@@ -9,25 +9,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 func TestActorSQLHandlerRunsEveryEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.exec(`CREATE TABLE ran (payload text, at timestamptz DEFAULT clock_timestamp())`)
-	e.exec(`SELECT pgrelay.register('c1', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.Exec(`CREATE TABLE ran (payload text, at timestamptz DEFAULT clock_timestamp())`)
+	e.Exec(`SELECT pgrelay.register('c1', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
 	p := e.startProcessor(nil)
 	for i := range 200 {
-		e.exec(`SELECT pgrelay.notify('c1', $1)`, fmt.Sprint(i))
+		e.Exec(`SELECT pgrelay.notify('c1', $1)`, fmt.Sprint(i))
 	}
-	e.eventually(30*time.Second, "200 events to run", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 200
+	testenv.Eventually(e.T, 30*time.Second, "200 events to run", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 200
 	})
-	require.Equal(t, 200, e.count(`SELECT count(DISTINCT payload) FROM ran`))
-	require.Equal(t, 200, e.count(`SELECT count(*) FROM ran`))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Equal(t, 200, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 200, e.Count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 	require.NoError(t, p.Stop(context.Background()))
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.processors`))
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.processors`))
 }
 
 // Start opens a few hot connections before it returns, so the first events

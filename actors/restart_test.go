@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // PostgreSQL restarting under a running Processor: it reconnects and goes on;
@@ -35,10 +36,10 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	e := envOn(t, url, pool)
-	e.exec(`CREATE TABLE ran (payload text)`)
-	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS
+	e.Exec(`CREATE TABLE ran (payload text)`)
+	e.Exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS
 	$$ SELECT pg_sleep(0.005); INSERT INTO public.ran VALUES (p) $$`)
-	e.exec(`SELECT pgrelay.register('r', 'SELECT public.work($1)', p_max_attempts := 50, p_retry_delay := '50 milliseconds')`)
+	e.Exec(`SELECT pgrelay.register('r', 'SELECT public.work($1)', p_max_attempts := 50, p_retry_delay := '50 milliseconds')`)
 	e.startProcessor(func(c *actors.Config) {
 		c.LeaseGrace = 5 * time.Second
 		if sqlBatch > 0 {
@@ -62,23 +63,23 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 	}
 	enqueue(0)
 	enqueue(1)
-	e.eventually(30*time.Second, "some events to run", func() bool {
-		return e.count(`SELECT count(*) FROM ran`) > 20
+	testenv.Eventually(e.T, 30*time.Second, "some events to run", func() bool {
+		return e.Count(`SELECT count(*) FROM ran`) > 20
 	})
 	require.NoError(t, own.Restart(ctx))
 	enqueue(2)
 	enqueue(3)
-	e.eventually(2*time.Minute, "all 400 events to succeed", func() bool {
+	testenv.Eventually(e.T, 2*time.Minute, "all 400 events to succeed", func() bool {
 		var n int
 		if err := pool.QueryRow(ctx, `SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE event = 'succeeded'`).Scan(&n); err != nil {
 			return false
 		}
 		return n == 400
 	})
-	require.Equal(t, 400, e.count(`SELECT count(DISTINCT payload) FROM ran`))
+	require.Equal(t, 400, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
 	// A sql handler's effects commit with its completion: none ran twice.
-	require.Equal(t, 400, e.count(`SELECT count(*) FROM ran`))
-	require.Equal(t, 400, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+	require.Equal(t, 400, e.Count(`SELECT count(*) FROM ran`))
+	require.Equal(t, 400, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
 	var failures []string
 	rows, err := pool.Query(ctx, `SELECT format('%s attempt %s: %s', event, attempt, error) FROM pgrelay.log
 	  WHERE event IN ('failed', 'gave_up') ORDER BY id`)
@@ -90,8 +91,8 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 	}
 	require.NoError(t, rows.Err())
 	require.Empty(t, failures, "the restart cost no attempt")
-	e.eventually(10*time.Second, "the queue to empty", func() bool {
-		return e.count(`SELECT count(*) FROM pgrelay.queue`) == 0
+	testenv.Eventually(e.T, 10*time.Second, "the queue to empty", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.queue`) == 0
 	})
 }
 
@@ -115,12 +116,12 @@ func TestActorSupervisorRestartsCoreActors(t *testing.T) {
 		t.Run(tc.actor+" "+tc.msg, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.exec(`CREATE TABLE ran (payload text)`)
-			e.exec(`SELECT pgrelay.register('ok', 'INSERT INTO public.ran VALUES ($1)')`)
-			e.exec(`SELECT pgrelay.register('bad', 'SELECT 1/0 WHERE $1 IS NOT NULL', p_max_attempts := 2,
+			e.Exec(`CREATE TABLE ran (payload text)`)
+			e.Exec(`SELECT pgrelay.register('ok', 'INSERT INTO public.ran VALUES ($1)')`)
+			e.Exec(`SELECT pgrelay.register('bad', 'SELECT 1/0 WHERE $1 IS NOT NULL', p_max_attempts := 2,
 			  p_retry_delay := '10 milliseconds', p_timeout := '1 second')`)
-			e.exec(`SELECT pgrelay.notify_many('ok', ARRAY['1', '2', '3'])`)
-			e.exec(`SELECT pgrelay.notify_many('bad', ARRAY['1', '2', '3', '4'])`)
+			e.Exec(`SELECT pgrelay.notify_many('ok', ARRAY['1', '2', '3'])`)
+			e.Exec(`SELECT pgrelay.notify_many('bad', ARRAY['1', '2', '3', '4'])`)
 			const crashes = 4
 			var mu sync.Mutex
 			var crashedAt, startedAt []time.Time
@@ -150,26 +151,26 @@ func TestActorSupervisorRestartsCoreActors(t *testing.T) {
 				defer mu.Unlock()
 				return len(startedAt) - 1
 			}
-			e.eventually(60*time.Second, "the restarts", func() bool { return restarts() == crashes })
-			e.eventually(60*time.Second, "every event to end", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3 &&
-					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 4
+			testenv.Eventually(e.T, 60*time.Second, "the restarts", func() bool { return restarts() == crashes })
+			testenv.Eventually(e.T, 60*time.Second, "every event to end", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 3 &&
+					e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 4
 			})
-			require.Equal(t, 3, e.count(`SELECT count(*) FROM ran`))
+			require.Equal(t, 3, e.Count(`SELECT count(*) FROM ran`))
 			if !tc.rescues {
-				require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'`), "no outcome was lost")
+				require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'`), "no outcome was lost")
 			}
 			// Still working after the crashes.
-			e.exec(`SELECT pgrelay.notify_many('ok', ARRAY['4', '5'])`)
-			e.exec(`SELECT pgrelay.notify('bad', '5')`)
-			e.eventually(30*time.Second, "later events to end", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 5 &&
-					e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 5
+			e.Exec(`SELECT pgrelay.notify_many('ok', ARRAY['4', '5'])`)
+			e.Exec(`SELECT pgrelay.notify('bad', '5')`)
+			testenv.Eventually(e.T, 30*time.Second, "later events to end", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 5 &&
+					e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 5
 			})
 			var seen time.Time
-			require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT last_seen FROM pgrelay.processors`).Scan(&seen))
-			e.eventually(30*time.Second, "a later heartbeat", func() bool {
-				return e.count(`SELECT count(*) FROM pgrelay.processors WHERE last_seen > $1`, seen) == 1
+			require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT last_seen FROM pgrelay.processors`).Scan(&seen))
+			testenv.Eventually(e.T, 30*time.Second, "a later heartbeat", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.processors WHERE last_seen > $1`, seen) == 1
 			})
 
 			mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // A Start that fails once the instance is registered (here: the NATS
@@ -17,13 +18,13 @@ import (
 func TestActorStartFailureUndoesItself(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	p, err := actors.New(actors.Config{DatabaseURL: e.url, Logger: testLogger(t),
+	p, err := actors.New(actors.Config{DatabaseURL: e.URL, Logger: testLogger(t),
 		NATS: &actors.NATSConfig{URL: "nats://127.0.0.1:1", CredsFile: filepath.Join(t.TempDir(), "missing.creds")}})
 	require.NoError(t, err)
 	require.ErrorContains(t, p.Start(context.Background()), "missing.creds")
-	require.Equal(t, 0, e.count(`SELECT count(*) FROM pgrelay.processors`))
-	e.eventually(10*time.Second, "the Processor's connections to close", func() bool {
-		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.processors`))
+	testenv.Eventually(e.T, 10*time.Second, "the Processor's connections to close", func() bool {
+		return e.Count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 		                 AND application_name LIKE 'pgrelay%'`) == 0
 	})
 	require.NoError(t, p.Stop(context.Background()))

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // producerCall is one way a producer enqueues on the channel named $1.
@@ -35,17 +37,17 @@ var producerCalls = []producerCall{
 
 // orphans counts queue rows whose channel does not exist.
 func (d *sqlDB) orphans() int {
-	d.t.Helper()
-	return d.count(`SELECT count(*) FROM pgrelay.queue q
+	d.T.Helper()
+	return d.Count(`SELECT count(*) FROM pgrelay.queue q
 	                 WHERE NOT EXISTS (SELECT FROM pgrelay.channels c WHERE c.channel = q.channel)`)
 }
 
 // producer opens a connection in the call's replication role.
 func (d *sqlDB) producer(pc producerCall) *pgx.Conn {
-	d.t.Helper()
-	c := d.conn(2)
+	d.T.Helper()
+	c := d.Conn(2)
 	_, err := c.Exec(bg, "SET session_replication_role = "+pc.role)
-	require.NoError(d.t, err)
+	require.NoError(d.T, err)
 	return c
 }
 
@@ -76,7 +78,7 @@ func requirePending(t *testing.T, done <-chan error, what string) {
 func TestUnregisterWaitsForAnOpenNotify(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	admin := d.conn(-1)
+	admin := d.Conn(-1)
 	for i, pc := range producerCalls {
 		ch := fmt.Sprintf("c%d", i)
 		d.register(ch, pc.channel)
@@ -88,19 +90,19 @@ func TestUnregisterWaitsForAnOpenNotify(t *testing.T) {
 			_, err = tx.Exec(bg, pc.sql, ch)
 			require.NoError(t, err, pc.name)
 			done := background(admin, "SELECT pgrelay.unregister($1, p_force := $2)", ch, force)
-			waitUntilBlocked(t, d.pool, admin.PgConn().PID())
+			waitUntilBlocked(t, d.Pool, admin.PgConn().PID())
 			requirePending(t, done, "unregister")
 			require.NoError(t, tx.Commit(bg))
 			err = <-done
 			if !force {
 				requireCode(t, err, "PR004", "%s: the committed event keeps the channel", pc.name)
-				require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = $1", ch))
-				require.NotZero(t, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1", ch))
+				require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.channels WHERE channel = $1", ch))
+				require.NotZero(t, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1", ch))
 				continue
 			}
 			require.NoError(t, err, "%s: forced", pc.name)
-			require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1", ch), pc.name)
-			require.Zero(t, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = $1", ch), pc.name)
+			require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1", ch), pc.name)
+			require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.channels WHERE channel = $1", ch), pc.name)
 		}
 		require.Zero(t, d.orphans(), pc.name)
 	}
@@ -112,7 +114,7 @@ func TestUnregisterWaitsForAnOpenNotify(t *testing.T) {
 func TestNotifyWaitsForAnOpenUnregister(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	admin := d.conn(-1)
+	admin := d.Conn(-1)
 	for i, pc := range producerCalls {
 		ch := fmt.Sprintf("c%d", i)
 		d.register(ch, pc.channel)
@@ -123,7 +125,7 @@ func TestNotifyWaitsForAnOpenUnregister(t *testing.T) {
 		_, err = tx.Exec(bg, "SELECT pgrelay.unregister($1)", ch)
 		require.NoError(t, err)
 		done := background(p, pc.sql, ch)
-		waitUntilBlocked(t, d.pool, p.PgConn().PID())
+		waitUntilBlocked(t, d.Pool, p.PgConn().PID())
 		requirePending(t, done, pc.name)
 		require.NoError(t, tx.Commit(bg))
 		requireCode(t, <-done, "PR001", pc.name)
@@ -140,7 +142,7 @@ func TestNotifyWaitsForAnOpenUnregister(t *testing.T) {
 func TestUpdateAndNotifySerialise(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	admin := d.conn(-1)
+	admin := d.Conn(-1)
 	for i, pc := range producerCalls {
 		ch := fmt.Sprintf("c%d", i)
 		d.register(ch, pc.channel)
@@ -152,25 +154,25 @@ func TestUpdateAndNotifySerialise(t *testing.T) {
 		_, err = tx.Exec(bg, pc.sql, ch)
 		require.NoError(t, err, pc.name)
 		done := background(admin, "SELECT pgrelay.update($1, p_paused := true)", ch)
-		waitUntilBlocked(t, d.pool, admin.PgConn().PID())
+		waitUntilBlocked(t, d.Pool, admin.PgConn().PID())
 		requirePending(t, done, "update")
 		require.NoError(t, tx.Commit(bg))
 		require.NoError(t, <-done)
-		d.exec("SELECT pgrelay.update($1, p_paused := false)", ch)
+		d.Exec("SELECT pgrelay.update($1, p_paused := false)", ch)
 
 		// update() first: the producer waits and follows the new settings.
-		d.exec("DELETE FROM pgrelay.queue WHERE channel = $1", ch)
+		d.Exec("DELETE FROM pgrelay.queue WHERE channel = $1", ch)
 		tx, err = admin.Begin(bg)
 		require.NoError(t, err)
 		_, err = tx.Exec(bg, "SELECT pgrelay.update($1, p_concurrency_mode := 'channel')", ch)
 		require.NoError(t, err)
 		done = background(p, pc.sql, ch)
-		waitUntilBlocked(t, d.pool, p.PgConn().PID())
+		waitUntilBlocked(t, d.Pool, p.PgConn().PID())
 		requirePending(t, done, pc.name)
 		require.NoError(t, tx.Commit(bg))
 		require.NoError(t, <-done, pc.name)
-		require.NotZero(t, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1", ch))
-		require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1 AND lane IS DISTINCT FROM 0", ch),
+		require.NotZero(t, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1", ch))
+		require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1 AND lane IS DISTINCT FROM 0", ch),
 			"%s: every row in the channel's one lane", pc.name)
 		if pc.direct {
 			continue // a direct insert does not check the pause
@@ -183,7 +185,7 @@ func TestUpdateAndNotifySerialise(t *testing.T) {
 		_, err = tx.Exec(bg, "SELECT pgrelay.update($1, p_paused := true)", ch)
 		require.NoError(t, err)
 		done = background(p, pc.sql, ch)
-		waitUntilBlocked(t, d.pool, p.PgConn().PID())
+		waitUntilBlocked(t, d.Pool, p.PgConn().PID())
 		requirePending(t, done, pc.name)
 		require.NoError(t, tx.Commit(bg))
 		require.NoError(t, <-done, pc.name)
@@ -197,12 +199,12 @@ func TestNotifyRepeatableReadAfterUpdate(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	p := d.conn(-1)
+	p := d.Conn(-1)
 	tx, err := p.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(bg) }()
-	require.Equal(t, 1, one[int](t, tx, "SELECT 1")) // takes the snapshot
-	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'channel')")
+	require.Equal(t, 1, testenv.One[int](t, tx, "SELECT 1")) // takes the snapshot
+	d.Exec("SELECT pgrelay.update('c', p_concurrency_mode := 'channel')")
 	_, err = tx.Exec(bg, "SELECT pgrelay.notify('c', 'x')")
 	requireCode(t, err, "40001")
 }
@@ -216,20 +218,20 @@ func TestForcedUnregisterRemovesARetryScheduledMeanwhile(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "p_retry_delay := '0'")
 	d.notify("c", "x")
-	got := claim(t, d.pool, 1, 10)
+	got := claim(t, d.Pool, 1, 10)
 	require.Len(t, got, 1)
 
-	p := d.conn(-1)
+	p := d.Conn(-1)
 	tx, err := p.Begin(bg)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(bg) }()
 	require.Equal(t, 1, complete(t, tx, 1, got[0], "failed", "boom"))
-	admin := d.conn(-1)
+	admin := d.Conn(-1)
 	done := background(admin, "SELECT pgrelay.unregister('c', p_force := true)")
-	waitUntilBlocked(t, d.pool, admin.PgConn().PID())
+	waitUntilBlocked(t, d.Pool, admin.PgConn().PID())
 	require.NoError(t, tx.Commit(bg))
 	require.NoError(t, <-done)
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"), "the retry row went with its channel")
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"), "the retry row went with its channel")
 	require.Zero(t, d.orphans())
 }
 
@@ -249,10 +251,10 @@ func TestUpdateRederivesRetriesScheduledMeanwhile(t *testing.T) {
 		d.register(ch, "p_retry_delay := '1 hour'")
 		d.notify(ch, "a")
 		d.notify(ch, "b")
-		got := claim(t, d.pool, 1, 10)
+		got := claim(t, d.Pool, 1, 10)
 		require.Len(t, got, 2)
 		stale := func() int {
-			return d.count(`SELECT count(*) FROM pgrelay.queue q JOIN pgrelay.channels c USING (channel)
+			return d.Count(`SELECT count(*) FROM pgrelay.queue q JOIN pgrelay.channels c USING (channel)
 			  WHERE q.channel = $1 AND (
 			        q.lane IS DISTINCT FROM CASE c.concurrency_mode WHEN 'channel' THEN 0
 			                                 WHEN 'payload' THEN hashtextextended(q.payload, 0) END
@@ -263,15 +265,15 @@ func TestUpdateRederivesRetriesScheduledMeanwhile(t *testing.T) {
 
 		// A completion holds the first row when update() starts: update()
 		// waits for it, then re-derives the retry row it committed.
-		p := d.conn(-1)
+		p := d.Conn(-1)
 		tx, err := p.Begin(bg)
 		require.NoError(t, err)
 		require.Equal(t, 1, complete(t, tx, 1, got[0], "failed", "boom"))
-		admin := d.conn(-1)
+		admin := d.Conn(-1)
 		atx, err := admin.Begin(bg)
 		require.NoError(t, err)
 		done := background(atx, "SELECT pgrelay.update($1, "+change+")", ch)
-		waitUntilBlocked(t, d.pool, admin.PgConn().PID())
+		waitUntilBlocked(t, d.Pool, admin.PgConn().PID())
 		require.NoError(t, tx.Commit(bg))
 		require.NoError(t, <-done, change)
 
@@ -279,11 +281,11 @@ func TestUpdateRederivesRetriesScheduledMeanwhile(t *testing.T) {
 		// completion waits for it.
 		done = background(p, "SELECT pgrelay._complete(1, $1, $2, '{failed}', '{boom}')",
 			[]int64{got[1].ID}, []time.Time{got[1].DispatchedAt})
-		waitUntilBlocked(t, d.pool, p.PgConn().PID())
+		waitUntilBlocked(t, d.Pool, p.PgConn().PID())
 		require.NoError(t, atx.Commit(bg))
 		require.NoError(t, <-done)
 
-		require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1 AND retry_of IS NOT NULL", ch), change)
+		require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1 AND retry_of IS NOT NULL", ch), change)
 		require.Zero(t, stale(), "%s: every row derived from the new settings", change)
 	}
 }

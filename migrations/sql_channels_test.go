@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 func TestRegisterDefaults(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	before := one[time.Time](t, d.pool, "SELECT now()")
-	d.exec("SELECT pgrelay.register('orders', 'SELECT length($1)')")
+	before := testenv.One[time.Time](t, d.Pool, "SELECT now()")
+	d.Exec("SELECT pgrelay.register('orders', 'SELECT length($1)')")
 
 	var (
 		handler, kind, mode       string
@@ -25,7 +27,7 @@ func TestRegisterDefaults(t *testing.T) {
 		expireAfter               *string
 		createdAt, updatedAt      time.Time
 	)
-	require.NoError(t, d.pool.QueryRow(bg, `
+	require.NoError(t, d.Pool.QueryRow(bg, `
 		SELECT handler, kind, concurrency_mode, deduplicate, node_restricted, paused, max_attempts,
 		       EXTRACT(epoch FROM retry_delay)::float8, EXTRACT(epoch FROM timeout)::float8,
 		       expire_after::text, created_at, updated_at
@@ -46,12 +48,12 @@ func TestRegisterDefaults(t *testing.T) {
 	require.Equal(t, createdAt, updatedAt)
 
 	// Every parameter by name is stored as given.
-	d.exec(`SELECT pgrelay.register('full', 'SELECT length($1);', p_kind := 'sql',
+	d.Exec(`SELECT pgrelay.register('full', 'SELECT length($1);', p_kind := 'sql',
 		p_concurrency_mode := 'payload', p_deduplicate := true, p_node_restricted := true,
 		p_max_attempts := 9, p_retry_delay := '3 seconds', p_expire_after := '2 hours',
 		p_timeout := '5 seconds')`)
 	var row []any
-	rows, err := d.pool.Query(bg, `SELECT concurrency_mode, deduplicate, node_restricted, max_attempts,
+	rows, err := d.Pool.Query(bg, `SELECT concurrency_mode, deduplicate, node_restricted, max_attempts,
 		retry_delay::text, expire_after::text, timeout::text FROM pgrelay.channels WHERE channel = 'full'`)
 	require.NoError(t, err)
 	require.True(t, rows.Next())
@@ -61,15 +63,15 @@ func TestRegisterDefaults(t *testing.T) {
 	require.Equal(t, []any{"payload", true, true, int32(9), "00:00:03", "02:00:00", "00:00:05"}, row)
 
 	// Other kinds: email takes any non-empty handler, nats a subject.
-	d.exec("SELECT pgrelay.register('mail', 'smtp-default', p_kind := 'email')")
-	d.exec("SELECT pgrelay.register('pub', 'orders.created', p_kind := 'nats')")
-	d.exec("SELECT pgrelay.register('pub2', 'orders', p_kind := 'nats')")
+	d.Exec("SELECT pgrelay.register('mail', 'smtp-default', p_kind := 'email')")
+	d.Exec("SELECT pgrelay.register('pub', 'orders.created', p_kind := 'nats')")
+	d.Exec("SELECT pgrelay.register('pub2', 'orders', p_kind := 'nats')")
 	// The Processor binds $1 as text: handlers that need that type, or ignore
 	// the payload, run.
-	d.exec("SELECT pgrelay.register('typed', 'SELECT 1 WHERE $1 IS NOT NULL')")
-	d.exec("SELECT pgrelay.register('ignores', 'SELECT 1')")
-	d.exec("SELECT pgrelay.register('cast', 'SELECT $1::int')")
-	require.Equal(t, 8, d.count("SELECT count(*) FROM pgrelay.channels"))
+	d.Exec("SELECT pgrelay.register('typed', 'SELECT 1 WHERE $1 IS NOT NULL')")
+	d.Exec("SELECT pgrelay.register('ignores', 'SELECT 1')")
+	d.Exec("SELECT pgrelay.register('cast', 'SELECT $1::int')")
+	require.Equal(t, 8, d.Count("SELECT count(*) FROM pgrelay.channels"))
 }
 
 func TestRegisterRejects(t *testing.T) {
@@ -77,7 +79,7 @@ func TestRegisterRejects(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("dup", "")
 	long := strings.Repeat("a", 101)
-	d.exec("SELECT pgrelay.register($1, 'SELECT length($1)')", long[:100]) // 100 is the maximum
+	d.Exec("SELECT pgrelay.register($1, 'SELECT length($1)')", long[:100]) // 100 is the maximum
 
 	cases := []struct {
 		name    string
@@ -122,12 +124,12 @@ func TestRegisterRejects(t *testing.T) {
 		{"nats, trailing dot", "SELECT pgrelay.register('c', 'orders.', p_kind := 'nats')", nil, "PR017", "orders."},
 	}
 	for _, tc := range cases {
-		pgErr := requireCode(t, d.err(tc.sql, tc.args...), tc.code, tc.name)
+		pgErr := requireCode(t, d.Err(tc.sql, tc.args...), tc.code, tc.name)
 		if tc.mention != "" {
 			require.Contains(t, pgErr.Message, tc.mention, tc.name)
 		}
 	}
-	require.Equal(t, []string{long[:100], "dup"}, column[string](t, d.pool, "SELECT channel FROM pgrelay.channels ORDER BY channel"),
+	require.Equal(t, []string{long[:100], "dup"}, testenv.Column[string](t, d.Pool, "SELECT channel FROM pgrelay.channels ORDER BY channel"),
 		"no rejected call registered anything")
 }
 
@@ -141,17 +143,17 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	const def = `'SELECT length($1)', p_concurrency_mode := 'payload', p_deduplicate := true,
 		p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '2 seconds',
 		p_expire_after := '1 hour', p_timeout := '7 seconds', p_publish_payload := true, p_publish_errors := 'text'`
-	d.exec("SELECT pgrelay.register('c', " + def + ")")
-	d.exec("SELECT pgrelay.update('c', p_paused := true)")
-	d.exec("UPDATE pgrelay.channels SET created_at = created_at - interval '1 day', updated_at = updated_at - interval '1 day'")
+	d.Exec("SELECT pgrelay.register('c', " + def + ")")
+	d.Exec("SELECT pgrelay.update('c', p_paused := true)")
+	d.Exec("UPDATE pgrelay.channels SET created_at = created_at - interval '1 day', updated_at = updated_at - interval '1 day'")
 	snapshot := func() string {
-		return one[string](t, d.pool, "SELECT row_to_json(c)::text FROM pgrelay.channels c WHERE channel = 'c'")
+		return testenv.One[string](t, d.Pool, "SELECT row_to_json(c)::text FROM pgrelay.channels c WHERE channel = 'c'")
 	}
 	before := snapshot()
 
 	// The same definition, also spelt differently (an interval's other form).
-	d.exec("SELECT pgrelay.register('c', " + def + ")")
-	d.exec(`SELECT pgrelay.register('c', 'SELECT length($1)', p_concurrency_mode := 'payload', p_deduplicate := true,
+	d.Exec("SELECT pgrelay.register('c', " + def + ")")
+	d.Exec(`SELECT pgrelay.register('c', 'SELECT length($1)', p_concurrency_mode := 'payload', p_deduplicate := true,
 		p_node_restricted := true, p_max_attempts := 3, p_retry_delay := '00:00:02',
 		p_expire_after := '60 minutes', p_timeout := '7000 milliseconds', p_publish_payload := true,
 		p_publish_errors := 'text')`)
@@ -170,7 +172,7 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	}
 	all := []string{"handler", "kind", "concurrency_mode", "deduplicate", "node_restricted", "max_attempts", "retry_delay", "expire_after", "timeout", "publish_payload", "publish_errors"}
 	for _, tc := range cases {
-		pgErr := requireCode(t, d.err(tc.sql), "PR003", tc.name)
+		pgErr := requireCode(t, d.Err(tc.sql), "PR003", tc.name)
 		require.Contains(t, pgErr.Message, "'c'", tc.name)
 		for _, f := range all {
 			if slices.Contains(tc.fields, f) {
@@ -183,16 +185,16 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	}
 
 	// Two sessions registering the same definition at once: both succeed.
-	c1, c2 := d.conn(-1), d.conn(-1)
+	c1, c2 := d.Conn(-1), d.Conn(-1)
 	tx, err := c1.Begin(bg)
 	require.NoError(t, err)
 	_, err = tx.Exec(bg, "SELECT pgrelay.register('twice', 'SELECT length($1)')")
 	require.NoError(t, err)
 	done := background(c2, "SELECT pgrelay.register('twice', 'SELECT length($1)')")
-	waitUntilBlocked(t, d.pool, c2.PgConn().PID())
+	waitUntilBlocked(t, d.Pool, c2.PgConn().PID())
 	require.NoError(t, tx.Commit(bg))
 	require.NoError(t, <-done)
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'twice'"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'twice'"))
 }
 
 // publish_errors: what of a channel's errors goes to NATS. 'class'
@@ -203,30 +205,30 @@ func TestPublishErrorsSetting(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	setting := func(ch string) string {
-		return one[string](t, d.pool, "SELECT publish_errors FROM pgrelay.channels WHERE channel = $1", ch)
+		return testenv.One[string](t, d.Pool, "SELECT publish_errors FROM pgrelay.channels WHERE channel = $1", ch)
 	}
-	d.exec("SELECT pgrelay.register('dflt', 'SELECT length($1)')")
+	d.Exec("SELECT pgrelay.register('dflt', 'SELECT length($1)')")
 	require.Equal(t, "class", setting("dflt"))
-	d.exec("SELECT pgrelay.register('txt', 'SELECT length($1)', p_publish_errors := 'text')")
+	d.Exec("SELECT pgrelay.register('txt', 'SELECT length($1)', p_publish_errors := 'text')")
 	require.Equal(t, "text", setting("txt"))
-	d.exec("SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')")
+	d.Exec("SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')")
 	require.Equal(t, "class", setting("mail"))
-	d.exec("SELECT pgrelay_notifier.create_channel('mail2', 'app@example.com', p_publish_errors := 'none')")
+	d.Exec("SELECT pgrelay_notifier.create_channel('mail2', 'app@example.com', p_publish_errors := 'none')")
 	require.Equal(t, "none", setting("mail2"))
 
-	e := requireCode(t, d.err("SELECT pgrelay.register('bad', 'SELECT length($1)', p_publish_errors := 'all')"), "PR018")
+	e := requireCode(t, d.Err("SELECT pgrelay.register('bad', 'SELECT length($1)', p_publish_errors := 'all')"), "PR018")
 	require.Contains(t, e.Message, "'all'")
-	requireCode(t, d.err("SELECT pgrelay.register('bad', 'SELECT length($1)', p_publish_errors := NULL)"), "PR018")
-	requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('bad', 'app@example.com', p_publish_errors := 'TEXT')"), "PR018")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'bad'"))
+	requireCode(t, d.Err("SELECT pgrelay.register('bad', 'SELECT length($1)', p_publish_errors := NULL)"), "PR018")
+	requireCode(t, d.Err("SELECT pgrelay_notifier.create_channel('bad', 'app@example.com', p_publish_errors := 'TEXT')"), "PR018")
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'bad'"))
 
-	d.exec("SELECT pgrelay.update('dflt', p_publish_errors := 'none')")
+	d.Exec("SELECT pgrelay.update('dflt', p_publish_errors := 'none')")
 	require.Equal(t, "none", setting("dflt"))
-	d.exec("SELECT pgrelay.update('dflt', p_paused := true)")
+	d.Exec("SELECT pgrelay.update('dflt', p_paused := true)")
 	require.Equal(t, "none", setting("dflt"), "kept when not given")
-	requireCode(t, d.err("SELECT pgrelay.update('dflt', p_publish_errors := 'full')"), "PR018")
+	requireCode(t, d.Err("SELECT pgrelay.update('dflt', p_publish_errors := 'full')"), "PR018")
 	require.Equal(t, "none", setting("dflt"))
-	d.exec("SELECT pgrelay.update('dflt', p_publish_errors := 'class')")
+	d.Exec("SELECT pgrelay.update('dflt', p_publish_errors := 'class')")
 	require.Equal(t, "class", setting("dflt"))
 }
 
@@ -240,26 +242,26 @@ func TestRegisterRunsNoSecondStatement(t *testing.T) {
 		"SELECT length($1);CREATE TABLE public.pwned (x int);",
 		"SELECT length($1) /* ; */ ; CREATE TABLE public.pwned (x int)",
 	} {
-		requireCode(t, d.err("SELECT pgrelay.register('c', $1)", h), "PR017", h)
-		require.Nil(t, one[*string](t, d.pool, "SELECT to_regclass('public.pwned')::text"), h)
+		requireCode(t, d.Err("SELECT pgrelay.register('c', $1)", h), "PR017", h)
+		require.Nil(t, testenv.One[*string](t, d.Pool, "SELECT to_regclass('public.pwned')::text"), h)
 	}
 	// A trailing semicolon is one statement.
-	d.exec("SELECT pgrelay.register('c', 'SELECT length($1); ')")
+	d.Exec("SELECT pgrelay.register('c', 'SELECT length($1); ')")
 	// The check leaves no prepared statement behind in the caller's session.
-	c := d.conn(-1)
+	c := d.Conn(-1)
 	_, err := c.Exec(bg, "SELECT pgrelay.register('c2', 'SELECT length($1)')")
 	require.NoError(t, err)
 	requireCode(t, func() error { _, err := c.Exec(bg, "SELECT pgrelay.register('c3', 'SELEC')"); return err }(), "PR017")
-	require.Zero(t, one[int64](t, c, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'pgrelay%'"))
+	require.Zero(t, testenv.One[int64](t, c, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'pgrelay%'"))
 }
 
 func TestUpdate(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.exec(`SELECT pgrelay.register('c', 'SELECT length($1)', p_max_attempts := 7,
+	d.Exec(`SELECT pgrelay.register('c', 'SELECT length($1)', p_max_attempts := 7,
 		p_retry_delay := '2 seconds', p_expire_after := '1 hour', p_timeout := '9 seconds')`)
 	snapshot := func() []any {
-		rows, err := d.pool.Query(bg, `SELECT handler, kind, concurrency_mode, deduplicate, node_restricted,
+		rows, err := d.Pool.Query(bg, `SELECT handler, kind, concurrency_mode, deduplicate, node_restricted,
 			max_attempts, retry_delay::text, expire_after::text, timeout::text, paused
 			FROM pgrelay.channels WHERE channel = 'c'`)
 		require.NoError(t, err)
@@ -272,51 +274,51 @@ func TestUpdate(t *testing.T) {
 	orig := snapshot()
 
 	// Everything NULL (or left out): nothing changes but updated_at.
-	d.exec(`SELECT pgrelay.update('c', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
-	d.exec(`SELECT pgrelay.update('c')`)
+	d.Exec(`SELECT pgrelay.update('c', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
+	d.Exec(`SELECT pgrelay.update('c')`)
 	require.Equal(t, orig, snapshot())
-	require.True(t, one[bool](t, d.pool, "SELECT updated_at > created_at FROM pgrelay.channels WHERE channel = 'c'"))
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT updated_at > created_at FROM pgrelay.channels WHERE channel = 'c'"))
 
 	// One parameter: only that column changes.
-	d.exec(`SELECT pgrelay.update('c', p_max_attempts := 3)`)
+	d.Exec(`SELECT pgrelay.update('c', p_max_attempts := 3)`)
 	want := append([]any(nil), orig...)
 	want[5] = int32(3)
 	require.Equal(t, want, snapshot())
-	d.exec(`SELECT pgrelay.update('c', p_handler := 'SELECT upper($1)', p_timeout := '1 minute')`)
+	d.Exec(`SELECT pgrelay.update('c', p_handler := 'SELECT upper($1)', p_timeout := '1 minute')`)
 	want[0], want[8] = "SELECT upper($1)", "00:01:00"
 	require.Equal(t, want, snapshot())
 
 	// p_expire_after := '0' removes the expiry; another value sets it.
-	d.exec(`SELECT pgrelay.update('c', p_expire_after := '0')`)
-	require.Nil(t, one[*string](t, d.pool, "SELECT expire_after::text FROM pgrelay.channels WHERE channel = 'c'"))
-	d.exec(`SELECT pgrelay.update('c', p_expire_after := '5 minutes')`)
-	require.Equal(t, "00:05:00", one[string](t, d.pool, "SELECT expire_after::text FROM pgrelay.channels WHERE channel = 'c'"))
+	d.Exec(`SELECT pgrelay.update('c', p_expire_after := '0')`)
+	require.Nil(t, testenv.One[*string](t, d.Pool, "SELECT expire_after::text FROM pgrelay.channels WHERE channel = 'c'"))
+	d.Exec(`SELECT pgrelay.update('c', p_expire_after := '5 minutes')`)
+	require.Equal(t, "00:05:00", testenv.One[string](t, d.Pool, "SELECT expire_after::text FROM pgrelay.channels WHERE channel = 'c'"))
 
 	// p_paused: a paused channel still accepts events (they wait).
-	d.exec(`SELECT pgrelay.update('c', p_paused := true)`)
-	require.True(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
+	d.Exec(`SELECT pgrelay.update('c', p_paused := true)`)
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
 	d.notify("c", "x")
-	d.exec(`SELECT pgrelay.update('c', p_max_attempts := 4)`) // NULL p_paused keeps it paused
-	require.True(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
-	d.exec(`SELECT pgrelay.update('c', p_paused := false)`)
+	d.Exec(`SELECT pgrelay.update('c', p_max_attempts := 4)`) // NULL p_paused keeps it paused
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
+	d.Exec(`SELECT pgrelay.update('c', p_paused := false)`)
 	d.notify("c", "x")
 
 	// The same validation as register().
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_max_attempts := 0)`), "PR013")
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_timeout := '0')`), "PR014")
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_retry_delay := '-1 s')`), "PR015")
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_expire_after := '-1 s')`), "PR016")
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_kind := 'fax')`), "PR011")
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_concurrency_mode := 'fifo')`), "PR012")
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_handler := 'SELEC 1')`), "PR017")
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_handler := 'SELECT 1; SELECT 2')`), "PR017")
-	requireCode(t, d.err(`SELECT pgrelay.update('c', p_kind := 'nats')`), "PR017") // the SQL is no subject
-	require.EqualValues(t, 4, one[int32](t, d.pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'c'"))
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_max_attempts := 0)`), "PR013")
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_timeout := '0')`), "PR014")
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_retry_delay := '-1 s')`), "PR015")
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_expire_after := '-1 s')`), "PR016")
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_kind := 'fax')`), "PR011")
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_concurrency_mode := 'fifo')`), "PR012")
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_handler := 'SELEC 1')`), "PR017")
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_handler := 'SELECT 1; SELECT 2')`), "PR017")
+	requireCode(t, d.Err(`SELECT pgrelay.update('c', p_kind := 'nats')`), "PR017") // the SQL is no subject
+	require.EqualValues(t, 4, testenv.One[int32](t, d.Pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'c'"))
 
 	// Unknown channel.
-	pgErr := requireCode(t, d.err(`SELECT pgrelay.update('nope', p_max_attempts := 3)`), "PR001")
+	pgErr := requireCode(t, d.Err(`SELECT pgrelay.update('nope', p_max_attempts := 3)`), "PR001")
 	require.Contains(t, pgErr.Message, "nope")
-	requireCode(t, d.err(`SELECT pgrelay.update(NULL, p_max_attempts := 3)`), "PR001")
+	requireCode(t, d.Err(`SELECT pgrelay.update(NULL, p_max_attempts := 3)`), "PR001")
 }
 
 // Changing concurrency_mode, deduplicate or node_restricted re-derives lane,
@@ -325,12 +327,12 @@ func TestUpdateRederivesQueueRows(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	c := d.conn(3)
-	a1 := one[int64](t, c, "SELECT pgrelay.notify('c', 'a')")
-	b := one[int64](t, c, "SELECT pgrelay.notify('c', 'b')")
-	a2 := one[int64](t, c, "SELECT pgrelay.notify('c', 'a')")
+	c := d.Conn(3)
+	a1 := testenv.One[int64](t, c, "SELECT pgrelay.notify('c', 'a')")
+	b := testenv.One[int64](t, c, "SELECT pgrelay.notify('c', 'b')")
+	a2 := testenv.One[int64](t, c, "SELECT pgrelay.notify('c', 'a')")
 	// One row in flight.
-	got := claim(t, d.pool, 1, 1)
+	got := claim(t, d.Pool, 1, 1)
 	require.Equal(t, []int64{a1}, ids(got))
 
 	type derived struct {
@@ -339,34 +341,34 @@ func TestUpdateRederivesQueueRows(t *testing.T) {
 	}
 	rowOf := func(id int64) derived {
 		var r derived
-		require.NoError(t, d.pool.QueryRow(bg, "SELECT lane, phash, run_in_node FROM pgrelay.queue WHERE id = $1", id).
+		require.NoError(t, d.Pool.QueryRow(bg, "SELECT lane, phash, run_in_node FROM pgrelay.queue WHERE id = $1", id).
 			Scan(&r.Lane, &r.Phash, &r.Node))
 		return r
 	}
-	hash := func(s string) int64 { return one[int64](t, d.pool, "SELECT hashtextextended($1, 0)", s) }
+	hash := func(s string) int64 { return testenv.One[int64](t, d.Pool, "SELECT hashtextextended($1, 0)", s) }
 	for _, id := range []int64{a1, b, a2} {
 		require.Equal(t, derived{}, rowOf(id))
 	}
 
-	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'channel')")
+	d.Exec("SELECT pgrelay.update('c', p_concurrency_mode := 'channel')")
 	for _, id := range []int64{b, a2} {
 		require.Equal(t, int64(0), *rowOf(id).Lane)
 	}
-	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'payload')")
+	d.Exec("SELECT pgrelay.update('c', p_concurrency_mode := 'payload')")
 	require.Equal(t, hash("b"), *rowOf(b).Lane)
 	require.Equal(t, hash("a"), *rowOf(a2).Lane)
 
-	d.exec("SELECT pgrelay.update('c', p_deduplicate := true)")
+	d.Exec("SELECT pgrelay.update('c', p_deduplicate := true)")
 	require.Equal(t, hash("b"), *rowOf(b).Phash)
 	require.Equal(t, hash("a"), *rowOf(a2).Phash)
 	require.Nil(t, rowOf(a1).Phash, "an in-flight row is no dedup target")
 
-	d.exec("SELECT pgrelay.update('c', p_node_restricted := true)")
+	d.Exec("SELECT pgrelay.update('c', p_node_restricted := true)")
 	require.EqualValues(t, 3, *rowOf(b).Node, "pinned to the row's owner node")
 	require.EqualValues(t, 3, *rowOf(a2).Node)
 	require.Nil(t, rowOf(a1).Node)
 
-	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'none', p_deduplicate := false, p_node_restricted := false)")
+	d.Exec("SELECT pgrelay.update('c', p_concurrency_mode := 'none', p_deduplicate := false, p_node_restricted := false)")
 	for _, id := range []int64{b, a2} {
 		require.Equal(t, derived{}, rowOf(id))
 	}
@@ -380,13 +382,13 @@ func TestUpdateToSerialisedKeepsInFlightRow(t *testing.T) {
 	d.register("c", "")
 	first := d.notify("c", "1")
 	d.notify("c", "2")
-	got := claim(t, d.pool, 1, 1)
+	got := claim(t, d.Pool, 1, 1)
 	require.Equal(t, []int64{first}, ids(got))
 
-	d.exec("SELECT pgrelay.update('c', p_concurrency_mode := 'channel')")
-	require.Empty(t, claim(t, d.pool, 2, 10), "the row claimed before the change is still in flight")
-	require.Equal(t, 1, complete(t, d.pool, 1, got[0], "succeeded", ""))
-	require.Len(t, claim(t, d.pool, 2, 10), 1)
+	d.Exec("SELECT pgrelay.update('c', p_concurrency_mode := 'channel')")
+	require.Empty(t, claim(t, d.Pool, 2, 10), "the row claimed before the change is still in flight")
+	require.Equal(t, 1, complete(t, d.Pool, 1, got[0], "succeeded", ""))
+	require.Len(t, claim(t, d.Pool, 2, 10), 1)
 }
 
 func TestUnregister(t *testing.T) {
@@ -399,30 +401,30 @@ func TestUnregister(t *testing.T) {
 	d.notify("busy", "2")
 	keep := d.notify("other", "1")
 
-	pgErr := requireCode(t, d.err("SELECT pgrelay.unregister('busy')"), "PR004")
+	pgErr := requireCode(t, d.Err("SELECT pgrelay.unregister('busy')"), "PR004")
 	require.Contains(t, pgErr.Message, "busy")
-	requireCode(t, d.err("SELECT pgrelay.unregister('busy', p_force := false)"), "PR004")
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'busy'"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'busy'"))
+	requireCode(t, d.Err("SELECT pgrelay.unregister('busy', p_force := false)"), "PR004")
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'busy'"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'busy'"))
 
 	// In-flight rows count too.
-	c := claim(t, d.pool, 1, 10)
+	c := claim(t, d.Pool, 1, 10)
 	require.Len(t, c, 3)
-	requireCode(t, d.err("SELECT pgrelay.unregister('busy')"), "PR004")
+	requireCode(t, d.Err("SELECT pgrelay.unregister('busy')"), "PR004")
 
-	d.exec("SELECT pgrelay.unregister('busy', p_force := true)")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'busy'"))
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'busy'"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = $1", keep), "other channels untouched")
+	d.Exec("SELECT pgrelay.unregister('busy', p_force := true)")
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'busy'"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.channels WHERE channel = 'busy'"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = $1", keep), "other channels untouched")
 
-	d.exec("SELECT pgrelay.unregister('empty')")
-	require.Equal(t, []string{"other"}, column[string](t, d.pool, "SELECT channel FROM pgrelay.channels"))
+	d.Exec("SELECT pgrelay.unregister('empty')")
+	require.Equal(t, []string{"other"}, testenv.Column[string](t, d.Pool, "SELECT channel FROM pgrelay.channels"))
 
-	pgErr = requireCode(t, d.err("SELECT pgrelay.unregister('nope')"), "PR001")
+	pgErr = requireCode(t, d.Err("SELECT pgrelay.unregister('nope')"), "PR001")
 	require.Contains(t, pgErr.Message, "nope")
-	requireCode(t, d.err("SELECT pgrelay.unregister('empty')"), "PR001")
-	requireCode(t, d.err("SELECT pgrelay.unregister(NULL)"), "PR001")
-	requireCode(t, d.err("SELECT pgrelay.notify('busy', 'x')"), "PR001")
+	requireCode(t, d.Err("SELECT pgrelay.unregister('empty')"), "PR001")
+	requireCode(t, d.Err("SELECT pgrelay.unregister(NULL)"), "PR001")
+	requireCode(t, d.Err("SELECT pgrelay.notify('busy', 'x')"), "PR001")
 }
 
 // The settings have upper bounds: max_attempts 1000, timeout and
@@ -446,36 +448,36 @@ func TestSettingsBounds(t *testing.T) {
 		{"expiry", "p_expire_after := '366 days'", "PR016", "at most 365 days"},
 		{"expiry, centuries", "p_expire_after := '300 years'", "PR016", "at most 365 days"},
 	} {
-		e := requireCode(t, d.err("SELECT pgrelay.register('c', 'SELECT length($1)', "+tc.args+")"), tc.code, tc.name)
+		e := requireCode(t, d.Err("SELECT pgrelay.register('c', 'SELECT length($1)', "+tc.args+")"), tc.code, tc.name)
 		require.Contains(t, e.Message, tc.bound, tc.name)
-		e = requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('m', 'app@example.com', "+tc.args+")"), tc.code, tc.name)
+		e = requireCode(t, d.Err("SELECT pgrelay_notifier.create_channel('m', 'app@example.com', "+tc.args+")"), tc.code, tc.name)
 		require.Contains(t, e.Message, tc.bound, tc.name)
 	}
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.channels"), "nothing over a bound was registered")
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.channels"), "nothing over a bound was registered")
 
 	// The bounds themselves (in any spelling PostgreSQL compares as equal).
 	d.register("c", `p_max_attempts := 1000, p_timeout := '24 hours', p_retry_delay := '1 day',
 		p_expire_after := '365 days'`)
-	d.exec(`SELECT pgrelay_notifier.create_channel('m', 'app@example.com', p_max_attempts := 1000,
+	d.Exec(`SELECT pgrelay_notifier.create_channel('m', 'app@example.com', p_max_attempts := 1000,
 		p_timeout := '1 day', p_retry_delay := '24 hours', p_expire_after := '1 year')`)
 
 	// update() holds a new value to the same bounds.
 	d.register("u", "")
 	for arg, code := range map[string]string{"p_max_attempts := 1001": "PR013", "p_timeout := '2 days'": "PR014",
 		"p_retry_delay := '1 mon'": "PR015", "p_expire_after := '2 years'": "PR016"} {
-		requireCode(t, d.err("SELECT pgrelay.update('u', "+arg+")"), code, arg)
+		requireCode(t, d.Err("SELECT pgrelay.update('u', "+arg+")"), code, arg)
 	}
-	d.exec(`SELECT pgrelay.update('u', p_max_attempts := 1000, p_timeout := '86400 seconds',
+	d.Exec(`SELECT pgrelay.update('u', p_max_attempts := 1000, p_timeout := '86400 seconds',
 		p_retry_delay := '1440 minutes', p_expire_after := '365 days')`)
 
 	// At the bounds, the Processor's arithmetic holds: the claim's timeout_ms
 	// (statement_timeout is an int of milliseconds, ~24.8 days at most) and
 	// the backoff of the last attempt, capped at retry_delay and jittered by
 	// +-20%, stay finite.
-	require.EqualValues(t, 86_400_000, one[int64](t, d.pool,
+	require.EqualValues(t, 86_400_000, testenv.One[int64](t, d.Pool,
 		"SELECT (EXTRACT(epoch FROM timeout) * 1000)::bigint FROM pgrelay.channels WHERE channel = 'u'"))
 	for _, attempt := range []int{1, 20, 21, 1000} {
-		b := one[time.Duration](t, d.pool, "SELECT pgrelay._backoff('24 hours', $1)", attempt)
+		b := testenv.One[time.Duration](t, d.Pool, "SELECT pgrelay._backoff('24 hours', $1)", attempt)
 		require.GreaterOrEqual(t, b, 24*time.Hour*8/10, "attempt %d", attempt)
 		require.LessOrEqual(t, b, 24*time.Hour*12/10, "attempt %d", attempt)
 	}
@@ -490,15 +492,15 @@ func TestSettingsBoundsSpareStoredValues(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("old", "")
 	// Outside the bounds, as only a direct write can store it.
-	d.exec(`UPDATE pgrelay.channels SET max_attempts = 5000, timeout = '30 days', retry_delay = '2 days',
+	d.Exec(`UPDATE pgrelay.channels SET max_attempts = 5000, timeout = '30 days', retry_delay = '2 days',
 		expire_after = '10 years' WHERE channel = 'old'`)
-	d.exec("SELECT pgrelay.update('old', p_paused := true)")
-	d.exec("SELECT pgrelay.update('old', p_paused := false, p_handler := 'SELECT upper($1)')")
-	d.exec(`SELECT pgrelay.register('old', 'SELECT upper($1)', p_max_attempts := 5000, p_timeout := '30 days',
+	d.Exec("SELECT pgrelay.update('old', p_paused := true)")
+	d.Exec("SELECT pgrelay.update('old', p_paused := false, p_handler := 'SELECT upper($1)')")
+	d.Exec(`SELECT pgrelay.register('old', 'SELECT upper($1)', p_max_attempts := 5000, p_timeout := '30 days',
 		p_retry_delay := '2 days', p_expire_after := '10 years')`) // identical: a no-op
-	requireCode(t, d.err("SELECT pgrelay.update('old', p_timeout := '31 days')"), "PR014")
-	requireCode(t, d.err("SELECT pgrelay.update('old', p_max_attempts := 5001)"), "PR013")
-	d.exec("SELECT pgrelay.update('old', p_timeout := '1 hour', p_max_attempts := 10)") // back within
-	requireCode(t, d.err("SELECT pgrelay.update('old', p_timeout := '30 days')"), "PR014")
-	require.Equal(t, "01:00:00", one[string](t, d.pool, "SELECT timeout::text FROM pgrelay.channels WHERE channel = 'old'"))
+	requireCode(t, d.Err("SELECT pgrelay.update('old', p_timeout := '31 days')"), "PR014")
+	requireCode(t, d.Err("SELECT pgrelay.update('old', p_max_attempts := 5001)"), "PR013")
+	d.Exec("SELECT pgrelay.update('old', p_timeout := '1 hour', p_max_attempts := 10)") // back within
+	requireCode(t, d.Err("SELECT pgrelay.update('old', p_timeout := '30 days')"), "PR014")
+	require.Equal(t, "01:00:00", testenv.One[string](t, d.Pool, "SELECT timeout::text FROM pgrelay.channels WHERE channel = 'old'"))
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // 'channel': at most one row of the channel in flight, oldest notification
@@ -24,7 +26,7 @@ func TestClaimChannelModeTwoClaimers(t *testing.T) {
 	for i := range 4 {
 		e = append(e, d.notify("ser", fmt.Sprint(i)))
 	}
-	ca, cb := d.conn(-1), d.conn(-1)
+	ca, cb := d.Conn(-1), d.Conn(-1)
 	txA, err := ca.Begin(bg)
 	require.NoError(t, err)
 	txB, err := cb.Begin(bg)
@@ -36,26 +38,26 @@ func TestClaimChannelModeTwoClaimers(t *testing.T) {
 	require.NoError(t, txA.Commit(bg))
 	require.Empty(t, claim(t, txB, 2, 10), "nor once A's claim is committed: e0 is in flight")
 
-	require.Equal(t, 1, complete(t, d.pool, 1, gotA[0], "succeeded", ""))
+	require.Equal(t, 1, complete(t, d.Pool, 1, gotA[0], "succeeded", ""))
 	gotB := claim(t, txB, 2, 10)
 	require.Equal(t, []int64{e[1]}, ids(gotB), "then the next in origin order")
 	require.NoError(t, txB.Commit(bg))
-	require.Empty(t, claim(t, d.pool, 1, 10))
+	require.Empty(t, claim(t, d.Pool, 1, 10))
 
 	// A failed head blocks the lane until its retry is due: strict order.
-	require.Equal(t, 1, complete(t, d.pool, 2, gotB[0], "failed", "boom"))
-	require.Empty(t, claim(t, d.pool, 1, 10), "e2 must not overtake e1's retry")
-	d.exec("UPDATE pgrelay.queue SET not_before = now() - interval '1 second' WHERE retry_of IS NOT NULL")
-	got := claim(t, d.pool, 1, 10)
+	require.Equal(t, 1, complete(t, d.Pool, 2, gotB[0], "failed", "boom"))
+	require.Empty(t, claim(t, d.Pool, 1, 10), "e2 must not overtake e1's retry")
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() - interval '1 second' WHERE retry_of IS NOT NULL")
+	got := claim(t, d.Pool, 1, 10)
 	require.Len(t, got, 1)
 	require.Equal(t, e[1], got[0].OriginID, "the retry comes first: it has the lowest origin id")
 	require.Equal(t, 2, got[0].Attempt)
-	require.Equal(t, 1, complete(t, d.pool, 1, got[0], "succeeded", ""))
-	require.Equal(t, []int64{e[2]}, ids(claim(t, d.pool, 1, 10)))
+	require.Equal(t, 1, complete(t, d.Pool, 1, got[0], "succeeded", ""))
+	require.Equal(t, []int64{e[2]}, ids(claim(t, d.Pool, 1, 10)))
 
 	// A released head is claimed again before anything else.
-	d.exec("UPDATE pgrelay.queue SET dispatched_at = NULL, dispatched_by = NULL")
-	require.Equal(t, []int64{e[2]}, ids(claim(t, d.pool, 1, 10)))
+	d.Exec("UPDATE pgrelay.queue SET dispatched_at = NULL, dispatched_by = NULL")
+	require.Equal(t, []int64{e[2]}, ids(claim(t, d.Pool, 1, 10)))
 }
 
 // 'channel' under load: four claimers racing; never two in flight, processed
@@ -66,8 +68,8 @@ func TestClaimChannelModeRace(t *testing.T) {
 	d.register("ser", "p_concurrency_mode := 'channel'")
 	d.register("noise", "")
 	const n = 40
-	want := column[int64](t, d.pool, "SELECT pgrelay.notify_many('ser', array_agg(g::text)) FROM generate_series(1, $1) g", n)
-	column[int64](t, d.pool, "SELECT pgrelay.notify_many('noise', array_agg(g::text)) FROM generate_series(1, $1) g", n)
+	want := testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('ser', array_agg(g::text)) FROM generate_series(1, $1) g", n)
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('noise', array_agg(g::text)) FROM generate_series(1, $1) g", n)
 
 	var (
 		mu        sync.Mutex
@@ -77,7 +79,7 @@ func TestClaimChannelModeRace(t *testing.T) {
 		failures  = make(chan string, 100)
 	)
 	for w := range 4 {
-		c := d.conn(-1)
+		c := d.Conn(-1)
 		proc := int64(100 + w)
 		wg.Add(1)
 		go func() {
@@ -154,7 +156,7 @@ func TestClaimPayloadMode(t *testing.T) {
 	c1 := d.notify("pay", "c")
 	b2 := d.notify("pay", "b")
 
-	ca, cb := d.conn(-1), d.conn(-1)
+	ca, cb := d.Conn(-1), d.Conn(-1)
 	txA, err := ca.Begin(bg)
 	require.NoError(t, err)
 	got := claim(t, txA, 1, 10)
@@ -172,11 +174,11 @@ func TestClaimPayloadMode(t *testing.T) {
 	for _, g := range got {
 		byID[g.ID] = g
 	}
-	require.Equal(t, 1, complete(t, d.pool, 1, byID[a1], "succeeded", ""))
-	require.Equal(t, []int64{a2}, ids(claim(t, d.pool, 2, 10)))
-	require.Equal(t, 2, completeAll(t, d.pool, 1, outcome{c: byID[b1], event: "succeeded"}, outcome{c: byID[c1], event: "succeeded"}))
-	require.Equal(t, []int64{b2}, ids(claim(t, d.pool, 2, 10)))
-	require.Empty(t, claim(t, d.pool, 2, 10))
+	require.Equal(t, 1, complete(t, d.Pool, 1, byID[a1], "succeeded", ""))
+	require.Equal(t, []int64{a2}, ids(claim(t, d.Pool, 2, 10)))
+	require.Equal(t, 2, completeAll(t, d.Pool, 1, outcome{c: byID[b1], event: "succeeded"}, outcome{c: byID[c1], event: "succeeded"}))
+	require.Equal(t, []int64{b2}, ids(claim(t, d.Pool, 2, 10)))
+	require.Empty(t, claim(t, d.Pool, 2, 10))
 }
 
 // Many payload lanes: a claim takes one row per lane up to the limit, and the
@@ -186,12 +188,12 @@ func TestClaimPayloadModeManyLanes(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("pay", "p_concurrency_mode := 'payload'")
 	// 30 lanes, 3 rows each.
-	column[int64](t, d.pool, "SELECT pgrelay.notify_many('pay', array_agg((g % 30)::text ORDER BY g)) FROM generate_series(0, 89) g")
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('pay', array_agg((g % 30)::text ORDER BY g)) FROM generate_series(0, 89) g")
 	seen := map[string]int{}
 	last := map[string]int64{}
 	total := 0
 	for range 40 {
-		got := claim(t, d.pool, 1, 7)
+		got := claim(t, d.Pool, 1, 7)
 		require.LessOrEqual(t, len(got), 7)
 		lanes := map[string]bool{}
 		for _, g := range got {
@@ -200,7 +202,7 @@ func TestClaimPayloadModeManyLanes(t *testing.T) {
 			seen[g.Payload]++
 			require.Greater(t, g.OriginID, last[g.Payload], "lane %s in origin order", g.Payload)
 			last[g.Payload] = g.OriginID
-			require.Equal(t, 1, complete(t, d.pool, 1, g, "succeeded", ""))
+			require.Equal(t, 1, complete(t, d.Pool, 1, g, "succeeded", ""))
 		}
 		total += len(got)
 		if total == 90 {
@@ -219,9 +221,9 @@ func TestClaimNoneLimitAndFairness(t *testing.T) {
 	d := newSQLDB(t)
 	for _, ch := range []string{"n1", "n2", "n3"} {
 		d.register(ch, "")
-		column[int64](t, d.pool, "SELECT pgrelay.notify_many($1, array_agg(g::text)) FROM generate_series(1, 20) g", ch)
+		testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many($1, array_agg(g::text)) FROM generate_series(1, 20) g", ch)
 	}
-	c := d.conn(-1)
+	c := d.Conn(-1)
 	perChannel := func(rows []claimedRow) map[string]int {
 		m := map[string]int{}
 		for _, r := range rows {
@@ -250,23 +252,23 @@ func TestClaimNoneLimitAndFairness(t *testing.T) {
 	inTx(t, c, func(tx pgx.Tx) {
 		got := claim(t, tx, 1, 3)
 		for _, g := range got {
-			require.Equal(t, g.ID, one[int64](t, tx, "SELECT min(id) FROM pgrelay.queue WHERE channel = $1", g.Channel))
+			require.Equal(t, g.ID, testenv.One[int64](t, tx, "SELECT min(id) FROM pgrelay.queue WHERE channel = $1", g.Channel))
 		}
 	})
 
 	// When some channels run dry, the others fill the limit.
-	d.exec("DELETE FROM pgrelay.queue WHERE channel = 'n3'")
-	d.exec("DELETE FROM pgrelay.queue WHERE channel = 'n2' AND payload::int > 1")
+	d.Exec("DELETE FROM pgrelay.queue WHERE channel = 'n3'")
+	d.Exec("DELETE FROM pgrelay.queue WHERE channel = 'n2' AND payload::int > 1")
 	inTx(t, c, func(tx pgx.Tx) {
 		got := claim(t, tx, 1, 12)
 		require.Len(t, got, 12)
 		require.Equal(t, map[string]int{"n1": 11, "n2": 1}, perChannel(got))
 	})
 	// A limit larger than the backlog takes all of it; zero or less takes nothing.
-	require.Empty(t, claim(t, d.pool, 1, 0))
-	require.Empty(t, claim(t, d.pool, 1, -1))
-	require.Len(t, claim(t, d.pool, 1, 100), 21)
-	require.Empty(t, claim(t, d.pool, 1, 100))
+	require.Empty(t, claim(t, d.Pool, 1, 0))
+	require.Empty(t, claim(t, d.Pool, 1, -1))
+	require.Len(t, claim(t, d.Pool, 1, 100), 21)
+	require.Empty(t, claim(t, d.Pool, 1, 100))
 }
 
 // With serialised channels in the mix the limit still holds, whichever order
@@ -276,9 +278,9 @@ func TestClaimLimitWithSerialisedChannels(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("n", "")
 	d.register("pay", "p_concurrency_mode := 'payload'")
-	column[int64](t, d.pool, "SELECT pgrelay.notify_many('n', array_agg(g::text)) FROM generate_series(1, 20) g")
-	column[int64](t, d.pool, "SELECT pgrelay.notify_many('pay', array_agg(g::text)) FROM generate_series(1, 20) g")
-	c := d.conn(-1)
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('n', array_agg(g::text)) FROM generate_series(1, 20) g")
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('pay', array_agg(g::text)) FROM generate_series(1, 20) g")
+	c := d.Conn(-1)
 	for range 30 {
 		inTx(t, c, func(tx pgx.Tx) {
 			got := claim(t, tx, 1, 5)
@@ -298,25 +300,25 @@ func TestClaimSkips(t *testing.T) {
 	d.register("expiring", "p_expire_after := '1 hour'")
 	d.register("pinned", "p_node_restricted := true")
 	d.register("ser", "p_concurrency_mode := 'channel'")
-	d.exec("SELECT pgrelay.register('mail', 'default', p_kind := 'email')")
-	d.exec("SELECT pgrelay.register('pub', 'orders.created', p_kind := 'nats')")
+	d.Exec("SELECT pgrelay.register('mail', 'default', p_kind := 'email')")
+	d.Exec("SELECT pgrelay.register('pub', 'orders.created', p_kind := 'nats')")
 
 	d.notify("paused", "x")
-	d.exec("SELECT pgrelay.update('paused', p_paused := true)")
+	d.Exec("SELECT pgrelay.update('paused', p_paused := true)")
 	mail := d.notify("mail", "1")
 	pub := d.notify("pub", "1")
 	later := d.notify("later", "x")
-	d.exec("UPDATE pgrelay.queue SET not_before = now() + interval '1 minute' WHERE id = $1", later)
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() + interval '1 minute' WHERE id = $1", later)
 	serLater := d.notify("ser", "x")
-	d.exec("UPDATE pgrelay.queue SET not_before = now() + interval '1 minute' WHERE id = $1", serLater)
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() + interval '1 minute' WHERE id = $1", serLater)
 	expired := d.notify("expiring", "old")
-	d.exec("UPDATE pgrelay.queue SET expires_at = now() - interval '1 second' WHERE id = $1", expired)
+	d.Exec("UPDATE pgrelay.queue SET expires_at = now() - interval '1 second' WHERE id = $1", expired)
 	fresh := d.notify("expiring", "new")
-	on2 := one[int64](t, d.conn(2), "SELECT pgrelay.notify('pinned', 'x')")
-	on3 := one[int64](t, d.conn(3), "SELECT pgrelay.notify('pinned', 'x')")
+	on2 := testenv.One[int64](t, d.Conn(2), "SELECT pgrelay.notify('pinned', 'x')")
+	on3 := testenv.One[int64](t, d.Conn(3), "SELECT pgrelay.notify('pinned', 'x')")
 
-	n2 := d.conn(2)
-	c := d.conn(-1)
+	n2 := d.Conn(2)
+	c := d.Conn(-1)
 	inTx(t, c, func(tx pgx.Tx) {
 		got := claim(t, tx, 1, 100) // node 0, kinds {sql}
 		flags := map[int64]bool{}
@@ -338,19 +340,19 @@ func TestClaimSkips(t *testing.T) {
 		require.ElementsMatch(t, []int64{expired, fresh, on2}, ids(got), "node 2 also takes the row pinned to it")
 	})
 	// Due rows become claimable; the paused channel's only when resumed.
-	d.exec("UPDATE pgrelay.queue SET not_before = now() WHERE id IN ($1, $2)", later, serLater)
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() WHERE id IN ($1, $2)", later, serLater)
 	inTx(t, c, func(tx pgx.Tx) {
 		require.ElementsMatch(t, []int64{expired, fresh, later, serLater}, ids(claim(t, tx, 1, 100)))
 	})
-	d.exec("SELECT pgrelay.update('paused', p_paused := false)")
-	require.Len(t, claim(t, d.pool, 1, 100), 5)
-	require.Len(t, claim(t, d.conn(3), 1, 100), 1)
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NOT NULL", on3))
+	d.Exec("SELECT pgrelay.update('paused', p_paused := false)")
+	require.Len(t, claim(t, d.Pool, 1, 100), 5)
+	require.Len(t, claim(t, d.Conn(3), 1, 100), 1)
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NOT NULL", on3))
 
 	// Bad arguments.
-	requireCode(t, d.err("SELECT * FROM pgrelay._claim(1, 'cluster', false, 10, '{sql}')"), "PR021")
-	requireCode(t, d.err("SELECT * FROM pgrelay._claim(1, NULL, false, 10, '{sql}')"), "PR021")
-	require.Empty(t, column[int64](t, d.pool, "SELECT id FROM pgrelay._claim(1, 'single', false, NULL, '{sql}')"))
+	requireCode(t, d.Err("SELECT * FROM pgrelay._claim(1, 'cluster', false, 10, '{sql}')"), "PR021")
+	requireCode(t, d.Err("SELECT * FROM pgrelay._claim(1, NULL, false, 10, '{sql}')"), "PR021")
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay._claim(1, 'single', false, NULL, '{sql}')"))
 }
 
 // Modes: which unrestricted rows a Processor may take.
@@ -360,14 +362,14 @@ func TestClaimModes(t *testing.T) {
 	d.register("c", "")
 	d.register("pinned", "p_node_restricted := true")
 	d.register("ser", "p_concurrency_mode := 'channel', p_node_restricted := true")
-	own1 := one[int64](t, d.conn(1), "SELECT pgrelay.notify('c', 'x')")
-	own2 := one[int64](t, d.conn(2), "SELECT pgrelay.notify('c', 'x')")
-	pin1 := one[int64](t, d.conn(1), "SELECT pgrelay.notify('pinned', 'x')")
-	pin2 := one[int64](t, d.conn(2), "SELECT pgrelay.notify('pinned', 'x')")
-	ser1 := one[int64](t, d.conn(1), "SELECT pgrelay.notify('ser', 'x')")
-	ser2 := one[int64](t, d.conn(2), "SELECT pgrelay.notify('ser', 'x')")
+	own1 := testenv.One[int64](t, d.Conn(1), "SELECT pgrelay.notify('c', 'x')")
+	own2 := testenv.One[int64](t, d.Conn(2), "SELECT pgrelay.notify('c', 'x')")
+	pin1 := testenv.One[int64](t, d.Conn(1), "SELECT pgrelay.notify('pinned', 'x')")
+	pin2 := testenv.One[int64](t, d.Conn(2), "SELECT pgrelay.notify('pinned', 'x')")
+	ser1 := testenv.One[int64](t, d.Conn(1), "SELECT pgrelay.notify('ser', 'x')")
+	ser2 := testenv.One[int64](t, d.Conn(2), "SELECT pgrelay.notify('ser', 'x')")
 
-	n1 := d.conn(1)
+	n1 := d.Conn(1)
 	cases := []struct {
 		mode   string
 		leader bool
@@ -386,7 +388,7 @@ func TestClaimModes(t *testing.T) {
 	// 'channel' serialises per node: with node 1's row in flight, node 2's lane
 	// is its own.
 	require.ElementsMatch(t, []int64{own1, pin1, ser1}, ids(claimMode(t, n1, 1, "multi-node", false, 100)))
-	got := claimMode(t, d.conn(2), 2, "multi-node", false, 100)
+	got := claimMode(t, d.Conn(2), 2, "multi-node", false, 100)
 	require.ElementsMatch(t, []int64{own2, pin2, ser2}, ids(got))
 }
 
@@ -397,11 +399,11 @@ func TestClaimModesUnrestrictedChannelPerNode(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("cu", "p_concurrency_mode := 'channel'")
-	n1, n2 := d.conn(1), d.conn(2)
-	a1 := one[int64](t, n1, "SELECT pgrelay.notify('cu', 'a1')")
-	a2 := one[int64](t, n1, "SELECT pgrelay.notify('cu', 'a2')")
-	b1 := one[int64](t, n2, "SELECT pgrelay.notify('cu', 'b1')")
-	b2 := one[int64](t, n2, "SELECT pgrelay.notify('cu', 'b2')")
+	n1, n2 := d.Conn(1), d.Conn(2)
+	a1 := testenv.One[int64](t, n1, "SELECT pgrelay.notify('cu', 'a1')")
+	a2 := testenv.One[int64](t, n1, "SELECT pgrelay.notify('cu', 'a2')")
+	b1 := testenv.One[int64](t, n2, "SELECT pgrelay.notify('cu', 'b1')")
+	b2 := testenv.One[int64](t, n2, "SELECT pgrelay.notify('cu', 'b2')")
 	inTx(t, n1, func(tx pgx.Tx) {
 		require.Equal(t, []int64{a1}, ids(claimMode(t, tx, 1, "leader", true, 100)),
 			"the leader: one head cluster-wide, the oldest")
@@ -411,10 +413,10 @@ func TestClaimModesUnrestrictedChannelPerNode(t *testing.T) {
 		"node 2: the head of its own rows, while node 1's is in flight")
 	require.Empty(t, ids(claimMode(t, n1, 1, "multi-node", false, 100)), "node 1's lane is busy until a1 ends")
 	require.Empty(t, ids(claimMode(t, n1, 1, "leader", true, 100)), "cluster-wide, the lane is busy")
-	d.exec(`DELETE FROM pgrelay.queue WHERE id = $1`, a1)
+	d.Exec(`DELETE FROM pgrelay.queue WHERE id = $1`, a1)
 	require.Equal(t, []int64{a2}, ids(claimMode(t, n1, 1, "multi-node", false, 100)), "then node 1's next, in order")
 	require.Empty(t, ids(claimMode(t, n2, 2, "multi-node", false, 100)), "node 2's lane still busy")
-	d.exec(`DELETE FROM pgrelay.queue WHERE id = $1`, b1)
+	d.Exec(`DELETE FROM pgrelay.queue WHERE id = $1`, b1)
 	require.Equal(t, []int64{b2}, ids(claimMode(t, n2, 2, "multi-node", false, 100)))
 }
 
@@ -436,26 +438,26 @@ func TestClaimWaitsForAnAbsorbedNotify(t *testing.T) {
 		first := d.notify(ch, "x")
 
 		// Producer first.
-		p := d.conn(-1)
+		p := d.Conn(-1)
 		tx, err := p.Begin(bg)
 		require.NoError(t, err)
-		require.Equal(t, first, one[int64](t, tx, "SELECT pgrelay.notify($1, 'x')", ch), "%s: absorbed", mode)
-		require.Empty(t, claim(t, d.pool, 1, 10), "%s: no run starts before the absorbed producer commits", mode)
+		require.Equal(t, first, testenv.One[int64](t, tx, "SELECT pgrelay.notify($1, 'x')", ch), "%s: absorbed", mode)
+		require.Empty(t, claim(t, d.Pool, 1, 10), "%s: no run starts before the absorbed producer commits", mode)
 		require.NoError(t, tx.Commit(bg))
-		got := claim(t, d.pool, 1, 10)
+		got := claim(t, d.Pool, 1, 10)
 		require.Equal(t, []int64{first}, ids(got), "%s: the run starts after the commit", mode)
-		require.Equal(t, 1, complete(t, d.pool, 1, got[0], "succeeded", ""))
+		require.Equal(t, 1, complete(t, d.Pool, 1, got[0], "succeeded", ""))
 
 		// Claim first.
 		second := d.notify(ch, "y")
-		c := d.conn(-1)
+		c := d.Conn(-1)
 		tx, err = c.Begin(bg)
 		require.NoError(t, err)
 		require.Equal(t, []int64{second}, ids(claim(t, tx, 1, 10)), mode)
 		third := d.notify(ch, "y")
 		require.NotEqual(t, second, third, "%s: a row being claimed absorbs nothing", mode)
 		require.NoError(t, tx.Commit(bg))
-		require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1 AND payload = 'y'", ch), mode)
-		d.exec("DELETE FROM pgrelay.queue WHERE channel = $1", ch)
+		require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = $1 AND payload = 'y'", ch), mode)
+		d.Exec("DELETE FROM pgrelay.queue WHERE channel = $1", ch)
 	}
 }

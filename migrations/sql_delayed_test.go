@@ -10,12 +10,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // notifyAt notifies with p_not_before := at.
 func (d *sqlDB) notifyAt(channel, payload string, at time.Time) int64 {
-	d.t.Helper()
-	return one[int64](d.t, d.pool, "SELECT pgrelay.notify($1, $2, p_not_before := $3)", channel, payload, at)
+	d.T.Helper()
+	return testenv.One[int64](d.T, d.Pool, "SELECT pgrelay.notify($1, $2, p_not_before := $3)", channel, payload, at)
 }
 
 func TestNotifyDelayed(t *testing.T) {
@@ -26,67 +28,67 @@ func TestNotifyDelayed(t *testing.T) {
 	// Every row is checked against its own enqueued_at (now() of its
 	// transaction): due is how far its not_before lies after it.
 	due := func(id int64) string {
-		return one[string](t, d.pool, "SELECT (not_before - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id)
+		return testenv.One[string](t, d.Pool, "SELECT (not_before - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id)
 	}
 	expiry := func(id int64) *string {
-		return one[*string](t, d.pool, "SELECT (expires_at - not_before)::text FROM pgrelay.queue WHERE id = $1", id)
+		return testenv.One[*string](t, d.Pool, "SELECT (expires_at - not_before)::text FROM pgrelay.queue WHERE id = $1", id)
 	}
 
 	// Two-argument calls, positional and by name, are immediate.
 	for _, id := range []int64{
 		d.notify("c", "now"),
-		one[int64](t, d.pool, "SELECT pgrelay.notify(p_channel := 'c', p_payload := 'named')"),
-		one[int64](t, d.pool, "SELECT pgrelay.notify_many(p_channel := 'c', p_payloads := ARRAY['many'])"),
+		testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify(p_channel := 'c', p_payload := 'named')"),
+		testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify_many(p_channel := 'c', p_payloads := ARRAY['many'])"),
 	} {
 		require.Equal(t, "00:00:00", due(id))
 		require.Equal(t, "01:00:00", *expiry(id))
 	}
 
 	// p_not_before: the row waits until then, and its expiry counts from then.
-	at := one[int64](t, d.pool, "SELECT pgrelay.notify('c', 'at', p_not_before := now() + interval '1 day')")
+	at := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'at', p_not_before := now() + interval '1 day')")
 	require.Equal(t, "1 day", due(at))
 	require.Equal(t, "01:00:00", *expiry(at), "a 1-hour expiry counts from the due time")
 	d.requireStatus(at, "pending")
 	// p_delay: from now.
-	in := one[int64](t, d.pool, "SELECT pgrelay.notify('c', 'in', p_delay := '2 hours')")
+	in := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'in', p_delay := '2 hours')")
 	require.Equal(t, "02:00:00", due(in))
 	require.Equal(t, "01:00:00", *expiry(in))
 	// From Go: a time.Duration is an interval, a time.Time a timestamptz.
-	goDelay := one[int64](t, d.pool, "SELECT pgrelay.notify('c', 'go', p_delay := $1)", 90*time.Minute)
+	goDelay := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'go', p_delay := $1)", 90*time.Minute)
 	require.Equal(t, "01:30:00", due(goDelay))
-	forever := one[int64](t, d.pool, "SELECT pgrelay.notify('forever', 'in', p_delay := '2 hours')")
+	forever := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('forever', 'in', p_delay := '2 hours')")
 	require.Equal(t, "02:00:00", due(forever))
 	require.Nil(t, expiry(forever), "a channel without expiry: none")
 	// A time in the past, and a zero delay, mean now.
 	for _, id := range []int64{
-		one[int64](t, d.pool, "SELECT pgrelay.notify('c', 'past', p_not_before := now() - interval '1 day')"),
-		one[int64](t, d.pool, "SELECT pgrelay.notify('c', 'zero', p_delay := '0')"),
-		one[int64](t, d.pool, "SELECT pgrelay.notify('c', 'nulls', NULL, NULL)"),
+		testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'past', p_not_before := now() - interval '1 day')"),
+		testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'zero', p_delay := '0')"),
+		testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'nulls', NULL, NULL)"),
 	} {
 		require.Equal(t, "00:00:00", due(id))
 		require.Equal(t, "01:00:00", *expiry(id))
 	}
 
 	// notify_many: every row alike.
-	many := column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'], p_delay := '1 day')")
+	many := testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'], p_delay := '1 day')")
 	require.Len(t, many, 2)
 	for _, id := range many {
 		require.Equal(t, "1 day", due(id))
 		require.Equal(t, "01:00:00", *expiry(id))
 	}
-	many = column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'], p_not_before := now() + interval '3 hours')")
+	many = testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'], p_not_before := now() + interval '3 hours')")
 	for _, id := range many {
 		require.Equal(t, "03:00:00", due(id))
 	}
 
 	// A direct insert that sets not_before: the trigger's expiry counts from it too.
-	direct := one[int64](t, d.pool, `INSERT INTO pgrelay.queue (channel, payload, not_before)
+	direct := testenv.One[int64](t, d.Pool, `INSERT INTO pgrelay.queue (channel, payload, not_before)
 		VALUES ('c', 'direct', now() + interval '5 hours') RETURNING id`)
 	require.Equal(t, "01:00:00", *expiry(direct))
 
 	// Both a time and a delay, a negative delay, an infinite time: refused,
 	// nothing inserted.
-	n := d.count("SELECT count(*) FROM pgrelay.queue")
+	n := d.Count("SELECT count(*) FROM pgrelay.queue")
 	for sql, code := range map[string]string{
 		"SELECT pgrelay.notify('c', 'x', now() + interval '1 hour', interval '1 hour')":              "PR007",
 		"SELECT pgrelay.notify('c', 'x', p_not_before := now() - interval '1 hour', p_delay := '0')": "PR007",
@@ -96,9 +98,9 @@ func TestNotifyDelayed(t *testing.T) {
 		"SELECT pgrelay.notify('c', 'x', p_not_before := 'infinity')":                                "PR008",
 		"SELECT pgrelay.notify('nope', 'x', p_delay := '1 hour')":                                    "PR001",
 	} {
-		requireCode(t, d.err(sql), code, sql)
+		requireCode(t, d.Err(sql), code, sql)
 	}
-	require.Equal(t, n, d.count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted by a refused call")
+	require.Equal(t, n, d.Count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted by a refused call")
 }
 
 // A delayed notify joins an identical pending row only when both are due at
@@ -109,7 +111,7 @@ func TestNotifyDelayedDeduplicates(t *testing.T) {
 	d.register("c", "p_deduplicate := true")
 	d.register("r", "p_deduplicate := true")
 	d.register("d", "p_deduplicate := true")
-	tomorrow := one[time.Time](t, d.pool, "SELECT date_trunc('hour', now()) + interval '1 day'")
+	tomorrow := testenv.One[time.Time](t, d.Pool, "SELECT date_trunc('hour', now()) + interval '1 day'")
 
 	imm := d.notify("c", "x")
 	late := d.notifyAt("c", "x", tomorrow)
@@ -118,23 +120,23 @@ func TestNotifyDelayedDeduplicates(t *testing.T) {
 	later := d.notifyAt("c", "x", tomorrow.Add(time.Hour))
 	require.NotEqual(t, late, later, "another due time does not")
 	require.Equal(t, imm, d.notify("c", "x"), "an immediate notify: the immediate row, as before")
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
 
 	// With no immediate row pending, an immediate notify gets a row of its
 	// own: the delayed rows do not absorb it (it would wait).
-	d.exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = $1", imm)
+	d.Exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = $1", imm)
 	imm2 := d.notify("c", "x")
 	require.NotContains(t, []int64{imm, late, later}, imm2)
-	got := column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['x', 'x'], p_not_before := $1)", tomorrow)
+	got := testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['x', 'x'], p_not_before := $1)", tomorrow)
 	require.Equal(t, []int64{late, late}, got, "notify_many follows the same rule")
-	got = column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['y', 'y'], p_delay := '1 hour')")
+	got = testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['y', 'y'], p_delay := '1 hour')")
 	require.Equal(t, got[0], got[1], "within one call (one now()), p_delay gives the same time")
 
 	// A retry row in its backoff absorbs an immediate notify, as before, but
 	// never a delayed one, even for its own time.
 	r0 := d.notify("r", "x")
-	d.exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = $1", r0)
-	d.exec(`INSERT INTO pgrelay.queue (origin_id, channel, payload, attempt, retry_of, enqueued_at, not_before)
+	d.Exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = $1", r0)
+	d.Exec(`INSERT INTO pgrelay.queue (origin_id, channel, payload, attempt, retry_of, enqueued_at, not_before)
 		SELECT id, channel, payload, 2, id, enqueued_at, $2 FROM pgrelay.queue WHERE id = $1`, r0, tomorrow)
 	require.Equal(t, r0, d.notify("r", "x"))
 	require.NotEqual(t, r0, d.notifyAt("r", "x", tomorrow))
@@ -142,7 +144,7 @@ func TestNotifyDelayedDeduplicates(t *testing.T) {
 	// A delayed row whose time has come (not yet claimed) is due like an
 	// immediate one: it absorbs an immediate notify.
 	dd := d.notifyAt("d", "x", tomorrow)
-	d.exec(`UPDATE pgrelay.queue SET enqueued_at = now() - interval '1 day', not_before = now() - interval '1 minute'
+	d.Exec(`UPDATE pgrelay.queue SET enqueued_at = now() - interval '1 day', not_before = now() - interval '1 minute'
 		WHERE id = $1`, dd)
 	require.Equal(t, dd, d.notify("d", "x"))
 }
@@ -157,7 +159,7 @@ func TestClaimHonoursDelay(t *testing.T) {
 	d.register("ch", "p_concurrency_mode := 'channel'")
 	d.register("p", "p_concurrency_mode := 'payload'")
 	delayed := func(channel, payload string) int64 {
-		return one[int64](t, d.pool, "SELECT pgrelay.notify($1, $2, p_delay := '1 hour')", channel, payload)
+		return testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify($1, $2, p_delay := '1 hour')", channel, payload)
 	}
 	nLate := delayed("n", "late")
 	nNow := d.notify("n", "now")
@@ -167,15 +169,15 @@ func TestClaimHonoursDelay(t *testing.T) {
 	pNow := d.notify("p", "k")
 	pJ := d.notify("p", "j")
 
-	proc := startProcessor(t, d.pool)
-	require.ElementsMatch(t, []int64{nNow, pJ}, ids(claim(t, d.pool, proc, 100)),
+	proc := startProcessor(t, d.Pool)
+	require.ElementsMatch(t, []int64{nNow, pJ}, ids(claim(t, d.Pool, proc, 100)),
 		"only the ready rows; the delayed heads hold their lanes")
-	require.Empty(t, claim(t, d.pool, proc, 100))
+	require.Empty(t, claim(t, d.Pool, proc, 100))
 
 	// Their time comes: the delayed rows are taken, each lane's head first.
-	d.exec("UPDATE pgrelay.queue SET not_before = now() WHERE id = ANY($1)", []int64{nLate, chLate, pLate})
-	require.ElementsMatch(t, []int64{nLate, chLate, pLate}, ids(claim(t, d.pool, proc, 100)))
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = ANY($1) AND dispatched_at IS NULL",
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() WHERE id = ANY($1)", []int64{nLate, chLate, pLate})
+	require.ElementsMatch(t, []int64{nLate, chLate, pLate}, ids(claim(t, d.Pool, proc, 100)))
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = ANY($1) AND dispatched_at IS NULL",
 		[]int64{chNow, pNow}), "behind their lanes' heads")
 }
 
@@ -188,36 +190,36 @@ func TestDirectClaimHonoursDelay(t *testing.T) {
 	d.register("ch", "p_concurrency_mode := 'channel'")
 	d.register("p", "p_concurrency_mode := 'payload'")
 	delayed := func(channel, payload string) int64 {
-		return one[int64](t, d.pool, "SELECT pgrelay.notify($1, $2, p_delay := '1 hour')", channel, payload)
+		return testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify($1, $2, p_delay := '1 hour')", channel, payload)
 	}
 	ready := func() []string {
-		return column[string](t, d.pool, "SELECT * FROM pgrelay._ready_direct('single', false)")
+		return testenv.Column[string](t, d.Pool, "SELECT * FROM pgrelay._ready_direct('single', false)")
 	}
 	direct := func(q querier) []int64 {
-		return column[int64](t, q, "SELECT id FROM pgrelay._claim_direct('n', 'single', false, NULL, 100)")
+		return testenv.Column[int64](t, q, "SELECT id FROM pgrelay._claim_direct('n', 'single', false, NULL, 100)")
 	}
 	lanes := func(q querier) []int64 {
-		return column[int64](t, q, "SELECT id FROM pgrelay._claim_lanes_direct('single', false, NULL, 100, NULL, NULL)")
+		return testenv.Column[int64](t, q, "SELECT id FROM pgrelay._claim_lanes_direct('single', false, NULL, 100, NULL, NULL)")
 	}
 	nLate := delayed("n", "late")
 	chLate := delayed("ch", "late")
 	pLate := delayed("p", "k")
 	require.Empty(t, ready(), "nothing is ready")
-	require.Empty(t, direct(d.pool))
-	require.Empty(t, lanes(d.pool))
+	require.Empty(t, direct(d.Pool))
+	require.Empty(t, lanes(d.Pool))
 
 	nNow := d.notify("n", "now")
 	d.notify("ch", "now")
 	d.notify("p", "k")
 	pJ := d.notify("p", "j")
 	require.Equal(t, []string{"n", ""}, ready())
-	a := d.conn(0)
+	a := d.Conn(0)
 	inTx(t, a, func(tx pgx.Tx) {
 		require.Equal(t, []int64{nNow}, direct(tx))
 		require.Equal(t, []int64{pJ}, lanes(tx), "the delayed heads hold their lanes")
 	})
 
-	d.exec("UPDATE pgrelay.queue SET not_before = now() - interval '1 hour' WHERE id = ANY($1)", []int64{nLate, chLate, pLate})
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() - interval '1 hour' WHERE id = ANY($1)", []int64{nLate, chLate, pLate})
 	inTx(t, a, func(tx pgx.Tx) {
 		require.Equal(t, []int64{nLate, nNow}, direct(tx), "oldest due first")
 		require.ElementsMatch(t, []int64{chLate, pLate, pJ}, lanes(tx))

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 func TestDirectClaimAndComplete(t *testing.T) {
@@ -22,37 +24,37 @@ func TestDirectClaimAndComplete(t *testing.T) {
 		d.notify("d", string(rune('a'+i)))
 	}
 	d.notify("ser", "x")
-	require.Equal(t, []string{"d", ""}, column[string](t, d.pool, "SELECT * FROM pgrelay._ready_direct('single', false)"),
+	require.Equal(t, []string{"d", ""}, testenv.Column[string](t, d.Pool, "SELECT * FROM pgrelay._ready_direct('single', false)"),
 		"the 'none' sql channel by name, the serialised ones as ''")
-	a, b := d.conn(0), d.conn(0)
+	a, b := d.Conn(0), d.Conn(0)
 	// Two transactions lock disjoint rows, oldest first.
 	var first, second []int64
 	tx, err := a.Begin(bg)
 	require.NoError(t, err)
-	first = column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 3)")
+	first = testenv.Column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 3)")
 	require.Len(t, first, 3)
 	inTx(t, b, func(tx2 pgx.Tx) {
-		second = column[int64](t, tx2, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 10)")
+		second = testenv.Column[int64](t, tx2, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 10)")
 		require.Len(t, second, 2, "locked rows are skipped")
 	})
 	require.Less(t, first[2], second[0])
 	// Nothing is written to claim: the rows look pending.
-	require.Equal(t, 5, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'd' AND dispatched_at IS NULL"))
-	require.Equal(t, 3, one[int](t, tx, `SELECT pgrelay._complete(NULL, $1, NULL,
+	require.Equal(t, 5, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'd' AND dispatched_at IS NULL"))
+	require.Equal(t, 3, testenv.One[int](t, tx, `SELECT pgrelay._complete(NULL, $1, NULL,
 		ARRAY['succeeded', 'failed', 'expired'], ARRAY[NULL, 'boom', NULL])`, first))
 	require.NoError(t, tx.Commit(bg))
-	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'failed', 'expired')"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE retry_of = $1 AND attempt = 2", first[1]),
+	require.Equal(t, 3, d.Count("SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'failed', 'expired')"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE retry_of = $1 AND attempt = 2", first[1]),
 		"the failed event is retried")
-	require.Equal(t, "boom", one[string](t, d.pool, "SELECT error FROM pgrelay.log WHERE queue_id = $1", first[1]))
+	require.Equal(t, "boom", testenv.One[string](t, d.Pool, "SELECT error FROM pgrelay.log WHERE queue_id = $1", first[1]))
 
 	// A claimed row (classic claim) is never completed as a direct one.
-	proc := startProcessor(t, d.pool)
-	claimed := claim(t, d.pool, proc, 10, "sql")
+	proc := startProcessor(t, d.Pool)
+	claimed := claim(t, d.Pool, proc, 10, "sql")
 	require.NotEmpty(t, claimed)
-	require.Zero(t, one[int](t, d.pool, `SELECT pgrelay._complete(NULL, $1, NULL,
+	require.Zero(t, testenv.One[int](t, d.Pool, `SELECT pgrelay._complete(NULL, $1, NULL,
 		array_fill('succeeded'::text, ARRAY[cardinality($1::bigint[])]), NULL)`, ids(claimed)))
-	require.Empty(t, column[int64](t, d.pool, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 10)"),
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 10)"),
 		"claimed rows are not direct rows")
 }
 
@@ -61,15 +63,15 @@ func TestDirectClaimRules(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("d", "")
 	d.register("p", "p_node_restricted := true")
-	n1 := d.conn(1)
+	n1 := d.Conn(1)
 	_, err := n1.Exec(bg, "SELECT pgrelay.notify('d', 'from-1'), pgrelay.notify('p', 'pinned-1')")
 	require.NoError(t, err)
 	d.notify("d", "from-0")
 	claimOn := func(node int, mode string, leader bool, channel string) []string {
-		c := d.conn(node)
+		c := d.Conn(node)
 		var got []string
 		inTx(t, c, func(tx pgx.Tx) {
-			got = column[string](t, tx, "SELECT payload FROM pgrelay._claim_direct($1, $2, $3, NULL, 10)", channel, mode, leader)
+			got = testenv.Column[string](t, tx, "SELECT payload FROM pgrelay._claim_direct($1, $2, $3, NULL, 10)", channel, mode, leader)
 		})
 		return got
 	}
@@ -80,30 +82,30 @@ func TestDirectClaimRules(t *testing.T) {
 	require.Equal(t, []string{"pinned-1"}, claimOn(1, "leader", false, "p"), "pinned rows run on their node")
 	require.Empty(t, claimOn(0, "single", false, "p"), "and nowhere else")
 	// A stale term gets pinned rows only.
-	require.Empty(t, column[string](t, d.pool, "SELECT payload FROM pgrelay._claim_direct('d', 'leader', true, 42, 10)"))
+	require.Empty(t, testenv.Column[string](t, d.Pool, "SELECT payload FROM pgrelay._claim_direct('d', 'leader', true, 42, 10)"))
 	// A paused channel is not batched.
-	d.exec("UPDATE pgrelay.channels SET paused = true WHERE channel = 'd'")
+	d.Exec("UPDATE pgrelay.channels SET paused = true WHERE channel = 'd'")
 	require.Empty(t, claimOn(0, "single", false, "d"))
-	require.Empty(t, column[string](t, d.pool, "SELECT * FROM pgrelay._ready_direct('single', false)"))
+	require.Empty(t, testenv.Column[string](t, d.Pool, "SELECT * FROM pgrelay._ready_direct('single', false)"))
 	// Every claim knows the same modes (_claim_scope).
-	requireCode(t, d.err("SELECT * FROM pgrelay._claim_direct('d', 'cluster', false, NULL, 1)"), "PR021")
-	requireCode(t, d.err("SELECT * FROM pgrelay._claim_lanes_direct('cluster', false, NULL, 1, NULL, NULL)"), "PR021")
-	requireCode(t, d.err("SELECT * FROM pgrelay._ready_direct(NULL, false)"), "PR021")
+	requireCode(t, d.Err("SELECT * FROM pgrelay._claim_direct('d', 'cluster', false, NULL, 1)"), "PR021")
+	requireCode(t, d.Err("SELECT * FROM pgrelay._claim_lanes_direct('cluster', false, NULL, 1, NULL, NULL)"), "PR021")
+	requireCode(t, d.Err("SELECT * FROM pgrelay._ready_direct(NULL, false)"), "PR021")
 }
 
 func TestNextIDsBatch(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	got := column[int64](t, d.pool, "SELECT unnest(pgrelay._next_ids(5000))")
+	got := testenv.Column[int64](t, d.Pool, "SELECT unnest(pgrelay._next_ids(5000))")
 	require.Len(t, got, 5000)
 	for i := 1; i < len(got); i++ {
 		require.Greater(t, got[i], got[i-1])
 	}
-	after := one[int64](t, d.pool, "SELECT pgrelay._next_id()")
+	after := testenv.One[int64](t, d.Pool, "SELECT pgrelay._next_id()")
 	require.Greater(t, after, got[len(got)-1])
-	require.Empty(t, column[int64](t, d.pool, "SELECT unnest(pgrelay._next_ids(0))"))
-	n1 := d.conn(7)
-	id := one[int64](t, n1, "SELECT (pgrelay._next_ids(3))[2]")
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT unnest(pgrelay._next_ids(0))"))
+	n1 := d.Conn(7)
+	id := testenv.One[int64](t, n1, "SELECT (pgrelay._next_ids(3))[2]")
 	require.EqualValues(t, 7, (id>>12)&1023, "the node id is in the id")
 }
 
@@ -115,17 +117,17 @@ func TestDirectDedupSkipsBatchRows(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("dd", "p_deduplicate := true")
 	first := d.notify("dd", "x")
-	a := d.conn(0)
+	a := d.Conn(0)
 	inTx(t, a, func(tx pgx.Tx) {
-		require.Equal(t, []int64{first}, column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('dd', 'single', false, NULL, 10)"))
+		require.Equal(t, []int64{first}, testenv.Column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('dd', 'single', false, NULL, 10)"))
 		second := d.notify("dd", "x")
 		require.NotEqual(t, first, second, "the batch's row absorbed a new notify")
 		require.Equal(t, second, d.notify("dd", "x"), "a pending row absorbs the same payload")
-		require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+		require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
 	})
 	// The batch rolled back: the first row is pending again and absorbs.
 	require.Equal(t, first, d.notify("dd", "x"))
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'dd'"))
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'dd'"))
 }
 
 // Lane batches: _claim_lanes_direct takes the head of each serialised lane,
@@ -148,10 +150,10 @@ func TestDirectClaimLanes(t *testing.T) {
 	}
 	d.notify("n", "none")
 	heads := func(q querier, limit int, afterCh *string, afterLane *int64) []string {
-		return column[string](t, q, `SELECT payload FROM pgrelay._claim_lanes_direct('single', false, NULL, $1, $2, $3)`,
+		return testenv.Column[string](t, q, `SELECT payload FROM pgrelay._claim_lanes_direct('single', false, NULL, $1, $2, $3)`,
 			limit, afterCh, afterLane)
 	}
-	a, b := d.conn(0), d.conn(0)
+	a, b := d.Conn(0), d.Conn(0)
 	inTx(t, a, func(tx pgx.Tx) {
 		got := heads(tx, 10, nil, nil)
 		require.ElementsMatch(t, []string{"c1-0", "c2-0", "k1", "k2"}, got, "one head per lane, 'none' channels not")
@@ -161,7 +163,7 @@ func TestDirectClaimLanes(t *testing.T) {
 	})
 	// The walk goes on after a lane and wraps around.
 	inTx(t, a, func(tx pgx.Tx) {
-		rows := column[string](t, tx, `SELECT channel || ':' || lane FROM pgrelay._claim_lanes_direct('single', false, NULL, 1, NULL, NULL)`)
+		rows := testenv.Column[string](t, tx, `SELECT channel || ':' || lane FROM pgrelay._claim_lanes_direct('single', false, NULL, 1, NULL, NULL)`)
 		require.Equal(t, []string{"c1:0"}, rows)
 		after := "c1"
 		var lane int64
@@ -175,9 +177,9 @@ func TestDirectClaimLanes(t *testing.T) {
 	})
 	// A lane whose event is in flight under a classic claim, or whose head
 	// waits for its backoff, gives nothing.
-	proc := startProcessor(t, d.pool)
-	d.exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = $1 WHERE payload = 'c1-0'`, proc)
-	d.exec(`UPDATE pgrelay.queue SET not_before = now() + interval '1 hour'
+	proc := startProcessor(t, d.Pool)
+	d.Exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = $1 WHERE payload = 'c1-0'`, proc)
+	d.Exec(`UPDATE pgrelay.queue SET not_before = now() + interval '1 hour'
 	         WHERE id = (SELECT id FROM pgrelay.queue WHERE channel = 'c2' ORDER BY origin_id LIMIT 1)`)
 	inTx(t, a, func(tx pgx.Tx) {
 		got := heads(tx, 10, nil, nil)
@@ -190,9 +192,9 @@ func TestDirectClaimLanes(t *testing.T) {
 func TestDirectBatchFence(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
+	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
 	        VALUES (-1, 'lease', now(), 1, 5, now() + interval '1 minute')`)
-	n1, n2 := d.conn(1), d.conn(2)
+	n1, n2 := d.Conn(1), d.Conn(2)
 	fence := func(c *pgx.Conn, mode string, term any) error {
 		_, err := c.Exec(bg, "SELECT pgrelay._batch_fence($1, $2)", mode, term)
 		return err
@@ -204,7 +206,7 @@ func TestDirectBatchFence(t *testing.T) {
 	require.ErrorContains(t, fence(n2, "leader", 5), "PR031", "another node")
 	// The lease runs out in the middle of a transaction: the check reads the
 	// clock, not the transaction's start.
-	d.exec(`UPDATE pgrelay.nodes SET lease_until = clock_timestamp() + interval '300 milliseconds' WHERE node_id = -1`)
+	d.Exec(`UPDATE pgrelay.nodes SET lease_until = clock_timestamp() + interval '300 milliseconds' WHERE node_id = -1`)
 	inTx(t, n1, func(tx pgx.Tx) {
 		_, err := tx.Exec(bg, "SELECT pg_sleep(0.5)")
 		require.NoError(t, err)
@@ -219,15 +221,15 @@ func TestDirectBatchFence(t *testing.T) {
 func TestLeaseRelease(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
+	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
 	        VALUES (-1, 'lease', now(), 1, 5, now() + interval '1 minute')`)
-	n1, n2 := d.conn(1), d.conn(2)
+	n1, n2 := d.Conn(1), d.Conn(2)
 	release := func(c *pgx.Conn, term int64) bool {
 		t.Helper()
-		return one[bool](t, c, "SELECT pgrelay._lease_release($1)", term)
+		return testenv.One[bool](t, c, "SELECT pgrelay._lease_release($1)", term)
 	}
 	held := func() bool {
-		return one[bool](t, d.pool, "SELECT lease_until > now() FROM pgrelay.nodes WHERE node_id = -1")
+		return testenv.One[bool](t, d.Pool, "SELECT lease_until > now() FROM pgrelay.nodes WHERE node_id = -1")
 	}
 	require.False(t, release(n2, 5), "another node")
 	require.False(t, release(n1, 4), "an older term")
@@ -247,7 +249,7 @@ func TestLeaseRelease(t *testing.T) {
 		}
 		done <- ok
 	}()
-	waitUntilBlocked(t, d.pool, n1.PgConn().PID())
+	waitUntilBlocked(t, d.Pool, n1.PgConn().PID())
 	require.NoError(t, tx.Commit(bg))
 	require.False(t, <-done, "the term was taken meanwhile")
 	require.True(t, held(), "the new leader's lease stands")
@@ -268,9 +270,9 @@ func TestDirectClaimLanesModes(t *testing.T) {
 	d.register("cu", "p_concurrency_mode := 'channel'")
 	d.register("cp", "p_concurrency_mode := 'channel', p_node_restricted := true")
 	d.register("pu", "p_concurrency_mode := 'payload'")
-	n1, n2 := d.conn(1), d.conn(2)
+	n1, n2 := d.Conn(1), d.Conn(2)
 	notify := func(c *pgx.Conn, ch, p string) int64 {
-		return one[int64](t, c, "SELECT pgrelay.notify($1, $2)", ch, p)
+		return testenv.One[int64](t, c, "SELECT pgrelay.notify($1, $2)", ch, p)
 	}
 	a1 := notify(n1, "cu", "a1")
 	notify(n1, "cu", "a2")
@@ -278,12 +280,12 @@ func TestDirectClaimLanesModes(t *testing.T) {
 	notify(n2, "cu", "b2")
 	p1, p2 := notify(n1, "cp", "p1"), notify(n2, "cp", "p2")
 	k1, k2 := notify(n1, "pu", "k"), notify(n2, "pu", "k")
-	d.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
+	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
 	        VALUES (-1, 'lease', now(), 1, 3, now() + interval '1 minute')`)
 	heads := func(c *pgx.Conn, mode string, leader bool, term any) []int64 {
 		var got []int64
 		inTx(t, c, func(tx pgx.Tx) {
-			got = column[int64](t, tx, `SELECT id FROM pgrelay._claim_lanes_direct($1, $2, $3, 100, NULL, NULL)`,
+			got = testenv.Column[int64](t, tx, `SELECT id FROM pgrelay._claim_lanes_direct($1, $2, $3, 100, NULL, NULL)`,
 				mode, leader, term)
 		})
 		return got
@@ -300,7 +302,7 @@ func TestDirectClaimLanesModes(t *testing.T) {
 	// its own and still give their heads; for the leader, the lanes are busy
 	// cluster-wide.
 	proc := startProcessor(t, n1)
-	d.exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = $1 WHERE id = ANY ($2)`, proc, []int64{a1, p1, k1})
+	d.Exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = $1 WHERE id = ANY ($2)`, proc, []int64{a1, p1, k1})
 	require.Empty(t, heads(n1, "multi-node", false, nil), "node 1's lanes are busy")
 	require.ElementsMatch(t, []int64{b1, p2, k2}, heads(n2, "multi-node", false, nil), "per node: node 2's lanes are free")
 	require.Empty(t, heads(n1, "leader", true, 3), "cluster-wide: every unrestricted lane and node 1's pinned lane are busy")

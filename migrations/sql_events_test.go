@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/events"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 func TestRegisterPublishPayload(t *testing.T) {
@@ -19,23 +20,23 @@ func TestRegisterPublishPayload(t *testing.T) {
 	d.register("off", "")
 	d.register("on", "p_publish_payload := true")
 	publishes := func(ch string) bool {
-		return one[bool](t, d.pool, "SELECT publish_payload FROM pgrelay.channels WHERE channel = $1", ch)
+		return testenv.One[bool](t, d.Pool, "SELECT publish_payload FROM pgrelay.channels WHERE channel = $1", ch)
 	}
 	require.False(t, publishes("off"), "payloads stay off NATS by default")
 	require.True(t, publishes("on"))
 	// Every other parameter still works positionally and by name.
-	d.exec(`SELECT pgrelay.register('pos', 'SELECT length($1)', 'sql', 'channel', true, false, 3,
+	d.Exec(`SELECT pgrelay.register('pos', 'SELECT length($1)', 'sql', 'channel', true, false, 3,
 		'2 seconds', NULL, '10 seconds', true)`)
 	require.True(t, publishes("pos"))
-	require.Equal(t, "channel", one[string](t, d.pool, "SELECT concurrency_mode FROM pgrelay.channels WHERE channel = 'pos'"))
+	require.Equal(t, "channel", testenv.One[string](t, d.Pool, "SELECT concurrency_mode FROM pgrelay.channels WHERE channel = 'pos'"))
 
-	d.exec("SELECT pgrelay.update('on', p_max_attempts := 9)")
+	d.Exec("SELECT pgrelay.update('on', p_max_attempts := 9)")
 	require.True(t, publishes("on"), "update without p_publish_payload keeps it")
-	d.exec("SELECT pgrelay.update('on', p_publish_payload := false)")
+	d.Exec("SELECT pgrelay.update('on', p_publish_payload := false)")
 	require.False(t, publishes("on"))
-	d.exec("SELECT pgrelay.update('off', p_publish_payload := true)")
+	d.Exec("SELECT pgrelay.update('off', p_publish_payload := true)")
 	require.True(t, publishes("off"))
-	requireCode(t, d.err("SELECT pgrelay.update('nope', p_publish_payload := true)"), "PR001")
+	requireCode(t, d.Err("SELECT pgrelay.update('nope', p_publish_payload := true)"), "PR001")
 }
 
 // A nats channel's handler must be a literal subject: tokens separated by
@@ -49,28 +50,28 @@ func TestRegisterNATSSubject(t *testing.T) {
 		"orders.", "orders\tcreated", "", "orders\x01created", "orders\x7f", "\x1f.orders", "orders.\x0b"}
 	for i, bad := range bads {
 		require.False(t, events.ValidSubject(bad), "Go refuses %q too", bad)
-		err := d.err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "bad"+string(rune('a'+i)), bad)
+		err := d.Err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "bad"+string(rune('a'+i)), bad)
 		requireCode(t, err, "PR017", "subject %q", bad)
 	}
 	// pgrelay's own subjects.
 	for i, own := range []string{"pgrelay.events.c.succeeded", "pgrelay.notifier.x.sent", "pgrelay.x"} {
-		err := d.err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "own"+string(rune('a'+i)), own)
+		err := d.Err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "own"+string(rune('a'+i)), own)
 		e := requireCode(t, err, "PR017", "subject %q", own)
 		require.Contains(t, e.Message, "pgrelay.", own)
 	}
 	goods := []string{"orders.created", "a.b-c.d_e.F1", "pgrelay", "app.pgrelay.x", "PGRELAY.x", "caf\u00e9.\u00a0"}
 	for i, good := range goods {
 		require.True(t, events.ValidSubject(good), "Go accepts %q too", good)
-		d.exec("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "good"+string(rune('a'+i)), good)
+		d.Exec("SELECT pgrelay.register($1, $2, p_kind := 'nats')", "good"+string(rune('a'+i)), good)
 	}
-	d.exec("SELECT pgrelay.register('orders_out', 'orders.created', p_kind := 'nats')")
-	requireCode(t, d.err("SELECT pgrelay.update('orders_out', p_handler := 'orders.*')"), "PR017")
-	requireCode(t, d.err("SELECT pgrelay.update('orders_out', p_handler := 'orders.\x02')"), "PR017")
-	requireCode(t, d.err("SELECT pgrelay.update('orders_out', p_handler := 'pgrelay.orders')"), "PR017")
+	d.Exec("SELECT pgrelay.register('orders_out', 'orders.created', p_kind := 'nats')")
+	requireCode(t, d.Err("SELECT pgrelay.update('orders_out', p_handler := 'orders.*')"), "PR017")
+	requireCode(t, d.Err("SELECT pgrelay.update('orders_out', p_handler := 'orders.\x02')"), "PR017")
+	requireCode(t, d.Err("SELECT pgrelay.update('orders_out', p_handler := 'pgrelay.orders')"), "PR017")
 	// A sql channel turned nats is checked as a subject too.
 	d.register("was_sql", "")
-	requireCode(t, d.err("SELECT pgrelay.update('was_sql', p_kind := 'nats', p_handler := 'pgrelay.events.x')"), "PR017")
-	require.Equal(t, len(goods)+1, d.count("SELECT count(*) FROM pgrelay.channels WHERE kind = 'nats'"))
+	requireCode(t, d.Err("SELECT pgrelay.update('was_sql', p_kind := 'nats', p_handler := 'pgrelay.events.x')"), "PR017")
+	require.Equal(t, len(goods)+1, d.Count("SELECT count(*) FROM pgrelay.channels WHERE kind = 'nats'"))
 }
 
 // register() and events.CheckChannelSubject agree on every subject of the
@@ -91,7 +92,7 @@ func TestNATSSubjectRulesAgree(t *testing.T) {
 	}
 	for i, s := range subjects {
 		goErr := events.CheckChannelSubject(s)
-		sqlErr := d.err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", fmt.Sprintf("s%d", i), s)
+		sqlErr := d.Err("SELECT pgrelay.register($1, $2, p_kind := 'nats')", fmt.Sprintf("s%d", i), s)
 		if goErr == nil {
 			require.NoError(t, sqlErr, "Go accepts %q, register() must too", s)
 			continue
@@ -99,11 +100,11 @@ func TestNATSSubjectRulesAgree(t *testing.T) {
 		requireCode(t, sqlErr, "PR017", "Go refuses %q (%v), register() must too", s, goErr)
 	}
 	// update() applies the rule as well, to a new subject or kind.
-	d.exec("SELECT pgrelay.register('out', 'orders.created', p_kind := 'nats')")
-	requireCode(t, d.err("SELECT pgrelay.update('out', p_handler := '$JS.API.STREAM.DELETE.X')"), "PR017")
-	requireCode(t, d.err("SELECT pgrelay.update('out', p_handler := '_INBOX.x')"), "PR017")
+	d.Exec("SELECT pgrelay.register('out', 'orders.created', p_kind := 'nats')")
+	requireCode(t, d.Err("SELECT pgrelay.update('out', p_handler := '$JS.API.STREAM.DELETE.X')"), "PR017")
+	requireCode(t, d.Err("SELECT pgrelay.update('out', p_handler := '_INBOX.x')"), "PR017")
 	d.register("was_sql", "")
-	pgErr := requireCode(t, d.err("SELECT pgrelay.update('was_sql', p_kind := 'nats', p_handler := '$KV.b.k')"), "PR017")
+	pgErr := requireCode(t, d.Err("SELECT pgrelay.update('was_sql', p_kind := 'nats', p_handler := '$KV.b.k')"), "PR017")
 	require.Contains(t, pgErr.Message, "reserved")
 }
 
@@ -116,30 +117,30 @@ func TestEventPayloadsKept(t *testing.T) {
 	d.register("public", "p_publish_payload := true, p_retry_delay := '0'")
 	d.notify("secret", "password=hunter2")
 	id := d.notify("public", "order 1")
-	d.exec("SELECT pgrelay.notify_many('public', ARRAY['order 2', 'order 3'])")
+	d.Exec("SELECT pgrelay.notify_many('public', ARRAY['order 2', 'order 3'])")
 	require.Equal(t, []string{"order 1", "order 2", "order 3"},
-		column[string](t, d.pool, "SELECT payload FROM pgrelay.event_payloads ORDER BY queue_id"))
-	require.Equal(t, "order 1", one[string](t, d.pool, "SELECT payload FROM pgrelay.event_payloads WHERE queue_id = $1", id))
+		testenv.Column[string](t, d.Pool, "SELECT payload FROM pgrelay.event_payloads ORDER BY queue_id"))
+	require.Equal(t, "order 1", testenv.One[string](t, d.Pool, "SELECT payload FROM pgrelay.event_payloads WHERE queue_id = $1", id))
 
 	// A failed attempt's retry row keeps its payload too.
-	proc := startProcessor(t, d.pool)
-	rows := claim(t, d.pool, proc, 10)
+	proc := startProcessor(t, d.Pool)
+	rows := claim(t, d.Pool, proc, 10)
 	var first claimedRow
 	for _, r := range rows {
 		if r.ID == id {
 			first = r
 		}
 	}
-	require.Equal(t, 1, complete(t, d.pool, proc, first, "failed", "boom"))
-	retry := one[int64](t, d.pool, "SELECT id FROM pgrelay.queue WHERE origin_id = $1 AND attempt = 2", id)
-	require.Equal(t, "order 1", one[string](t, d.pool, "SELECT payload FROM pgrelay.event_payloads WHERE queue_id = $1", retry))
-	require.Equal(t, 4, d.count("SELECT count(*) FROM pgrelay.event_payloads"))
+	require.Equal(t, 1, complete(t, d.Pool, proc, first, "failed", "boom"))
+	retry := testenv.One[int64](t, d.Pool, "SELECT id FROM pgrelay.queue WHERE origin_id = $1 AND attempt = 2", id)
+	require.Equal(t, "order 1", testenv.One[string](t, d.Pool, "SELECT payload FROM pgrelay.event_payloads WHERE queue_id = $1", retry))
+	require.Equal(t, 4, d.Count("SELECT count(*) FROM pgrelay.event_payloads"))
 
 	// Trimming: only payloads past the retention whose queue row is gone.
-	require.Equal(t, 0, int(one[int32](t, d.pool, "SELECT pgrelay._trim_event_payloads('1 hour', 100)")))
-	require.Equal(t, 1, int(one[int32](t, d.pool, "SELECT pgrelay._trim_event_payloads('-1 hour', 100)")),
+	require.Equal(t, 0, int(testenv.One[int32](t, d.Pool, "SELECT pgrelay._trim_event_payloads('1 hour', 100)")))
+	require.Equal(t, 1, int(testenv.One[int32](t, d.Pool, "SELECT pgrelay._trim_event_payloads('-1 hour', 100)")),
 		"only the first attempt's row is gone from the queue")
-	require.Equal(t, 0, d.count("SELECT count(*) FROM pgrelay.event_payloads WHERE queue_id = $1", id))
+	require.Equal(t, 0, d.Count("SELECT count(*) FROM pgrelay.event_payloads WHERE queue_id = $1", id))
 }
 
 // The horizon stays below every id a still-open writing transaction may
@@ -148,24 +149,24 @@ func TestPublishHorizon(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	h := one[int64](t, d.pool, "SELECT pgrelay._publish_horizon()")
+	h := testenv.One[int64](t, d.Pool, "SELECT pgrelay._publish_horizon()")
 	require.InDelta(t, float64(nowMS()-200), float64(h>>22), 2000)
 
-	writer := d.conn(-1)
+	writer := d.Conn(-1)
 	tx, err := writer.Begin(bg)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(bg) }()
-	held := one[int64](t, tx, "SELECT pgrelay.notify('c', 'x')")
+	held := testenv.One[int64](t, tx, "SELECT pgrelay.notify('c', 'x')")
 	require.Eventually(t, func() bool {
-		return one[bool](t, d.pool, "SELECT pgrelay._id_floor(clock_timestamp() - interval '200 milliseconds') > $1", held)
+		return testenv.One[bool](t, d.Pool, "SELECT pgrelay._id_floor(clock_timestamp() - interval '200 milliseconds') > $1", held)
 	}, 10*time.Second, 10*time.Millisecond, "the clock to move 200 ms past the held id")
 	later := d.notify("c", "y")
-	h = one[int64](t, d.pool, "SELECT pgrelay._publish_horizon()")
+	h = testenv.One[int64](t, d.Pool, "SELECT pgrelay._publish_horizon()")
 	require.Less(t, h, held, "the horizon is below the open transaction's id")
 	require.Less(t, h, later)
 	require.NoError(t, tx.Commit(bg))
 	require.Eventually(t, func() bool {
-		return one[int64](t, d.pool, "SELECT pgrelay._publish_horizon()") > later
+		return testenv.One[int64](t, d.Pool, "SELECT pgrelay._publish_horizon()") > later
 	}, 10*time.Second, 20*time.Millisecond, "the horizon moves on once the transaction ended")
 }
 
@@ -173,8 +174,8 @@ func TestPublishHorizon(t *testing.T) {
 func TestPublishCursorsAndBacklog(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.publish_backlog()"), "no publisher ran")
-	n0, n1 := d.conn(0), d.conn(1)
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.publish_backlog()"), "no publisher ran")
+	n0, n1 := d.Conn(0), d.Conn(1)
 	for i := range 5 {
 		_, err := n0.Exec(bg, `INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event)
 			VALUES ($1, $1, 'c', 1, 'succeeded')`, i+1)
@@ -183,19 +184,19 @@ func TestPublishCursorsAndBacklog(t *testing.T) {
 	_, err := n1.Exec(bg, `INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event)
 		VALUES (9, 9, 'c', 1, 'succeeded')`)
 	require.NoError(t, err)
-	second := column[int64](t, d.pool, "SELECT id FROM pgrelay.log WHERE node = 0 ORDER BY id")[1]
-	d.exec("INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (0, 'log', $1), (1, 'log', 0)", second)
-	require.Equal(t, []int64{3, 1}, column[int64](t, d.pool, "SELECT backlog FROM pgrelay.publish_backlog() ORDER BY node_id"))
-	require.Equal(t, []int64{2}, column[int64](t, d.pool, "SELECT backlog FROM pgrelay.publish_backlog(1) WHERE node_id = 0"),
+	second := testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay.log WHERE node = 0 ORDER BY id")[1]
+	d.Exec("INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (0, 'log', $1), (1, 'log', 0)", second)
+	require.Equal(t, []int64{3, 1}, testenv.Column[int64](t, d.Pool, "SELECT backlog FROM pgrelay.publish_backlog() ORDER BY node_id"))
+	require.Equal(t, []int64{2}, testenv.Column[int64](t, d.Pool, "SELECT backlog FROM pgrelay.publish_backlog(1) WHERE node_id = 0"),
 		"counted up to the cap plus one")
-	requireCode(t, d.err("INSERT INTO pgrelay.publish_cursors (node_id, source) VALUES (0, 'mail')"), "23514")
+	requireCode(t, d.Err("INSERT INTO pgrelay.publish_cursors (node_id, source) VALUES (0, 'mail')"), "23514")
 
 	proc := d.loginAs("proc", "pgrelay_processor")
-	one[int64](t, proc, "SELECT pgrelay._publish_horizon()")
+	testenv.One[int64](t, proc, "SELECT pgrelay._publish_horizon()")
 	_, err = proc.Exec(bg, "UPDATE pgrelay.publish_cursors SET last_id = last_id + 1 WHERE node_id = 1")
 	require.NoError(t, err)
 	admin := d.loginAs("admin", "pgrelay_admin")
-	require.Equal(t, 2, len(column[int64](t, admin, "SELECT backlog FROM pgrelay.publish_backlog()")))
+	require.Equal(t, 2, len(testenv.Column[int64](t, admin, "SELECT backlog FROM pgrelay.publish_backlog()")))
 	requireCode(t, execErr(admin, "UPDATE pgrelay.publish_cursors SET last_id = 0"), insufficientPrivilege)
 	producer := d.loginAs("producer", "pgrelay_producer")
 	requireCode(t, execErr(producer, "SELECT pgrelay.publish_backlog()"), insufficientPrivilege)

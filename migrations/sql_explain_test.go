@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // bigQueue fills a queue the way the planner must not be fooled by: 12 000
@@ -28,12 +30,12 @@ func bigQueue(t *testing.T) *sqlDB {
 	d.register("dd", "p_deduplicate := true")
 	d.register("other", "")
 	for _, ch := range []string{"none", "ser", "pay", "dd", "other"} {
-		column[int64](t, d.pool, "SELECT pgrelay.notify_many($1, array_agg((g % 3000)::text)) FROM generate_series(1, 12000) g", ch)
+		testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many($1, array_agg((g % 3000)::text)) FROM generate_series(1, 12000) g", ch)
 	}
-	column[int64](t, d.pool, "SELECT pgrelay.notify_many('pay', array_agg('hot'::text)) FROM generate_series(1, 5000) g")
-	d.exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('pay', array_agg('hot'::text)) FROM generate_series(1, 5000) g")
+	d.Exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1
 		WHERE id IN (SELECT id FROM pgrelay.queue WHERE channel = 'other' ORDER BY id LIMIT 500)`)
-	d.exec("ANALYZE pgrelay.queue")
+	d.Exec("ANALYZE pgrelay.queue")
 	return d
 }
 
@@ -49,10 +51,10 @@ func TestExplainHotStatementsUseIndexes(t *testing.T) {
 	t.Parallel()
 	d := bigQueue(t)
 	// c runs the claim's statements with _claim's settings, o the others.
-	c, o := d.conn(-1), d.conn(-1)
+	c, o := d.Conn(-1), d.Conn(-1)
 	explainOn := func(q querier, sql string) string {
 		t.Helper()
-		return strings.Join(column[string](t, q, "EXPLAIN "+sql), "\n")
+		return strings.Join(testenv.Column[string](t, q, "EXPLAIN "+sql), "\n")
 	}
 	explain := func(sql string) string { t.Helper(); return explainOn(c, sql) }
 	requireIndex := func(plan, index string) {
@@ -87,12 +89,12 @@ func TestExplainHotStatementsUseIndexes(t *testing.T) {
 	const status = `SELECT q.attempt FROM pgrelay.queue q
 		 WHERE (q.id = %[1]s AND q.origin_id = %[1]s) OR (q.origin_id = %[1]s AND q.retry_of IS NOT NULL)
 		 ORDER BY q.attempt DESC LIMIT 1`
-	someID := one[int64](t, d.pool, "SELECT max(id) FROM pgrelay.queue WHERE channel = 'none'")
-	small := fmt.Sprint(one[int64](t, d.pool, "SELECT hashtextextended('7', 0)"))
-	hot := fmt.Sprint(one[int64](t, d.pool, "SELECT hashtextextended('hot', 0)"))
+	someID := testenv.One[int64](t, d.Pool, "SELECT max(id) FROM pgrelay.queue WHERE channel = 'none'")
+	small := fmt.Sprint(testenv.One[int64](t, d.Pool, "SELECT hashtextextended('7', 0)"))
+	hot := fmt.Sprint(testenv.One[int64](t, d.Pool, "SELECT hashtextextended('hot', 0)"))
 
 	// The settings _claim runs its statements with (SET clauses of the function).
-	for _, kv := range column[string](t, c, "SELECT unnest(proconfig) FROM pg_proc WHERE oid = 'pgrelay._claim'::regproc") {
+	for _, kv := range testenv.Column[string](t, c, "SELECT unnest(proconfig) FROM pg_proc WHERE oid = 'pgrelay._claim'::regproc") {
 		k, v, _ := strings.Cut(kv, "=")
 		_, err := c.Exec(bg, "SELECT set_config($1, $2, false)", k, v)
 		require.NoError(t, err)
@@ -141,7 +143,7 @@ func TestExplainHotStatementsUseIndexes(t *testing.T) {
 func TestExplainClaimPlans(t *testing.T) {
 	t.Parallel()
 	d := bigQueue(t)
-	cfg, err := pgx.ParseConfig(d.url)
+	cfg, err := pgx.ParseConfig(d.URL)
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var notices []string

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -26,53 +25,12 @@ type querier = testenv.Querier
 
 // sqlDB is a fresh migrated database for one test (testenv.DB) with the SQL
 // contract helpers.
-type sqlDB struct {
-	*testenv.DB
-	t    *testing.T
-	url  string
-	pool *pgxpool.Pool
-}
+type sqlDB struct{ *testenv.DB }
 
 func newSQLDB(t *testing.T) *sqlDB {
 	t.Helper()
 	d := pg.NewDB(t)
-	return &sqlDB{DB: d, t: t, url: d.URL, pool: d.Pool}
-}
-
-// name is the database's name (unique in the cluster).
-func (d *sqlDB) name() string { return d.Name() }
-
-func (d *sqlDB) exec(sql string, args ...any) {
-	d.t.Helper()
-	d.Exec(sql, args...)
-}
-
-// err runs sql and returns its error (nil when it succeeded).
-func (d *sqlDB) err(sql string, args ...any) error { return d.Err(sql, args...) }
-
-// conn opens a dedicated connection, closed when the test ends. node >= 0 sets
-// pg_relay.node_id on it.
-func (d *sqlDB) conn(node int) *pgx.Conn {
-	d.t.Helper()
-	return d.Conn(node)
-}
-
-// connectAs opens a connection to url as user (the URL's user when empty).
-func connectAs(t *testing.T, url, user string, node int) *pgx.Conn {
-	t.Helper()
-	return testenv.ConnectAs(t, url, user, node)
-}
-
-// one runs a query returning a single value.
-func one[T any](t *testing.T, q querier, sql string, args ...any) T {
-	t.Helper()
-	return testenv.One[T](t, q, sql, args...)
-}
-
-// column runs a query returning one column.
-func column[T any](t *testing.T, q querier, sql string, args ...any) []T {
-	t.Helper()
-	return testenv.Column[T](t, q, sql, args...)
+	return &sqlDB{DB: d}
 }
 
 // requireCode asserts that err is a PostgreSQL error with SQLSTATE code.
@@ -88,40 +46,35 @@ func requireCode(t *testing.T, err error, code string, msgAndArgs ...any) *pgcon
 // register registers a sql channel whose handler does nothing with the payload
 // but use it; extra is appended to the argument list (named arguments).
 func (d *sqlDB) register(channel, extra string) {
-	d.t.Helper()
+	d.T.Helper()
 	sql := "SELECT pgrelay.register($1, 'SELECT length($1)'"
 	if extra != "" {
 		sql += ", " + extra
 	}
-	d.exec(sql+")", channel)
+	d.Exec(sql+")", channel)
 }
 
 func (d *sqlDB) notify(channel, payload string) int64 {
-	d.t.Helper()
-	return one[int64](d.t, d.pool, "SELECT pgrelay.notify($1, $2)", channel, payload)
-}
-
-func (d *sqlDB) count(sql string, args ...any) int {
-	d.t.Helper()
-	return d.Count(sql, args...)
+	d.T.Helper()
+	return testenv.One[int64](d.T, d.Pool, "SELECT pgrelay.notify($1, $2)", channel, payload)
 }
 
 func (d *sqlDB) status(id int64) *string {
-	d.t.Helper()
-	return one[*string](d.t, d.pool, "SELECT pgrelay.status($1)", id)
+	d.T.Helper()
+	return testenv.One[*string](d.T, d.Pool, "SELECT pgrelay.status($1)", id)
 }
 
 func (d *sqlDB) requireStatus(id int64, want string) {
-	d.t.Helper()
+	d.T.Helper()
 	got := d.status(id)
-	require.NotNil(d.t, got, "status(%d) is NULL, want %s", id, want)
-	require.Equal(d.t, want, *got, "status(%d)", id)
+	require.NotNil(d.T, got, "status(%d) is NULL, want %s", id, want)
+	require.Equal(d.T, want, *got, "status(%d)", id)
 }
 
 // startProcessor registers a Processor instance on the querier's node.
 func startProcessor(t *testing.T, q querier) int64 {
 	t.Helper()
-	return one[int64](t, q, "SELECT pgrelay._processor_start('single', 'host', 1, 'test')")
+	return testenv.One[int64](t, q, "SELECT pgrelay._processor_start('single', 'host', 1, 'test')")
 }
 
 // claimedRow is one row pgrelay._claim returned.
@@ -175,7 +128,7 @@ func completeAll(t *testing.T, q querier, proc int64, outs ...outcome) int {
 	for i, o := range outs {
 		ids[i], at[i], evs[i], errs[i] = o.c.ID, o.c.DispatchedAt, o.event, o.err
 	}
-	return int(one[int32](t, q, "SELECT pgrelay._complete($1, $2, $3, $4, $5)", proc, ids, at, evs, errs))
+	return int(testenv.One[int32](t, q, "SELECT pgrelay._complete($1, $2, $3, $4, $5)", proc, ids, at, evs, errs))
 }
 
 // complete ends one claim with event (and error text when not empty).

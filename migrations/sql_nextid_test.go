@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 func idMS(id int64) int64   { return id >> 22 }
@@ -25,7 +27,7 @@ func TestNextIDConcurrentUnique(t *testing.T) {
 	results := make([][]int64, sessions)
 	errs := make(chan error, sessions)
 	for s := range sessions {
-		c := d.conn(-1)
+		c := d.Conn(-1)
 		go func() {
 			rows, err := c.Query(bg, "SELECT pgrelay._next_id() FROM generate_series(1, $1)", perSession)
 			if err != nil {
@@ -76,7 +78,7 @@ func TestNextIDBurstInOneMillisecond(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	ms := nowMS() + 1000 // ahead of anything the database generated so far
-	got := column[int64](t, d.pool, "SELECT pgrelay._next_id_at($1) FROM generate_series(1, 10000)", ms)
+	got := testenv.Column[int64](t, d.Pool, "SELECT pgrelay._next_id_at($1) FROM generate_series(1, 10000)", ms)
 	require.Len(t, got, 10000)
 	perMS := map[int64]int{}
 	for i, id := range got {
@@ -93,7 +95,7 @@ func TestNextIDBurstInOneMillisecond(t *testing.T) {
 	require.Equal(t, 4096, perMS[ms+1])
 	require.Equal(t, 10000-2*4096, perMS[ms+2])
 	// The next call at the same clock reading continues after them.
-	next := one[int64](t, d.pool, "SELECT pgrelay._next_id_at($1)", ms)
+	next := testenv.One[int64](t, d.Pool, "SELECT pgrelay._next_id_at($1)", ms)
 	require.Greater(t, next, got[len(got)-1])
 }
 
@@ -102,21 +104,21 @@ func TestNextIDClockStepsBack(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	now := nowMS()
-	a := one[int64](t, d.pool, "SELECT pgrelay._next_id_at($1)", now)
-	b := one[int64](t, d.pool, "SELECT pgrelay._next_id_at($1)", now-10000)
+	a := testenv.One[int64](t, d.Pool, "SELECT pgrelay._next_id_at($1)", now)
+	b := testenv.One[int64](t, d.Pool, "SELECT pgrelay._next_id_at($1)", now-10000)
 	require.Greater(t, b, a)
 	require.Equal(t, now, idMS(b), "the counter stays where it was")
-	c := one[int64](t, d.conn(-1), "SELECT pgrelay._next_id_at($1)", now-3600000) // another session
+	c := testenv.One[int64](t, d.Conn(-1), "SELECT pgrelay._next_id_at($1)", now-3600000) // another session
 	require.Greater(t, c, b)
 	// A batch at a stepped-back clock, in one statement and across statements.
-	batch := column[int64](t, d.pool, "SELECT pgrelay._next_id_at($1::bigint - g) FROM generate_series(1, 1000) g", now)
+	batch := testenv.Column[int64](t, d.Pool, "SELECT pgrelay._next_id_at($1::bigint - g) FROM generate_series(1, 1000) g", now)
 	prev := c
 	for _, id := range batch {
 		require.Greater(t, id, prev)
 		prev = id
 	}
 	// When the clock moves forward again, the ids follow it.
-	e := one[int64](t, d.pool, "SELECT pgrelay._next_id_at($1)", now+5000)
+	e := testenv.One[int64](t, d.Pool, "SELECT pgrelay._next_id_at($1)", now+5000)
 	require.Equal(t, now+5000, idMS(e))
 	require.Greater(t, e, prev)
 }
@@ -126,9 +128,9 @@ func TestNextIDLayout(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	for _, node := range []int{0, 1, 7, 1023} {
-		c := d.conn(node)
+		c := d.Conn(node)
 		before := nowMS()
-		id := one[int64](t, c, "SELECT pgrelay._next_id()")
+		id := testenv.One[int64](t, c, "SELECT pgrelay._next_id()")
 		after := nowMS()
 		require.EqualValues(t, node, idNode(id), "node %d", node)
 		// The counter may lag the clock by up to 100 ms before it is moved.
@@ -137,21 +139,21 @@ func TestNextIDLayout(t *testing.T) {
 		require.Positive(t, id)
 	}
 	// Without the node setting the node part is 0.
-	require.Zero(t, idNode(one[int64](t, d.conn(-1), "SELECT pgrelay._next_id()")))
+	require.Zero(t, idNode(testenv.One[int64](t, d.Conn(-1), "SELECT pgrelay._next_id()")))
 	// The queue and the log take their ids from it, with the session's node.
 	d.register("c", "")
-	c := d.conn(5)
-	id := one[int64](t, c, "SELECT pgrelay.notify('c', 'x')")
+	c := d.Conn(5)
+	id := testenv.One[int64](t, c, "SELECT pgrelay.notify('c', 'x')")
 	require.EqualValues(t, 5, idNode(id))
 	require.InDelta(t, nowMS(), idMS(id), 5000)
 
 	// _id_floor: the smallest id a timestamp carries.
 	at := time.Date(2026, 3, 4, 5, 6, 7, 891000000, time.UTC)
-	floor := one[int64](t, d.pool, "SELECT pgrelay._id_floor($1)", at)
+	floor := testenv.One[int64](t, d.Pool, "SELECT pgrelay._id_floor($1)", at)
 	require.Equal(t, (at.UnixMilli()-idEpochMS)<<22, floor)
-	require.Zero(t, one[int64](t, d.pool, "SELECT pgrelay._id_floor('2020-01-01')"), "before the epoch: 0")
-	id = one[int64](t, d.pool, "SELECT pgrelay._next_id()")
-	require.GreaterOrEqual(t, id, one[int64](t, d.pool, "SELECT pgrelay._id_floor(now() - interval '1 second')"))
+	require.Zero(t, testenv.One[int64](t, d.Pool, "SELECT pgrelay._id_floor('2020-01-01')"), "before the epoch: 0")
+	id = testenv.One[int64](t, d.Pool, "SELECT pgrelay._next_id()")
+	require.GreaterOrEqual(t, id, testenv.One[int64](t, d.Pool, "SELECT pgrelay._id_floor(now() - interval '1 second')"))
 }
 
 // A session that moved the counter to the clock inside a long transaction does
@@ -159,29 +161,29 @@ func TestNextIDLayout(t *testing.T) {
 func TestNextIDNotHeldBackByLongTransaction(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	long := d.conn(-1)
+	long := d.Conn(-1)
 	tx, err := long.Begin(bg)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(bg) }()
 	ms := nowMS() + 100000
-	first := one[int64](t, tx, "SELECT pgrelay._next_id_at($1)", ms)
+	first := testenv.One[int64](t, tx, "SELECT pgrelay._next_id_at($1)", ms)
 	require.Equal(t, ms, idMS(first))
 
 	// Ten seconds later, by another session's clock.
-	later := one[int64](t, d.pool, "SELECT pgrelay._next_id_at($1)", ms+10000)
+	later := testenv.One[int64](t, d.Pool, "SELECT pgrelay._next_id_at($1)", ms+10000)
 	require.Equal(t, ms+10000, idMS(later), "the counter follows the clock while the first transaction is open")
 	require.NoError(t, tx.Commit(bg))
 	// And the first session's next id is above the other's.
-	require.Greater(t, one[int64](t, long, "SELECT pgrelay._next_id_at($1)", ms), later)
+	require.Greater(t, testenv.One[int64](t, long, "SELECT pgrelay._next_id_at($1)", ms), later)
 	// No advisory lock is left behind.
-	require.Zero(t, d.count(`SELECT count(*) FROM pg_locks l JOIN pg_database db ON db.oid = l.database
+	require.Zero(t, d.Count(`SELECT count(*) FROM pg_locks l JOIN pg_database db ON db.oid = l.database
 		WHERE l.locktype = 'advisory' AND db.datname = current_database()`))
 }
 
 func TestThisNode(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	c := d.conn(-1)
+	c := d.Conn(-1)
 	get := func() (int32, error) {
 		var n int32
 		err := c.QueryRow(bg, "SELECT pgrelay._this_node()").Scan(&n)
@@ -212,6 +214,6 @@ func TestThisNode(t *testing.T) {
 	// A database-wide default, as a DBA sets it.
 	_, err = c.Exec(bg, "RESET pg_relay.node_id")
 	require.NoError(t, err)
-	d.exec(fmt.Sprintf("ALTER DATABASE %s SET pg_relay.node_id = '9'", quoteIdent(d.name())))
-	require.EqualValues(t, 9, one[int32](t, d.conn(-1), "SELECT pgrelay._this_node()"))
+	d.Exec(fmt.Sprintf("ALTER DATABASE %s SET pg_relay.node_id = '9'", quoteIdent(d.Name())))
+	require.EqualValues(t, 9, testenv.One[int32](t, d.Conn(-1), "SELECT pgrelay._this_node()"))
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // decommission hands the node's unrestricted rows (pending, or claimed by its
@@ -18,43 +20,43 @@ func TestDecommissionHandsUnrestrictedRowsToALiveNode(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("u", "")
 	d.register("pin", "p_node_restricted := true")
-	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com', p_node_restricted := true)`)
-	n5, n1 := d.conn(5), d.conn(1)
-	p5 := one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
+	d.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com', p_node_restricted := true)`)
+	n5, n1 := d.Conn(5), d.Conn(1)
+	p5 := testenv.One[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
 	for _, p := range []string{"a", "b", "c"} {
-		one[int64](t, n5, "SELECT pgrelay.notify('u', $1)", p)
+		testenv.One[int64](t, n5, "SELECT pgrelay.notify('u', $1)", p)
 	}
 	require.Len(t, claimMode(t, n5, p5, "multi-node", false, 1, "sql"), 1) // one unrestricted row in flight
-	mail := one[int64](t, n5, `SELECT pgrelay_notifier.send('mail', ARRAY['to@example.org'], 'Hi', 'Body')`)
-	require.Len(t, claimMode(t, n5, p5, "multi-node", false, 10, "email"), 1) // the pinned email in flight
-	one[int64](t, n5, "SELECT pgrelay.notify_many('pin', ARRAY['p1', 'p2'])") // pinned rows pending
-	one[int64](t, n1, "SELECT pgrelay._processor_start('multi-node', 'host1', 1, 'test')")
-	d.exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
-	d.exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	mail := testenv.One[int64](t, n5, `SELECT pgrelay_notifier.send('mail', ARRAY['to@example.org'], 'Hi', 'Body')`)
+	require.Len(t, claimMode(t, n5, p5, "multi-node", false, 10, "email"), 1)         // the pinned email in flight
+	testenv.One[int64](t, n5, "SELECT pgrelay.notify_many('pin', ARRAY['p1', 'p2'])") // pinned rows pending
+	testenv.One[int64](t, n1, "SELECT pgrelay._processor_start('multi-node', 'host1', 1, 'test')")
+	d.Exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	d.Exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
 
-	require.EqualValues(t, 3, one[int64](t, d.pool, "SELECT pgrelay.decommission(5, '10 seconds')"),
+	require.EqualValues(t, 3, testenv.One[int64](t, d.Pool, "SELECT pgrelay.decommission(5, '10 seconds')"),
 		"the pinned rows, pending and in flight, are discarded")
-	require.Equal(t, 3, d.count(`SELECT count(*) FROM pgrelay.queue
+	require.Equal(t, 3, d.Count(`SELECT count(*) FROM pgrelay.queue
 	  WHERE channel = 'u' AND owner_node = 1 AND dispatched_at IS NULL`), "the unrestricted rows went to node 1")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel <> 'u'"))
-	require.Equal(t, 3, d.count(`SELECT count(*) FROM pgrelay.log
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel <> 'u'"))
+	require.Equal(t, 3, d.Count(`SELECT count(*) FROM pgrelay.log
 	  WHERE event = 'adopted' AND error LIKE 'node 5 was decommissioned; adopted by node 1%'`))
-	require.Equal(t, 3, d.count(`SELECT count(*) FROM pgrelay.log
+	require.Equal(t, 3, d.Count(`SELECT count(*) FROM pgrelay.log
 	  WHERE event = 'gave_up' AND error LIKE 'node 5 was decommissioned%'`))
-	require.Equal(t, "failed", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", mail))
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.processors WHERE node_id = 5"))
+	require.Equal(t, "failed", testenv.One[string](t, d.Pool, "SELECT pgrelay_notifier.get_status($1)", mail))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.processors WHERE node_id = 5"))
 
 	// A row of node 5 that arrives later is adopted at node 1's next look.
-	late := one[int64](t, n5, "SELECT pgrelay.notify('u', 'late')")
-	d.exec("UPDATE pgrelay.nodes SET adopted_at = now() - interval '1 hour' WHERE node_id = 5") // the re-look is due
-	require.EqualValues(t, 1, one[int32](t, n1, "SELECT pgrelay._adopt('10 seconds')"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND owner_node = 1", late))
-	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay.log WHERE queue_id = $1 AND event = 'adopted'
+	late := testenv.One[int64](t, n5, "SELECT pgrelay.notify('u', 'late')")
+	d.Exec("UPDATE pgrelay.nodes SET adopted_at = now() - interval '1 hour' WHERE node_id = 5") // the re-look is due
+	require.EqualValues(t, 1, testenv.One[int32](t, n1, "SELECT pgrelay._adopt('10 seconds')"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND owner_node = 1", late))
+	require.Equal(t, 1, d.Count(`SELECT count(*) FROM pgrelay.log WHERE queue_id = $1 AND event = 'adopted'
 	  AND error LIKE 'node 5 was decommissioned; adopted by node 1%'`, late))
 
 	// A node that runs again under the id is no longer decommissioned.
-	one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 7, 'test')")
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.nodes WHERE node_id = 5 AND decommissioned_at IS NULL"))
+	testenv.One[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 7, 'test')")
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.nodes WHERE node_id = 5 AND decommissioned_at IS NULL"))
 }
 
 // Without a live node to adopt, decommission leaves the unrestricted rows to
@@ -64,16 +66,16 @@ func TestDecommissionWithoutLiveNodeAdoptsLater(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("u", "")
-	n5, n1 := d.conn(5), d.conn(1)
-	one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
-	one[int64](t, n5, "SELECT pgrelay.notify('u', 'a')")
-	d.exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '2 minutes' WHERE node_id = 5")
-	require.Zero(t, one[int64](t, d.pool, "SELECT pgrelay.decommission(5, '1 minute')"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE owner_node = 5"), "no live node yet")
+	n5, n1 := d.Conn(5), d.Conn(1)
+	testenv.One[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
+	testenv.One[int64](t, n5, "SELECT pgrelay.notify('u', 'a')")
+	d.Exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '2 minutes' WHERE node_id = 5")
+	require.Zero(t, testenv.One[int64](t, d.Pool, "SELECT pgrelay.decommission(5, '1 minute')"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE owner_node = 5"), "no live node yet")
 
-	one[int64](t, n1, "SELECT pgrelay._processor_start('multi-node', 'host1', 1, 'test')")
-	require.EqualValues(t, 1, one[int32](t, n1, "SELECT pgrelay._adopt('1 hour')"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE owner_node = 1"))
+	testenv.One[int64](t, n1, "SELECT pgrelay._processor_start('multi-node', 'host1', 1, 'test')")
+	require.EqualValues(t, 1, testenv.One[int32](t, n1, "SELECT pgrelay._adopt('1 hour')"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE owner_node = 1"))
 }
 
 // decommission refuses a p_dead_after that is NULL, zero or negative: with
@@ -83,16 +85,16 @@ func TestDecommissionRefusesNonPositiveDeadAfter(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("pin", "p_node_restricted := true")
-	n5 := d.conn(5)
-	one[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
-	one[int64](t, n5, "SELECT pgrelay.notify('pin', 'a')")
+	n5 := d.Conn(5)
+	testenv.One[int64](t, n5, "SELECT pgrelay._processor_start('multi-node', 'host5', 5, 'test')")
+	testenv.One[int64](t, n5, "SELECT pgrelay.notify('pin', 'a')")
 	for _, bad := range []string{"'-1 hour'", "'-1 microsecond'", "'0'", "NULL"} {
-		e := requireCode(t, d.err("SELECT pgrelay.decommission(5, "+bad+")"), "PR023", bad)
+		e := requireCode(t, d.Err("SELECT pgrelay.decommission(5, "+bad+")"), "PR023", bad)
 		require.Contains(t, e.Message, "dead_after must be positive", bad)
 	}
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 5"), "the live node's rows are kept")
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.processors WHERE node_id = 5"))
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.nodes WHERE decommissioned_at IS NOT NULL"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 5"), "the live node's rows are kept")
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.processors WHERE node_id = 5"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.nodes WHERE decommissioned_at IS NOT NULL"))
 	// A positive one judges the node by its heartbeat, as before.
-	requireCode(t, d.err("SELECT pgrelay.decommission(5, '1 minute')"), "PR022")
+	requireCode(t, d.Err("SELECT pgrelay.decommission(5, '1 minute')"), "PR022")
 }

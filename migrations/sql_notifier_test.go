@@ -14,22 +14,24 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // emailChannel creates an email channel whose From is app@example.com.
 func (d *sqlDB) emailChannel(channel, extra string) {
-	d.t.Helper()
+	d.T.Helper()
 	sql := "SELECT pgrelay_notifier.create_channel($1, 'App <app@example.com>'"
 	if extra != "" {
 		sql += ", " + extra
 	}
-	d.exec(sql+")", channel)
+	d.Exec(sql+")", channel)
 }
 
 func TestNotifierCreateChannelPassesRegisterParameters(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com',
+	d.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com',
 		p_concurrency_mode := 'channel', p_deduplicate := true, p_node_restricted := true,
 		p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour',
 		p_timeout := '7 seconds', p_publish_payload := true)`)
@@ -41,7 +43,7 @@ func TestNotifierCreateChannelPassesRegisterParameters(t *testing.T) {
 		Publish                bool
 	}
 	var r row
-	require.NoError(t, d.pool.QueryRow(bg, `SELECT handler, kind, concurrency_mode, deduplicate, node_restricted,
+	require.NoError(t, d.Pool.QueryRow(bg, `SELECT handler, kind, concurrency_mode, deduplicate, node_restricted,
 		max_attempts, retry_delay::text, expire_after::text, timeout::text, publish_payload
 		FROM pgrelay.channels WHERE channel = 'mail'`).
 		Scan(&r.Handler, &r.Kind, &r.Mode, &r.Dedup, &r.Restricted, &r.Attempts, &r.Retry, &r.Expire, &r.Timeout, &r.Publish))
@@ -49,24 +51,24 @@ func TestNotifierCreateChannelPassesRegisterParameters(t *testing.T) {
 
 	// Defaults: an unrestricted channel, register()'s defaults.
 	d.emailChannel("plain", "")
-	require.False(t, one[bool](t, d.pool, "SELECT node_restricted FROM pgrelay.channels WHERE channel = 'plain'"))
-	require.False(t, one[bool](t, d.pool, "SELECT publish_payload FROM pgrelay.channels WHERE channel = 'plain'"))
-	require.Equal(t, "none", one[string](t, d.pool, "SELECT concurrency_mode FROM pgrelay.channels WHERE channel = 'plain'"))
+	require.False(t, testenv.One[bool](t, d.Pool, "SELECT node_restricted FROM pgrelay.channels WHERE channel = 'plain'"))
+	require.False(t, testenv.One[bool](t, d.Pool, "SELECT publish_payload FROM pgrelay.channels WHERE channel = 'plain'"))
+	require.Equal(t, "none", testenv.One[string](t, d.Pool, "SELECT concurrency_mode FROM pgrelay.channels WHERE channel = 'plain'"))
 
 	// register()'s own checks still apply, and the From address is checked.
 	// The same definition again is a no-op (register() is idempotent); another
 	// From address is a different definition.
-	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com',
+	d.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@example.com',
 		p_concurrency_mode := 'channel', p_deduplicate := true, p_node_restricted := true,
 		p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour',
 		p_timeout := '7 seconds', p_publish_payload := true)`)
-	e := requireCode(t, d.err(`SELECT pgrelay_notifier.create_channel('mail', 'other@example.com',
+	e := requireCode(t, d.Err(`SELECT pgrelay_notifier.create_channel('mail', 'other@example.com',
 		p_concurrency_mode := 'channel', p_deduplicate := true, p_node_restricted := true,
 		p_max_attempts := 3, p_retry_delay := '2 seconds', p_expire_after := '1 hour',
 		p_timeout := '7 seconds', p_publish_payload := true)`), "PR003")
 	require.Contains(t, e.Message, "handler")
-	requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('x', 'app@example.com', p_max_attempts := 0)"), "PR013")
-	e = requireCode(t, d.err("SELECT pgrelay_notifier.create_channel('y', 'not an address')"), "PR102")
+	requireCode(t, d.Err("SELECT pgrelay_notifier.create_channel('x', 'app@example.com', p_max_attempts := 0)"), "PR013")
+	e = requireCode(t, d.Err("SELECT pgrelay_notifier.create_channel('y', 'not an address')"), "PR102")
 	require.Contains(t, e.Message, "'not an address'")
 }
 
@@ -78,28 +80,28 @@ func TestNotifierCreateChannelPassesRegisterParameters(t *testing.T) {
 func TestNotifierEmailDefaultsRideOutAnHour(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.exec("SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')")
-	require.EqualValues(t, 10, one[int32](t, d.pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'mail'"))
-	require.Equal(t, "00:00:10", one[string](t, d.pool, "SELECT retry_delay::text FROM pgrelay.channels WHERE channel = 'mail'"))
+	d.Exec("SELECT pgrelay_notifier.create_channel('mail', 'app@example.com')")
+	require.EqualValues(t, 10, testenv.One[int32](t, d.Pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'mail'"))
+	require.Equal(t, "00:00:10", testenv.One[string](t, d.Pool, "SELECT retry_delay::text FROM pgrelay.channels WHERE channel = 'mail'"))
 	// The shortest span of 1000 draws, and the floor no draw can go under.
-	span := one[float64](t, d.pool, `SELECT min(s) FROM (
+	span := testenv.One[float64](t, d.Pool, `SELECT min(s) FROM (
 		SELECT sum(extract(epoch FROM pgrelay._backoff(c.retry_delay, k))) AS s
 		  FROM generate_series(1, 1000) g, pgrelay.channels c, generate_series(1, c.max_attempts - 1) k
 		 WHERE c.channel = 'mail' GROUP BY g) x`)
 	require.Greater(t, span, 3600.0, "the waits between the 10 attempts")
-	floor := one[float64](t, d.pool, `SELECT sum(0.8 * LEAST(10 * 2 ^ (k - 1), 3600)) FROM generate_series(1, 9) k`)
+	floor := testenv.One[float64](t, d.Pool, `SELECT sum(0.8 * LEAST(10 * 2 ^ (k - 1), 3600)) FROM generate_series(1, 9) k`)
 	require.InDelta(t, 4088, floor, 0.001, "docs/notifier.md's arithmetic")
 	require.GreaterOrEqual(t, span, floor)
 
 	d.register("plain", "")
-	require.EqualValues(t, 5, one[int32](t, d.pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'plain'"))
+	require.EqualValues(t, 5, testenv.One[int32](t, d.Pool, "SELECT max_attempts FROM pgrelay.channels WHERE channel = 'plain'"))
 }
 
 func TestNotifierSendStoresAndEnqueuesInTheCallersTransaction(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.emailChannel("mail", "")
-	id := one[int64](t, d.pool, `SELECT pgrelay_notifier.send('mail', ARRAY['Bob <bob@example.org>'], 'Hello',
+	id := testenv.One[int64](t, d.Pool, `SELECT pgrelay_notifier.send('mail', ARRAY['Bob <bob@example.org>'], 'Hello',
 		'text body', p_body_html := '<p>html</p>', p_cc := ARRAY['cc@example.org'], p_bcc := ARRAY['bcc@example.org'],
 		p_headers := '{"Reply-To": "help@example.com", "X-Order": "42"}')`)
 	require.InDelta(t, nowMS(), idMS(id), 5000, "notification_id comes from pgrelay._next_id()")
@@ -107,7 +109,7 @@ func TestNotifierSendStoresAndEnqueuesInTheCallersTransaction(t *testing.T) {
 	var from, subject, text, html, status, headers string
 	var to, cc, bcc []string
 	var attempts int32
-	require.NoError(t, d.pool.QueryRow(bg, `SELECT from_addr, to_addrs, cc_addrs, bcc_addrs, subject, body_text,
+	require.NoError(t, d.Pool.QueryRow(bg, `SELECT from_addr, to_addrs, cc_addrs, bcc_addrs, subject, body_text,
 		body_html, headers::text, status, attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1`, id).
 		Scan(&from, &to, &cc, &bcc, &subject, &text, &html, &headers, &status, &attempts))
 	require.Equal(t, "App <app@example.com>", from)
@@ -120,21 +122,21 @@ func TestNotifierSendStoresAndEnqueuesInTheCallersTransaction(t *testing.T) {
 	require.JSONEq(t, `{"Reply-To": "help@example.com", "X-Order": "42"}`, headers)
 	require.Equal(t, "queued", status)
 	require.Zero(t, attempts)
-	require.Equal(t, "queued", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", id))
-	require.Nil(t, one[*string](t, d.pool, "SELECT pgrelay_notifier.get_status(12345)"))
+	require.Equal(t, "queued", testenv.One[string](t, d.Pool, "SELECT pgrelay_notifier.get_status($1)", id))
+	require.Nil(t, testenv.One[*string](t, d.Pool, "SELECT pgrelay_notifier.get_status(12345)"))
 
 	// The queue row carries the id as its payload; the status change is an event.
-	require.Equal(t, []string{"mail|" + itoa(id)}, column[string](t, d.pool, "SELECT channel || '|' || payload FROM pgrelay.queue"))
-	require.Equal(t, []string{"queued"}, column[string](t, d.pool, "SELECT status FROM pgrelay_notifier.status_events WHERE notification_id = $1", id))
+	require.Equal(t, []string{"mail|" + itoa(id)}, testenv.Column[string](t, d.Pool, "SELECT channel || '|' || payload FROM pgrelay.queue"))
+	require.Equal(t, []string{"queued"}, testenv.Column[string](t, d.Pool, "SELECT status FROM pgrelay_notifier.status_events WHERE notification_id = $1", id))
 
 	// A rolled-back transaction leaves nothing behind.
-	c := d.conn(-1)
+	c := d.Conn(-1)
 	inTx(t, c, func(tx pgx.Tx) {
-		one[int64](t, tx, "SELECT pgrelay_notifier.send('mail', ARRAY['x@example.org'], 's', 'b')")
+		testenv.One[int64](t, tx, "SELECT pgrelay_notifier.send('mail', ARRAY['x@example.org'], 's', 'b')")
 	})
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay_notifier.notifications"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay_notifier.status_events"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay_notifier.notifications"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay_notifier.status_events"))
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
@@ -184,11 +186,11 @@ func TestNotifierSendRejectsBadInput(t *testing.T) {
 		{"from over 254 octets", "SELECT pgrelay_notifier.create_channel('long', 'App <a@' || repeat('b', 253) || '>')", "PR102", "too long", nil},
 	}
 	for _, c := range cases {
-		e := requireCode(t, d.err(c.sql, c.args...), c.code, c.name)
+		e := requireCode(t, d.Err(c.sql, c.args...), c.code, c.name)
 		require.Contains(t, e.Message, c.mention, c.name)
 	}
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay_notifier.notifications"))
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay_notifier.notifications"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"))
 
 	// The valid forms next to the invalid ones.
 	for _, a := range []string{"a@example.org", "Bob Q. Public <bob@example.org>", `"quoted name" <q@example.org>`,
@@ -196,7 +198,7 @@ func TestNotifierSendRejectsBadInput(t *testing.T) {
 		"Bob <bob@[::ffff:192.0.2.1]>", "a@" + strings.Repeat("b", 252)} {
 		_, err := mail.ParseAddress(a)
 		require.NoError(t, err, "net/mail accepts %q", a)
-		require.NoError(t, d.err("SELECT pgrelay_notifier.send('mail', ARRAY[$1], '', '')", a), a)
+		require.NoError(t, d.Err("SELECT pgrelay_notifier.send('mail', ARRAY[$1], '', '')", a), a)
 	}
 }
 
@@ -207,19 +209,19 @@ func TestNotifierStatusNeverMovesBackwards(t *testing.T) {
 	d := newSQLDB(t)
 	d.emailChannel("mail", "")
 	send := func() int64 {
-		return one[int64](t, d.pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+		return testenv.One[int64](t, d.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
 	}
 	set := func(id int64, status string, errText any) bool {
-		return one[bool](t, d.pool, "SELECT pgrelay_notifier.set_status($1, $2, $3)", id, status, errText)
+		return testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.set_status($1, $2, $3)", id, status, errText)
 	}
 	status := func(id int64) (string, int32) {
 		var s string
 		var n int32
-		require.NoError(t, d.pool.QueryRow(bg, "SELECT status, attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", id).Scan(&s, &n))
+		require.NoError(t, d.Pool.QueryRow(bg, "SELECT status, attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", id).Scan(&s, &n))
 		return s, n
 	}
 	events := func(id int64) []string {
-		return column[string](t, d.pool, "SELECT status || coalesce(':' || error, '') FROM pgrelay_notifier.status_events WHERE notification_id = $1 ORDER BY id", id)
+		return testenv.Column[string](t, d.Pool, "SELECT status || coalesce(':' || error, '') FROM pgrelay_notifier.status_events WHERE notification_id = $1 ORDER BY id", id)
 	}
 
 	a := send()
@@ -237,11 +239,11 @@ func TestNotifierStatusNeverMovesBackwards(t *testing.T) {
 	s, n = status(a)
 	require.Equal(t, "sent", s)
 	require.EqualValues(t, 2, n)
-	require.Equal(t, "sent", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", a))
-	require.Nil(t, one[*string](t, d.pool, "SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
-	require.NotNil(t, one[*string](t, d.pool, "SELECT sent_at::text FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
+	require.Equal(t, "sent", testenv.One[string](t, d.Pool, "SELECT pgrelay_notifier.get_status($1)", a))
+	require.Nil(t, testenv.One[*string](t, d.Pool, "SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
+	require.NotNil(t, testenv.One[*string](t, d.Pool, "SELECT sent_at::text FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
 	require.Equal(t, []string{"queued", "sending", "sent"}, events(a))
-	require.Empty(t, column[int64](t, d.pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", a), "a sent notification has nothing to send")
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", a), "a sent notification has nothing to send")
 
 	b := send()
 	require.True(t, set(b, "sending", nil))
@@ -249,25 +251,25 @@ func TestNotifierStatusNeverMovesBackwards(t *testing.T) {
 	require.False(t, set(b, "sent", nil), "failed is final")
 	s, _ = status(b)
 	require.Equal(t, "failed", s)
-	require.Equal(t, "550 5.1.1 no such user", one[string](t, d.pool, "SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1", b))
+	require.Equal(t, "550 5.1.1 no such user", testenv.One[string](t, d.Pool, "SELECT last_error FROM pgrelay_notifier.notifications WHERE notification_id = $1", b))
 	require.Equal(t, []string{"queued", "sending", "failed:550 5.1.1 no such user"}, events(b))
 
 	// Cancel: only while queued; fetch then has nothing to send.
 	c := send()
-	require.Len(t, column[int64](t, d.pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", c), 1)
-	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.cancel($1)", c))
-	require.False(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.cancel($1)", c))
+	require.Len(t, testenv.Column[int64](t, d.Pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", c), 1)
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.cancel($1)", c))
+	require.False(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.cancel($1)", c))
 	require.False(t, set(c, "sending", nil))
-	require.Equal(t, "cancelled", one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", c))
-	require.Empty(t, column[int64](t, d.pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", c))
-	require.False(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.cancel($1)", a), "a sent notification cannot be cancelled")
+	require.Equal(t, "cancelled", testenv.One[string](t, d.Pool, "SELECT pgrelay_notifier.get_status($1)", c))
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", c))
+	require.False(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.cancel($1)", a), "a sent notification cannot be cancelled")
 	require.Equal(t, []string{"queued", "cancelled"}, events(c))
 
 	// Unknown statuses and ids.
-	requireCode(t, d.err("SELECT pgrelay_notifier.set_status($1, 'delivered')", a), "PR110")
-	requireCode(t, d.err("SELECT pgrelay_notifier.set_status($1, NULL)", a), "PR110")
+	requireCode(t, d.Err("SELECT pgrelay_notifier.set_status($1, 'delivered')", a), "PR110")
+	requireCode(t, d.Err("SELECT pgrelay_notifier.set_status($1, NULL)", a), "PR110")
 	require.False(t, set(42, "sent", nil))
-	require.Empty(t, column[int64](t, d.pool, "SELECT notification_id FROM pgrelay_notifier.fetch(42)"))
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT notification_id FROM pgrelay_notifier.fetch(42)"))
 }
 
 // debug_log keeps the 20 newest notes of each notification.
@@ -275,21 +277,21 @@ func TestNotifierDebugLogIsBounded(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.emailChannel("mail", "")
-	a := one[int64](t, d.pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
-	b := one[int64](t, d.pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	a := testenv.One[int64](t, d.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	b := testenv.One[int64](t, d.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
 	for i := range 50 {
-		d.exec("SELECT pgrelay_notifier.debug_log($1, $2)", a, "note "+strconv.Itoa(i))
+		d.Exec("SELECT pgrelay_notifier.debug_log($1, $2)", a, "note "+strconv.Itoa(i))
 	}
 	for i := range 3 {
-		d.exec("SELECT pgrelay_notifier.debug_log($1, $2)", b, "b "+strconv.Itoa(i))
+		d.Exec("SELECT pgrelay_notifier.debug_log($1, $2)", b, "b "+strconv.Itoa(i))
 	}
-	d.exec("SELECT pgrelay_notifier.debug_log(42, 'nobody')")
-	got := column[string](t, d.pool, "SELECT message FROM pgrelay_notifier.debug_log WHERE notification_id = $1 ORDER BY id", a)
+	d.Exec("SELECT pgrelay_notifier.debug_log(42, 'nobody')")
+	got := testenv.Column[string](t, d.Pool, "SELECT message FROM pgrelay_notifier.debug_log WHERE notification_id = $1 ORDER BY id", a)
 	require.Len(t, got, 20)
 	require.Equal(t, "note 30", got[0])
 	require.Equal(t, "note 49", got[19])
-	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay_notifier.debug_log WHERE notification_id = $1", b))
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay_notifier.debug_log WHERE notification_id = 42"))
+	require.Equal(t, 3, d.Count("SELECT count(*) FROM pgrelay_notifier.debug_log WHERE notification_id = $1", b))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay_notifier.debug_log WHERE notification_id = 42"))
 }
 
 // The notifier never reads or writes pgrelay.queue or pgrelay.log: its
@@ -299,19 +301,19 @@ func TestNotifierDebugLogIsBounded(t *testing.T) {
 func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.exec("REVOKE ALL ON pgrelay.queue, pgrelay.log FROM pgrelay_notifier")
+	d.Exec("REVOKE ALL ON pgrelay.queue, pgrelay.log FROM pgrelay_notifier")
 	for _, tbl := range []string{"pgrelay.queue", "pgrelay.log"} {
-		require.False(t, one[bool](t, d.pool, "SELECT has_table_privilege('pgrelay_notifier', $1, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')", tbl), tbl)
+		require.False(t, testenv.One[bool](t, d.Pool, "SELECT has_table_privilege('pgrelay_notifier', $1, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')", tbl), tbl)
 	}
 	// Every function of the schema runs as pgrelay_notifier (definer) or as its
 	// caller, and none names the two tables.
 	require.Equal(t, []string{"pgrelay_notifier"},
-		column[string](t, d.pool, "SELECT DISTINCT pg_get_userbyid(proowner)::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace"))
-	require.Empty(t, column[string](t, d.pool, `SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace
+		testenv.Column[string](t, d.Pool, "SELECT DISTINCT pg_get_userbyid(proowner)::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace"))
+	require.Empty(t, testenv.Column[string](t, d.Pool, `SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace
 		AND (prosrc ~* 'pgrelay\.(queue|log)\M')`))
 	require.ElementsMatch(t, []string{"send", "get_status", "cancel", "fetch", "set_status", "debug_log",
 		"start_sending", "fail_for_event", "not_sent"},
-		column[string](t, d.pool, "SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace AND prosecdef"),
+		testenv.Column[string](t, d.Pool, "SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace AND prosecdef"),
 		"SECURITY DEFINER only where a less privileged caller needs it")
 
 	admin := d.loginAs("admin", "pgrelay_admin")
@@ -319,18 +321,18 @@ func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
 	producer := d.loginAs("producer", "pgrelay_producer")
 	processor := d.loginAs("processor", "pgrelay_processor")
 
-	id := one[int64](t, producer, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
-	require.Equal(t, "queued", one[string](t, producer, "SELECT pgrelay_notifier.get_status($1)", id))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE payload = $1", itoa(id)), "send() enqueued through pgrelay.notify()")
-	require.Equal(t, id, one[int64](t, processor, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", id))
-	require.True(t, one[bool](t, processor, "SELECT pgrelay_notifier.set_status($1, 'sending')", id))
+	id := testenv.One[int64](t, producer, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	require.Equal(t, "queued", testenv.One[string](t, producer, "SELECT pgrelay_notifier.get_status($1)", id))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE payload = $1", itoa(id)), "send() enqueued through pgrelay.notify()")
+	require.Equal(t, id, testenv.One[int64](t, processor, "SELECT notification_id FROM pgrelay_notifier.fetch($1)", id))
+	require.True(t, testenv.One[bool](t, processor, "SELECT pgrelay_notifier.set_status($1, 'sending')", id))
 	require.NoError(t, execErr(processor, "SELECT pgrelay_notifier.debug_log($1, 'note')", id))
-	require.True(t, one[bool](t, processor, "SELECT pgrelay_notifier.set_status($1, 'sent')", id))
-	require.Equal(t, "sent", one[string](t, producer, "SELECT pgrelay_notifier.get_status($1)", id))
-	require.EqualValues(t, 3, one[int64](t, processor, "SELECT count(*) FROM pgrelay_notifier.status_events WHERE notification_id = $1", id),
+	require.True(t, testenv.One[bool](t, processor, "SELECT pgrelay_notifier.set_status($1, 'sent')", id))
+	require.Equal(t, "sent", testenv.One[string](t, producer, "SELECT pgrelay_notifier.get_status($1)", id))
+	require.EqualValues(t, 3, testenv.One[int64](t, processor, "SELECT count(*) FROM pgrelay_notifier.status_events WHERE notification_id = $1", id),
 		"the processor (the NATS publisher) reads status events")
-	id2 := one[int64](t, producer, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
-	require.True(t, one[bool](t, producer, "SELECT pgrelay_notifier.cancel($1)", id2))
+	id2 := testenv.One[int64](t, producer, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	require.True(t, testenv.One[bool](t, producer, "SELECT pgrelay_notifier.cancel($1)", id2))
 
 	// What each role may not do.
 	for _, sql := range []string{
@@ -368,7 +370,7 @@ func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
 func TestNotifierDomainLiteralsAsNetMail(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	c := d.conn(-1)
+	c := d.Conn(-1)
 	_, err := c.Exec(bg, `CREATE FUNCTION pg_temp.accepted(a text) RETURNS bool LANGUAGE plpgsql AS $$
 		BEGIN
 		  PERFORM pgrelay_notifier._check_address('to', a);
@@ -458,10 +460,10 @@ func TestNotifierSendLimits(t *testing.T) {
 		{"message over 2 MiB", "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', $1, p_body_html := $1)", "PR108", "over the 2 MiB", []any{mib}},
 	}
 	for _, c := range cases {
-		e := requireCode(t, d.err(c.sql, c.args...), c.code, c.name)
+		e := requireCode(t, d.Err(c.sql, c.args...), c.code, c.name)
 		require.Contains(t, e.Message, c.mention, c.name)
 	}
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay_notifier.notifications"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay_notifier.notifications"))
 
 	// At the limits.
 	for _, c := range []struct {
@@ -475,7 +477,7 @@ func TestNotifierSendLimits(t *testing.T) {
 		{"SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b', p_headers := $1::jsonb)", []any{headers(18, 900)}},
 		{"SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', $1, p_body_html := left($1, 1048576 - 100))", []any{mib}},
 	} {
-		require.NoError(t, d.err(c.sql, c.args...), c.sql)
+		require.NoError(t, d.Err(c.sql, c.args...), c.sql)
 	}
 }
 
@@ -490,7 +492,7 @@ func TestNotifierStartSendingIsTheGate(t *testing.T) {
 	d.emailChannel("mail", "")
 	d.emailChannel("other", "")
 	send := func() int64 {
-		return one[int64](t, d.pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+		return testenv.One[int64](t, d.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
 	}
 	type gate struct {
 		Verdict string
@@ -500,15 +502,15 @@ func TestNotifierStartSendingIsTheGate(t *testing.T) {
 	}
 	start := func(id int64, channel string, event int64) gate {
 		var g gate
-		require.NoError(t, d.pool.QueryRow(bg, `SELECT verdict, reason, notification_id, status
+		require.NoError(t, d.Pool.QueryRow(bg, `SELECT verdict, reason, notification_id, status
 			FROM pgrelay_notifier.start_sending($1, $2, $3)`, id, channel, event).Scan(&g.Verdict, &g.Reason, &g.ID, &g.Status))
 		return g
 	}
 	fail := func(id int64, channel string, event int64) bool {
-		return one[bool](t, d.pool, "SELECT pgrelay_notifier.fail_for_event($1, $2, $3, 'boom')", id, channel, event)
+		return testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.fail_for_event($1, $2, $3, 'boom')", id, channel, event)
 	}
 	status := func(id int64) string {
-		return one[string](t, d.pool, "SELECT pgrelay_notifier.get_status($1)", id)
+		return testenv.One[string](t, d.Pool, "SELECT pgrelay_notifier.get_status($1)", id)
 	}
 
 	a := send()
@@ -528,11 +530,11 @@ func TestNotifierStartSendingIsTheGate(t *testing.T) {
 	require.Contains(t, *g.Reason, "not sent again, so that it is never delivered twice")
 	require.Nil(t, g.ID)
 	// Once the attempt is known to have handed nothing over, the next sends.
-	require.False(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.not_sent($1, 2)", a), "only the holder clears it")
-	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.not_sent($1, 1)", a))
+	require.False(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.not_sent($1, 2)", a), "only the holder clears it")
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.not_sent($1, 1)", a))
 	require.Equal(t, "send", start(a, "mail", 1).Verdict, "the holder's next attempt")
-	require.Equal(t, 2, one[int](t, d.pool, "SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
-	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.set_status($1, 'sent')", a))
+	require.Equal(t, 2, testenv.One[int](t, d.Pool, "SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", a))
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.set_status($1, 'sent')", a))
 	g = start(a, "mail", 1)
 	require.Equal(t, "sent", g.Verdict, "a redelivery of the holder")
 	g = start(a, "mail", 3)
@@ -546,7 +548,7 @@ func TestNotifierStartSendingIsTheGate(t *testing.T) {
 	require.Contains(t, *g.Reason, "was created for channel 'mail', not 'other'")
 	require.False(t, fail(b, "other", 7))
 	require.Equal(t, "queued", status(b))
-	require.Equal(t, 0, one[int](t, d.pool, "SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", b))
+	require.Equal(t, 0, testenv.One[int](t, d.Pool, "SELECT attempts FROM pgrelay_notifier.notifications WHERE notification_id = $1", b))
 	// An event of its channel that never got to send may fail it.
 	require.True(t, fail(b, "mail", 8))
 	require.Equal(t, "failed", status(b))
@@ -559,7 +561,7 @@ func TestNotifierStartSendingIsTheGate(t *testing.T) {
 	require.Equal(t, "missing", g.Verdict)
 	require.Contains(t, *g.Reason, "notification 424242424242 does not exist on node 0")
 	c := send()
-	require.True(t, one[bool](t, d.pool, "SELECT pgrelay_notifier.cancel($1)", c))
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.cancel($1)", c))
 	require.Equal(t, "cancelled", start(c, "mail", 1).Verdict)
 	require.Equal(t, "cancelled", status(c))
 
@@ -587,69 +589,69 @@ func TestNotifierProducersSeeOnlyTheirOwn(t *testing.T) {
 	status := "SELECT pgrelay_notifier.get_status($1)"
 	cancel := "SELECT pgrelay_notifier.cancel($1)"
 
-	id1 := one[int64](t, p1, send)
-	id2 := one[int64](t, p2, send)
-	id3 := one[int64](t, p1, send)
-	require.Equal(t, d.name()+"_p1", one[string](t, d.pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", id1))
+	id1 := testenv.One[int64](t, p1, send)
+	id2 := testenv.One[int64](t, p2, send)
+	id3 := testenv.One[int64](t, p1, send)
+	require.Equal(t, d.Name()+"_p1", testenv.One[string](t, d.Pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", id1))
 
 	// Each producer sees its own; the other's id answers as an unknown one.
-	require.Equal(t, "queued", *one[*string](t, p1, status, id1))
-	require.Equal(t, "queued", *one[*string](t, p2, status, id2))
-	require.Nil(t, one[*string](t, p1, status, id2))
-	require.Nil(t, one[*string](t, p2, status, id1))
-	require.Nil(t, one[*string](t, p2, status, int64(12345)))
-	require.False(t, one[bool](t, p2, cancel, id1))
-	require.False(t, one[bool](t, p1, cancel, id2))
-	require.False(t, one[bool](t, p1, cancel, int64(12345)))
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay_notifier.notifications WHERE notification_id IN ($1, $2) AND status = 'queued'", id1, id2),
+	require.Equal(t, "queued", *testenv.One[*string](t, p1, status, id1))
+	require.Equal(t, "queued", *testenv.One[*string](t, p2, status, id2))
+	require.Nil(t, testenv.One[*string](t, p1, status, id2))
+	require.Nil(t, testenv.One[*string](t, p2, status, id1))
+	require.Nil(t, testenv.One[*string](t, p2, status, int64(12345)))
+	require.False(t, testenv.One[bool](t, p2, cancel, id1))
+	require.False(t, testenv.One[bool](t, p1, cancel, id2))
+	require.False(t, testenv.One[bool](t, p1, cancel, int64(12345)))
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay_notifier.notifications WHERE notification_id IN ($1, $2) AND status = 'queued'", id1, id2),
 		"a refused cancel changes nothing")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'cancelled'"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay_notifier.status_events WHERE status = 'cancelled'"))
 
 	// Each cancels its own.
-	require.True(t, one[bool](t, p1, cancel, id1))
-	require.Equal(t, "cancelled", *one[*string](t, p1, status, id1))
-	require.Nil(t, one[*string](t, p2, status, id1))
+	require.True(t, testenv.One[bool](t, p1, cancel, id1))
+	require.Equal(t, "cancelled", *testenv.One[*string](t, p1, status, id1))
+	require.Nil(t, testenv.One[*string](t, p2, status, id1))
 
 	// An admin sees all and cancels any.
-	require.Equal(t, "cancelled", *one[*string](t, admin, status, id1))
-	require.Equal(t, "queued", *one[*string](t, admin, status, id2))
-	require.True(t, one[bool](t, admin, cancel, id2))
-	require.Equal(t, "cancelled", *one[*string](t, p2, status, id2))
-	require.Equal(t, "queued", *one[*string](t, p1, status, id3))
+	require.Equal(t, "cancelled", *testenv.One[*string](t, admin, status, id1))
+	require.Equal(t, "queued", *testenv.One[*string](t, admin, status, id2))
+	require.True(t, testenv.One[bool](t, admin, cancel, id2))
+	require.Equal(t, "cancelled", *testenv.One[*string](t, p2, status, id2))
+	require.Equal(t, "queued", *testenv.One[*string](t, p1, status, id3))
 
 	// One login for two applications (a shared connection pool) keeps them
 	// apart with SET ROLE: the role set is the sender, not the login.
-	d.exec("CREATE ROLE " + quoteIdent(d.name()+"_tenant_a") + " NOLOGIN IN ROLE pgrelay_producer")
-	d.exec("CREATE ROLE " + quoteIdent(d.name()+"_tenant_b") + " NOLOGIN IN ROLE pgrelay_producer")
+	d.Exec("CREATE ROLE " + quoteIdent(d.Name()+"_tenant_a") + " NOLOGIN IN ROLE pgrelay_producer")
+	d.Exec("CREATE ROLE " + quoteIdent(d.Name()+"_tenant_b") + " NOLOGIN IN ROLE pgrelay_producer")
 	gw := d.loginAs("gw", "")
-	d.exec("GRANT " + quoteIdent(d.name()+"_tenant_a") + ", " + quoteIdent(d.name()+"_tenant_b") + " TO " + quoteIdent(d.name()+"_gw"))
+	d.Exec("GRANT " + quoteIdent(d.Name()+"_tenant_a") + ", " + quoteIdent(d.Name()+"_tenant_b") + " TO " + quoteIdent(d.Name()+"_gw"))
 	setRole := func(c *pgx.Conn, role string) {
 		t.Helper()
-		require.NoError(t, execErr(c, "SET ROLE "+quoteIdent(d.name()+"_"+role)))
+		require.NoError(t, execErr(c, "SET ROLE "+quoteIdent(d.Name()+"_"+role)))
 	}
 	setRole(gw, "tenant_a")
-	ida := one[int64](t, gw, send)
-	require.Equal(t, d.name()+"_tenant_a", one[string](t, d.pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", ida))
-	require.Equal(t, "queued", *one[*string](t, gw, status, ida))
+	ida := testenv.One[int64](t, gw, send)
+	require.Equal(t, d.Name()+"_tenant_a", testenv.One[string](t, d.Pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", ida))
+	require.Equal(t, "queued", *testenv.One[*string](t, gw, status, ida))
 	setRole(gw, "tenant_b")
-	require.Nil(t, one[*string](t, gw, status, ida))
-	require.False(t, one[bool](t, gw, cancel, ida))
-	require.Nil(t, one[*string](t, p1, status, ida))
+	require.Nil(t, testenv.One[*string](t, gw, status, ida))
+	require.False(t, testenv.One[bool](t, gw, cancel, ida))
+	require.Nil(t, testenv.One[*string](t, p1, status, ida))
 	setRole(gw, "tenant_a")
-	require.True(t, one[bool](t, gw, cancel, ida))
+	require.True(t, testenv.One[bool](t, gw, cancel, ida))
 	// Inside a transaction, SET LOCAL ROLE (what a transaction-pooling proxy
 	// leaves to the application) counts the same.
 	require.NoError(t, execErr(gw, "RESET ROLE"))
 	tx, err := gw.Begin(bg)
 	require.NoError(t, err)
-	_, err = tx.Exec(bg, "SET LOCAL ROLE "+quoteIdent(d.name()+"_tenant_b"))
+	_, err = tx.Exec(bg, "SET LOCAL ROLE "+quoteIdent(d.Name()+"_tenant_b"))
 	require.NoError(t, err)
-	idb := one[int64](t, tx, send)
+	idb := testenv.One[int64](t, tx, send)
 	require.NoError(t, tx.Commit(bg))
-	require.Equal(t, d.name()+"_tenant_b", one[string](t, d.pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", idb))
+	require.Equal(t, d.Name()+"_tenant_b", testenv.One[string](t, d.Pool, "SELECT sent_by FROM pgrelay_notifier.notifications WHERE notification_id = $1", idb))
 	setRole(gw, "tenant_a")
-	require.Nil(t, one[*string](t, gw, status, idb))
+	require.Nil(t, testenv.One[*string](t, gw, status, idb))
 	setRole(gw, "tenant_b")
-	require.Equal(t, "queued", *one[*string](t, gw, status, idb))
-	require.Equal(t, "queued", *one[*string](t, admin, status, idb))
+	require.Equal(t, "queued", *testenv.One[*string](t, gw, status, idb))
+	require.Equal(t, "queued", *testenv.One[*string](t, admin, status, idb))
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 func TestNotifyInsertsRow(t *testing.T) {
@@ -28,7 +30,7 @@ func TestNotifyInsertsRow(t *testing.T) {
 		ready, noExpiry, notDispatched bool
 		enqueuedAt                     time.Time
 	)
-	require.NoError(t, d.pool.QueryRow(bg, `
+	require.NoError(t, d.Pool.QueryRow(bg, `
 		SELECT id, origin_id, channel, payload, owner_node, run_in_node::int8, retry_of, attempt,
 		       not_before <= now(), expires_at IS NULL, dispatched_at IS NULL AND dispatched_by IS NULL,
 		       enqueued_at
@@ -58,19 +60,19 @@ func TestNotifyRejects(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "")
 
-	pgErr := requireCode(t, d.err("SELECT pgrelay.notify('nope', 'x')"), "PR001")
+	pgErr := requireCode(t, d.Err("SELECT pgrelay.notify('nope', 'x')"), "PR001")
 	require.Contains(t, pgErr.Message, "nope")
-	requireCode(t, d.err("SELECT pgrelay.notify(NULL, 'x')"), "PR001")
-	requireCode(t, d.err("SELECT pgrelay.notify('c', NULL)"), "PR005")
-	requireCode(t, d.err("SELECT pgrelay.notify('c', repeat('x', 1048577))"), "PR006")
+	requireCode(t, d.Err("SELECT pgrelay.notify(NULL, 'x')"), "PR001")
+	requireCode(t, d.Err("SELECT pgrelay.notify('c', NULL)"), "PR005")
+	requireCode(t, d.Err("SELECT pgrelay.notify('c', repeat('x', 1048577))"), "PR006")
 	// The limit is in bytes, not characters: 524289 two-byte characters.
-	requireCode(t, d.err("SELECT pgrelay.notify('c', repeat('é', 524289))"), "PR006")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted by a rejected call")
+	requireCode(t, d.Err("SELECT pgrelay.notify('c', repeat('é', 524289))"), "PR006")
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted by a rejected call")
 
 	// Exactly 1 MiB is accepted.
-	id := one[int64](t, d.pool, "SELECT pgrelay.notify('c', repeat('x', 1048576))")
-	require.Equal(t, 1048576, d.count("SELECT octet_length(payload) FROM pgrelay.queue WHERE id = $1", id))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue"))
+	id := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', repeat('x', 1048576))")
+	require.Equal(t, 1048576, d.Count("SELECT octet_length(payload) FROM pgrelay.queue WHERE id = $1", id))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue"))
 }
 
 // The event exists only if the caller's transaction commits.
@@ -78,25 +80,25 @@ func TestNotifyIsTransactional(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	producer := d.conn(-1)
-	other := d.conn(-1)
+	producer := d.Conn(-1)
+	other := d.Conn(-1)
 
 	tx, err := producer.Begin(bg)
 	require.NoError(t, err)
-	id := one[int64](t, tx, "SELECT pgrelay.notify('c', 'x')")
-	require.Zero(t, one[int64](t, other, "SELECT count(*) FROM pgrelay.queue"), "invisible before commit")
-	require.Nil(t, one[*string](t, other, "SELECT pgrelay.status($1)", id))
+	id := testenv.One[int64](t, tx, "SELECT pgrelay.notify('c', 'x')")
+	require.Zero(t, testenv.One[int64](t, other, "SELECT count(*) FROM pgrelay.queue"), "invisible before commit")
+	require.Nil(t, testenv.One[*string](t, other, "SELECT pgrelay.status($1)", id))
 	require.NoError(t, tx.Rollback(bg))
-	require.Zero(t, one[int64](t, other, "SELECT count(*) FROM pgrelay.queue"))
-	require.Nil(t, one[*string](t, other, "SELECT pgrelay.status($1)", id))
+	require.Zero(t, testenv.One[int64](t, other, "SELECT count(*) FROM pgrelay.queue"))
+	require.Nil(t, testenv.One[*string](t, other, "SELECT pgrelay.status($1)", id))
 
 	tx, err = producer.Begin(bg)
 	require.NoError(t, err)
-	id = one[int64](t, tx, "SELECT pgrelay.notify('c', 'y')")
-	require.Zero(t, one[int64](t, other, "SELECT count(*) FROM pgrelay.queue"))
+	id = testenv.One[int64](t, tx, "SELECT pgrelay.notify('c', 'y')")
+	require.Zero(t, testenv.One[int64](t, other, "SELECT count(*) FROM pgrelay.queue"))
 	require.NoError(t, tx.Commit(bg))
-	require.Equal(t, id, one[int64](t, other, "SELECT id FROM pgrelay.queue"))
-	require.Equal(t, "pending", one[string](t, other, "SELECT pgrelay.status($1)", id))
+	require.Equal(t, id, testenv.One[int64](t, other, "SELECT id FROM pgrelay.queue"))
+	require.Equal(t, "pending", testenv.One[string](t, other, "SELECT pgrelay.status($1)", id))
 }
 
 // listenWakes LISTENs on 'pgrelay' on a connection of its own; next
@@ -111,7 +113,7 @@ type wakeListener struct {
 
 func listenWakes(t *testing.T, d *sqlDB) *wakeListener {
 	t.Helper()
-	l := &wakeListener{t: t, d: d, conn: d.conn(-1)}
+	l := &wakeListener{t: t, d: d, conn: d.Conn(-1)}
 	_, err := l.conn.Exec(bg, "LISTEN pgrelay")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
@@ -132,14 +134,14 @@ func (l *wakeListener) next() string {
 // marker sent after everything before it committed.
 func (l *wakeListener) none(msg string) {
 	l.t.Helper()
-	l.d.exec("SELECT pg_notify('pgrelay', 'marker')")
+	l.d.Exec("SELECT pg_notify('pgrelay', 'marker')")
 	require.Equal(l.t, "marker", l.next(), msg)
 }
 
 // arm arms the wake-up slots as a Processor does; it returns how many it armed.
 func (d *sqlDB) arm() int {
-	d.t.Helper()
-	return one[int](d.t, d.pool, "SELECT pgrelay._arm_wakes()")
+	d.T.Helper()
+	return testenv.One[int](d.T, d.Pool, "SELECT pgrelay._arm_wakes()")
 }
 
 // notify wakes a listening Processor on the 'pgrelay' channel, at commit,
@@ -155,7 +157,7 @@ func TestNotifyWakesListeners(t *testing.T) {
 
 	// notify_many wakes too (once per statement is enough).
 	d.arm()
-	_, err := d.pool.Exec(bg, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
+	_, err := d.Pool.Exec(bg, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
 	require.NoError(t, err)
 	l.next()
 	l.none("one wake-up for the statement")
@@ -171,17 +173,19 @@ func TestNotifyWakesOnlyWhenAsked(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	slot := one[int](t, d.pool, "SELECT pgrelay._wake_slot('c')")
-	armed := func() bool { return one[bool](t, d.pool, "SELECT armed FROM pgrelay.wake_slots WHERE slot = $1", slot) }
+	slot := testenv.One[int](t, d.Pool, "SELECT pgrelay._wake_slot('c')")
+	armed := func() bool {
+		return testenv.One[bool](t, d.Pool, "SELECT armed FROM pgrelay.wake_slots WHERE slot = $1", slot)
+	}
 	l := listenWakes(t, d)
-	require.Equal(t, 1024, d.count("SELECT count(*) FROM pgrelay.wake_slots WHERE armed"), "armed from the start")
+	require.Equal(t, 1024, d.Count("SELECT count(*) FROM pgrelay.wake_slots WHERE armed"), "armed from the start")
 	require.Zero(t, d.arm(), "nothing to arm")
 
 	d.notify("c", "1")
 	l.next()
 	require.False(t, armed(), "the first producer took the slot")
 	d.notify("c", "2")
-	d.exec("SELECT pgrelay.notify_many('c', ARRAY['3', '4'])")
+	d.Exec("SELECT pgrelay.notify_many('c', ARRAY['3', '4'])")
 	l.none("the slot is taken: no wake-up")
 
 	require.Equal(t, 1, d.arm())
@@ -191,7 +195,7 @@ func TestNotifyWakesOnlyWhenAsked(t *testing.T) {
 
 	// A producer that rolls back gives the slot back.
 	require.Equal(t, 1, d.arm())
-	tx, err := d.pool.Begin(bg)
+	tx, err := d.Pool.Begin(bg)
 	require.NoError(t, err)
 	_, err = tx.Exec(bg, "SELECT pgrelay.notify('c', 'rolled back')")
 	require.NoError(t, err)
@@ -200,7 +204,7 @@ func TestNotifyWakesOnlyWhenAsked(t *testing.T) {
 
 	// Two producers at once: the second finds the slot being taken, neither
 	// waits, one wake-up.
-	p1, p2 := d.conn(-1), d.conn(-1)
+	p1, p2 := d.Conn(-1), d.Conn(-1)
 	t1, err := p1.Begin(bg)
 	require.NoError(t, err)
 	_, err = t1.Exec(bg, "SELECT pgrelay.notify('c', 'first')")
@@ -220,7 +224,7 @@ func TestNotifyWakesOnlyWhenAsked(t *testing.T) {
 	// Not READ COMMITTED: always.
 	require.False(t, armed())
 	for _, iso := range []string{"REPEATABLE READ", "SERIALIZABLE"} {
-		tx, err := d.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(iso)})
+		tx, err := d.Pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(iso)})
 		require.NoError(t, err)
 		_, err = tx.Exec(bg, "SELECT pgrelay.notify('c', $1)", iso)
 		require.NoError(t, err)
@@ -229,7 +233,7 @@ func TestNotifyWakesOnlyWhenAsked(t *testing.T) {
 	}
 
 	// Slots missing: always, until a Processor arms them again.
-	d.exec("DELETE FROM pgrelay.wake_slots")
+	d.Exec("DELETE FROM pgrelay.wake_slots")
 	d.notify("c", "6")
 	l.next()
 	d.notify("c", "7")
@@ -250,10 +254,10 @@ func TestNotifyWakeNamesChannel(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("orders", "")
 	d.register("signups", "")
-	require.NotEqual(t, one[int](t, d.pool, "SELECT pgrelay._wake_slot('orders')"),
-		one[int](t, d.pool, "SELECT pgrelay._wake_slot('signups')"), "the test needs two slots")
+	require.NotEqual(t, testenv.One[int](t, d.Pool, "SELECT pgrelay._wake_slot('orders')"),
+		testenv.One[int](t, d.Pool, "SELECT pgrelay._wake_slot('signups')"), "the test needs two slots")
 	hint := func(ch string) string {
-		return one[string](t, d.pool, "SELECT md5(wake_key || $1) FROM pgrelay.this_node", ch)
+		return testenv.One[string](t, d.Pool, "SELECT md5(wake_key || $1) FROM pgrelay.this_node", ch)
 	}
 	l := listenWakes(t, d)
 	next := func() string {
@@ -265,15 +269,15 @@ func TestNotifyWakeNamesChannel(t *testing.T) {
 	}
 	d.notify("orders", "x")
 	require.Equal(t, hint("orders"), next())
-	d.exec("SELECT pgrelay.notify_many('signups', ARRAY['a', 'b'])")
+	d.Exec("SELECT pgrelay.notify_many('signups', ARRAY['a', 'b'])")
 	require.Equal(t, hint("signups"), next())
 	// One statement, two channels.
 	d.arm()
-	d.exec("INSERT INTO pgrelay.queue (channel, payload) VALUES ('orders', 'y'), ('signups', 'z')")
+	d.Exec("INSERT INTO pgrelay.queue (channel, payload) VALUES ('orders', 'y'), ('signups', 'z')")
 	require.ElementsMatch(t, []string{hint("orders"), hint("signups")}, []string{next(), next()})
 	// A transaction notifying two channels wakes once per channel.
 	d.arm()
-	tx, err := d.pool.Begin(bg)
+	tx, err := d.Pool.Begin(bg)
 	require.NoError(t, err)
 	for _, ch := range []string{"orders", "signups", "orders"} {
 		_, err := tx.Exec(bg, "SELECT pgrelay.notify($1, 'p')", ch)
@@ -291,16 +295,16 @@ func TestWakeXidsEnded(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	p := d.conn(-1)
+	p := d.Conn(-1)
 	tx, err := p.Begin(bg)
 	require.NoError(t, err)
 	_, err = tx.Exec(bg, "SELECT pgrelay.notify('c', 'x')")
 	require.NoError(t, err)
-	xid := one[int64](t, tx, "SELECT pg_current_xact_id()::text::bigint")
+	xid := testenv.One[int64](t, tx, "SELECT pg_current_xact_id()::text::bigint")
 	snap := fmt.Sprintf("%d:%d:%d", xid, xid+1, xid)
-	require.False(t, one[bool](t, d.pool, "SELECT pgrelay._wake_xids_ended($1::pg_snapshot)", snap))
+	require.False(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay._wake_xids_ended($1::pg_snapshot)", snap))
 	require.NoError(t, tx.Commit(bg))
-	require.True(t, one[bool](t, d.pool, "SELECT pgrelay._wake_xids_ended($1::pg_snapshot)", snap))
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay._wake_xids_ended($1::pg_snapshot)", snap))
 }
 
 func TestNotifyExpireAfter(t *testing.T) {
@@ -309,11 +313,11 @@ func TestNotifyExpireAfter(t *testing.T) {
 	d.register("c", "p_expire_after := '90 minutes'")
 	d.register("forever", "")
 	id := d.notify("c", "x")
-	require.Equal(t, "01:30:00", one[string](t, d.pool, "SELECT (expires_at - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id))
+	require.Equal(t, "01:30:00", testenv.One[string](t, d.Pool, "SELECT (expires_at - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id))
 	id = d.notify("forever", "x")
-	require.Nil(t, one[*time.Time](t, d.pool, "SELECT expires_at FROM pgrelay.queue WHERE id = $1", id))
-	ids := column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = ANY($1) AND expires_at = enqueued_at + interval '90 minutes'", ids))
+	require.Nil(t, testenv.One[*time.Time](t, d.Pool, "SELECT expires_at FROM pgrelay.queue WHERE id = $1", id))
+	ids := testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = ANY($1) AND expires_at = enqueued_at + interval '90 minutes'", ids))
 }
 
 func TestNotifyMany(t *testing.T) {
@@ -321,41 +325,41 @@ func TestNotifyMany(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "")
 	d.register("paused", "")
-	d.exec("SELECT pgrelay.update('paused', p_paused := true)")
+	d.Exec("SELECT pgrelay.update('paused', p_paused := true)")
 
 	// Ids come back in input order, one per payload, each its own origin.
 	in := make([]string, 500)
 	for i := range in {
 		in[i] = fmt.Sprintf("p%03d", (i*37)%500) // not in sorted order
 	}
-	got := column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', $1)", in)
+	got := testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', $1)", in)
 	require.Len(t, got, len(in))
 	for i, id := range got {
 		var payload string
 		var origin int64
-		require.NoError(t, d.pool.QueryRow(bg, "SELECT payload, origin_id FROM pgrelay.queue WHERE id = $1", id).Scan(&payload, &origin))
+		require.NoError(t, d.Pool.QueryRow(bg, "SELECT payload, origin_id FROM pgrelay.queue WHERE id = $1", id).Scan(&payload, &origin))
 		require.Equal(t, in[i], payload, "id %d of the result is payload %d of the input", i, i)
 		require.Equal(t, id, origin)
 	}
-	require.Equal(t, len(in), d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, len(in), d.Count("SELECT count(*) FROM pgrelay.queue"))
 
 	// Duplicates in the input without deduplicate: one row each.
-	got = column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['same', 'same'])")
+	got = testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['same', 'same'])")
 	require.Len(t, got, 2)
 	require.NotEqual(t, got[0], got[1])
 
 	// An empty array inserts and returns nothing.
-	require.Empty(t, column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY[]::text[])"))
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY[]::text[])"))
 
 	// Same rules as notify: one bad payload rejects the whole call.
-	n := d.count("SELECT count(*) FROM pgrelay.queue")
-	requireCode(t, d.err("SELECT pgrelay.notify_many('c', ARRAY['ok', NULL, 'ok'])"), "PR005")
-	requireCode(t, d.err("SELECT pgrelay.notify_many('c', ARRAY['ok', repeat('x', 1048577)])"), "PR006")
-	requireCode(t, d.err("SELECT pgrelay.notify_many('c', NULL)"), "PR005")
-	requireCode(t, d.err("SELECT pgrelay.notify_many('nope', ARRAY['ok'])"), "PR001")
-	requireCode(t, d.err("SELECT pgrelay.notify_many(NULL, ARRAY['ok'])"), "PR001")
-	require.Equal(t, n, d.count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted by a rejected call")
-	got = column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY[repeat('x', 1048576)])")
+	n := d.Count("SELECT count(*) FROM pgrelay.queue")
+	requireCode(t, d.Err("SELECT pgrelay.notify_many('c', ARRAY['ok', NULL, 'ok'])"), "PR005")
+	requireCode(t, d.Err("SELECT pgrelay.notify_many('c', ARRAY['ok', repeat('x', 1048577)])"), "PR006")
+	requireCode(t, d.Err("SELECT pgrelay.notify_many('c', NULL)"), "PR005")
+	requireCode(t, d.Err("SELECT pgrelay.notify_many('nope', ARRAY['ok'])"), "PR001")
+	requireCode(t, d.Err("SELECT pgrelay.notify_many(NULL, ARRAY['ok'])"), "PR001")
+	require.Equal(t, n, d.Count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted by a rejected call")
+	got = testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY[repeat('x', 1048576)])")
 	require.Len(t, got, 1)
 }
 
@@ -370,12 +374,12 @@ func TestNotifyDeduplicates(t *testing.T) {
 	first := d.notify("c", "x")
 	again := d.notify("c", "x")
 	require.Equal(t, first, again, "the pending row's id is returned")
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted")
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue"), "nothing inserted")
 
 	var queueID, origin int64
 	var event, channel string
 	var attempt int32
-	require.NoError(t, d.pool.QueryRow(bg, "SELECT queue_id, origin_id, event, channel, attempt FROM pgrelay.log").
+	require.NoError(t, d.Pool.QueryRow(bg, "SELECT queue_id, origin_id, event, channel, attempt FROM pgrelay.log").
 		Scan(&queueID, &origin, &event, &channel, &attempt))
 	require.Equal(t, "deduplicated", event)
 	require.Equal(t, first, queueID, "queue_id names the absorbing row")
@@ -393,20 +397,20 @@ func TestNotifyDeduplicates(t *testing.T) {
 	require.NotEqual(t, p1, d.notify("plain", "x"))
 
 	// Once dispatched, the row no longer absorbs: a new row is inserted.
-	d.exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = $1", first)
+	d.Exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = $1", first)
 	third := d.notify("c", "x")
 	require.NotEqual(t, first, third)
 	require.Equal(t, third, d.notify("c", "x"), "and the new pending row absorbs the next one")
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'c' AND payload = 'x'"))
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'c' AND payload = 'x'"))
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
 
 	// notify_many follows the same rule, within the call too.
-	got := column[int64](t, d.pool, "SELECT pgrelay.notify_many('c', ARRAY['x', 'z', 'z'])")
+	got := testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['x', 'z', 'z'])")
 	require.Len(t, got, 3)
 	require.Equal(t, third, got[0])
 	require.Equal(t, got[1], got[2])
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'c' AND payload = 'z'"))
-	require.Equal(t, 4, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'c' AND payload = 'z'"))
+	require.Equal(t, 4, d.Count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
 }
 
 // Two producers notifying the same payload at once, each in an open
@@ -416,11 +420,11 @@ func TestNotifyDeduplicatesConcurrently(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "p_deduplicate := true")
-	c1, c2 := d.conn(-1), d.conn(-1)
+	c1, c2 := d.Conn(-1), d.Conn(-1)
 
 	tx1, err := c1.Begin(bg)
 	require.NoError(t, err)
-	id1 := one[int64](t, tx1, "SELECT pgrelay.notify('c', 'same')")
+	id1 := testenv.One[int64](t, tx1, "SELECT pgrelay.notify('c', 'same')")
 
 	tx2, err := c2.Begin(bg)
 	require.NoError(t, err)
@@ -434,7 +438,7 @@ func TestNotifyDeduplicatesConcurrently(t *testing.T) {
 		err := tx2.QueryRow(bg, "SELECT pgrelay.notify('c', 'same')").Scan(&id)
 		done <- result{id, err}
 	}()
-	waitUntilBlocked(t, d.pool, c2.PgConn().PID())
+	waitUntilBlocked(t, d.Pool, c2.PgConn().PID())
 	select {
 	case r := <-done:
 		t.Fatalf("the second notify returned before the first committed: %+v", r)
@@ -445,13 +449,13 @@ func TestNotifyDeduplicatesConcurrently(t *testing.T) {
 	require.NoError(t, r.err)
 	require.Equal(t, id1, r.id)
 	require.NoError(t, tx2.Commit(bg))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated' AND queue_id = $1", id1))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated' AND queue_id = $1", id1))
 
 	// When the first rolls back instead, the second inserts its own row.
 	tx1, err = c1.Begin(bg)
 	require.NoError(t, err)
-	one[int64](t, tx1, "SELECT pgrelay.notify('c', 'other')")
+	testenv.One[int64](t, tx1, "SELECT pgrelay.notify('c', 'other')")
 	tx2, err = c2.Begin(bg)
 	require.NoError(t, err)
 	go func() {
@@ -459,12 +463,12 @@ func TestNotifyDeduplicatesConcurrently(t *testing.T) {
 		err := tx2.QueryRow(bg, "SELECT pgrelay.notify('c', 'other')").Scan(&id)
 		done <- result{id, err}
 	}()
-	waitUntilBlocked(t, d.pool, c2.PgConn().PID())
+	waitUntilBlocked(t, d.Pool, c2.PgConn().PID())
 	require.NoError(t, tx1.Rollback(bg))
 	r = <-done
 	require.NoError(t, r.err)
 	require.NoError(t, tx2.Commit(bg))
-	require.Equal(t, r.id, one[int64](t, d.pool, "SELECT id FROM pgrelay.queue WHERE payload = 'other'"))
+	require.Equal(t, r.id, testenv.One[int64](t, d.Pool, "SELECT id FROM pgrelay.queue WHERE payload = 'other'"))
 }
 
 // Many producers racing on a few payloads: one pending row per payload.
@@ -475,7 +479,7 @@ func TestNotifyDeduplicatesUnderLoad(t *testing.T) {
 	const producers, rounds = 4, 50
 	errs := make(chan error, producers)
 	for p := range producers {
-		c := d.conn(-1)
+		c := d.Conn(-1)
 		go func() {
 			for i := range rounds {
 				if _, err := c.Exec(bg, "SELECT pgrelay.notify('c', $1)", fmt.Sprint((i+p)%5)); err != nil {
@@ -489,8 +493,8 @@ func TestNotifyDeduplicatesUnderLoad(t *testing.T) {
 	for range producers {
 		require.NoError(t, <-errs)
 	}
-	require.Equal(t, 5, d.count("SELECT count(*) FROM pgrelay.queue"))
-	require.Equal(t, producers*rounds-5, d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
+	require.Equal(t, 5, d.Count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, producers*rounds-5, d.Count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated'"))
 }
 
 // Node-restricted channels: the pin comes from the session's node, never from
@@ -501,49 +505,49 @@ func TestNotifyNodeRestricted(t *testing.T) {
 	d.register("pinned", "p_node_restricted := true")
 	d.register("pinned_dedup", "p_node_restricted := true, p_deduplicate := true")
 	d.register("free", "")
-	n1, n2 := d.conn(1), d.conn(2)
+	n1, n2 := d.Conn(1), d.Conn(2)
 
 	node := func(id int64) (owner int32, runIn *int32) {
-		require.NoError(t, d.pool.QueryRow(bg, "SELECT owner_node, run_in_node FROM pgrelay.queue WHERE id = $1", id).Scan(&owner, &runIn))
+		require.NoError(t, d.Pool.QueryRow(bg, "SELECT owner_node, run_in_node FROM pgrelay.queue WHERE id = $1", id).Scan(&owner, &runIn))
 		return
 	}
-	id := one[int64](t, n2, "SELECT pgrelay.notify('pinned', 'x')")
+	id := testenv.One[int64](t, n2, "SELECT pgrelay.notify('pinned', 'x')")
 	owner, runIn := node(id)
 	require.EqualValues(t, 2, owner)
 	require.NotNil(t, runIn)
 	require.EqualValues(t, 2, *runIn)
 
-	id = one[int64](t, n1, "SELECT pgrelay.notify('free', 'x')")
+	id = testenv.One[int64](t, n1, "SELECT pgrelay.notify('free', 'x')")
 	owner, runIn = node(id)
 	require.EqualValues(t, 1, owner)
 	require.Nil(t, runIn)
 
-	for _, id := range column[int64](t, n1, "SELECT pgrelay.notify_many('pinned', ARRAY['a', 'b'])") {
+	for _, id := range testenv.Column[int64](t, n1, "SELECT pgrelay.notify_many('pinned', ARRAY['a', 'b'])") {
 		_, runIn := node(id)
 		require.NotNil(t, runIn)
 		require.EqualValues(t, 1, *runIn)
 	}
 
 	// A caller-supplied pin in a direct insert is overwritten by the trigger.
-	id = one[int64](t, n2, "INSERT INTO pgrelay.queue (channel, payload, run_in_node) VALUES ('pinned', 'y', 7) RETURNING id")
+	id = testenv.One[int64](t, n2, "INSERT INTO pgrelay.queue (channel, payload, run_in_node) VALUES ('pinned', 'y', 7) RETURNING id")
 	_, runIn = node(id)
 	require.EqualValues(t, 2, *runIn)
-	id = one[int64](t, n2, "INSERT INTO pgrelay.queue (channel, payload, run_in_node) VALUES ('free', 'y', 7) RETURNING id")
+	id = testenv.One[int64](t, n2, "INSERT INTO pgrelay.queue (channel, payload, run_in_node) VALUES ('free', 'y', 7) RETURNING id")
 	_, runIn = node(id)
 	require.Nil(t, runIn)
 	// The trigger also derives origin_id and rejects unknown channels.
-	require.Equal(t, id, one[int64](t, n2, "SELECT origin_id FROM pgrelay.queue WHERE id = $1", id))
+	require.Equal(t, id, testenv.One[int64](t, n2, "SELECT origin_id FROM pgrelay.queue WHERE id = $1", id))
 	_, err := n2.Exec(bg, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('nope', 'y')")
 	requireCode(t, err, "PR001")
 
 	// Deduplication only against pending rows of the same node.
-	a1 := one[int64](t, n1, "SELECT pgrelay.notify('pinned_dedup', 'p')")
-	a2 := one[int64](t, n2, "SELECT pgrelay.notify('pinned_dedup', 'p')")
+	a1 := testenv.One[int64](t, n1, "SELECT pgrelay.notify('pinned_dedup', 'p')")
+	a2 := testenv.One[int64](t, n2, "SELECT pgrelay.notify('pinned_dedup', 'p')")
 	require.NotEqual(t, a1, a2)
-	require.Equal(t, a1, one[int64](t, n1, "SELECT pgrelay.notify('pinned_dedup', 'p')"))
-	require.Equal(t, a2, one[int64](t, n2, "SELECT pgrelay.notify('pinned_dedup', 'p')"))
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned_dedup'"))
-	require.Equal(t, []int32{1, 2}, column[int32](t, d.pool,
+	require.Equal(t, a1, testenv.One[int64](t, n1, "SELECT pgrelay.notify('pinned_dedup', 'p')"))
+	require.Equal(t, a2, testenv.One[int64](t, n2, "SELECT pgrelay.notify('pinned_dedup', 'p')"))
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'pinned_dedup'"))
+	require.Equal(t, []int32{1, 2}, testenv.Column[int32](t, d.Pool,
 		"SELECT node FROM pgrelay.log WHERE event = 'deduplicated' ORDER BY node"))
 }
 
@@ -552,12 +556,12 @@ func TestNotifyBadNodeID(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	c := d.conn(-1)
+	c := d.Conn(-1)
 	_, err := c.Exec(bg, "SET pg_relay.node_id = '4096'")
 	require.NoError(t, err)
 	_, err = c.Exec(bg, "SELECT pgrelay.notify('c', 'x')")
 	requireCode(t, err, "PR020")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"))
 }
 
 // Under session_replication_role = replica (the apply worker of logical
@@ -572,7 +576,7 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	d.register("pin_dedup", "p_node_restricted := true, p_deduplicate := true, p_concurrency_mode := 'channel', p_expire_after := '1 hour'")
 	d.register("free", "")
 	d.register("free_dedup", "p_deduplicate := true, p_concurrency_mode := 'payload', p_publish_payload := true")
-	origin, replica := d.conn(3), d.conn(3)
+	origin, replica := d.Conn(3), d.Conn(3)
 	_, err := replica.Exec(bg, "SET session_replication_role = replica")
 	require.NoError(t, err)
 
@@ -590,7 +594,7 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	read := func(id int64) stamps {
 		t.Helper()
 		var s stamps
-		require.NoError(t, d.pool.QueryRow(bg, `SELECT origin_id = id, owner_node, run_in_node, lane, phash,
+		require.NoError(t, d.Pool.QueryRow(bg, `SELECT origin_id = id, owner_node, run_in_node, lane, phash,
 			(expires_at - not_before)::text, EXISTS (SELECT FROM pgrelay.event_payloads e WHERE e.queue_id = q.id)
 			  FROM pgrelay.queue q WHERE id = $1`, id).
 			Scan(&s.OriginIsID, &s.Owner, &s.RunIn, &s.Lane, &s.PHash, &s.Expiry, &s.Kept))
@@ -608,13 +612,13 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 	for _, ch := range []string{"pin", "pin_dedup", "free", "free_dedup"} {
 		for name, sql := range calls {
 			want := []stamps{}
-			for _, id := range column[int64](t, origin, sql, ch) {
+			for _, id := range testenv.Column[int64](t, origin, sql, ch) {
 				want = append(want, read(id))
 			}
-			d.exec("DELETE FROM pgrelay.queue")
-			d.exec("DELETE FROM pgrelay.event_payloads")
+			d.Exec("DELETE FROM pgrelay.queue")
+			d.Exec("DELETE FROM pgrelay.event_payloads")
 			got := []stamps{}
-			ids := column[int64](t, replica, sql, ch)
+			ids := testenv.Column[int64](t, replica, sql, ch)
 			for _, id := range ids {
 				got = append(got, read(id))
 			}
@@ -632,26 +636,26 @@ func TestNotifyUnderReplicaRoleStampsAsTheTrigger(t *testing.T) {
 			// A deduplicating channel absorbs the same call again, under the
 			// replica role too: the rows carry their hash.
 			if ch == "pin_dedup" || ch == "free_dedup" {
-				require.Equal(t, ids, column[int64](t, replica, sql, ch), "%s on %s: deduplicated", name, ch)
-				require.Equal(t, len(ids), d.count("SELECT count(*) FROM pgrelay.queue"))
-				require.Equal(t, len(ids), d.count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated' AND node = 3"))
-				d.exec("DELETE FROM pgrelay.log")
+				require.Equal(t, ids, testenv.Column[int64](t, replica, sql, ch), "%s on %s: deduplicated", name, ch)
+				require.Equal(t, len(ids), d.Count("SELECT count(*) FROM pgrelay.queue"))
+				require.Equal(t, len(ids), d.Count("SELECT count(*) FROM pgrelay.log WHERE event = 'deduplicated' AND node = 3"))
+				d.Exec("DELETE FROM pgrelay.log")
 			}
-			d.exec("DELETE FROM pgrelay.queue")
-			d.exec("DELETE FROM pgrelay.event_payloads")
+			d.Exec("DELETE FROM pgrelay.queue")
+			d.Exec("DELETE FROM pgrelay.event_payloads")
 		}
 	}
 	// The values themselves, for one row: what the trigger derives.
-	id := one[int64](t, replica, "SELECT pgrelay.notify('pin', 'p1')")
+	id := testenv.One[int64](t, replica, "SELECT pgrelay.notify('pin', 'p1')")
 	s := read(id)
-	require.Equal(t, one[int64](t, d.pool, "SELECT hashtextextended('p1', 0)"), *s.Lane)
+	require.Equal(t, testenv.One[int64](t, d.Pool, "SELECT hashtextextended('p1', 0)"), *s.Lane)
 	require.Nil(t, s.PHash)
 	require.Equal(t, "00:05:00", *s.Expiry)
 	require.True(t, s.Kept)
 	// A delayed one expires that long after its due time.
-	id = one[int64](t, replica, "SELECT pgrelay.notify('pin', 'p2', p_delay := '2 hours')")
+	id = testenv.One[int64](t, replica, "SELECT pgrelay.notify('pin', 'p2', p_delay := '2 hours')")
 	require.Equal(t, "00:05:00", *read(id).Expiry)
-	require.Equal(t, "02:00:00", one[string](t, d.pool, "SELECT (not_before - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id))
+	require.Equal(t, "02:00:00", testenv.One[string](t, d.Pool, "SELECT (not_before - enqueued_at)::text FROM pgrelay.queue WHERE id = $1", id))
 }
 
 // The stamping trigger fires in the replica role too (ENABLE ALWAYS): a row
@@ -663,7 +667,7 @@ func TestQueueTriggerUnderReplicaRole(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("pin", "p_node_restricted := true, p_concurrency_mode := 'payload', p_expire_after := '5 minutes', p_publish_payload := true")
-	replica := d.conn(3)
+	replica := d.Conn(3)
 	_, err := replica.Exec(bg, "SET session_replication_role = replica")
 	require.NoError(t, err)
 	type row struct {
@@ -676,25 +680,25 @@ func TestQueueTriggerUnderReplicaRole(t *testing.T) {
 	read := func(id int64) row {
 		t.Helper()
 		var r row
-		require.NoError(t, d.pool.QueryRow(bg, `SELECT origin_id, run_in_node, lane, (expires_at - not_before)::text,
+		require.NoError(t, d.Pool.QueryRow(bg, `SELECT origin_id, run_in_node, lane, (expires_at - not_before)::text,
 			EXISTS (SELECT FROM pgrelay.event_payloads e WHERE e.queue_id = q.id)
 			  FROM pgrelay.queue q WHERE id = $1`, id).Scan(&r.Origin, &r.RunIn, &r.Lane, &r.Expiry, &r.Kept))
 		return r
 	}
 	hash := func(p string) *int64 {
-		h := one[int64](t, d.pool, "SELECT hashtextextended($1, 0)", p)
+		h := testenv.One[int64](t, d.Pool, "SELECT hashtextextended($1, 0)", p)
 		return &h
 	}
 	pinned := func(n int32) *int32 { return &n }
 	expiry := "00:05:00"
 
 	// A direct insert in the replica role.
-	id := one[int64](t, replica, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('pin', 'd') RETURNING id")
+	id := testenv.One[int64](t, replica, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('pin', 'd') RETURNING id")
 	require.Equal(t, row{Origin: id, RunIn: pinned(3), Lane: hash("d"), Expiry: &expiry, Kept: true}, read(id))
 
 	// A row this node enqueues names its origin, with an id of this node:
 	// stamped, whatever it says.
-	id = one[int64](t, replica, "SELECT pgrelay._next_id()")
+	id = testenv.One[int64](t, replica, "SELECT pgrelay._next_id()")
 	_, err = replica.Exec(bg, "INSERT INTO pgrelay.queue (id, origin_id, channel, payload, run_in_node, lane) VALUES ($1, $1, 'pin', 'l', 7, 42)", id)
 	require.NoError(t, err)
 	require.Equal(t, row{Origin: id, RunIn: pinned(3), Lane: hash("l"), Expiry: &expiry, Kept: true}, read(id))
@@ -702,9 +706,9 @@ func TestQueueTriggerUnderReplicaRole(t *testing.T) {
 	// Rows replicated from node 7 (an id it drew): as they came, a retry and
 	// a row of a channel not here yet included, their payloads not kept here
 	// (they replicate on their own).
-	remote := d.conn(7)
-	first, retry, unknown := one[int64](t, remote, "SELECT pgrelay._next_id()"),
-		one[int64](t, remote, "SELECT pgrelay._next_id()"), one[int64](t, remote, "SELECT pgrelay._next_id()")
+	remote := d.Conn(7)
+	first, retry, unknown := testenv.One[int64](t, remote, "SELECT pgrelay._next_id()"),
+		testenv.One[int64](t, remote, "SELECT pgrelay._next_id()"), testenv.One[int64](t, remote, "SELECT pgrelay._next_id()")
 	_, err = replica.Exec(bg, `INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, lane, retry_of, attempt)
 		VALUES ($1, $1, 'pin', 'r', 7, 7, 42, NULL, 1), ($2, $1, 'pin', 'r', 7, 7, 42, $1, 2),
 		       ($3, $3, 'elsewhere', 'u', 7, NULL, NULL, NULL, 1)`, first, retry, unknown)
@@ -724,24 +728,24 @@ func TestPausedChannelAcceptsEvents(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("p", "")
 	d.register("lane", "p_concurrency_mode := 'channel'")
-	d.exec("SELECT pgrelay.update('p', p_paused := true)")
-	d.exec("SELECT pgrelay.update('lane', p_paused := true)")
+	d.Exec("SELECT pgrelay.update('p', p_paused := true)")
+	d.Exec("SELECT pgrelay.update('lane', p_paused := true)")
 
 	id := d.notify("p", "x")
-	require.Len(t, column[int64](t, d.pool, "SELECT pgrelay.notify_many('p', ARRAY['y', 'z'])"), 2)
+	require.Len(t, testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('p', ARRAY['y', 'z'])"), 2)
 	d.notify("lane", "l")
-	require.Equal(t, "pending", one[string](t, d.pool, "SELECT pgrelay.status($1)", id))
-	require.Equal(t, 3, d.count("SELECT pending FROM pgrelay.queue_stats() WHERE channel = 'p' AND paused"))
+	require.Equal(t, "pending", testenv.One[string](t, d.Pool, "SELECT pgrelay.status($1)", id))
+	require.Equal(t, 3, d.Count("SELECT pending FROM pgrelay.queue_stats() WHERE channel = 'p' AND paused"))
 
-	proc := startProcessor(t, d.pool)
-	require.Empty(t, claim(t, d.pool, proc, 10, "sql"), "a classic claim passes over paused channels")
-	require.Empty(t, column[int64](t, d.pool, "SELECT id FROM pgrelay._claim_direct('p', 'single', false, NULL, 10)"),
+	proc := startProcessor(t, d.Pool)
+	require.Empty(t, claim(t, d.Pool, proc, 10, "sql"), "a classic claim passes over paused channels")
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay._claim_direct('p', 'single', false, NULL, 10)"),
 		"so does a direct batch")
 
-	d.exec("SELECT pgrelay.update('p', p_paused := false)")
-	d.exec("SELECT pgrelay.update('lane', p_paused := false)")
+	d.Exec("SELECT pgrelay.update('p', p_paused := false)")
+	d.Exec("SELECT pgrelay.update('lane', p_paused := false)")
 	// (A direct claim outside a transaction holds its row locks no longer
 	// than the statement: the rows stay for the classic claim below.)
-	require.Len(t, column[int64](t, d.pool, "SELECT id FROM pgrelay._claim_direct('p', 'single', false, NULL, 10)"), 3)
-	require.Len(t, claim(t, d.pool, proc, 10, "sql"), 4)
+	require.Len(t, testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay._claim_direct('p', 'single', false, NULL, 10)"), 3)
+	require.Len(t, claim(t, d.Pool, proc, 10, "sql"), 4)
 }

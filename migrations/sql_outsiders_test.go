@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -30,10 +31,10 @@ func TestOutsiderAdvisoryLocksStallNothing(t *testing.T) {
 		"1886816818, hashtext('dedup') # hashint8(hashtextextended('p', 0))",
 		"1886816819, hashtext('lane') # hashint8(0)",
 	} {
-		require.True(t, one[bool](t, outsider, "SELECT pg_try_advisory_lock("+key+")"), key)
+		require.True(t, testenv.One[bool](t, outsider, "SELECT pg_try_advisory_lock("+key+")"), key)
 	}
 	// Whatever waits on a lock gives up within seconds rather than hang.
-	c := d.conn(-1)
+	c := d.Conn(-1)
 	_, err := c.Exec(bg, "SET lock_timeout = '5s'")
 	require.NoError(t, err)
 
@@ -45,11 +46,11 @@ func TestOutsiderAdvisoryLocksStallNothing(t *testing.T) {
 	// The counter far behind the clock: the next id moves it.
 	_, err = c.Exec(bg, "SELECT setval('pgrelay._id_seq', 1)")
 	require.NoError(t, err)
-	id := one[int64](t, c, "SELECT pgrelay.notify('lane', 'x')")
+	id := testenv.One[int64](t, c, "SELECT pgrelay.notify('lane', 'x')")
 	require.InDelta(t, nowMS(), idMS(id), 5000, "the id carries the clock")
 
-	first := one[int64](t, c, "SELECT pgrelay.notify('dedup', 'p')")
-	require.Equal(t, first, one[int64](t, c, "SELECT pgrelay.notify('dedup', 'p')"))
+	first := testenv.One[int64](t, c, "SELECT pgrelay.notify('dedup', 'p')")
+	require.Equal(t, first, testenv.One[int64](t, c, "SELECT pgrelay.notify('dedup', 'p')"))
 
 	proc := startProcessor(t, c)
 	got := claim(t, c, proc, 10)
@@ -60,7 +61,7 @@ func TestOutsiderAdvisoryLocksStallNothing(t *testing.T) {
 func TestNoAdvisoryLocksInFunctions(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	names := column[string](t, d.pool, `SELECT p.oid::regprocedure::text FROM pg_proc p
+	names := testenv.Column[string](t, d.Pool, `SELECT p.oid::regprocedure::text FROM pg_proc p
 		WHERE p.pronamespace IN ('pgrelay'::regnamespace, 'pgrelay_notifier'::regnamespace)
 		  AND p.prosrc ~* 'advisory' ORDER BY 1`)
 	require.Empty(t, names)
@@ -75,24 +76,24 @@ func TestProducerCannotForgeNodeID(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("pinned", "p_node_restricted := true")
 	// The node's id as a Processor of node 5 records it.
-	require.Zero(t, one[int32](t, d.conn(5), "SELECT pgrelay._record_node()"), "recorded before: the migration's 0")
-	require.Equal(t, int32(5), one[int32](t, d.pool, "SELECT node_id FROM pgrelay.this_node"))
+	require.Zero(t, testenv.One[int32](t, d.Conn(5), "SELECT pgrelay._record_node()"), "recorded before: the migration's 0")
+	require.Equal(t, int32(5), testenv.One[int32](t, d.Pool, "SELECT node_id FROM pgrelay.this_node"))
 
 	producer := d.loginAs("producer", "pgrelay_producer")
 	stamped := func(id int64) string {
 		t.Helper()
-		return fmt.Sprint(idNode(id), "/", d.count("SELECT run_in_node FROM pgrelay.queue WHERE id = $1", id),
-			"/", d.count("SELECT owner_node FROM pgrelay.queue WHERE id = $1", id))
+		return fmt.Sprint(idNode(id), "/", d.Count("SELECT run_in_node FROM pgrelay.queue WHERE id = $1", id),
+			"/", d.Count("SELECT owner_node FROM pgrelay.queue WHERE id = $1", id))
 	}
-	require.Equal(t, "5/5/5", stamped(one[int64](t, producer, "SELECT pgrelay.notify('pinned', 'a')")))
-	require.Equal(t, int32(5), one[int32](t, producer, "SELECT pgrelay._this_node()"))
+	require.Equal(t, "5/5/5", stamped(testenv.One[int64](t, producer, "SELECT pgrelay.notify('pinned', 'a')")))
+	require.Equal(t, int32(5), testenv.One[int32](t, producer, "SELECT pgrelay._this_node()"))
 	_, err := producer.Exec(bg, "SET pg_relay.node_id = '9'")
 	require.NoError(t, err)
-	require.Equal(t, "5/5/5", stamped(one[int64](t, producer, "SELECT pgrelay.notify('pinned', 'b')")))
-	for _, id := range column[int64](t, producer, "SELECT pgrelay.notify_many('pinned', ARRAY['c', 'd'])") {
+	require.Equal(t, "5/5/5", stamped(testenv.One[int64](t, producer, "SELECT pgrelay.notify('pinned', 'b')")))
+	for _, id := range testenv.Column[int64](t, producer, "SELECT pgrelay.notify_many('pinned', ARRAY['c', 'd'])") {
 		require.Equal(t, "5/5/5", stamped(id))
 	}
-	require.Equal(t, int32(5), one[int32](t, producer, "SELECT pgrelay._this_node()"))
+	require.Equal(t, int32(5), testenv.One[int32](t, producer, "SELECT pgrelay._this_node()"))
 	// Nor can it record its own.
 	requireCode(t, execErr(producer, "SELECT pgrelay._record_node()"), insufficientPrivilege)
 
@@ -100,6 +101,6 @@ func TestProducerCannotForgeNodeID(t *testing.T) {
 	processor := d.loginAs("processor", "pgrelay_processor")
 	_, err = processor.Exec(bg, "SET pg_relay.node_id = '7'")
 	require.NoError(t, err)
-	require.Equal(t, int32(7), one[int32](t, processor, "SELECT pgrelay._this_node()"))
-	require.Equal(t, int32(5), one[int32](t, d.pool, "SELECT node_id FROM pgrelay.this_node"))
+	require.Equal(t, int32(7), testenv.One[int32](t, processor, "SELECT pgrelay._this_node()"))
+	require.Equal(t, int32(5), testenv.One[int32](t, d.Pool, "SELECT node_id FROM pgrelay.this_node"))
 }

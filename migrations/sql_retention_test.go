@@ -8,13 +8,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // insertLog inserts n log rows of node, age old, with ids in id order, and
 // returns their ids.
 func insertLog(t *testing.T, d *sqlDB, node int, age string, n int) []int64 {
 	t.Helper()
-	return column[int64](t, d.pool, `INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, at)
+	return testenv.Column[int64](t, d.Pool, `INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, at)
 		SELECT pgrelay._id_floor(now() - $2::interval) + ($1::bigint << 12) + g, g, g, 'c', 1, 'succeeded', $1, now() - $2::interval
 		  FROM generate_series(0, $3 - 1) g
 		RETURNING id`, node, age, n)
@@ -33,7 +35,7 @@ func TestTrimLogKeepsUnpublishedRows(t *testing.T) {
 	ancient := insertLog(t, d, 2, "40 days", 5)
 	old2 := insertLog(t, d, 2, "10 days", 2)
 	recent := insertLog(t, d, 1, "1 hour", 2)
-	d.exec(`INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (1, 'log', $1), (2, 'log', 0)`,
+	d.Exec(`INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (1, 'log', $1), (2, 'log', 0)`,
 		published[len(published)-1])
 
 	type trim struct {
@@ -42,7 +44,7 @@ func TestTrimLogKeepsUnpublishedRows(t *testing.T) {
 	}
 	run := func(batch int) trim {
 		var r trim
-		require.NoError(t, d.pool.QueryRow(bg, `SELECT deleted, dropped, dropped_first, dropped_last
+		require.NoError(t, d.Pool.QueryRow(bg, `SELECT deleted, dropped, dropped_first, dropped_last
 			FROM pgrelay._trim_log('1 day', $1, '30 days')`, batch).Scan(&r.Deleted, &r.Dropped, &r.DroppedFirst, &r.DroppedLast))
 		return r
 	}
@@ -58,7 +60,7 @@ func TestTrimLogKeepsUnpublishedRows(t *testing.T) {
 	}
 	require.EqualValues(t, 3+4+5, total.Deleted)
 	require.EqualValues(t, 5, total.Dropped)
-	left := column[int64](t, d.pool, "SELECT id FROM pgrelay.log ORDER BY id")
+	left := testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay.log ORDER BY id")
 	require.ElementsMatch(t, append(append(append([]int64{}, unpublished...), old2...), recent...), left)
 	for _, id := range append(append(noPublisher, published...), ancient...) {
 		require.NotContains(t, left, id)
@@ -70,19 +72,19 @@ func TestTrimLogKeepsUnpublishedRows(t *testing.T) {
 		FirstOld, LastOlds bool
 	}
 	var got dropped
-	require.NoError(t, d.pool.QueryRow(bg, `SELECT node, sum(rows), min(first_id), max(last_id),
+	require.NoError(t, d.Pool.QueryRow(bg, `SELECT node, sum(rows), min(first_id), max(last_id),
 		  bool_and(first_at < now() - interval '39 days'), bool_and(last_at < now() - interval '39 days')
 		  FROM pgrelay.log_dropped GROUP BY node`).
 		Scan(&got.Node, &got.Rows, &got.FirstID, &got.LastID, &got.FirstOld, &got.LastOlds))
 	require.Equal(t, dropped{Node: 2, Rows: 5, FirstID: ancient[0], LastID: ancient[4], FirstOld: true, LastOlds: true}, got)
 
 	// Once published, the rows go at the retention.
-	d.exec(`UPDATE pgrelay.publish_cursors SET last_id = $1 WHERE node_id = 1`, unpublished[1])
-	d.exec(`UPDATE pgrelay.publish_cursors SET last_id = $1 WHERE node_id = 2`, old2[1])
+	d.Exec(`UPDATE pgrelay.publish_cursors SET last_id = $1 WHERE node_id = 1`, unpublished[1])
+	d.Exec(`UPDATE pgrelay.publish_cursors SET last_id = $1 WHERE node_id = 2`, old2[1])
 	r := run(100)
 	require.EqualValues(t, 4, r.Deleted)
 	require.Zero(t, r.Dropped)
-	require.ElementsMatch(t, recent, column[int64](t, d.pool, "SELECT id FROM pgrelay.log"))
+	require.ElementsMatch(t, recent, testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay.log"))
 }
 
 // Kept payloads stay while a publisher may still need them: those of events
@@ -90,17 +92,17 @@ func TestTrimLogKeepsUnpublishedRows(t *testing.T) {
 func TestTrimEventPayloadsKeepsUnpublished(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.exec(`INSERT INTO pgrelay.event_payloads (queue_id, payload)
+	d.Exec(`INSERT INTO pgrelay.event_payloads (queue_id, payload)
 		SELECT pgrelay._id_floor(now() - a) + g, a::text FROM unnest(ARRAY[interval '40 days', interval '10 days']) a,
 		       generate_series(0, 1) g`)
 	// A publisher that published nothing: only what is past the cap goes.
-	d.exec(`INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (1, 'log', 0)`)
-	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_event_payloads('1 day', 100, '30 days')"))
-	require.Equal(t, []string{"10 days", "10 days"}, column[string](t, d.pool, "SELECT payload FROM pgrelay.event_payloads"))
-	require.Zero(t, one[int32](t, d.pool, "SELECT pgrelay._trim_event_payloads('1 day', 100, '30 days')"))
+	d.Exec(`INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (1, 'log', 0)`)
+	require.EqualValues(t, 2, testenv.One[int32](t, d.Pool, "SELECT pgrelay._trim_event_payloads('1 day', 100, '30 days')"))
+	require.Equal(t, []string{"10 days", "10 days"}, testenv.Column[string](t, d.Pool, "SELECT payload FROM pgrelay.event_payloads"))
+	require.Zero(t, testenv.One[int32](t, d.Pool, "SELECT pgrelay._trim_event_payloads('1 day', 100, '30 days')"))
 	// Once published, the rest goes at the retention.
-	d.exec(`UPDATE pgrelay.publish_cursors SET last_id = pgrelay._id_floor(now())`)
-	require.EqualValues(t, 2, one[int32](t, d.pool, "SELECT pgrelay._trim_event_payloads('1 day', 100, '30 days')"))
+	d.Exec(`UPDATE pgrelay.publish_cursors SET last_id = pgrelay._id_floor(now())`)
+	require.EqualValues(t, 2, testenv.One[int32](t, d.Pool, "SELECT pgrelay._trim_event_payloads('1 day', 100, '30 days')"))
 }
 
 // _trim_log's statements (copied here) read the (node, id) index, also with
@@ -112,8 +114,8 @@ func TestExplainTrimLogUsesNodeIndex(t *testing.T) {
 	for node := range 3 {
 		insertLog(t, d, node, "10 days", 10000)
 	}
-	d.exec("ANALYZE pgrelay.log")
-	c := d.conn(-1)
+	d.Exec("ANALYZE pgrelay.log")
+	c := d.Conn(-1)
 	_, err := c.Exec(bg, "SET plan_cache_mode = force_generic_plan")
 	require.NoError(t, err)
 	for name, sql := range map[string]string{
@@ -126,7 +128,7 @@ func TestExplainTrimLogUsesNodeIndex(t *testing.T) {
 		_, err := c.Exec(bg, "PREPARE "+name+" AS "+sql)
 		require.NoError(t, err, name)
 		args := map[string]string{"published": "(1, 5, 100)", "unpublished": "(1, 1, 5, 100)", "nodes": "(1)"}[name]
-		plan := strings.Join(column[string](t, c, "EXPLAIN EXECUTE "+name+args), "\n")
+		plan := strings.Join(testenv.Column[string](t, c, "EXPLAIN EXECUTE "+name+args), "\n")
 		require.Contains(t, plan, "log_node_id", name+"\n"+plan)
 		require.NotContains(t, plan, "Seq Scan", name+"\n"+plan)
 		require.NotRegexp(t, fullSort, plan, name)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -19,14 +20,14 @@ const insufficientPrivilege = "42501"
 // loginAs creates a LOGIN role member of group (none when empty) and connects
 // as it.
 func (d *sqlDB) loginAs(suffix, group string) *pgx.Conn {
-	d.t.Helper()
-	role := d.name() + "_" + suffix
+	d.T.Helper()
+	role := d.Name() + "_" + suffix
 	sql := "CREATE ROLE " + quoteIdent(role) + " LOGIN"
 	if group != "" {
 		sql += " IN ROLE " + group
 	}
-	d.exec(sql)
-	return connectAs(d.t, d.url, role, -1)
+	d.Exec(sql)
+	return testenv.ConnectAs(d.T, d.URL, role, -1)
 }
 
 func execErr(c *pgx.Conn, sql string, args ...any) error {
@@ -38,25 +39,25 @@ func TestRoleProducer(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "")
-	d.exec("CREATE TABLE public.app_side_effects (payload text)")
-	d.exec("GRANT ALL ON public.app_side_effects TO PUBLIC")
-	d.exec("SELECT pgrelay.register('h', 'INSERT INTO public.app_side_effects VALUES ($1)')")
+	d.Exec("CREATE TABLE public.app_side_effects (payload text)")
+	d.Exec("GRANT ALL ON public.app_side_effects TO PUBLIC")
+	d.Exec("SELECT pgrelay.register('h', 'INSERT INTO public.app_side_effects VALUES ($1)')")
 	p := d.loginAs("producer", "pgrelay_producer")
 
 	// What a producer may do. The first id of the database comes from here: the
 	// counter moves to the clock under the producer's call.
-	id := one[int64](t, p, "SELECT pgrelay.notify('c', 'x')")
+	id := testenv.One[int64](t, p, "SELECT pgrelay.notify('c', 'x')")
 	require.InDelta(t, nowMS(), idMS(id), 5000)
-	ids := column[int64](t, p, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
+	ids := testenv.Column[int64](t, p, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b'])")
 	require.Len(t, ids, 2)
-	require.Equal(t, "pending", one[string](t, p, "SELECT pgrelay.status($1)", id))
-	require.Zero(t, one[int32](t, p, "SELECT pgrelay._this_node()"))
+	require.Equal(t, "pending", testenv.One[string](t, p, "SELECT pgrelay.status($1)", id))
+	require.Zero(t, testenv.One[int32](t, p, "SELECT pgrelay._this_node()"))
 	// notify in the producer's own transaction, rolled back.
 	tx, err := p.Begin(bg)
 	require.NoError(t, err)
-	one[int64](t, tx, "SELECT pgrelay.notify('c', 'gone')")
+	testenv.One[int64](t, tx, "SELECT pgrelay.notify('c', 'gone')")
 	require.NoError(t, tx.Rollback(bg))
-	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, 3, d.Count("SELECT count(*) FROM pgrelay.queue"))
 
 	// What it may not.
 	denied := []string{
@@ -89,9 +90,9 @@ func TestRoleProducer(t *testing.T) {
 		requireCode(t, execErr(p, sql), insufficientPrivilege, sql)
 	}
 	// Nothing changed, and the handler's SQL never ran for the producer.
-	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL"))
-	require.Zero(t, d.count("SELECT count(*) FROM public.app_side_effects"))
-	require.Equal(t, 2, d.count("SELECT count(*) FROM pgrelay.channels"))
+	require.Equal(t, 3, d.Count("SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NULL"))
+	require.Zero(t, d.Count("SELECT count(*) FROM public.app_side_effects"))
+	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.channels"))
 }
 
 func TestRolePublicHasNoAccess(t *testing.T) {
@@ -110,7 +111,7 @@ func TestRolePublicHasNoAccess(t *testing.T) {
 	}
 	// No function of pgrelay's schemas is executable by PUBLIC (new
 	// functions are, unless a migration revokes it).
-	require.Empty(t, column[string](t, d.pool, `SELECT p.oid::regprocedure::text FROM pg_proc p
+	require.Empty(t, testenv.Column[string](t, d.Pool, `SELECT p.oid::regprocedure::text FROM pg_proc p
 		WHERE p.pronamespace IN ('pgrelay'::regnamespace, 'pgrelay_notifier'::regnamespace)
 		  AND has_function_privilege('public', p.oid, 'EXECUTE')`))
 }
@@ -123,12 +124,12 @@ func TestRoleAdmin(t *testing.T) {
 	require.NoError(t, execErr(a, "SELECT pgrelay.register('c', 'SELECT length($1)', p_concurrency_mode := 'channel')"))
 	require.NoError(t, execErr(a, "SELECT pgrelay.register('gone', 'SELECT length($1)')"))
 	require.NoError(t, execErr(a, "SELECT pgrelay.update('c', p_max_attempts := 2, p_concurrency_mode := 'payload')"))
-	id := one[int64](t, a, "SELECT pgrelay.notify('c', 'x')")
-	require.Equal(t, "pending", one[string](t, a, "SELECT pgrelay.status($1)", id))
-	require.EqualValues(t, 1, one[int64](t, a, "SELECT pending FROM pgrelay.queue_stats() WHERE channel = 'c'"))
-	require.EqualValues(t, 1, one[int64](t, a, "SELECT count(*) FROM pgrelay.queue"))
-	require.EqualValues(t, 0, one[int64](t, a, "SELECT count(*) FROM pgrelay.log"))
-	require.EqualValues(t, 2, one[int64](t, a, "SELECT count(*) FROM pgrelay.channels"))
+	id := testenv.One[int64](t, a, "SELECT pgrelay.notify('c', 'x')")
+	require.Equal(t, "pending", testenv.One[string](t, a, "SELECT pgrelay.status($1)", id))
+	require.EqualValues(t, 1, testenv.One[int64](t, a, "SELECT pending FROM pgrelay.queue_stats() WHERE channel = 'c'"))
+	require.EqualValues(t, 1, testenv.One[int64](t, a, "SELECT count(*) FROM pgrelay.queue"))
+	require.EqualValues(t, 0, testenv.One[int64](t, a, "SELECT count(*) FROM pgrelay.log"))
+	require.EqualValues(t, 2, testenv.One[int64](t, a, "SELECT count(*) FROM pgrelay.channels"))
 	require.NoError(t, execErr(a, "SELECT count(*) FROM pgrelay.nodes"))
 	require.NoError(t, execErr(a, "SELECT count(*) FROM pgrelay.processors"))
 	require.NoError(t, execErr(a, "SELECT count(*) FROM pgrelay.schema_migrations"))
@@ -156,21 +157,21 @@ func TestRoleAdmin(t *testing.T) {
 func TestRoleProcessor(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.exec("CREATE SCHEMA app")
-	d.exec("CREATE TABLE app.done (payload text)")
-	d.exec("SELECT pgrelay.register('c', 'INSERT INTO app.done VALUES ($1)', p_retry_delay := '0')")
+	d.Exec("CREATE SCHEMA app")
+	d.Exec("CREATE TABLE app.done (payload text)")
+	d.Exec("SELECT pgrelay.register('c', 'INSERT INTO app.done VALUES ($1)', p_retry_delay := '0')")
 	d.register("pinned", "p_node_restricted := true")
 	p := d.loginAs("processor", "pgrelay_processor")
-	role := d.name() + "_processor"
+	role := d.Name() + "_processor"
 
 	// The first id of the database is made by the processor: the counter moves
 	// to the clock under its privileges.
-	proc := one[int64](t, p, "SELECT pgrelay._processor_start('single', 'host', 1, 'test')")
+	proc := testenv.One[int64](t, p, "SELECT pgrelay._processor_start('single', 'host', 1, 'test')")
 	require.InDelta(t, nowMS(), idMS(proc), 5000)
-	require.True(t, one[bool](t, p, "SELECT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", proc))
-	require.EqualValues(t, 2, one[int64](t, p, "SELECT count(*) FROM pgrelay.channels"))
-	require.Len(t, column[string](t, p, "SELECT channel FROM pgrelay.queue_stats()"), 2)
-	require.EqualValues(t, migrations.Latest(), one[int32](t, p, "SELECT max(version) FROM pgrelay.schema_migrations"))
+	require.True(t, testenv.One[bool](t, p, "SELECT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", proc))
+	require.EqualValues(t, 2, testenv.One[int64](t, p, "SELECT count(*) FROM pgrelay.channels"))
+	require.Len(t, testenv.Column[string](t, p, "SELECT channel FROM pgrelay.queue_stats()"), 2)
+	require.EqualValues(t, migrations.Latest(), testenv.One[int32](t, p, "SELECT max(version) FROM pgrelay.schema_migrations"))
 
 	id := d.notify("c", "x")
 	d.notify("c", "y")
@@ -188,7 +189,7 @@ func TestRoleProcessor(t *testing.T) {
 	require.Equal(t, 1, complete(t, p, proc, got[1], "release", ""))
 
 	// With it, handler and completion commit together.
-	d.exec(fmt.Sprintf("GRANT USAGE ON SCHEMA app TO %s; GRANT INSERT ON app.done TO %s", quoteIdent(role), quoteIdent(role)))
+	d.Exec(fmt.Sprintf("GRANT USAGE ON SCHEMA app TO %s; GRANT INSERT ON app.done TO %s", quoteIdent(role), quoteIdent(role)))
 	got = claim(t, p, proc, 10)
 	require.Len(t, got, 2)
 	for _, g := range got {
@@ -198,15 +199,15 @@ func TestRoleProcessor(t *testing.T) {
 			require.Equal(t, 1, complete(t, tx, proc, g, "succeeded", ""))
 		})
 	}
-	require.Equal(t, []string{"x", "y"}, column[string](t, d.pool, "SELECT payload FROM app.done ORDER BY payload"))
-	require.Equal(t, "succeeded", one[string](t, p, "SELECT pgrelay.status($1)", id))
-	require.Equal(t, []string{"failed", "succeeded", "succeeded"}, column[string](t, p, "SELECT event FROM pgrelay.log ORDER BY id"))
+	require.Equal(t, []string{"x", "y"}, testenv.Column[string](t, d.Pool, "SELECT payload FROM app.done ORDER BY payload"))
+	require.Equal(t, "succeeded", testenv.One[string](t, p, "SELECT pgrelay.status($1)", id))
+	require.Equal(t, []string{"failed", "succeeded", "succeeded"}, testenv.Column[string](t, p, "SELECT event FROM pgrelay.log ORDER BY id"))
 
 	// Background duties.
 	require.NoError(t, execErr(p, "SELECT pgrelay._rescue($1, '1 minute', '1 minute')", proc))
 	require.NoError(t, execErr(p, "SELECT pgrelay._trim_log('0 seconds', 100)"))
 	require.NoError(t, execErr(p, "SELECT pgrelay._processor_stop($1)", proc))
-	require.False(t, one[bool](t, p, "SELECT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", proc))
+	require.False(t, testenv.One[bool](t, p, "SELECT pgrelay._heartbeat($1, 'single', 'host', 1, 'test')", proc))
 
 	// A processor does not manage channels.
 	for _, sql := range []string{
@@ -218,7 +219,7 @@ func TestRoleProcessor(t *testing.T) {
 	} {
 		requireCode(t, execErr(p, sql), insufficientPrivilege, sql)
 	}
-	require.False(t, one[bool](t, d.pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
+	require.False(t, testenv.One[bool](t, d.Pool, "SELECT paused FROM pgrelay.channels WHERE channel = 'c'"))
 }
 
 // queue_stats() and nodes_overview() run as their caller: every role
@@ -229,9 +230,9 @@ func TestRoleStatsRunAsCaller(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	for _, f := range []string{"pgrelay.queue_stats()", "pgrelay.nodes_overview(interval)"} {
-		require.False(t, one[bool](t, d.pool, "SELECT prosecdef FROM pg_proc WHERE oid = $1::regprocedure", f),
+		require.False(t, testenv.One[bool](t, d.Pool, "SELECT prosecdef FROM pg_proc WHERE oid = $1::regprocedure", f),
 			"%s is SECURITY INVOKER", f)
-		require.Equal(t, []string{"pgrelay_admin", "pgrelay_processor"}, column[string](t, d.pool, `
+		require.Equal(t, []string{"pgrelay_admin", "pgrelay_processor"}, testenv.Column[string](t, d.Pool, `
 			SELECT r.rolname::text FROM pg_roles r
 			 WHERE r.rolname IN ('pgrelay_producer', 'pgrelay_processor', 'pgrelay_admin', 'pgrelay_notifier')
 			   AND has_function_privilege(r.oid, $1::regprocedure, 'EXECUTE')
@@ -239,10 +240,10 @@ func TestRoleStatsRunAsCaller(t *testing.T) {
 	}
 	d.register("big", "")
 	d.register("pinned", "p_node_restricted := true")
-	d.exec("INSERT INTO pgrelay.queue (channel, payload) SELECT 'big', g::text FROM generate_series(1, 100001) g")
-	d.exec("ANALYZE pgrelay.queue")
+	d.Exec("INSERT INTO pgrelay.queue (channel, payload) SELECT 'big', g::text FROM generate_series(1, 100001) g")
+	d.Exec("ANALYZE pgrelay.queue")
 	d.notify("pinned", "x")
-	startProcessor(t, d.pool)
+	startProcessor(t, d.Pool)
 
 	for _, group := range []string{"pgrelay_admin", "pgrelay_processor"} {
 		c := d.loginAs(group, group)
@@ -253,7 +254,7 @@ func TestRoleStatsRunAsCaller(t *testing.T) {
 		require.True(t, estimated, group)
 		require.Greater(t, pending, int64(100000), group)
 		require.Zero(t, restricted, group)
-		require.EqualValues(t, 1, one[int64](t, c, "SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'pinned'"), group)
+		require.EqualValues(t, 1, testenv.One[int64](t, c, "SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'pinned'"), group)
 
 		var procs, nodePending, pinned int64
 		require.NoError(t, c.QueryRow(bg, "SELECT processors, pending, pinned FROM pgrelay.nodes_overview() WHERE node_id = 0").

@@ -11,13 +11,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // identityArgs is pg_get_function_identity_arguments of the one function
 // schema.name (the test fails when there is none, or more than one).
 func identityArgs(t *testing.T, q querier, fn string) string {
 	t.Helper()
-	got := column[string](t, q, `SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc p
+	got := testenv.Column[string](t, q, `SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc p
 		WHERE p.pronamespace::regnamespace::text || '.' || p.proname = $1`, fn)
 	require.Len(t, got, 1, "one function %s", fn)
 	return got[0]
@@ -26,7 +28,7 @@ func identityArgs(t *testing.T, q querier, fn string) string {
 // argNames is proargnames of the one function fn, its input parameters only.
 func argNames(t *testing.T, q querier, fn string) []string {
 	t.Helper()
-	got := column[[]string](t, q, `SELECT (SELECT array_agg(n ORDER BY i) FROM unnest(p.proargnames, coalesce(p.proargmodes, array_fill('i'::"char", ARRAY[cardinality(p.proargnames)])))
+	got := testenv.Column[[]string](t, q, `SELECT (SELECT array_agg(n ORDER BY i) FROM unnest(p.proargnames, coalesce(p.proargmodes, array_fill('i'::"char", ARRAY[cardinality(p.proargnames)])))
 		                           WITH ORDINALITY AS a(n, m, i) WHERE m IN ('i', 'b', 'v'))
 		FROM pg_proc p WHERE p.pronamespace::regnamespace::text || '.' || p.proname = $1`, fn)
 	require.Len(t, got, 1, "one function %s", fn)
@@ -44,7 +46,7 @@ var (
 // pg_get_function_arguments writes them.
 func arguments(t *testing.T, q querier, fn string) map[string]string {
 	t.Helper()
-	s := one[string](t, q, `SELECT pg_get_function_arguments(p.oid) FROM pg_proc p
+	s := testenv.One[string](t, q, `SELECT pg_get_function_arguments(p.oid) FROM pg_proc p
 		WHERE p.pronamespace::regnamespace::text || '.' || p.proname = $1`, fn)
 	out := map[string]string{}
 	for i, p := range nextParameter.Split(s, -1) {
@@ -78,11 +80,11 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 		"pgrelay_notifier.cancel":     "p_notification_id bigint",
 	}
 	for fn, want := range exact {
-		require.Equal(t, want, identityArgs(t, d.pool, fn), fn)
+		require.Equal(t, want, identityArgs(t, d.Pool, fn), fn)
 	}
 	// The delay parameters default to NULL: two-argument calls stay immediate.
 	for _, fn := range []string{"pgrelay.notify", "pgrelay.notify_many"} {
-		args := arguments(t, d.pool, fn)
+		args := arguments(t, d.Pool, fn)
 		require.Equal(t, "timestamp with time zone DEFAULT NULL::timestamp with time zone", args["p_not_before"], fn)
 		require.Equal(t, "interval DEFAULT NULL::interval", args["p_delay"], fn)
 	}
@@ -91,11 +93,11 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 	// may follow them.
 	spec := []string{"p_channel", "p_handler", "p_kind", "p_concurrency_mode", "p_deduplicate",
 		"p_node_restricted", "p_max_attempts", "p_retry_delay", "p_expire_after", "p_timeout"}
-	register := argNames(t, d.pool, "pgrelay.register")
+	register := argNames(t, d.Pool, "pgrelay.register")
 	require.Equal(t, spec, register[:len(spec)], "register's parameters")
 	require.Equal(t, []string{"p_publish_payload", "p_publish_errors"}, register[len(spec):], "register's additions")
 	// update: "the same named parameters", and p_paused.
-	update := argNames(t, d.pool, "pgrelay.update")
+	update := argNames(t, d.Pool, "pgrelay.update")
 	for _, p := range register {
 		require.Contains(t, update, p, "update has register's %s", p)
 	}
@@ -104,7 +106,7 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 	require.Len(t, update, len(register)+1)
 	// SPEC.md's queue_stats columns come first.
 	require.Equal(t, []string{"channel", "pending", "pending_restricted", "in_flight", "retrying", "oldest_pending"},
-		column[string](t, d.pool, `SELECT n FROM pg_proc p, unnest(p.proargnames, p.proargmodes) WITH ORDINALITY AS a(n, m, i)
+		testenv.Column[string](t, d.Pool, `SELECT n FROM pg_proc p, unnest(p.proargnames, p.proargmodes) WITH ORDINALITY AS a(n, m, i)
 			WHERE p.oid = 'pgrelay.queue_stats()'::regprocedure AND m = 't' ORDER BY i LIMIT 6`))
 }
 
@@ -118,8 +120,8 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 func TestNotifierCreateChannelHasRegistersParameters(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	register := argNames(t, d.pool, "pgrelay.register")
-	create := argNames(t, d.pool, "pgrelay_notifier.create_channel")
+	register := argNames(t, d.Pool, "pgrelay.register")
+	create := argNames(t, d.Pool, "pgrelay_notifier.create_channel")
 	want := []string{"p_channel", "p_from"}
 	for _, p := range register {
 		if p != "p_channel" && p != "p_handler" && p != "p_kind" {
@@ -128,8 +130,8 @@ func TestNotifierCreateChannelHasRegistersParameters(t *testing.T) {
 	}
 	require.Equal(t, want, create)
 
-	regArgs := arguments(t, d.pool, "pgrelay.register")
-	createArgs := arguments(t, d.pool, "pgrelay_notifier.create_channel")
+	regArgs := arguments(t, d.Pool, "pgrelay.register")
+	createArgs := arguments(t, d.Pool, "pgrelay_notifier.create_channel")
 	require.Len(t, createArgs, len(create))
 	require.Equal(t, "interval DEFAULT '00:00:01'::interval", regArgs["p_retry_delay"])
 	require.Equal(t, "interval DEFAULT '00:00:10'::interval", createArgs["p_retry_delay"])

@@ -10,29 +10,31 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 func TestStatusLifecycle(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	d.register("c", "p_max_attempts := 3, p_retry_delay := '10 seconds'")
-	proc := startProcessor(t, d.pool)
+	proc := startProcessor(t, d.Pool)
 
 	id := d.notify("c", "x")
 	d.requireStatus(id, "pending")
 
-	got := claim(t, d.pool, proc, 10)
+	got := claim(t, d.Pool, proc, 10)
 	require.Len(t, got, 1)
 	require.Equal(t, id, got[0].ID)
 	require.Equal(t, id, got[0].OriginID)
 	require.Equal(t, 1, got[0].Attempt)
 	require.False(t, got[0].Expired)
 	d.requireStatus(id, "in_flight")
-	require.Equal(t, proc, one[int64](t, d.pool, "SELECT dispatched_by FROM pgrelay.queue WHERE id = $1", id))
+	require.Equal(t, proc, testenv.One[int64](t, d.Pool, "SELECT dispatched_by FROM pgrelay.queue WHERE id = $1", id))
 
 	// A failure schedules a retry: a new row, attempt + 1, same origin, backoff
 	// of retry_delay * 2^0 = 10 s with +-20% jitter.
-	c := d.conn(-1)
+	c := d.Conn(-1)
 	var retryID int64
 	inTxCommit(t, c, func(tx pgx.Tx) {
 		require.Equal(t, 1, complete(t, tx, proc, got[0], "failed", "boom"))
@@ -56,7 +58,7 @@ func TestStatusLifecycle(t *testing.T) {
 	var logAttempt int32
 	var logEvent string
 	var logErr *string
-	require.NoError(t, d.pool.QueryRow(bg, "SELECT queue_id, origin_id, attempt, event, error FROM pgrelay.log").
+	require.NoError(t, d.Pool.QueryRow(bg, "SELECT queue_id, origin_id, attempt, event, error FROM pgrelay.log").
 		Scan(&logQueueID, &logOrigin, &logAttempt, &logEvent, &logErr))
 	require.Equal(t, id, logQueueID)
 	require.Equal(t, id, logOrigin)
@@ -64,23 +66,23 @@ func TestStatusLifecycle(t *testing.T) {
 	require.Equal(t, "failed", logEvent)
 	require.Equal(t, "boom", *logErr)
 	// The retry is not ready before its not_before.
-	require.Empty(t, claim(t, d.pool, proc, 10))
+	require.Empty(t, claim(t, d.Pool, proc, 10))
 	d.requireStatus(id, "retrying")
 
-	d.exec("UPDATE pgrelay.queue SET not_before = now() - interval '1 second'")
-	got = claim(t, d.pool, proc, 10)
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() - interval '1 second'")
+	got = claim(t, d.Pool, proc, 10)
 	require.Len(t, got, 1)
 	require.Equal(t, retryID, got[0].ID)
 	require.Equal(t, id, got[0].OriginID)
 	require.Equal(t, 2, got[0].Attempt)
 	d.requireStatus(id, "in_flight")
 
-	require.Equal(t, 1, complete(t, d.pool, proc, got[0], "succeeded", ""))
+	require.Equal(t, 1, complete(t, d.Pool, proc, got[0], "succeeded", ""))
 	d.requireStatus(id, "succeeded")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
-	require.Equal(t, []string{"failed", "succeeded"}, column[string](t, d.pool, "SELECT event FROM pgrelay.log ORDER BY id"))
-	require.Equal(t, []int64{id, retryID}, column[int64](t, d.pool, "SELECT queue_id FROM pgrelay.log ORDER BY id"))
-	require.Equal(t, []int32{1, 2}, column[int32](t, d.pool, "SELECT attempt FROM pgrelay.log ORDER BY id"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"))
+	require.Equal(t, []string{"failed", "succeeded"}, testenv.Column[string](t, d.Pool, "SELECT event FROM pgrelay.log ORDER BY id"))
+	require.Equal(t, []int64{id, retryID}, testenv.Column[int64](t, d.Pool, "SELECT queue_id FROM pgrelay.log ORDER BY id"))
+	require.Equal(t, []int32{1, 2}, testenv.Column[int32](t, d.Pool, "SELECT attempt FROM pgrelay.log ORDER BY id"))
 }
 
 func inTxCommit(t *testing.T, c *pgx.Conn, f func(tx pgx.Tx)) {
@@ -98,28 +100,28 @@ func TestStatusGaveUp(t *testing.T) {
 	d.register("c", "p_max_attempts := 2, p_retry_delay := '0'")
 	id := d.notify("c", "x")
 
-	got := claim(t, d.pool, 1, 10)
+	got := claim(t, d.Pool, 1, 10)
 	require.Len(t, got, 1)
-	require.Equal(t, 1, complete(t, d.pool, 1, got[0], "failed", "one"))
+	require.Equal(t, 1, complete(t, d.Pool, 1, got[0], "failed", "one"))
 	d.requireStatus(id, "retrying")
-	got = claim(t, d.pool, 1, 10) // retry_delay 0: ready at once
+	got = claim(t, d.Pool, 1, 10) // retry_delay 0: ready at once
 	require.Len(t, got, 1)
 	require.Equal(t, 2, got[0].Attempt)
-	require.Equal(t, 1, complete(t, d.pool, 1, got[0], "failed", "two"))
+	require.Equal(t, 1, complete(t, d.Pool, 1, got[0], "failed", "two"))
 
 	d.requireStatus(id, "gave_up")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"), "no retry after max_attempts")
-	require.Equal(t, []string{"failed", "gave_up"}, column[string](t, d.pool, "SELECT event FROM pgrelay.log ORDER BY id"))
-	require.Equal(t, "two", one[string](t, d.pool, "SELECT error FROM pgrelay.log WHERE event = 'gave_up'"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"), "no retry after max_attempts")
+	require.Equal(t, []string{"failed", "gave_up"}, testenv.Column[string](t, d.Pool, "SELECT event FROM pgrelay.log ORDER BY id"))
+	require.Equal(t, "two", testenv.One[string](t, d.Pool, "SELECT error FROM pgrelay.log WHERE event = 'gave_up'"))
 
 	// max_attempts 1: the first failure gives up.
 	d.register("once", "p_max_attempts := 1")
 	id = d.notify("once", "x")
-	got = claim(t, d.pool, 1, 10)
+	got = claim(t, d.Pool, 1, 10)
 	require.Len(t, got, 1)
-	require.Equal(t, 1, complete(t, d.pool, 1, got[0], "failed", ""))
+	require.Equal(t, 1, complete(t, d.Pool, 1, got[0], "failed", ""))
 	d.requireStatus(id, "gave_up")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"))
 }
 
 func TestStatusExpired(t *testing.T) {
@@ -128,20 +130,20 @@ func TestStatusExpired(t *testing.T) {
 	d.register("c", "p_expire_after := '1 hour', p_retry_delay := '0'")
 	id := d.notify("c", "x")
 	fresh := d.notify("c", "y")
-	d.exec("UPDATE pgrelay.queue SET expires_at = now() - interval '1 second' WHERE id = $1", id)
+	d.Exec("UPDATE pgrelay.queue SET expires_at = now() - interval '1 second' WHERE id = $1", id)
 
-	got := claim(t, d.pool, 1, 10)
+	got := claim(t, d.Pool, 1, 10)
 	require.Len(t, got, 2)
 	byID := map[int64]claimedRow{got[0].ID: got[0], got[1].ID: got[1]}
 	require.True(t, byID[id].Expired, "rows past expires_at are claimed flagged")
 	require.False(t, byID[fresh].Expired)
-	require.Equal(t, 1, complete(t, d.pool, 1, byID[id], "expired", ""))
+	require.Equal(t, 1, complete(t, d.Pool, 1, byID[id], "expired", ""))
 	d.requireStatus(id, "expired")
-	require.Equal(t, "expired", one[string](t, d.pool, "SELECT event FROM pgrelay.log WHERE origin_id = $1", id))
+	require.Equal(t, "expired", testenv.One[string](t, d.Pool, "SELECT event FROM pgrelay.log WHERE origin_id = $1", id))
 
 	// A retry keeps the notification's expiry.
-	require.Equal(t, 1, complete(t, d.pool, 1, byID[fresh], "failed", "x"))
-	require.True(t, one[bool](t, d.pool,
+	require.Equal(t, 1, complete(t, d.Pool, 1, byID[fresh], "failed", "x"))
+	require.True(t, testenv.One[bool](t, d.Pool,
 		"SELECT expires_at = enqueued_at + interval '1 hour' FROM pgrelay.queue WHERE origin_id = $1", fresh))
 }
 
@@ -150,12 +152,12 @@ func TestStatusUnknown(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "p_retry_delay := '0'")
 	require.Nil(t, d.status(123456789))
-	require.Nil(t, one[*string](t, d.pool, "SELECT pgrelay.status(NULL)"))
+	require.Nil(t, testenv.One[*string](t, d.Pool, "SELECT pgrelay.status(NULL)"))
 	// A retry row's own id is not a notification id.
 	d.notify("c", "x")
-	got := claim(t, d.pool, 1, 1)
-	complete(t, d.pool, 1, got[0], "failed", "")
-	retryID := one[int64](t, d.pool, "SELECT id FROM pgrelay.queue")
+	got := claim(t, d.Pool, 1, 1)
+	complete(t, d.Pool, 1, got[0], "failed", "")
+	retryID := testenv.One[int64](t, d.Pool, "SELECT id FROM pgrelay.queue")
 	require.Nil(t, d.status(retryID))
 }
 
@@ -168,35 +170,35 @@ func TestCompleteIgnoresStaleClaims(t *testing.T) {
 	for _, p := range []string{"a", "b", "c"} {
 		d.notify("c", p)
 	}
-	got := claim(t, d.pool, 1, 10)
+	got := claim(t, d.Pool, 1, 10)
 	require.Len(t, got, 3)
 
-	require.Zero(t, complete(t, d.pool, 2, got[0], "succeeded", ""), "another processor's claim")
+	require.Zero(t, complete(t, d.Pool, 2, got[0], "succeeded", ""), "another processor's claim")
 	moved := got[0]
 	moved.DispatchedAt = moved.DispatchedAt.Add(-time.Microsecond)
-	require.Zero(t, complete(t, d.pool, 1, moved, "succeeded", ""), "another claim time")
-	require.Zero(t, complete(t, d.pool, 1, moved, "release", ""))
-	require.Zero(t, complete(t, d.pool, 1, claimedRow{ID: 42, DispatchedAt: got[0].DispatchedAt}, "succeeded", ""), "unknown row")
-	require.Equal(t, 3, d.count("SELECT count(*) FROM pgrelay.queue WHERE dispatched_by = 1"))
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.log"))
+	require.Zero(t, complete(t, d.Pool, 1, moved, "succeeded", ""), "another claim time")
+	require.Zero(t, complete(t, d.Pool, 1, moved, "release", ""))
+	require.Zero(t, complete(t, d.Pool, 1, claimedRow{ID: 42, DispatchedAt: got[0].DispatchedAt}, "succeeded", ""), "unknown row")
+	require.Equal(t, 3, d.Count("SELECT count(*) FROM pgrelay.queue WHERE dispatched_by = 1"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.log"))
 
 	// A batch: two of three apply.
-	n := completeAll(t, d.pool, 1,
+	n := completeAll(t, d.Pool, 1,
 		outcome{c: got[0], event: "succeeded"},
 		outcome{c: moved, event: "failed"},
 		outcome{c: got[1], event: "release"})
 	require.Equal(t, 2, n)
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.log"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.log"))
 	// Applying again does nothing: the claims are gone.
-	require.Zero(t, completeAll(t, d.pool, 1, outcome{c: got[0], event: "succeeded"}, outcome{c: got[1], event: "release"}))
+	require.Zero(t, completeAll(t, d.Pool, 1, outcome{c: got[0], event: "succeeded"}, outcome{c: got[1], event: "release"}))
 
 	// A claim taken back and claimed again by the same processor is a new claim.
-	d.exec("UPDATE pgrelay.queue SET dispatched_at = NULL, dispatched_by = NULL WHERE id = $1", got[2].ID)
-	again := claim(t, d.pool, 1, 10)
+	d.Exec("UPDATE pgrelay.queue SET dispatched_at = NULL, dispatched_by = NULL WHERE id = $1", got[2].ID)
+	again := claim(t, d.Pool, 1, 10)
 	require.Len(t, again, 2) // got[1] (released) and got[2]
-	require.Zero(t, complete(t, d.pool, 1, got[2], "succeeded", ""))
-	require.Equal(t, 2, completeAll(t, d.pool, 1, outcome{c: again[0], event: "succeeded"}, outcome{c: again[1], event: "succeeded"}))
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.queue"))
+	require.Zero(t, complete(t, d.Pool, 1, got[2], "succeeded", ""))
+	require.Equal(t, 2, completeAll(t, d.Pool, 1, outcome{c: again[0], event: "succeeded"}, outcome{c: again[1], event: "succeeded"}))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"))
 }
 
 // 'release' puts the row back to pending without a log row or a new attempt.
@@ -205,13 +207,13 @@ func TestCompleteRelease(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "")
 	id := d.notify("c", "x")
-	got := claim(t, d.pool, 1, 10)
+	got := claim(t, d.Pool, 1, 10)
 	require.Len(t, got, 1)
-	require.Equal(t, 1, complete(t, d.pool, 1, got[0], "release", ""))
+	require.Equal(t, 1, complete(t, d.Pool, 1, got[0], "release", ""))
 	d.requireStatus(id, "pending")
-	require.Zero(t, d.count("SELECT count(*) FROM pgrelay.log"))
-	require.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND attempt = 1 AND dispatched_at IS NULL AND dispatched_by IS NULL", id))
-	again := claim(t, d.pool, 2, 10)
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.log"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND attempt = 1 AND dispatched_at IS NULL AND dispatched_by IS NULL", id))
+	again := claim(t, d.Pool, 2, 10)
 	require.Equal(t, []int64{id}, ids(again))
 	require.Equal(t, 1, again[0].Attempt)
 }
@@ -221,7 +223,7 @@ func TestCompleteRelease(t *testing.T) {
 func TestCompleteBackoff(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	c := d.conn(-1)
+	c := d.Conn(-1)
 
 	// Through _complete: the retry's not_before is now() + backoff.
 	cases := []struct {
@@ -241,10 +243,10 @@ func TestCompleteBackoff(t *testing.T) {
 	}
 	for i, tc := range cases {
 		ch := "c" + string(rune('a'+i))
-		d.exec("SELECT pgrelay.register($1, 'SELECT length($1)', p_retry_delay := $2::interval, p_max_attempts := 1000)", ch, tc.retryDelay)
-		d.exec("INSERT INTO pgrelay.queue (channel, payload, attempt) VALUES ($1, 'x', $2)", ch, tc.attempt)
+		d.Exec("SELECT pgrelay.register($1, 'SELECT length($1)', p_retry_delay := $2::interval, p_max_attempts := 1000)", ch, tc.retryDelay)
+		d.Exec("INSERT INTO pgrelay.queue (channel, payload, attempt) VALUES ($1, 'x', $2)", ch, tc.attempt)
 	}
-	got := claim(t, d.pool, 1, 100)
+	got := claim(t, d.Pool, 1, 100)
 	require.Len(t, got, len(cases))
 	inTxCommit(t, c, func(tx pgx.Tx) {
 		outs := make([]outcome, len(got))
@@ -281,8 +283,8 @@ func TestQueueStats(t *testing.T) {
 	d.register("a", "p_retry_delay := '1 hour'")
 	d.register("b", "p_node_restricted := true, p_concurrency_mode := 'channel'")
 	d.register("empty", "")
-	d.exec("SELECT pgrelay.register('mail', 'default', p_kind := 'email')")
-	d.exec("SELECT pgrelay.update('mail', p_paused := true)")
+	d.Exec("SELECT pgrelay.register('mail', 'default', p_kind := 'email')")
+	d.Exec("SELECT pgrelay.update('mail', p_paused := true)")
 
 	var a []int64
 	for _, p := range []string{"1", "2", "3", "4", "5"} {
@@ -291,9 +293,9 @@ func TestQueueStats(t *testing.T) {
 	d.notify("b", "1")
 	d.notify("b", "2")
 	// a: the two oldest in flight, then one of them failed (a pending retry).
-	d.exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = ANY($1)", a[:2])
-	failed := claimedRow{ID: a[0], DispatchedAt: one[time.Time](t, d.pool, "SELECT dispatched_at FROM pgrelay.queue WHERE id = $1", a[0])}
-	require.Equal(t, 1, complete(t, d.pool, 1, failed, "failed", "x"))
+	d.Exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1 WHERE id = ANY($1)", a[:2])
+	failed := claimedRow{ID: a[0], DispatchedAt: testenv.One[time.Time](t, d.Pool, "SELECT dispatched_at FROM pgrelay.queue WHERE id = $1", a[0])}
+	require.Equal(t, 1, complete(t, d.Pool, 1, failed, "failed", "x"))
 
 	type stat struct {
 		Channel                                 string
@@ -302,7 +304,7 @@ func TestQueueStats(t *testing.T) {
 		Kind, Mode                              string
 		Paused                                  bool
 	}
-	rows, err := d.pool.Query(bg, `SELECT channel, pending, pending_restricted, in_flight, retrying,
+	rows, err := d.Pool.Query(bg, `SELECT channel, pending, pending_restricted, in_flight, retrying,
 		oldest_pending, kind, concurrency_mode, paused FROM pgrelay.queue_stats()`)
 	require.NoError(t, err)
 	stats, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stat, error) {
@@ -315,9 +317,9 @@ func TestQueueStats(t *testing.T) {
 
 	// a: 3 fresh pending + 1 retry pending, 1 in flight; the oldest pending is the
 	// retry, which keeps its notification's enqueued_at.
-	oldestA := one[time.Time](t, d.pool, "SELECT enqueued_at FROM pgrelay.queue WHERE origin_id = $1", a[0])
-	oldestB := one[time.Time](t, d.pool, "SELECT min(enqueued_at) FROM pgrelay.queue WHERE channel = 'b'")
-	require.True(t, oldestA.Before(one[time.Time](t, d.pool, "SELECT enqueued_at FROM pgrelay.queue WHERE id = $1", a[2])))
+	oldestA := testenv.One[time.Time](t, d.Pool, "SELECT enqueued_at FROM pgrelay.queue WHERE origin_id = $1", a[0])
+	oldestB := testenv.One[time.Time](t, d.Pool, "SELECT min(enqueued_at) FROM pgrelay.queue WHERE channel = 'b'")
+	require.True(t, oldestA.Before(testenv.One[time.Time](t, d.Pool, "SELECT enqueued_at FROM pgrelay.queue WHERE id = $1", a[2])))
 	want := []struct {
 		s      stat
 		oldest *time.Time

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // benchDoc is the --json document of pgrelay bench, as far as the tests
@@ -116,7 +117,7 @@ func finite(t *testing.T, what string, v float64) {
 
 // burnedDown checks a run measured from real completions: the figure, its
 // series (ending at every event), and the log's rows for the channel.
-func burnedDown(t *testing.T, d *db, m benchMeasure, events int, channel string) {
+func burnedDown(t *testing.T, d *testenv.DB, m benchMeasure, events int, channel string) {
 	t.Helper()
 	assert.Equal(t, events, m.Events)
 	finite(t, m.Name+" rate", m.Rate)
@@ -129,7 +130,7 @@ func burnedDown(t *testing.T, d *db, m benchMeasure, events int, channel string)
 		assert.GreaterOrEqual(t, m.Series[i].T, m.Series[i-1].T)
 	}
 	if channel != "" {
-		assert.Equal(t, events, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+		assert.Equal(t, events, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
 			WHERE channel = $1 AND event = 'succeeded'`, channel))
 	}
 }
@@ -138,10 +139,10 @@ func burnedDown(t *testing.T, d *db, m benchMeasure, events int, channel string)
 // --cpuprofile: the figures come from real completions.
 func TestBenchScenarios(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
+	d := pg.NewDB(t)
 	dir := t.TempDir()
 	plot, prof := filepath.Join(dir, "report.html"), filepath.Join(dir, "cpu.pprof")
-	code, out, errOut := cliMain("bench", "--database-url", d.url, "--scenario", "all", "--json", "--progress",
+	code, out, errOut := cliMain("bench", "--database-url", d.URL, "--scenario", "all", "--json", "--progress",
 		"--events", "2000", "--latency-events", "200", "--rate", "200",
 		"--backlog-sizes", "1000,5000", "--backlog-measure", "1000", "--channels", "200", "--events-per-channel", "5",
 		"--plot", plot, "--cpuprofile", prof, "--log-level", "warn")
@@ -176,8 +177,8 @@ func TestBenchScenarios(t *testing.T) {
 		finite(t, "latency max", l.Max)
 		// 200 events and the warm-up, each handler's start recorded then dropped
 		// with the bench's schema.
-		assert.Equal(t, 201, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_latency' AND event = 'succeeded'`))
-		assert.Equal(t, 0, d.count(`SELECT count(*) FROM pg_namespace WHERE nspname = 'pgrelay_bench'`))
+		assert.Equal(t, 201, d.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_latency' AND event = 'succeeded'`))
+		assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pg_namespace WHERE nspname = 'pgrelay_bench'`))
 	})
 	t.Run("backlog", func(t *testing.T) {
 		var sizes []int
@@ -193,13 +194,13 @@ func TestBenchScenarios(t *testing.T) {
 		assert.Equal(t, []int{1000, 5000}, sizes)
 		finite(t, "backlog ratio", doc.ratio(t, "backlog", "5000/1000 pending").Value)
 		// At least the measured completions of both sizes are in the log.
-		assert.GreaterOrEqual(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_backlog' AND event = 'succeeded'`), 2000)
+		assert.GreaterOrEqual(t, d.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_backlog' AND event = 'succeeded'`), 2000)
 	})
 	t.Run("channels", func(t *testing.T) {
 		ch := doc.measure(t, "channels", "200 'channel'-mode channels x 5", "pgrelay")
 		burnedDown(t, d, ch, 1000, "")
-		assert.Equal(t, 1000, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel LIKE 'pgrelay\_bench\_ch\_%' AND event = 'succeeded'`))
-		assert.Equal(t, 200, d.count(`SELECT count(DISTINCT channel) FROM pgrelay.log WHERE channel LIKE 'pgrelay\_bench\_ch\_%'`))
+		assert.Equal(t, 1000, d.Count(`SELECT count(*) FROM pgrelay.log WHERE channel LIKE 'pgrelay\_bench\_ch\_%' AND event = 'succeeded'`))
+		assert.Equal(t, 200, d.Count(`SELECT count(DISTINCT channel) FROM pgrelay.log WHERE channel LIKE 'pgrelay\_bench\_ch\_%'`))
 		none := doc.measure(t, "channels", "one 'none' channel", "pgrelay")
 		burnedDown(t, d, none, 1000, "pgrelay_bench_none")
 		assert.Positive(t, ch.PeakRSSBytes)
@@ -216,8 +217,8 @@ func TestBenchScenarios(t *testing.T) {
 	})
 	t.Run("leftovers", func(t *testing.T) {
 		// The bench removes its channels, and with them anything left queued.
-		assert.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.queue`))
-		assert.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.channels`))
+		assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.queue`))
+		assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.channels`))
 	})
 	t.Run("report", func(t *testing.T) {
 		html, err := os.ReadFile(plot)
@@ -247,8 +248,8 @@ func TestBenchScenarios(t *testing.T) {
 // after the flags, and no progress when stderr is not a terminal.
 func TestBenchTable(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	code, out, errOut := cliMain("bench", "burn-down", "--database-url", d.url, "--events", "2000", "ceiling", "--log-level", "warn")
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "burn-down", "--database-url", d.URL, "--events", "2000", "ceiling", "--log-level", "warn")
 	require.Equal(t, 0, code, errOut)
 	m := regexp.MustCompile(`(?m)^burn-down\s+burn-down\s+pgrelay\s+2000\s+[\d.]+s\s+(\d+) events/s`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
@@ -259,28 +260,28 @@ func TestBenchTable(t *testing.T) {
 	assert.Regexp(t, `(?m)^ceiling\s+burn-down\s+bare loop\s+2000\s+[\d.]+s\s+\d+ events/s`, out)
 	assert.Regexp(t, `(?m)^burn-down/ceiling \(pgrelay/bare loop\)\s+[\d.]+\s+>= 0.80`, out)
 	assert.NotContains(t, errOut, "[#")
-	assert.Equal(t, 2000, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+	assert.Equal(t, 2000, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
 		WHERE channel = 'pgrelay_bench_noop' AND event = 'succeeded'`))
-	assert.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.queue`))
+	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // The former modes --nats, --email and --cluster are scenarios now; the
 // flags stay as aliases.
 func TestBenchNATSEmailCluster(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	code, out, errOut := cliMain("bench", "--database-url", d.url, "--nats", "--email", "--cluster", "--json",
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "--database-url", d.URL, "--nats", "--email", "--cluster", "--json",
 		"--events", "400", "--enqueue-batch", "100", "--log-level", "warn")
 	require.Equal(t, 0, code, errOut)
 	doc := parseBench(t, out)
 	burnedDown(t, d, doc.measure(t, "nats", "burn-down without NATS", "pgrelay"), 400, "")
 	burnedDown(t, d, doc.measure(t, "nats", "burn-down with events to JetStream", "pgrelay"), 400, "")
-	assert.Equal(t, 800, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_nats' AND event = 'succeeded'`))
+	assert.Equal(t, 800, d.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_nats' AND event = 'succeeded'`))
 	finite(t, "last event in JetStream", doc.measure(t, "nats", "last event acknowledged by JetStream", "pgrelay").Rate)
 	finite(t, "nats ratio", doc.ratio(t, "nats", "with/without").Value)
 
 	burnedDown(t, d, doc.measure(t, "email", "send (fetch, SMTP, set_status, complete)", "pgrelay"), 400, "")
-	assert.Equal(t, 400, d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`))
+	assert.Equal(t, 400, d.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`))
 
 	burnedDown(t, d, doc.measure(t, "cluster", "multi-node, one node", "pgrelay"), 400, "")
 	burnedDown(t, d, doc.measure(t, "cluster", "multi-node, two nodes", "pgrelay"), 400, "")
@@ -293,8 +294,8 @@ func TestBenchClusterSpock(t *testing.T) {
 	if _, err := devenv.FindSpock(); err != nil {
 		t.Skipf("Spock variant skipped: %v", err)
 	}
-	d := newDB(t)
-	code, out, errOut := cliMain("bench", "--database-url", d.url, "cluster-spock", "--json",
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "--database-url", d.URL, "cluster-spock", "--json",
 		"--events", "300", "--enqueue-batch", "100", "--log-level", "warn")
 	require.Equal(t, 0, code, errOut)
 	// Its own cluster only: no figure of the --database-url server.
@@ -315,10 +316,10 @@ func TestBenchPeerRiver(t *testing.T) {
 		t.Skip("needs the go command and River's module (run without -short)")
 	}
 	t.Parallel()
-	d := newDB(t)
+	d := pg.NewDB(t)
 	riverDir := filepath.Join("..", "..", "bench", "river")
 	plot := filepath.Join(t.TempDir(), "report.html")
-	code, out, errOut := cliMain("bench", "burn-down", "enqueue", "latency", "--database-url", d.url, "--peer", "river",
+	code, out, errOut := cliMain("bench", "burn-down", "enqueue", "latency", "--database-url", d.URL, "--peer", "river",
 		"--peer-dir", riverDir, "--events", "2000", "--latency-events", "100", "--rate", "200", "--json",
 		"--plot", plot, "--log-level", "warn")
 	require.Equal(t, 0, code, errOut)
@@ -339,7 +340,7 @@ func TestBenchPeerRiver(t *testing.T) {
 	finite(t, "notify_many/InsertMany", doc.ratio(t, "enqueue", "notify_many/InsertMany").Value)
 	finite(t, "notify/Insert", doc.ratio(t, "enqueue", "notify/Insert").Value)
 	// River leaves its jobs table empty behind it.
-	assert.Equal(t, 0, d.count(`SELECT count(*) FROM river_job`))
+	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM river_job`))
 	html, err := os.ReadFile(plot)
 	require.NoError(t, err)
 	assert.Contains(t, string(html), "river burn-down")
@@ -348,7 +349,7 @@ func TestBenchPeerRiver(t *testing.T) {
 	t.Run("harness tests", func(t *testing.T) {
 		// The harness's own tests run against a database of their own.
 		cmd := exec.CommandContext(context.Background(), "go", "-C", riverDir, "test", "-count=1", "./...")
-		cmd.Env = append(os.Environ(), "RIVER_BENCH_DATABASE_URL="+emptyDB(t))
+		cmd.Env = append(os.Environ(), "RIVER_BENCH_DATABASE_URL="+pg.EmptyDB(t))
 		res, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", res)
 		assert.NotContains(t, string(res), "no test files")

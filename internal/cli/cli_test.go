@@ -114,7 +114,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("flag", func(t *testing.T) {
 		t.Parallel()
-		url := emptyDB(t)
+		url := pg.EmptyDB(t)
 		code, out, errOut := cliMain("migrate", "--database-url", url)
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, wantFirst, out)
@@ -129,14 +129,14 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("env", func(t *testing.T) {
 		t.Parallel()
-		url := emptyDB(t)
+		url := pg.EmptyDB(t)
 		code, out, errOut := runCLI(t, []string{"PGRELAY_DATABASE_URL=" + url}, "migrate")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, wantFirst, out)
 		assert.Equal(t, allVersions, schemaVersions(t, url))
 
 		// The command line wins over the environment.
-		other := emptyDB(t)
+		other := pg.EmptyDB(t)
 		code, out, errOut = runCLI(t, []string{"PGRELAY_DATABASE_URL=" + closedPortURL(t)},
 			"migrate", "--database-url", other)
 		require.Equal(t, 0, code, errOut)
@@ -146,7 +146,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("concurrent", func(t *testing.T) {
 		t.Parallel()
-		url := emptyDB(t)
+		url := pg.EmptyDB(t)
 		const n = 4
 		outs := make([]string, n)
 		codes := make([]int, n)
@@ -224,7 +224,7 @@ func TestRunErrors(t *testing.T) {
 
 	t.Run("unmigrated database", func(t *testing.T) {
 		t.Parallel()
-		url := emptyDB(t)
+		url := pg.EmptyDB(t)
 		code, out, errOut := cliMain("run", "--database-url", url)
 		assert.Equal(t, 1, code)
 		assert.Empty(t, out)
@@ -340,26 +340,26 @@ func TestStats(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 
-	code, out, errOut := cliMain("stats", "--database-url", d.url)
+	code, out, errOut := cliMain("stats", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "(no channels registered)")
 
-	d.exec(`SELECT pgrelay.register('c1', 'SELECT 1 WHERE $1::text IS NOT NULL')`)
-	d.exec(`SELECT pgrelay.register('c2', 'SELECT 1 WHERE $1::text IS NOT NULL', p_concurrency_mode := 'channel')`)
-	d.exec(`SELECT pgrelay.register('c3', 'SELECT 1 WHERE $1::text IS NOT NULL')`)
+	d.Exec(`SELECT pgrelay.register('c1', 'SELECT 1 WHERE $1::text IS NOT NULL')`)
+	d.Exec(`SELECT pgrelay.register('c2', 'SELECT 1 WHERE $1::text IS NOT NULL', p_concurrency_mode := 'channel')`)
+	d.Exec(`SELECT pgrelay.register('c3', 'SELECT 1 WHERE $1::text IS NOT NULL')`)
 	for i := range 4 {
-		d.exec(`SELECT pgrelay.notify('c1', $1)`, fmt.Sprint("x", i))
+		d.Exec(`SELECT pgrelay.notify('c1', $1)`, fmt.Sprint("x", i))
 	}
-	d.exec(`SELECT pgrelay.notify('c2', 'y')`)
-	d.exec(`SELECT pgrelay.update('c3', p_paused := true)`)
-	d.exec(`SELECT pgrelay.notify('c3', 'z')`) // accepted while paused: it waits
+	d.Exec(`SELECT pgrelay.notify('c2', 'y')`)
+	d.Exec(`SELECT pgrelay.update('c3', p_paused := true)`)
+	d.Exec(`SELECT pgrelay.notify('c3', 'z')`) // accepted while paused: it waits
 	// One c1 event in flight, one a pending retry.
-	d.exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1
+	d.Exec(`UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1
 	         WHERE id = (SELECT min(id) FROM pgrelay.queue WHERE channel = 'c1')`)
-	d.exec(`UPDATE pgrelay.queue SET attempt = 2
+	d.Exec(`UPDATE pgrelay.queue SET attempt = 2
 	         WHERE id = (SELECT max(id) FROM pgrelay.queue WHERE channel = 'c1')`)
 
-	code, out, errOut = cliMain("stats", "--database-url", d.url)
+	code, out, errOut = cliMain("stats", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	assert.Empty(t, errOut)
 	rows := parseStats(t, out)
@@ -372,7 +372,7 @@ func TestStats(t *testing.T) {
 	}
 
 	// The environment fallback.
-	code, out, errOut = runCLI(t, []string{"PGRELAY_DATABASE_URL=" + d.url}, "stats")
+	code, out, errOut = runCLI(t, []string{"PGRELAY_DATABASE_URL=" + d.URL}, "stats")
 	require.Equal(t, 0, code, errOut)
 	assert.Equal(t, 3, parseStats(t, out)["c1"].pending)
 
@@ -386,7 +386,7 @@ func TestStats(t *testing.T) {
 		assert.Len(t, lines(errOut), 1, errOut)
 		assert.Contains(t, errOut, "pgrelay stats: cannot connect to the database")
 
-		code, _, errOut = cliMain("stats", "--database-url", emptyDB(t))
+		code, _, errOut = cliMain("stats", "--database-url", pg.EmptyDB(t))
 		assert.Equal(t, 1, code)
 		assert.Len(t, lines(errOut), 1, errOut)
 		assert.Contains(t, errOut, "run 'pgrelay migrate'")

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -40,7 +41,7 @@ func TestRunWarnsWhenConnectionsMayNotFit(t *testing.T) {
 		{[]string{"--max-connections", "10"}, false},
 	} {
 		p := startCLI(t, nil, append([]string{"run", "--database-url", url, "--log-level", "info"}, tc.args...)...)
-		eventually(t, 60*time.Second, "the Processor to start", func() bool {
+		testenv.Eventually(t, 60*time.Second, "the Processor to start", func() bool {
 			return regexp.MustCompile(`msg="processor started"`).MatchString(p.stderr.String()) || p.exited()
 		})
 		p.signal(syscall.SIGTERM)

@@ -383,9 +383,9 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 		}
 		return
 	}
-	// Without the counts (an error) the view shows the queue, as it does
-	// until the first events end.
-	done, _ := store.LogCounts(qctx, pool)
+	// Without the counts (an error: a slow count of a large log times out)
+	// the view shows the queue, the outcome columns as unknown and the error.
+	done, doneErr := store.LogCounts(qctx, pool)
 	var b strings.Builder
 	if v.tty {
 		b.WriteString("\033[H\033[2J")
@@ -414,11 +414,17 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "CHANNEL\tMODE\tPENDING\tIN FLIGHT\tRETRYING\tSUCCEEDED\tFAILED\tGAVE UP\tEXPIRED\t")
 	for _, s := range stats {
-		d := done[s.Channel]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", s.Channel, s.Mode, s.Pending, s.InFlight,
-			s.Retrying, d.Succeeded, d.Failed, d.GaveUp, d.Expired)
+		ended := "?\t?\t?\t?"
+		if doneErr == nil {
+			d := done[s.Channel]
+			ended = fmt.Sprintf("%d\t%d\t%d\t%d", d.Succeeded, d.Failed, d.GaveUp, d.Expired)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t\n", s.Channel, s.Mode, s.Pending, s.InFlight, s.Retrying, ended)
 	}
 	_ = tw.Flush()
+	if doneErr != nil && ctx.Err() == nil {
+		fmt.Fprintf(&b, "SUCCEEDED, FAILED, GAVE UP, EXPIRED: outcomes unknown: %v\n", doneErr)
+	}
 	if v.inFlight != nil {
 		fmt.Fprintf(&b, "\nProcessor: %s (claimed events, and the slots running batches reserve)\n", slotsInUse(v.inFlight))
 	}

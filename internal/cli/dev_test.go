@@ -20,7 +20,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/cli"
 	"github.com/pgrelay/pgrelay/internal/secret"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -58,7 +60,7 @@ func TestDev(t *testing.T) {
 	p := startCLI(t, []string{"TMPDIR=" + tmp}, "dev", "--rate", "50", "--refresh", "200ms",
 		"--heartbeat-interval", "200ms")
 	var dbURL string
-	eventually(t, 90*time.Second, "the live view to show succeeded demo_orders events", func() bool {
+	testenv.Eventually(t, 90*time.Second, "the live view to show succeeded demo_orders events", func() bool {
 		var n int
 		n, dbURL = devSucceeded(p.stdout.String(), "demo_orders")
 		return n > 0 || p.exited()
@@ -73,12 +75,12 @@ func TestDev(t *testing.T) {
 	}
 	// The demo emails reach dev's in-process SMTP catcher.
 	captured := regexp.MustCompile(`SMTP catcher smtp://127\.0\.0\.1:\d+: [1-9]\d* emails captured, last: "Order \d+ confirmed"`)
-	eventually(t, 60*time.Second, "the live view to show captured emails", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the live view to show captured emails", func() bool {
 		return captured.MatchString(p.stdout.String()) || p.exited()
 	})
 	// Each one is kept as an .eml file, and the view lists the last ones.
 	kept := regexp.MustCompile(`(?m)^ +"pgrelay demo" <demo@pgrelay\.localhost> +.+ +Order \d+ confirmed +\d{8}T\d{6}\.\d{9}Z-\d+\.eml$`)
-	eventually(t, 60*time.Second, "the live view to list the kept emails", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the live view to list the kept emails", func() bool {
 		return kept.MatchString(p.stdout.String()) || p.exited()
 	})
 	assert.Regexp(t, `mail kept in .+/mail \(newest last\):`, p.stdout.String())
@@ -119,7 +121,7 @@ func TestDevDataDir(t *testing.T) {
 
 	p := startCLI(t, nil, "dev", "--data-dir", dir, "--rate", "50", "--refresh", "200ms")
 	var first int
-	eventually(t, 90*time.Second, "succeeded demo_orders events", func() bool {
+	testenv.Eventually(t, 90*time.Second, "succeeded demo_orders events", func() bool {
 		first, _ = devSucceeded(p.stdout.String(), "demo_orders")
 		return first > 0 || p.exited()
 	})
@@ -132,7 +134,7 @@ func TestDevDataDir(t *testing.T) {
 	// No demo producer this time: what the view shows was kept from the first run.
 	p = startCLI(t, nil, "dev", "--data-dir", dir, "--rate", "0", "--refresh", "200ms")
 	var again int
-	eventually(t, 90*time.Second, "the first run's events in the live view", func() bool {
+	testenv.Eventually(t, 90*time.Second, "the first run's events in the live view", func() bool {
 		again, _ = devSucceeded(p.stdout.String(), "demo_orders")
 		return again >= first || p.exited()
 	})
@@ -157,7 +159,7 @@ func startDevWithSlowHandler(t *testing.T, attachTo string, args ...string) *pro
 	p := startCLI(t, []string{"TMPDIR=" + tmp}, append([]string{"dev", "--rate", "0", "--refresh", "200ms",
 		"--heartbeat-interval", "200ms"}, args...)...)
 	var dbURL string
-	eventually(t, 90*time.Second, "dev to show its database", func() bool {
+	testenv.Eventually(t, 90*time.Second, "dev to show its database", func() bool {
 		_, dbURL = devSucceeded(p.stdout.String(), "demo_orders")
 		return dbURL != "" || p.exited()
 	})
@@ -173,7 +175,7 @@ func startDevWithSlowHandler(t *testing.T, attachTo string, args ...string) *pro
 	require.NoError(t, err)
 	_, err = c.Exec(ctx, `SELECT pgrelay.notify('slow', 'x')`)
 	require.NoError(t, err)
-	eventually(t, 60*time.Second, "the slow handler to run", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the slow handler to run", func() bool {
 		var n int
 		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
 			WHERE query LIKE '%pg_sleep(600)%' AND pid <> pg_catalog.pg_backend_pid()
@@ -201,13 +203,13 @@ func TestDevStopsWhileAHandlerRuns(t *testing.T) {
 func TestDevAttachedStopsWhileAHandlerRuns(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	p := startDevWithSlowHandler(t, d.url)
+	p := startDevWithSlowHandler(t, d.URL)
 	p.signal(syscall.SIGINT)
 	require.Equal(t, 0, p.wait(60*time.Second), "dev exits 0 on SIGINT")
 	out := p.stdout.String()
 	assert.Contains(t, out, "stopping ...")
 	assert.Regexp(t, `stopping: waiting for the Processor \(\d+s, [1-9]\d* slots in use; exits at the latest 8s after the stop began; Ctrl-C again to exit now\)`, out)
-	assert.Equal(t, 1, d.count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'slow'"),
+	assert.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE channel = 'slow'"),
 		"the event is still queued")
 }
 
@@ -217,7 +219,7 @@ func TestDevSecondInterruptExitsAtOnce(t *testing.T) {
 	t.Parallel()
 	p := startDevWithSlowHandler(t, "", "--shutdown-timeout", "10m")
 	p.signal(syscall.SIGINT)
-	eventually(t, 60*time.Second, "dev to say what it waits for", func() bool {
+	testenv.Eventually(t, 60*time.Second, "dev to say what it waits for", func() bool {
 		return strings.Contains(p.stdout.String(), "stopping: waiting for the Processor") || p.exited()
 	})
 	require.False(t, p.exited(), "dev waits for its handler")
@@ -244,13 +246,13 @@ func keptMail(t *testing.T, dir string) []string {
 func TestDevAttached(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := emptyDB(t)
+	dbURL := pg.EmptyDB(t)
 	dataDir := t.TempDir()
 	mailDir := filepath.Join(dataDir, "mail")
 
 	p := startCLI(t, nil, "dev", "--database-url", dbURL, "--data-dir", dataDir, "--refresh", "200ms",
 		"--heartbeat-interval", "200ms")
-	eventually(t, 60*time.Second, "the live view", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the live view", func() bool {
 		return strings.Contains(p.stdout.String(), "Ctrl-C to stop") || p.exited()
 	})
 	require.False(t, p.exited(), "dev exited on its own:\n%s%s", p.stdout.String(), p.stderr.String())
@@ -286,7 +288,7 @@ func TestDevAttached(t *testing.T) {
 		_, err := c.Exec(ctx, sql)
 		require.NoError(t, err, sql)
 	}
-	eventually(t, 60*time.Second, "the catcher to keep the welcome email", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the catcher to keep the welcome email", func() bool {
 		return len(keptMail(t, mailDir)) > 0 || p.exited()
 	})
 	require.False(t, p.exited(), "dev exited on its own")
@@ -309,7 +311,7 @@ func TestDevAttached(t *testing.T) {
 
 	listed := regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(m.Header.Get("From")) + ` +` +
 		regexp.QuoteMeta(m.Header.Get("To")) + ` +Welcome aboard +` + regexp.QuoteMeta(filepath.Base(file)) + `$`)
-	eventually(t, 30*time.Second, "the view to list the kept email and the shipped event", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the view to list the kept email and the shipped event", func() bool {
 		n, _ := devSucceeded(p.stdout.String(), "shipped")
 		return (listed.MatchString(p.stdout.String()) && n == 1) || p.exited()
 	})
@@ -332,7 +334,7 @@ func TestDevAttached(t *testing.T) {
 	// kept email is listed, the demo channels are created.
 	p = startCLI(t, nil, "dev", "--database-url", dbURL, "--data-dir", dataDir, "--demo", "--rate", "0",
 		"--refresh", "200ms", "--heartbeat-interval", "200ms")
-	eventually(t, 60*time.Second, "the second dev to list the kept email", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the second dev to list the kept email", func() bool {
 		return listed.MatchString(p.stdout.String()) || p.exited()
 	})
 	require.False(t, p.exited(), "dev exited on its own:\n%s%s", p.stdout.String(), p.stderr.String())
@@ -353,7 +355,7 @@ func TestDevAttached(t *testing.T) {
 func TestDevAttachedRefusesWhenItCannotMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := emptyDB(t)
+	dbURL := pg.EmptyDB(t)
 	role := fmt.Sprintf("dev_nomigrate_%d", os.Getpid())
 	require.NoError(t, pg.Exec(ctx, "postgres", "CREATE ROLE "+role+" LOGIN"))
 	t.Cleanup(func() { _ = pg.Exec(context.Background(), "postgres", "DROP ROLE "+role) })
@@ -385,13 +387,13 @@ func TestDevAttachedRefusesWhenItCannotMigrate(t *testing.T) {
 func TestDevIgnoresDatabaseURLFromEnvironment(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := emptyDB(t)
+	dbURL := pg.EmptyDB(t)
 	tmp, err := os.MkdirTemp("", "pgrelay-cli-devenv-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
 	require.NoError(t, os.Chmod(tmp, 0o755))
 	p := startCLI(t, []string{"TMPDIR=" + tmp, "PGRELAY_DATABASE_URL=" + dbURL}, "dev", "--rate", "0", "--refresh", "200ms")
-	eventually(t, 90*time.Second, "the live view", func() bool {
+	testenv.Eventually(t, 90*time.Second, "the live view", func() bool {
 		return strings.Contains(p.stdout.String(), "Ctrl-C to stop") || p.exited()
 	})
 	require.False(t, p.exited(), "dev exited on its own:\n%s%s", p.stdout.String(), p.stderr.String())
@@ -407,4 +409,25 @@ func TestDevIgnoresDatabaseURLFromEnvironment(t *testing.T) {
 	v, err := migrations.Current(ctx, c)
 	require.NoError(t, err)
 	assert.Equal(t, 0, v, "the environment's database was not migrated")
+}
+
+// When the live view cannot count pgrelay.log's outcomes (here the count
+// waits on a lock until the view's query timeout), it says so and shows the
+// outcome columns as unknown, not as zeros; the queue's columns still show.
+func TestDevViewShowsLogCountError(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.Exec(`SELECT pgrelay.register('c1', 'SELECT 1 WHERE $1::text IS NOT NULL')`)
+	d.Exec(`SELECT pgrelay.notify('c1', 'x')`)
+	ctx := context.Background()
+	tx, err := d.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "LOCK TABLE pgrelay.log IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	cli.RenderDevView(ctx, d.Pool, &out)
+	assert.Regexp(t, `(?m)^ *c1 +none +1 +0 +0 +\? +\? +\? +\?$`, out.String(), "c1's outcomes shown as unknown")
+	assert.Contains(t, out.String(), "outcomes unknown: count pgrelay.log per channel:")
 }

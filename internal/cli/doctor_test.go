@@ -137,8 +137,8 @@ func TestDoctor(t *testing.T) {
 		var pid int
 		require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid() FROM (SELECT txid_current()) x").Scan(&pid))
 		d := newDBHandle(t, url)
-		eventually(t, 10*time.Second, "the open transaction to be 50 ms old", func() bool {
-			return d.count(`SELECT count(*) FROM pg_stat_activity
+		testenv.Eventually(t, 10*time.Second, "the open transaction to be 50 ms old", func() bool {
+			return d.Count(`SELECT count(*) FROM pg_stat_activity
 				WHERE pid = $1 AND xact_start < clock_timestamp() - interval '50 milliseconds'`, pid) == 1
 		})
 
@@ -323,7 +323,7 @@ func TestDoctor(t *testing.T) {
 	})
 
 	// Not installed; usage.
-	code, _, errOut = cliMain("doctor", "--database-url", emptyDB(t))
+	code, _, errOut = cliMain("doctor", "--database-url", pg.EmptyDB(t))
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "pgrelay is not installed in this database: run 'pgrelay migrate' first")
 	code, _, errOut = cliMain("doctor")
@@ -382,8 +382,8 @@ func doctorCluster(t *testing.T, engine devenv.Engine) {
 		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `ALTER TABLE public.t ADD CONSTRAINT small CHECK (x < 10)`))
 		require.NoError(t, cluster.Node(1).Exec(ctx, devenv.ClusterDB, `INSERT INTO public.t VALUES (1, 20)`))
 		d2 := newDBHandle(t, cluster.URL(2))
-		eventually(t, time.Minute, "the apply exception on node 2", func() bool {
-			return d2.count(`SELECT count(*) FROM spock.exception_log WHERE table_name = 't'`) > 0
+		testenv.Eventually(t, time.Minute, "the apply exception on node 2", func() bool {
+			return d2.Count(`SELECT count(*) FROM spock.exception_log WHERE table_name = 't'`) > 0
 		})
 		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
 		want = []string{"node-id-duplicate ", "replication-exceptions " + n2, "replication-forwarding " + n2,

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 func smtpCatcher(t *testing.T, cfg devenv.SMTPConfig) *devenv.SMTP {
@@ -35,8 +36,8 @@ func TestRunEmailKilledMidBatch(t *testing.T) {
 	const n = 300
 	d := newDB(t)
 	s := smtpCatcher(t, devenv.SMTPConfig{DataDelay: 2 * time.Millisecond})
-	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
-	ids := d.ids(`SELECT pgrelay_notifier.send('mail', ARRAY['n' || g || '@example.org'], 'Order ' || g, 'b')
+	d.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	ids := d.IDs(`SELECT pgrelay_notifier.send('mail', ARRAY['n' || g || '@example.org'], 'Order ' || g, 'b')
 		FROM generate_series(1, $1::int) g`, n)
 	// The recipient names the notification, whatever the Message-ID says.
 	byRcpt := map[string]int64{}
@@ -44,23 +45,23 @@ func TestRunEmailKilledMidBatch(t *testing.T) {
 		byRcpt["n"+strconv.Itoa(i+1)+"@example.org"] = id
 	}
 	env := []string{"PGRELAY_SMTP_URL=" + s.URL()}
-	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
+	args := []string{"run", "--database-url", d.URL, "--heartbeat-interval", "200ms", "--dead-after", "1s",
 		"--concurrency", "16"}
 
 	first := startCLI(t, env, args...)
-	eventually(t, 60*time.Second, "50 emails from the first processor", func() bool {
+	testenv.Eventually(t, 60*time.Second, "50 emails from the first processor", func() bool {
 		return s.Count() >= 50 || first.exited()
 	})
 	require.False(t, first.exited(), "the first processor exited on its own")
 	first.signal(syscall.SIGKILL)
 	assert.Equal(t, -1, first.wait(10*time.Second))
-	sentBefore := d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`)
+	sentBefore := d.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`)
 	require.Less(t, sentBefore, n, "the batch outlasted the first processor")
 	t.Logf("killed after %d of %d emails were recorded sent (%d received)", sentBefore, n, s.Count())
 
 	second := startCLI(t, env, args...)
-	eventually(t, 90*time.Second, "every notification to end", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status IN ('sent', 'failed')`) == n || second.exited()
+	testenv.Eventually(t, 90*time.Second, "every notification to end", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status IN ('sent', 'failed')`) == n || second.exited()
 	})
 	require.False(t, second.exited(), "the second processor exited on its own")
 	second.signal(syscall.SIGTERM)
@@ -74,7 +75,7 @@ func TestRunEmailKilledMidBatch(t *testing.T) {
 		got[id] = append(got[id], m.MessageID())
 	}
 	failed := map[int64]bool{}
-	for _, id := range d.ids(`SELECT notification_id FROM pgrelay_notifier.notifications WHERE status = 'failed'
+	for _, id := range d.IDs(`SELECT notification_id FROM pgrelay_notifier.notifications WHERE status = 'failed'
 		AND last_error LIKE '%may have been delivered%'`) {
 		failed[id] = true
 	}
@@ -90,7 +91,7 @@ func TestRunEmailKilledMidBatch(t *testing.T) {
 	}
 	require.LessOrEqual(t, len(failed), 16, "only those in flight at the kill (--concurrency 16)")
 	t.Logf("%d in doubt at the kill, ended failed (%d of them had arrived); no duplicate", len(failed), inDoubtDelivered)
-	assert.Equal(t, n-len(failed), d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`))
+	assert.Equal(t, n-len(failed), d.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`))
 	d.assertClean()
 }
 
@@ -111,14 +112,14 @@ func TestRunEmailConfigFile(t *testing.T) {
 		"default": "`+fileDef.URL()+`",
 		"channels": {"mapped": "`+own.URL()+`"},
 		"message_id_domain": "shop.example"}}`), 0o600))
-	d.exec(`SELECT pgrelay_notifier.create_channel('mapped', 'mapped@shop.example')`)
-	d.exec(`SELECT pgrelay_notifier.create_channel('other', 'other@shop.example')`)
-	mapped := d.ids(`SELECT pgrelay_notifier.send('mapped', ARRAY['a@example.org'], 's', 'b') FROM generate_series(1, 5)`)
-	d.ids(`SELECT pgrelay_notifier.send('other', ARRAY['b@example.org'], 's', 'b') FROM generate_series(1, 5)`)
+	d.Exec(`SELECT pgrelay_notifier.create_channel('mapped', 'mapped@shop.example')`)
+	d.Exec(`SELECT pgrelay_notifier.create_channel('other', 'other@shop.example')`)
+	mapped := d.IDs(`SELECT pgrelay_notifier.send('mapped', ARRAY['a@example.org'], 's', 'b') FROM generate_series(1, 5)`)
+	d.IDs(`SELECT pgrelay_notifier.send('other', ARRAY['b@example.org'], 's', 'b') FROM generate_series(1, 5)`)
 
-	p := startCLI(t, []string{"PGRELAY_SMTP_URL=" + def.URL()}, "run", "--database-url", d.url, "--config", cfg)
-	eventually(t, 60*time.Second, "10 emails", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 10 || p.exited()
+	p := startCLI(t, []string{"PGRELAY_SMTP_URL=" + def.URL()}, "run", "--database-url", d.URL, "--config", cfg)
+	testenv.Eventually(t, 60*time.Second, "10 emails", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 10 || p.exited()
 	})
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second))
@@ -138,10 +139,10 @@ func TestRunEmailConfigFile(t *testing.T) {
 	require.NotContains(t, p.stderr.String(), "Cfg-s3cret")
 
 	// Without PGRELAY_SMTP_URL the file's default serves.
-	d.ids(`SELECT pgrelay_notifier.send('other', ARRAY['c@example.org'], 's', 'b') FROM generate_series(1, 2)`)
-	p = startCLI(t, nil, "run", "--database-url", d.url, "--config", cfg)
-	eventually(t, 60*time.Second, "2 more emails", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 12 || p.exited()
+	d.IDs(`SELECT pgrelay_notifier.send('other', ARRAY['c@example.org'], 's', 'b') FROM generate_series(1, 2)`)
+	p = startCLI(t, nil, "run", "--database-url", d.URL, "--config", cfg)
+	testenv.Eventually(t, 60*time.Second, "2 more emails", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 12 || p.exited()
 	})
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second))
@@ -194,15 +195,15 @@ func TestRunChecksSMTPAtStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"smtp": {"channels": {
 		"locked": "`+strings.Replace(locked.URL(), pw, "Wrong-"+pw, 1)+`",
 		"down": "smtp://u:`+pw+`@`+downAddr+`?tls=none"}}}`), 0o600))
-	d.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
-	d.ids(`SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')`)
+	d.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	d.IDs(`SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')`)
 
-	p := startCLI(t, []string{"PGRELAY_SMTP_URL=" + good.URL()}, "run", "--database-url", d.url, "--config", cfg)
-	eventually(t, 60*time.Second, "three SMTP check lines", func() bool {
+	p := startCLI(t, []string{"PGRELAY_SMTP_URL=" + good.URL()}, "run", "--database-url", d.URL, "--config", cfg)
+	testenv.Eventually(t, 60*time.Second, "three SMTP check lines", func() bool {
 		return strings.Count(p.stderr.String(), "smtp check:") == 3 || p.exited()
 	})
-	eventually(t, 60*time.Second, "the email to be sent", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 1 || p.exited()
+	testenv.Eventually(t, 60*time.Second, "the email to be sent", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE status = 'sent'`) == 1 || p.exited()
 	})
 	require.False(t, p.exited(), "the Processor keeps running")
 	require.Equal(t, 1, good.Count())

@@ -22,6 +22,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // Status events on NATS through the command line: `pgrelay run --nats-url`
@@ -90,22 +91,22 @@ func TestRunEventsKilledMidPublish(t *testing.T) {
 	t.Parallel()
 	n, js := startNATS(t)
 	d := newDB(t)
-	d.exec(`SELECT pgrelay.register('k', 'SELECT length($1)')`)
-	args := []string{"run", "--database-url", d.url, "--nats-url", n.URL(), "--nats-publish-batch", "100",
+	d.Exec(`SELECT pgrelay.register('k', 'SELECT length($1)')`)
+	args := []string{"run", "--database-url", d.URL, "--nats-url", n.URL(), "--nats-publish-batch", "100",
 		"--nats-publish-interval", "50ms", "--heartbeat-interval", "200ms", "--dead-after", "1s", "--metrics-addr", "127.0.0.1:0"}
 	first := startCLI(t, nil, args...)
 	// Both cursors (the log's and the notifier's): the publisher creates
 	// them one after the other, and one still missing would wait for the
 	// lock below before anything is published.
-	eventually(t, 60*time.Second, "the publisher's cursors", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source IN ('log', 'notifier')`) == 2 || first.exited()
+	testenv.Eventually(t, 60*time.Second, "the publisher's cursors", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay.publish_cursors WHERE source IN ('log', 'notifier')`) == 2 || first.exited()
 	})
 	require.False(t, first.exited(), "the processor exited on its own")
 
 	// Cursor updates wait for this lock; it takes no transaction id, so it
 	// does not hold the publisher's horizon back.
 	ctx := context.Background()
-	lock, err := pgx.Connect(ctx, d.url)
+	lock, err := pgx.Connect(ctx, d.URL)
 	require.NoError(t, err)
 	defer lock.Close(ctx)
 	tx, err := lock.Begin(ctx)
@@ -114,12 +115,12 @@ func TestRunEventsKilledMidPublish(t *testing.T) {
 	_, err = tx.Exec(ctx, `LOCK TABLE pgrelay.publish_cursors IN EXCLUSIVE MODE`)
 	require.NoError(t, err)
 
-	d.exec(`SELECT pgrelay.notify_many('k', ARRAY(SELECT 'k' || g FROM generate_series(1, 2000) g))`)
+	d.Exec(`SELECT pgrelay.notify_many('k', ARRAY(SELECT 'k' || g FROM generate_series(1, 2000) g))`)
 	publisherWaits := func() int {
-		return d.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		return d.Count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 			AND application_name = 'pgrelay-publisher' AND wait_event_type = 'Lock'`)
 	}
-	eventually(t, 60*time.Second, "a batch in the stream and its cursor update waiting", func() bool {
+	testenv.Eventually(t, 60*time.Second, "a batch in the stream and its cursor update waiting", func() bool {
 		return (publisherWaits() == 1 && streamMsgs(js, "PGRELAY_EVENTS") > 0) || first.exited()
 	})
 	require.False(t, first.exited(), "the processor exited on its own")
@@ -127,31 +128,31 @@ func TestRunEventsKilledMidPublish(t *testing.T) {
 	assert.Equal(t, -1, first.wait(10*time.Second), "killed by the signal")
 	// The killed process's session would end when its lock wait did; end it
 	// now, as a dropped connection does, then let go of the lock.
-	d.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()
+	d.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()
 		AND application_name = 'pgrelay-publisher'`)
 	require.NoError(t, tx.Rollback(ctx))
 	// Its last handler transactions, already sent, end on their own.
-	eventually(t, 30*time.Second, "the killed processor's sessions to end", func() bool {
-		return d.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+	testenv.Eventually(t, 30*time.Second, "the killed processor's sessions to end", func() bool {
+		return d.Count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 			AND application_name LIKE 'pgrelay%'`) == 0
 	})
-	require.Equal(t, 0, d.count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`),
+	require.Equal(t, 0, d.Count(`SELECT last_id FROM pgrelay.publish_cursors WHERE source = 'log'`),
 		"the acknowledged batch is not recorded")
 	inFlight := streamMsgs(js, "PGRELAY_EVENTS")
 	require.Positive(t, inFlight)
 	t.Logf("killed with %d events in the stream and none recorded as published", inFlight)
 
 	// No Processor runs: stats shows what waits to be published.
-	logRows := d.count(`SELECT count(*) FROM pgrelay.log`)
+	logRows := d.Count(`SELECT count(*) FROM pgrelay.log`)
 	require.Positive(t, logRows)
-	code, out, errOut := cliMain("stats", "--database-url", d.url)
+	code, out, errOut := cliMain("stats", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^unpublished events \(node 0\): `+strconv.Itoa(logRows)+`, the oldest \S+ old$`, out)
 
 	second := startCLI(t, nil, args...)
-	eventually(t, 90*time.Second, "every event to run and be published", func() bool {
-		total := d.count(`SELECT count(*) FROM pgrelay.log`)
-		return (d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000 &&
+	testenv.Eventually(t, 90*time.Second, "every event to run and be published", func() bool {
+		total := d.Count(`SELECT count(*) FROM pgrelay.log`)
+		return (d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000 &&
 			streamMsgs(js, "PGRELAY_EVENTS") == total) || second.exited()
 	})
 	require.False(t, second.exited(), "the second processor exited on its own")
@@ -161,7 +162,7 @@ func TestRunEventsKilledMidPublish(t *testing.T) {
 	// The counter moves after the acks that the stream count already shows.
 	dupRe := regexp.MustCompile(`(?m)^pgrelay_events_duplicates_total (\d+)$`)
 	var dups []string
-	eventually(t, 10*time.Second, "the duplicates counter", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the duplicates counter", func() bool {
 		resp, err := http.Get("http://" + addr[1] + "/metrics")
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)
@@ -174,7 +175,7 @@ func TestRunEventsKilledMidPublish(t *testing.T) {
 	require.Equal(t, 0, second.wait(60*time.Second))
 
 	ids := streamLogIDs(t, js)
-	want := d.ids(`SELECT id FROM pgrelay.log ORDER BY id`)
+	want := d.IDs(`SELECT id FROM pgrelay.log ORDER BY id`)
 	require.Len(t, ids, len(want), "one stream message per log row")
 	seen := map[int64]bool{}
 	for _, id := range ids {
@@ -184,7 +185,7 @@ func TestRunEventsKilledMidPublish(t *testing.T) {
 	for _, id := range want {
 		require.True(t, seen[id], "log row %d missing from the stream", id)
 	}
-	code, out, errOut = cliMain("stats", "--database-url", d.url)
+	code, out, errOut = cliMain("stats", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^unpublished events \(node 0\): 0$`, out)
 }
@@ -195,28 +196,28 @@ func TestWatch(t *testing.T) {
 	t.Parallel()
 	n, js := startNATS(t)
 	d := newDB(t)
-	d.exec(`CREATE FUNCTION public.nope(p text) RETURNS void LANGUAGE plpgsql AS
+	d.Exec(`CREATE FUNCTION public.nope(p text) RETURNS void LANGUAGE plpgsql AS
 	$$ BEGIN RAISE EXCEPTION 'nope: %', p; END $$`)
-	d.exec(`SELECT pgrelay.register('w1', 'SELECT length($1)')`)
-	d.exec(`SELECT pgrelay.register('w2', 'SELECT public.nope($1)', p_max_attempts := 1, p_publish_payload := true,
+	d.Exec(`SELECT pgrelay.register('w1', 'SELECT length($1)')`)
+	d.Exec(`SELECT pgrelay.register('w2', 'SELECT public.nope($1)', p_max_attempts := 1, p_publish_payload := true,
 		p_publish_errors := 'text')`)
-	run := startCLI(t, nil, "run", "--database-url", d.url, "--nats-url", n.URL(), "--nats-publish-interval", "50ms")
-	d.exec(`SELECT pgrelay.notify_many('w1', ARRAY(SELECT 'a' || g FROM generate_series(1, 10) g))`)
-	d.exec(`SELECT pgrelay.notify_many('w2', ARRAY['b1', 'b2'])`)
-	eventually(t, 60*time.Second, "12 events in the stream", func() bool {
+	run := startCLI(t, nil, "run", "--database-url", d.URL, "--nats-url", n.URL(), "--nats-publish-interval", "50ms")
+	d.Exec(`SELECT pgrelay.notify_many('w1', ARRAY(SELECT 'a' || g FROM generate_series(1, 10) g))`)
+	d.Exec(`SELECT pgrelay.notify_many('w2', ARRAY['b1', 'b2'])`)
+	testenv.Eventually(t, 60*time.Second, "12 events in the stream", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 12 || run.exited()
 	})
 	require.False(t, run.exited())
-	logIDs := d.ids(`SELECT id FROM pgrelay.log ORDER BY id`)
+	logIDs := d.IDs(`SELECT id FROM pgrelay.log ORDER BY id`)
 	require.Len(t, logIDs, 12)
 
 	// JSON, replayed from the stream, then live.
 	w := startCLI(t, nil, "watch", "--nats-url", n.URL(), "--json", "--since", "1h")
-	eventually(t, 30*time.Second, "watch to print the 12 stored events", func() bool {
+	testenv.Eventually(t, 30*time.Second, "watch to print the 12 stored events", func() bool {
 		return len(nonEmpty(w.stdout.String())) >= 12 || w.exited()
 	})
-	d.exec(`SELECT pgrelay.notify('w1', 'live')`)
-	eventually(t, 30*time.Second, "watch to print the live event", func() bool {
+	d.Exec(`SELECT pgrelay.notify('w1', 'live')`)
+	testenv.Eventually(t, 30*time.Second, "watch to print the live event", func() bool {
 		return len(nonEmpty(w.stdout.String())) >= 13 || w.exited()
 	})
 	w.signal(syscall.SIGINT)
@@ -232,7 +233,7 @@ func TestWatch(t *testing.T) {
 		require.NoError(t, err)
 		got = append(got, id)
 	}
-	want := d.ids(`SELECT id FROM pgrelay.log ORDER BY id`)
+	want := d.IDs(`SELECT id FROM pgrelay.log ORDER BY id`)
 	require.Len(t, got, 13)
 	require.ElementsMatch(t, want, got)
 
@@ -273,12 +274,12 @@ func TestWatch(t *testing.T) {
 	}
 
 	// From an RFC 3339 time on: only what was stored after it.
-	eventually(t, 30*time.Second, "13 events in the stream", func() bool {
+	testenv.Eventually(t, 30*time.Second, "13 events in the stream", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 13 || run.exited()
 	})
 	mark := time.Now().UTC().Format(time.RFC3339Nano)
-	d.exec(`SELECT pgrelay.notify('w1', 'after-mark')`)
-	eventually(t, 30*time.Second, "14 events in the stream", func() bool {
+	d.Exec(`SELECT pgrelay.notify('w1', 'after-mark')`)
+	testenv.Eventually(t, 30*time.Second, "14 events in the stream", func() bool {
 		return streamMsgs(js, "PGRELAY_EVENTS") == 14 || run.exited()
 	})
 	code, out, errOut = runCLI(t, nil, "watch", "--nats-url", n.URL(), "--json", "--since", mark, "--limit", "1")
@@ -287,7 +288,7 @@ func TestWatch(t *testing.T) {
 	require.Len(t, ls, 1, out)
 	var doc struct{ ID int64 }
 	require.NoError(t, json.Unmarshal([]byte(ls[0]), &doc))
-	all := d.ids(`SELECT id FROM pgrelay.log ORDER BY id`)
+	all := d.IDs(`SELECT id FROM pgrelay.log ORDER BY id`)
 	require.Equal(t, all[len(all)-1], doc.ID, "the event stored after %s", mark)
 
 	run.signal(syscall.SIGTERM)
@@ -336,7 +337,7 @@ func TestDevWatch(t *testing.T) {
 		"--heartbeat-interval", "200ms")
 	shown := regexp.MustCompile(`(?m)^nats: (nats://127\.0\.0\.1:\d+) \(follow the events: \S*(?:pgrelay|\.test) watch( --nats-url nats://127\.0\.0\.1:\d+)?\)$`)
 	var m []string
-	eventually(t, 90*time.Second, "dev to print its NATS URL", func() bool {
+	testenv.Eventually(t, 90*time.Second, "dev to print its NATS URL", func() bool {
 		m = shown.FindStringSubmatch(dev.stdout.String())
 		return m != nil || dev.exited()
 	})
@@ -411,13 +412,13 @@ func TestRunNATSTLSAndStreamFlags(t *testing.T) {
 	require.NoError(t, err)
 
 	d := newDB(t)
-	d.exec(`SELECT pgrelay.register('t', 'SELECT length($1)')`)
-	run := startCLI(t, []string{"PGRELAY_NATS_TLS_CA=" + pki.CA}, "run", "--database-url", d.url,
+	d.Exec(`SELECT pgrelay.register('t', 'SELECT length($1)')`)
+	run := startCLI(t, []string{"PGRELAY_NATS_TLS_CA=" + pki.CA}, "run", "--database-url", d.URL,
 		"--nats-url", n.URL(), "--nats-tls-cert", pki.ClientCert, "--nats-tls-key", pki.ClientKey,
 		"--nats-stream", "TLS_EVENTS", "--nats-max-age", "2h", "--nats-retention", "limits",
 		"--nats-max-bytes", "10000000", "--nats-publish-interval", "50ms")
-	d.exec(`SELECT pgrelay.notify_many('t', ARRAY(SELECT 't' || g FROM generate_series(1, 30) g))`)
-	eventually(t, 60*time.Second, "30 events in the stream TLS_EVENTS", func() bool {
+	d.Exec(`SELECT pgrelay.notify_many('t', ARRAY(SELECT 't' || g FROM generate_series(1, 30) g))`)
+	testenv.Eventually(t, 60*time.Second, "30 events in the stream TLS_EVENTS", func() bool {
 		return streamMsgs(js, "TLS_EVENTS") == 30 || run.exited()
 	})
 	require.False(t, run.exited(), run.stderr.String())
@@ -435,10 +436,10 @@ func TestRunNATSTLSAndStreamFlags(t *testing.T) {
 	// Restarted with --nats-retention interest and another size: the
 	// existing stream is reconciled. It has no consumer, so the server drops
 	// the 30 messages it held (the warning in docs/events.md).
-	run = startCLI(t, nil, "run", "--database-url", d.url, "--nats-url", n.URL(), "--nats-tls-cert", pki.ClientCert,
+	run = startCLI(t, nil, "run", "--database-url", d.URL, "--nats-url", n.URL(), "--nats-tls-cert", pki.ClientCert,
 		"--nats-tls-key", pki.ClientKey, "--nats-tls-ca", pki.CA, "--nats-stream", "TLS_EVENTS",
 		"--nats-retention", "interest", "--nats-max-bytes", "20000000")
-	eventually(t, 60*time.Second, "the stream reconciled", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the stream reconciled", func() bool {
 		info, err := s.Info(context.Background())
 		return (err == nil && info.Config.Retention == jetstream.InterestPolicy && info.Config.MaxBytes == 20000000) ||
 			run.exited()
@@ -447,7 +448,7 @@ func TestRunNATSTLSAndStreamFlags(t *testing.T) {
 	info, err := s.Info(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Hour, info.Config.MaxAge, "kept: not given")
-	eventually(t, 30*time.Second, "the messages dropped: interest retention without consumers", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the messages dropped: interest retention without consumers", func() bool {
 		return streamMsgs(js, "TLS_EVENTS") == 0
 	})
 	run.signal(syscall.SIGTERM)
@@ -455,8 +456,8 @@ func TestRunNATSTLSAndStreamFlags(t *testing.T) {
 
 	// Without the client certificate the server refuses: the Processor runs
 	// and says why it cannot connect.
-	run = startCLI(t, nil, "run", "--database-url", d.url, "--nats-url", n.URL(), "--nats-tls-ca", pki.CA)
-	eventually(t, 60*time.Second, "the refusal logged", func() bool {
+	run = startCLI(t, nil, "run", "--database-url", d.URL, "--nats-url", n.URL(), "--nats-tls-ca", pki.CA)
+	testenv.Eventually(t, 60*time.Second, "the refusal logged", func() bool {
 		return strings.Contains(run.stderr.String(), "cannot connect to NATS") || run.exited()
 	})
 	require.False(t, run.exited(), run.stderr.String())

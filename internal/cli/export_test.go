@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -32,4 +33,10 @@ func DevStatements(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("dev view: %w", err)
 	}
 	return nil
+}
+
+// RenderDevView writes one frame of `pgrelay dev`'s live view of the database
+// behind pool to w.
+func RenderDevView(ctx context.Context, pool *pgxpool.Pool, w io.Writer) {
+	(&devView{out: w, url: "test", demo: true}).render(ctx, pool)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // The DBA guide's install without a superuser, on a cluster of its own (the
@@ -82,7 +83,7 @@ func TestInstallWithoutSuperuser(t *testing.T) {
 	// The mail server has the message before the Processor records it sent:
 	// wait for both.
 	var status string
-	eventually(t, 60*time.Second, "the handler's row, the email and its status", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the handler's row, the email and its status", func() bool {
 		var n int
 		_ = own.QueryRow(ctx, "SELECT count(*) FROM shop.shipped WHERE payload = 'order-1'").Scan(&n)
 		require.NoError(t, web.QueryRow(ctx, "SELECT pgrelay_notifier.get_status($1)", nid).Scan(&status))

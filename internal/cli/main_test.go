@@ -2,14 +2,12 @@ package cli_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,16 +31,6 @@ func lines(s string) []string {
 	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
-var dbSeq atomic.Int64
-
-// emptyDB creates an empty, unmigrated database and returns its URL.
-func emptyDB(t *testing.T) string {
-	t.Helper()
-	name := fmt.Sprintf("empty_%d_%d", os.Getpid(), dbSeq.Add(1))
-	require.NoError(t, pg.Exec(context.Background(), "postgres", "CREATE DATABASE "+name))
-	return pg.URL(name)
-}
-
 // closedPortURL is a URL nothing listens on.
 func closedPortURL(t *testing.T) string {
 	t.Helper()
@@ -55,12 +43,7 @@ func closedPortURL(t *testing.T) string {
 
 // db is one test's migrated database (testenv.DB) with the helpers of these
 // tests.
-type db struct {
-	*testenv.DB
-	t    *testing.T
-	url  string
-	pool *pgxpool.Pool
-}
+type db struct{ *testenv.DB }
 
 func newDB(t *testing.T) *db {
 	t.Helper()
@@ -70,28 +53,7 @@ func newDB(t *testing.T) *db {
 
 // dbOn wraps a database the test made itself (url, and pool on it).
 func dbOn(t *testing.T, url string, pool *pgxpool.Pool) *db {
-	return &db{DB: &testenv.DB{T: t, URL: url, Pool: pool}, t: t, url: url, pool: pool}
-}
-
-func (d *db) exec(sql string, args ...any) {
-	d.t.Helper()
-	d.Exec(sql, args...)
-}
-
-func (d *db) count(sql string, args ...any) int {
-	d.t.Helper()
-	return d.Count(sql, args...)
-}
-
-func (d *db) ids(sql string, args ...any) []int64 {
-	d.t.Helper()
-	return d.IDs(sql, args...)
-}
-
-// eventually waits until cond holds, polling; fails the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, timeout, what, cond)
+	return &db{DB: &testenv.DB{T: t, URL: url, Pool: pool}}
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and concurrent readers.
@@ -199,10 +161,4 @@ func runCLI(t *testing.T, env []string, args ...string) (code int, stdout, stder
 	p := startCLI(t, env, args...)
 	code = p.wait(60 * time.Second)
 	return code, p.stdout.String(), p.stderr.String()
-}
-
-// text returns the single text value sql yields ("" for NULL).
-func (d *db) text(sql string, args ...any) string {
-	d.t.Helper()
-	return d.Text(sql, args...)
 }

@@ -10,29 +10,31 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // pgrelay run --metrics-addr serves /metrics and /healthz.
 func TestRunServesMetricsAndHealthz(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	d.exec(`SELECT pgrelay.register('m', 'SELECT $1')`)
-	d.exec(`SELECT pgrelay.notify('m', 'x')`)
+	d.Exec(`SELECT pgrelay.register('m', 'SELECT $1')`)
+	d.Exec(`SELECT pgrelay.notify('m', 'x')`)
 	// A paused channel with a backlog and nothing run yet.
-	d.exec(`SELECT pgrelay.register('quiet', 'SELECT $1')`)
-	d.exec(`SELECT pgrelay.update('quiet', p_paused := true)`)
-	d.exec(`SELECT pgrelay.notify_many('quiet', ARRAY['a', 'b'])`)
-	p := startCLI(t, nil, "run", "--database-url", d.url, "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
+	d.Exec(`SELECT pgrelay.register('quiet', 'SELECT $1')`)
+	d.Exec(`SELECT pgrelay.update('quiet', p_paused := true)`)
+	d.Exec(`SELECT pgrelay.notify_many('quiet', ARRAY['a', 'b'])`)
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
 	get := metricsServer(t, p)
-	eventually(t, 30*time.Second, "the event to succeed", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
+	testenv.Eventually(t, 30*time.Second, "the event to succeed", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
 	})
 	code, body := get("/healthz")
 	require.Equal(t, 200, code)
 	require.Equal(t, "ok\n", body)
 	// The counters move just after the commit that the log query sees, so
 	// poll the endpoint until they show the finished event.
-	eventually(t, 30*time.Second, "the metrics to count the event", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the metrics to count the event", func() bool {
 		code, body = get("/metrics")
 		require.Equal(t, 200, code)
 		return strings.Contains(body, `pgrelay_succeeded_total{channel="m"} 1`) &&
@@ -42,7 +44,7 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 	// Counters exist at zero for every registered channel and every
 	// operation, before anything happened to them: alerts on them are not
 	// blind. The backlog gauges come from queue_stats().
-	eventually(t, 30*time.Second, "the quiet channel's counters at zero", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the quiet channel's counters at zero", func() bool {
 		_, body = get("/metrics")
 		return strings.Contains(body, `pgrelay_failed_total{channel="quiet"} 0`)
 	})
@@ -75,7 +77,7 @@ func metricsServer(t *testing.T, p *proc) func(path string) (int, string) {
 	t.Helper()
 	addrRe := regexp.MustCompile(`msg="serving metrics".* addr=(127\.0\.0\.1:\d+)`)
 	var addr string
-	eventually(t, 30*time.Second, "the metrics server", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the metrics server", func() bool {
 		if m := addrRe.FindStringSubmatch(p.stderr.String()); m != nil {
 			addr = m[1]
 			return true

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // mmDeadAfter is the Processors' --dead-after in the cluster tests: long
@@ -84,7 +85,7 @@ func TestMultiMasterCluster(t *testing.T) {
 	// register on node 1 replicates the channel to node 2.
 	register := func(channel, extra string) {
 		n1.exec(fmt.Sprintf(`SELECT pgrelay.register('%s', 'SELECT app.work(''%s'', $1)'%s)`, channel, channel, extra))
-		eventually(t, 20*time.Second, "channel "+channel+" on node 2", func() bool {
+		testenv.Eventually(t, 20*time.Second, "channel "+channel+" on node 2", func() bool {
 			return n2.count(`SELECT count(*) FROM pgrelay.channels WHERE channel = $1`, channel) == 1
 		})
 	}
@@ -104,10 +105,10 @@ func TestMultiMasterCluster(t *testing.T) {
 		n1.enqueue("mnc", "one", 200)
 		n2.enqueue("mnc", "two", 200)
 		p1, p2 := n1.run("multi-node"), n2.run("multi-node")
-		eventually(t, 3*time.Minute, "10 000 events on both nodes", func() bool {
+		testenv.Eventually(t, 3*time.Minute, "10 000 events on both nodes", func() bool {
 			return succeeded(n1, "mn") >= 10000 && succeeded(n2, "mn") >= 10000
 		})
-		eventually(t, time.Minute, "the 'channel' lanes on both nodes", func() bool {
+		testenv.Eventually(t, time.Minute, "the 'channel' lanes on both nodes", func() bool {
 			return succeeded(n1, "mnc") >= 400 && succeeded(n2, "mnc") >= 400
 		})
 		require.Equal(t, 400, succeeded(n1, "mnc"))
@@ -141,7 +142,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		// The backlog's handler takes a moment, so that the leader still has
 		// rows pending and a batch in flight when it is killed.
 		n1.exec(`SELECT pgrelay.register('lk', 'SELECT app.work(''lk'', $1), pg_sleep(0.002)')`)
-		eventually(t, 20*time.Second, "channel lk on node 2", func() bool {
+		testenv.Eventually(t, 20*time.Second, "channel lk on node 2", func() bool {
 			return n2.count(`SELECT count(*) FROM pgrelay.channels WHERE channel = 'lk'`) == 1
 		})
 		// Node 1 polls only every 10 minutes: it learns of rows enqueued on
@@ -151,14 +152,14 @@ func TestMultiMasterCluster(t *testing.T) {
 		// node 2 that starts while node 1's lease row is still on its way
 		// (replication lagging on a loaded machine) finds the lease free,
 		// takes it, and wins it by last-update-wins while node 1 settles.
-		eventually(t, 30*time.Second, "node 1's lease on both nodes", func() bool {
+		testenv.Eventually(t, 30*time.Second, "node 1's lease on both nodes", func() bool {
 			const held = `SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`
 			return n1.count(held) == 1 && n2.count(held) == 1
 		})
 		p2 := n2.run("leader")
 		n1.enqueue("ld", "a", 1000)
 		n2.enqueue("ld", "b", 1000) // enqueued on the follower: replicated to the leader
-		eventually(t, 2*time.Minute, "2 000 events", func() bool { return succeeded(n1, "ld") >= 2000 })
+		testenv.Eventually(t, 2*time.Minute, "2 000 events", func() bool { return succeeded(n1, "ld") >= 2000 })
 		require.Equal(t, 2000, succeeded(n1, "ld"))
 		require.Equal(t, 2000, n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ld' AND node = 1`),
 			"the leader ran every unrestricted event, from both nodes")
@@ -169,7 +170,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		// trigger, fired by the replication apply worker, tells it.
 		start := time.Now()
 		n2.enqueue("ld", "lag", 1)
-		eventually(t, 15*time.Second, "the lag probe (woken by the replica trigger, not the 10-minute poll)", func() bool {
+		testenv.Eventually(t, 15*time.Second, "the lag probe (woken by the replica trigger, not the 10-minute poll)", func() bool {
 			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ld' AND payload = 'lag-0'`) == 1
 		})
 		t.Logf("enqueued on node 2, ran on the leader (node 1) after %s", time.Since(start).Round(time.Millisecond))
@@ -179,7 +180,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		const backlog = 3000
 		n1.enqueue("lk", "k1", backlog/2)
 		n2.enqueue("lk", "k2", backlog/2)
-		eventually(t, time.Minute, "the leader to be working on the backlog", func() bool {
+		testenv.Eventually(t, time.Minute, "the leader to be working on the backlog", func() bool {
 			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'lk'`) >= 100
 		})
 		p1.signal(syscall.SIGKILL)
@@ -187,7 +188,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		p1.wait(10 * time.Second)
 		pending := n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'lk'`)
 		require.Positive(t, pending, "the leader was killed with rows pending")
-		eventually(t, time.Minute, "node 2 to take over", func() bool {
+		testenv.Eventually(t, time.Minute, "node 2 to take over", func() bool {
 			return n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'lk'`) > 0
 		})
 		var took time.Duration
@@ -203,7 +204,7 @@ func TestMultiMasterCluster(t *testing.T) {
 			pending, took.Round(time.Millisecond), bound)
 		require.Less(t, took, bound+4*time.Second, "takeover within the documented bound (plus a margin)")
 		require.Equal(t, 1, n2.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 2 AND term >= 2`))
-		eventually(t, time.Minute, "every event to succeed", func() bool { return succeeded(n2, "lk") >= backlog })
+		testenv.Eventually(t, time.Minute, "every event to succeed", func() bool { return succeeded(n2, "lk") >= backlog })
 		// The killed leader's batch in flight rolled back with its connection
 		// (its handlers' effects and outcomes): each sql event ran once, and
 		// succeeded once — not only once per origin.
@@ -238,7 +239,7 @@ func TestMultiMasterCluster(t *testing.T) {
 			m.exec(`SELECT pgrelay.notify('mv', 'orders_summary')`)
 			m.exec(`SELECT pgrelay.notify('mv', 'orders_summary')`)
 		}
-		eventually(t, 20*time.Second, "both pinned rows on both nodes", func() bool {
+		testenv.Eventually(t, 20*time.Second, "both pinned rows on both nodes", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv'`) == 2 &&
 				n2.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv'`) == 2
 		})
@@ -247,7 +248,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 2`))
 		// Leader mode on both: each node runs its own refresh, once.
 		p1, p2 := n1.run("leader"), n2.run("leader")
-		eventually(t, time.Minute, "a refresh on each node", func() bool {
+		testenv.Eventually(t, time.Minute, "a refresh on each node", func() bool {
 			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv'`) == 1 &&
 				n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv'`) == 1
 		})
@@ -258,10 +259,10 @@ func TestMultiMasterCluster(t *testing.T) {
 		p2.signal(syscall.SIGTERM)
 		require.Equal(t, 0, p2.wait(30*time.Second))
 		n2.exec(`SELECT pgrelay.notify('mv', 'stranded')`)
-		eventually(t, 20*time.Second, "the stranded row on node 1", func() bool {
+		testenv.Eventually(t, 20*time.Second, "the stranded row on node 1", func() bool {
 			return n1.count(`SELECT pending_restricted FROM pgrelay.queue_stats() WHERE channel = 'mv'`) == 1
 		})
-		eventually(t, 30*time.Second, "node 2 to count as dead", func() bool {
+		testenv.Eventually(t, 30*time.Second, "node 2 to count as dead", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND last_seen < now() - $1::interval`,
 				mmDeadAfter.String()) == 1
 		})
@@ -269,7 +270,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		require.Equal(t, 0, n1.count(`SELECT count(*) FROM app.ran WHERE payload = 'stranded'`))
 		// Node 2 may have held the lease when it stopped (it released it):
 		// node 1 leads after taking it and settling.
-		eventually(t, 30*time.Second, "node 1 to lead", func() bool {
+		testenv.Eventually(t, 30*time.Second, "node 1 to lead", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes_overview($1) WHERE node_id = 1 AND leader`, mmDeadAfter.String()) == 1
 		})
 		code, out, errOut := cliMain("nodes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
@@ -293,7 +294,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		code, out, errOut = cliMain("nodes", "decommission", "2", "--yes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "1 pinned rows discarded")
-		eventually(t, 20*time.Second, "the decommission to replicate", func() bool {
+		testenv.Eventually(t, 20*time.Second, "the decommission to replicate", func() bool {
 			return n2.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv'`) == 0
 		})
 		p1.signal(syscall.SIGTERM)
@@ -305,20 +306,20 @@ func TestMultiMasterCluster(t *testing.T) {
 		// Node 2's Processor ran once (so node 2 is a known multi-node node),
 		// then was killed; 1 000 rows wait on node 2.
 		p2 := n2.run("multi-node")
-		eventually(t, 20*time.Second, "node 2 to heartbeat", func() bool {
+		testenv.Eventually(t, 20*time.Second, "node 2 to heartbeat", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND mode = 'multi-node' AND last_seen > now() - interval '1 second'`) == 1
 		})
 		p2.signal(syscall.SIGKILL)
 		p2.wait(10 * time.Second)
 		n2.enqueue("ad", "orphan", 1000)
-		eventually(t, 20*time.Second, "node 2's rows on node 1", func() bool {
+		testenv.Eventually(t, 20*time.Second, "node 2's rows on node 1", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'ad'`) == 1000
 		})
 		// Node 2's database goes down too: node 1's adoption reaches node 2
 		// only once it is back.
 		require.NoError(t, cluster.StopNode(2))
 		p1 := n1.run("multi-node")
-		eventually(t, 2*time.Minute, "node 1 to adopt and run node 2's rows", func() bool {
+		testenv.Eventually(t, 2*time.Minute, "node 1 to adopt and run node 2's rows", func() bool {
 			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`) == 1000
 		})
 		require.Equal(t, 1000, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'adopted'`))
@@ -331,10 +332,10 @@ func TestMultiMasterCluster(t *testing.T) {
 		n2.pool.Reset()
 		p2 = n2.run("multi-node")
 		require.NoError(t, cluster.WaitReplicating(ctx))
-		eventually(t, 30*time.Second, "the adoption and the outcomes to reach node 2", func() bool {
+		testenv.Eventually(t, 30*time.Second, "the adoption and the outcomes to reach node 2", func() bool {
 			return n2.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'ad'`) == 0
 		})
-		eventually(t, 20*time.Second, "node 2 to heartbeat again", func() bool {
+		testenv.Eventually(t, 20*time.Second, "node 2 to heartbeat again", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 2 AND last_seen > now() - interval '1 second'`) == 1
 		})
 		require.Equal(t, 0, n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`), "node 2 ran none of the adopted rows")
@@ -410,12 +411,12 @@ func TestRunNodeID(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	d.enqueue("c", "SELECT $1", 3)
-	p := startCLI(t, nil, "run", "--database-url", d.url, "--node-id", "7", "--poll-interval", "200ms",
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--node-id", "7", "--poll-interval", "200ms",
 		"--log-level", "warn")
-	eventually(t, 30*time.Second, "3 events", func() bool { return d.succeeded() == 3 })
-	require.Equal(t, 3, d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND node = 7`))
-	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 7`))
-	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay.processors WHERE node_id = 7`))
+	testenv.Eventually(t, 30*time.Second, "3 events", func() bool { return d.succeeded() == 3 })
+	require.Equal(t, 3, d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND node = 7`))
+	require.Equal(t, 1, d.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 7`))
+	require.Equal(t, 1, d.Count(`SELECT count(*) FROM pgrelay.processors WHERE node_id = 7`))
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(30*time.Second))
 }
@@ -426,15 +427,15 @@ func TestRunNodeID(t *testing.T) {
 func TestNodesListAndDecommissionDryRun(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	d.exec(`SELECT pgrelay.register('pinned', 'SELECT $1', p_node_restricted := true)`)
-	d.exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (3, 'multi-node', now() - interval '1 hour'),
+	d.Exec(`SELECT pgrelay.register('pinned', 'SELECT $1', p_node_restricted := true)`)
+	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (3, 'multi-node', now() - interval '1 hour'),
 		(4, 'multi-node', now())`)
 	for range 2 {
-		_, err := d.pool.Exec(context.Background(), `BEGIN; SET LOCAL pg_relay.node_id = '3';
+		_, err := d.Pool.Exec(context.Background(), `BEGIN; SET LOCAL pg_relay.node_id = '3';
 			SELECT pgrelay.notify('pinned', 'x'); COMMIT`)
 		require.NoError(t, err)
 	}
-	code, out, errOut := cliMain("nodes", "--database-url", d.url)
+	code, out, errOut := cliMain("nodes", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	table := parseTable(t, out)
 	require.Len(t, table, 2, out)
@@ -442,22 +443,22 @@ func TestNodesListAndDecommissionDryRun(t *testing.T) {
 		"PROCESSORS": "0", "PENDING": "0", "PINNED": "2"}, pick(table[0], "NODE", "MODE", "STATE", "LEADER", "PROCESSORS", "PENDING", "PINNED"))
 	require.Equal(t, "alive", table[1]["STATE"])
 	// Dead is judged by the command's own --dead-after.
-	code, out, errOut = cliMain("nodes", "--database-url", d.url, "--dead-after", "2h")
+	code, out, errOut = cliMain("nodes", "--database-url", d.URL, "--dead-after", "2h")
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "alive", parseTable(t, out)[0]["STATE"])
 
-	code, out, errOut = cliMain("nodes", "decommission", "3", "--database-url", d.url)
+	code, out, errOut = cliMain("nodes", "decommission", "3", "--database-url", d.URL)
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, out, "decommissioning node 3 would discard 2 pinned rows")
 	require.Contains(t, errOut, "--yes")
-	require.Equal(t, 2, d.count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 3`), "nothing discarded")
-	code, out, errOut = cliMain("nodes", "decommission", "3", "--yes", "--database-url", d.url)
+	require.Equal(t, 2, d.Count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 3`), "nothing discarded")
+	code, out, errOut = cliMain("nodes", "decommission", "3", "--yes", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "2 pinned rows discarded")
-	require.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue`))
+	require.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.queue`))
 	// It stays listed, decommissioned, so that its rows arriving late are
 	// adopted.
-	code, out, errOut = cliMain("nodes", "--database-url", d.url)
+	code, out, errOut = cliMain("nodes", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "decommissioned", parseTable(t, out)[0]["STATE"], out)
 }

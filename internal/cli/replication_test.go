@@ -62,12 +62,12 @@ func replicationCheckWarns(t *testing.T, engine devenv.Engine) {
 		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
 	}
 	p2 := startCLI(t, nil, "run", "--database-url", cluster.URL(2), "--mode", "multi-node", "--log-level", "warn")
-	eventually(t, time.Minute, "the replication warnings of node 2", func() bool {
+	testenv.Eventually(t, time.Minute, "the replication warnings of node 2", func() bool {
 		return strings.Contains(p2.stderr.String(), "replication: tables not in a subscribed replication set on this node") &&
 			strings.Contains(p2.stderr.String(), "replication: node-local tables in a replication set")
 	})
 	if engine == devenv.Spock {
-		eventually(t, 10*time.Second, "node 2's warning of its disabled subscription", func() bool {
+		testenv.Eventually(t, 10*time.Second, "node 2's warning of its disabled subscription", func() bool {
 			return strings.Contains(p2.stderr.String(), "replication: Spock subscriptions not replicating on this node")
 		})
 		require.Contains(t, p2.stderr.String(), `subscriptions="sub_n2_n1 (disabled)"`)
@@ -81,7 +81,7 @@ func replicationCheckWarns(t *testing.T, engine devenv.Engine) {
 	t.Cleanup(pool.Close)
 	p1 := startCLI(t, nil, "run", "--database-url", cluster.URL(1), "--mode", "multi-node", "--log-level", "info",
 		"--metrics-addr", "127.0.0.1:0")
-	eventually(t, time.Minute, "node 1's Processor to heartbeat", func() bool {
+	testenv.Eventually(t, time.Minute, "node 1's Processor to heartbeat", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pgrelay.processors p
 			JOIN pgrelay.nodes x ON x.node_id = p.node_id WHERE x.node_id = 1`).Scan(&n))
@@ -90,7 +90,7 @@ func replicationCheckWarns(t *testing.T, engine devenv.Engine) {
 	require.NotContains(t, p1.stderr.String(), "replication:")
 	// Its metrics: on Spock, node 1's subscription and its apply exceptions.
 	var addr []string
-	eventually(t, 30*time.Second, "node 1's metrics address", func() bool {
+	testenv.Eventually(t, 30*time.Second, "node 1's metrics address", func() bool {
 		addr = regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindStringSubmatch(p1.stderr.String())
 		return addr != nil
 	})
@@ -129,7 +129,7 @@ func replicationCheckWarns(t *testing.T, engine devenv.Engine) {
 func TestReplicationCheckNone(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	code, out, errOut := cliMain("nodes", "--database-url", d.url)
+	code, out, errOut := cliMain("nodes", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "replication (node 0): no pglogical or Spock in this database")
 }

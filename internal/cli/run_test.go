@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // appSetup creates the handlers the subprocess tests register. Each records
@@ -41,18 +43,18 @@ END $$;
 // enqueue registers channel with handler and notifies n events (payloads
 // "p1".."pn"); returns their ids.
 func (d *db) enqueue(channel, handler string, n int) []int64 {
-	d.t.Helper()
-	d.exec(`SELECT pgrelay.register($1, $2)`, channel, handler)
-	ids := d.ids(`SELECT pgrelay.notify_many($1, ARRAY(SELECT 'p' || g FROM generate_series(1, $2::int) g))`,
+	d.T.Helper()
+	d.Exec(`SELECT pgrelay.register($1, $2)`, channel, handler)
+	ids := d.IDs(`SELECT pgrelay.notify_many($1, ARRAY(SELECT 'p' || g FROM generate_series(1, $2::int) g))`,
 		channel, n)
-	require.Len(d.t, ids, n)
+	require.Len(d.T, ids, n)
 	return ids
 }
 
 // handlersRunning counts the backends currently running fn's handler.
 func (d *db) handlersRunning(fn string) int {
-	d.t.Helper()
-	return d.count(`SELECT count(*) FROM pg_stat_activity
+	d.T.Helper()
+	return d.Count(`SELECT count(*) FROM pg_stat_activity
 	                 WHERE datname = current_database() AND pid <> pg_backend_pid()
 	                   AND state = 'active' AND query LIKE $1`, "SELECT app."+fn+"(%")
 }
@@ -60,30 +62,30 @@ func (d *db) handlersRunning(fn string) int {
 // assertClean checks what every stopped Processor must leave: no claim held,
 // no instance registered.
 func (d *db) assertClean() {
-	d.t.Helper()
-	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL OR dispatched_by IS NOT NULL`),
+	d.T.Helper()
+	assert.Zero(d.T, d.Count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL OR dispatched_by IS NOT NULL`),
 		"no event is left in flight")
-	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.processors`), "no processor is left registered")
+	assert.Zero(d.T, d.Count(`SELECT count(*) FROM pgrelay.processors`), "no processor is left registered")
 }
 
 // succeeded counts the succeeded log rows.
 func (d *db) succeeded() int {
-	d.t.Helper()
-	return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	d.T.Helper()
+	return d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
 }
 
 // shutGate holds advisory lock 1, at which app.work's handlers wait, until
 // open is called.
 func (d *db) shutGate() (open func()) {
-	d.t.Helper()
-	gate, err := pgx.Connect(context.Background(), d.url)
-	require.NoError(d.t, err)
-	d.t.Cleanup(func() { _ = gate.Close(context.Background()) })
+	d.T.Helper()
+	gate, err := pgx.Connect(context.Background(), d.URL)
+	require.NoError(d.T, err)
+	d.T.Cleanup(func() { _ = gate.Close(context.Background()) })
 	_, err = gate.Exec(context.Background(), "SELECT pg_advisory_lock(1)")
-	require.NoError(d.t, err)
+	require.NoError(d.T, err)
 	return func() {
 		_, err := gate.Exec(context.Background(), "SELECT pg_advisory_unlock(1)")
-		require.NoError(d.t, err)
+		require.NoError(d.T, err)
 	}
 }
 
@@ -92,24 +94,24 @@ func (d *db) shutGate() (open func()) {
 // (the handler's effects commit with its completion); events other than
 // 'succeeded' and those in also must not occur.
 func (d *db) finishWork(p *proc, ids []int64, n int, also ...string) {
-	d.t.Helper()
-	eventually(d.t, 90*time.Second, "every event to succeed", func() bool {
+	d.T.Helper()
+	testenv.Eventually(d.T, 90*time.Second, "every event to succeed", func() bool {
 		return d.succeeded() >= n || p.exited()
 	})
-	require.False(d.t, p.exited(), "the second processor exited on its own")
+	require.False(d.T, p.exited(), "the second processor exited on its own")
 	p.signal(syscall.SIGTERM)
-	require.Equal(d.t, 0, p.wait(60*time.Second), "graceful stop exits 0")
+	require.Equal(d.T, 0, p.wait(60*time.Second), "graceful stop exits 0")
 
 	allowed := append([]string{"succeeded"}, also...)
-	assert.Equal(d.t, n, d.succeeded())
-	assert.Equal(d.t, n, d.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+	assert.Equal(d.T, n, d.succeeded())
+	assert.Equal(d.T, n, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
 	                               WHERE event = 'succeeded' AND origin_id = ANY($1)`, ids))
-	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event <> ALL($1)`, allowed),
-		"no failures, give-ups or other events: %s", d.text(`SELECT string_agg(event || ': ' || coalesce(error, ''), '; ')
+	assert.Zero(d.T, d.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> ALL($1)`, allowed),
+		"no failures, give-ups or other events: %s", d.Text(`SELECT string_agg(event || ': ' || coalesce(error, ''), '; ')
 		                                                      FROM pgrelay.log WHERE event <> ALL($1)`, allowed))
-	assert.Equal(d.t, n, d.count(`SELECT count(*) FROM app.ran`))
-	assert.Equal(d.t, n, d.count(`SELECT count(DISTINCT payload) FROM app.ran`))
-	assert.Zero(d.t, d.count(`SELECT count(*) FROM pgrelay.queue`), "the queue is empty")
+	assert.Equal(d.T, n, d.Count(`SELECT count(*) FROM app.ran`))
+	assert.Equal(d.T, n, d.Count(`SELECT count(DISTINCT payload) FROM app.ran`))
+	assert.Zero(d.T, d.Count(`SELECT count(*) FROM pgrelay.queue`), "the queue is empty")
 	d.assertClean()
 }
 
@@ -120,16 +122,16 @@ func TestRunKillAndRestart(t *testing.T) {
 	t.Parallel()
 	const n = 2000
 	d := newDB(t)
-	d.exec(appSetup)
+	d.Exec(appSetup)
 	ids := d.enqueue("work", "SELECT app.work($1)", n)
 
 	// One transaction per event (--sql-batch 1): the gate below counts one
 	// running handler per claim.
-	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
+	args := []string{"run", "--database-url", d.URL, "--heartbeat-interval", "200ms", "--dead-after", "1s",
 		"--concurrency", "16", "--shutdown-timeout", "10s", "--sql-batch", "1"}
 
 	first := startCLI(t, nil, args...)
-	eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
+	testenv.Eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
 		return d.succeeded() >= 300 || first.exited()
 	})
 	require.False(t, first.exited(), "the first processor exited on its own")
@@ -142,22 +144,22 @@ func TestRunKillAndRestart(t *testing.T) {
 	// the dead processor's transactions then find their claims taken back and
 	// must roll back, while the second processor runs the same events again.
 	openGate := d.shutGate()
-	eventually(t, 60*time.Second, "16 claims held by the first processor", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`) == 16 &&
+	testenv.Eventually(t, 60*time.Second, "16 claims held by the first processor", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`) == 16 &&
 			d.handlersRunning("work") == 16
 	})
 	first.signal(syscall.SIGKILL)
 	assert.Equal(t, -1, first.wait(10*time.Second), "killed by the signal")
 	doneBefore := d.succeeded()
 	require.Less(t, doneBefore, n, "the backlog outlasted the first processor")
-	held := d.ids(`SELECT origin_id FROM pgrelay.queue WHERE dispatched_at IS NOT NULL ORDER BY 1`)
+	held := d.IDs(`SELECT origin_id FROM pgrelay.queue WHERE dispatched_at IS NOT NULL ORDER BY 1`)
 	require.Len(t, held, 16, "the killed processor's claims")
-	require.Equal(t, 1, d.count(`SELECT count(*) FROM pgrelay.processors`))
+	require.Equal(t, 1, d.Count(`SELECT count(*) FROM pgrelay.processors`))
 	t.Logf("killed after %d of %d events, holding %d claims", doneBefore, n, len(held))
 
 	second := startCLI(t, nil, args...)
-	eventually(t, 60*time.Second, "the second processor to rescue the dead one's claims", func() bool {
-		return d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'`) >= len(held) || second.exited()
+	testenv.Eventually(t, 60*time.Second, "the second processor to rescue the dead one's claims", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'rescued'`) >= len(held) || second.exited()
 	})
 	require.False(t, second.exited(), "the second processor exited on its own")
 	assert.Equal(t, doneBefore, d.succeeded(), "nothing completed while the gate was shut")
@@ -168,7 +170,7 @@ func TestRunKillAndRestart(t *testing.T) {
 	// transactions, which found their claims taken back, left nothing).
 	d.finishWork(second, ids, n, "rescued")
 	// The claims the dead processor held were rescued, each once.
-	assert.Equal(t, held, d.ids(`SELECT origin_id FROM pgrelay.log WHERE event = 'rescued' ORDER BY 1`))
+	assert.Equal(t, held, d.IDs(`SELECT origin_id FROM pgrelay.log WHERE event = 'rescued' ORDER BY 1`))
 }
 
 // TestRunSIGTERMFinishesRunningHandlers: on SIGTERM, handlers already running
@@ -178,32 +180,32 @@ func TestRunSIGTERMFinishesRunningHandlers(t *testing.T) {
 	t.Parallel()
 	const n = 12
 	d := newDB(t)
-	d.exec(appSetup)
+	d.Exec(appSetup)
 	ids := d.enqueue("slow", "SELECT app.slow($1)", n)
 
 	// One transaction per event (--sql-batch 1), so the claims are visible.
-	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "4",
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--concurrency", "4",
 		"--shutdown-timeout", "10s", "--heartbeat-interval", "200ms", "--sql-batch", "1")
-	eventually(t, 60*time.Second, "4 handlers to run", func() bool {
+	testenv.Eventually(t, 60*time.Second, "4 handlers to run", func() bool {
 		return d.handlersRunning("slow") >= 4 || p.exited()
 	})
 	require.False(t, p.exited())
-	running := d.ids(`SELECT origin_id FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`)
+	running := d.IDs(`SELECT origin_id FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`)
 	require.NotEmpty(t, running)
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second), "graceful stop exits 0")
 
-	assert.Empty(t, d.ids(`SELECT r FROM unnest($1::bigint[]) r
+	assert.Empty(t, d.IDs(`SELECT r FROM unnest($1::bigint[]) r
 	                        WHERE NOT EXISTS (SELECT FROM pgrelay.log l WHERE l.origin_id = r AND l.event = 'succeeded')`,
 		running), "the events running at SIGTERM finished and succeeded")
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`),
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`),
 		"nothing failed, was rescued or otherwise cut short")
-	ok := d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
-	left := d.count(`SELECT count(*) FROM pgrelay.queue`)
+	ok := d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	left := d.Count(`SELECT count(*) FROM pgrelay.queue`)
 	assert.Equal(t, n, ok+left, "every event either succeeded or is still queued")
 	assert.Less(t, ok, n, "SIGTERM stopped claiming: some events are left")
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue WHERE attempt <> 1 OR NOT (origin_id = ANY($1))`, ids))
-	assert.Equal(t, ok, d.count(`SELECT count(*) FROM app.ran`))
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.queue WHERE attempt <> 1 OR NOT (origin_id = ANY($1))`, ids))
+	assert.Equal(t, ok, d.Count(`SELECT count(*) FROM app.ran`))
 	d.assertClean()
 	assert.Contains(t, p.stderr.String(), "stopping: finishing in-flight events")
 }
@@ -215,27 +217,27 @@ func TestRunSIGTERMCancelsAtShutdownTimeout(t *testing.T) {
 	t.Parallel()
 	const n = 5
 	d := newDB(t)
-	d.exec(appSetup)
+	d.Exec(appSetup)
 	ids := d.enqueue("stuck", "SELECT app.stuck($1)", n)
 
-	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "2",
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--concurrency", "2",
 		"--shutdown-timeout", "6s", "--heartbeat-interval", "200ms", "--sql-batch", "1")
-	eventually(t, 60*time.Second, "2 handlers to run", func() bool {
+	testenv.Eventually(t, 60*time.Second, "2 handlers to run", func() bool {
 		return d.handlersRunning("stuck") >= 2 || p.exited()
 	})
 	require.False(t, p.exited())
-	require.Equal(t, 2, d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`))
+	require.Equal(t, 2, d.Count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`))
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second), "graceful stop exits 0")
 
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log`), "no failed (or any other) outcome was logged")
-	assert.Equal(t, n, d.count(`SELECT count(*) FROM pgrelay.queue
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.log`), "no failed (or any other) outcome was logged")
+	assert.Equal(t, n, d.Count(`SELECT count(*) FROM pgrelay.queue
 	                             WHERE attempt = 1 AND dispatched_at IS NULL AND origin_id = ANY($1)`, ids),
 		"every event is pending again, on its first attempt")
-	assert.Zero(t, d.count(`SELECT count(*) FROM app.ran`))
+	assert.Zero(t, d.Count(`SELECT count(*) FROM app.ran`))
 	d.assertClean()
 	// The handlers were cancelled in the server, not just abandoned.
-	eventually(t, 15*time.Second, "the cancelled handlers' statements to end", func() bool {
+	testenv.Eventually(t, 15*time.Second, "the cancelled handlers' statements to end", func() bool {
 		return d.handlersRunning("stuck") == 0
 	})
 	assert.Contains(t, p.stderr.String(), "cancelling them")
@@ -251,23 +253,23 @@ func TestRunKillDirectBatches(t *testing.T) {
 	t.Parallel()
 	const n = 2000
 	d := newDB(t)
-	d.exec(appSetup)
+	d.Exec(appSetup)
 	ids := d.enqueue("work", "SELECT app.work($1)", n)
-	args := []string{"run", "--database-url", d.url, "--heartbeat-interval", "200ms", "--dead-after", "1s",
+	args := []string{"run", "--database-url", d.URL, "--heartbeat-interval", "200ms", "--dead-after", "1s",
 		"--concurrency", "16", "--shutdown-timeout", "10s"}
 
 	first := startCLI(t, nil, args...)
-	eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
+	testenv.Eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
 		return d.succeeded() >= 300 || first.exited()
 	})
 	require.False(t, first.exited(), "the first processor exited on its own")
 	openGate := d.shutGate()
-	eventually(t, 60*time.Second, "the first processor's batches to wait at the gate", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the first processor's batches to wait at the gate", func() bool {
 		return d.handlersRunning("work") >= 1
 	})
 	first.signal(syscall.SIGKILL)
 	assert.Equal(t, -1, first.wait(10*time.Second), "killed by the signal")
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`),
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_at IS NOT NULL`),
 		"direct batches mark no claims")
 	doneBefore := d.succeeded()
 	require.Less(t, doneBefore, n, "the backlog outlasted the first processor")
@@ -276,7 +278,7 @@ func TestRunKillDirectBatches(t *testing.T) {
 	// locked and starts on others, which wait at the gate too.
 	second := startCLI(t, nil, args...)
 	before := d.handlersRunning("work")
-	eventually(t, 60*time.Second, "the second processor's batches to wait at the gate", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the second processor's batches to wait at the gate", func() bool {
 		return d.handlersRunning("work") > before || second.exited()
 	})
 	require.False(t, second.exited(), "the second processor exited on its own")
@@ -293,24 +295,24 @@ func TestRunSIGTERMFinishesDirectBatches(t *testing.T) {
 	t.Parallel()
 	const n = 12
 	d := newDB(t)
-	d.exec(appSetup)
+	d.Exec(appSetup)
 	d.enqueue("slow", "SELECT app.slow($1)", n)
 
-	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "4",
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--concurrency", "4",
 		"--shutdown-timeout", "20s", "--heartbeat-interval", "200ms")
-	eventually(t, 60*time.Second, "a handler to run", func() bool {
+	testenv.Eventually(t, 60*time.Second, "a handler to run", func() bool {
 		return d.handlersRunning("slow") >= 1 || p.exited()
 	})
 	require.False(t, p.exited())
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second), "graceful stop exits 0")
 
-	ok := d.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
+	ok := d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`)
 	assert.Positive(t, ok, "the batch running at SIGTERM finished")
 	assert.Less(t, ok, n, "SIGTERM stopped starting batches: some events are left")
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
-	assert.Equal(t, n, ok+d.count(`SELECT count(*) FROM pgrelay.queue WHERE attempt = 1`))
-	assert.Equal(t, ok, d.count(`SELECT count(*) FROM app.ran`))
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+	assert.Equal(t, n, ok+d.Count(`SELECT count(*) FROM pgrelay.queue WHERE attempt = 1`))
+	assert.Equal(t, ok, d.Count(`SELECT count(*) FROM app.ran`))
 	d.assertClean()
 }
 
@@ -321,24 +323,24 @@ func TestRunSIGTERMCancelsDirectBatches(t *testing.T) {
 	t.Parallel()
 	const n = 5
 	d := newDB(t)
-	d.exec(appSetup)
+	d.Exec(appSetup)
 	ids := d.enqueue("stuck", "SELECT app.stuck($1)", n)
 
-	p := startCLI(t, nil, "run", "--database-url", d.url, "--concurrency", "2",
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--concurrency", "2",
 		"--shutdown-timeout", "1s", "--heartbeat-interval", "200ms")
-	eventually(t, 60*time.Second, "a handler to run", func() bool {
+	testenv.Eventually(t, 60*time.Second, "a handler to run", func() bool {
 		return d.handlersRunning("stuck") >= 1 || p.exited()
 	})
 	require.False(t, p.exited())
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second), "graceful stop exits 0")
 
-	assert.Zero(t, d.count(`SELECT count(*) FROM pgrelay.log`), "no outcome was logged")
-	assert.Equal(t, n, d.count(`SELECT count(*) FROM pgrelay.queue
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.log`), "no outcome was logged")
+	assert.Equal(t, n, d.Count(`SELECT count(*) FROM pgrelay.queue
 	                             WHERE attempt = 1 AND dispatched_at IS NULL AND origin_id = ANY($1)`, ids))
-	assert.Zero(t, d.count(`SELECT count(*) FROM app.ran`))
+	assert.Zero(t, d.Count(`SELECT count(*) FROM app.ran`))
 	d.assertClean()
-	eventually(t, 15*time.Second, "the cancelled handlers' statements to end", func() bool {
+	testenv.Eventually(t, 15*time.Second, "the cancelled handlers' statements to end", func() bool {
 		return d.handlersRunning("stuck") == 0
 	})
 }
@@ -348,7 +350,7 @@ func TestRunSIGTERMCancelsDirectBatches(t *testing.T) {
 func TestRunMetricsAddrInvalid(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	code, _, errOut := runCLI(t, nil, "run", "--database-url", d.url, "--metrics-addr", "256.0.0.1:1")
+	code, _, errOut := runCLI(t, nil, "run", "--database-url", d.URL, "--metrics-addr", "256.0.0.1:1")
 	assert.Equal(t, 1, code, errOut)
 	ls := lines(errOut)
 	assert.True(t, strings.HasPrefix(ls[len(ls)-1], "pgrelay run: --metrics-addr 256.0.0.1:1: "), errOut)

@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/cli"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // searchPathTraps are look-alikes of the built-ins pgrelay's statements use,
@@ -164,6 +166,65 @@ BEGIN PERFORM public.sp_hit(what); RETURN true; END $$;
 	require.NoError(t, err, b.String())
 }
 
+// trappedDB creates an empty database whose search_path (ALTER DATABASE) is
+// path, with the look-alikes planted in public, checks that a loose call
+// from that path reaches them, and returns its URL, a handle whose sessions
+// pin their own search_path, and what the look-alikes have counted since
+// ("0 calls" when none ran).
+func trappedDB(t *testing.T, path string) (string, *db, func() []string) {
+	t.Helper()
+	ctx := context.Background()
+	url := pg.EmptyDB(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	// The test's own statements are not the ones under test.
+	cfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d := dbOn(t, url, pool)
+	plantSearchPathTraps(t, pool)
+	d.Exec(fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", cfg.ConnConfig.Database, path))
+	hits := func() []string {
+		t.Helper()
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END
+			FROM public.sp_hits`).Scan(&n))
+		out := []string{fmt.Sprintf("%d calls", n)}
+		return append(out, testenv.Column[string](t, pool, `SELECT what || ' x' || pg_catalog.count(*) FROM public.sp_calls
+			GROUP BY what ORDER BY what`)...)
+	}
+	// Planting works: a loose call from this database's path runs the
+	// look-alike.
+	probe, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	_, err = probe.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", "1", "2")
+	require.NoError(t, err)
+	require.NoError(t, probe.Close(ctx))
+	require.NotEqual(t, []string{"0 calls"}, hits(), "the look-alikes are reachable")
+	d.Exec(`SELECT pg_catalog.setval('public.sp_hits'::pg_catalog.regclass, 1, false)`)
+	d.Exec(`TRUNCATE public.sp_calls`)
+	return url, d, hits
+}
+
+// A login whose search_path reaches look-alikes planted in public (after
+// pg_catalog, or before it) runs none of them when it runs pgrelay doctor
+// on a migrated database: doctor reads the login's search_path (to check
+// it) and then pins its own session's before any other statement.
+func TestDoctorSearchPathHijack(t *testing.T) {
+	for _, path := range []string{`"$user", public`, `public, pg_catalog`} {
+		t.Run(path, func(t *testing.T) {
+			url, _, hits := trappedDB(t, path)
+			code, out, errOut := cliMain("migrate", "--database-url", url)
+			require.Equal(t, 0, code, out+errOut)
+			require.Equal(t, []string{"0 calls"}, hits(), "migrate")
+			_, out, errOut = cliMain("doctor", "--database-url", url)
+			require.Contains(t, out, "search_path", "doctor ran its checks: "+out+errOut)
+			require.Equal(t, []string{"0 calls"}, hits(), "doctor")
+		})
+	}
+}
+
 func quoteLit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // TestSearchPathHijack: a role that may create objects in a schema on the
@@ -176,85 +237,41 @@ func TestSearchPathHijack(t *testing.T) {
 	for _, path := range []string{`"$user", public`, `public, pg_catalog`} {
 		t.Run(path, func(t *testing.T) {
 			ctx := context.Background()
-			url := emptyDB(t)
-			cfg, err := pgxpool.ParseConfig(url)
-			require.NoError(t, err)
-			// The test's own statements are not the ones under test.
-			cfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			d := dbOn(t, url, pool)
-			plantSearchPathTraps(t, pool)
-			dbName := cfg.ConnConfig.Database
-			d.exec(fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", dbName, path))
-			hits := func() []string {
-				var n int64
-				require.NoError(t, pool.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END
-					FROM public.sp_hits`).Scan(&n))
-				rows, err := pool.Query(ctx, `SELECT what || ' x' || pg_catalog.count(*) FROM public.sp_calls
-					GROUP BY what ORDER BY what`)
-				require.NoError(t, err)
-				defer rows.Close()
-				out := []string{fmt.Sprintf("%d calls", n)}
-				for rows.Next() {
-					var s string
-					require.NoError(t, rows.Scan(&s))
-					out = append(out, s)
-				}
-				require.NoError(t, rows.Err())
-				return out
-			}
+			url, d, hits := trappedDB(t, path)
 			noHits := []string{"0 calls"}
-			// Planting works: a loose call from this database's path runs
-			// the look-alike.
-			var probe *pgxpool.Pool
-			{
-				pc, err := pgxpool.ParseConfig(url)
-				require.NoError(t, err)
-				probe, err = pgxpool.NewWithConfig(ctx, pc)
-				require.NoError(t, err)
-				_, err = probe.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", "1", "2")
-				require.NoError(t, err)
-				probe.Close()
-				require.NotEqual(t, noHits, hits(), "the look-alikes are reachable")
-				d.exec(`SELECT pg_catalog.setval('public.sp_hits'::pg_catalog.regclass, 1, false)`)
-				d.exec(`TRUNCATE public.sp_calls`)
-			}
-
 			code, out, errOut := cliMain("migrate", "--database-url", url)
 			require.Equal(t, 0, code, out+errOut)
 			require.Equal(t, noHits, hits(), "migrate")
 
 			n, js := startNATS(t)
 			smtp := smtpCatcher(t, devenv.SMTPConfig{})
-			d.exec(`CREATE SCHEMA sp`)
-			d.exec(`CREATE TABLE sp.done (payload text NOT NULL)`)
-			d.exec(`CREATE FUNCTION sp.fail(p text) RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS
+			d.Exec(`CREATE SCHEMA sp`)
+			d.Exec(`CREATE TABLE sp.done (payload text NOT NULL)`)
+			d.Exec(`CREATE FUNCTION sp.fail(p text) RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS
 				$$ BEGIN RAISE EXCEPTION 'no: %', p; END $$`)
-			d.exec(`SELECT pgrelay.register('sp_none', 'INSERT INTO sp.done (payload) VALUES ($1)')`)
-			d.exec(`SELECT pgrelay.register('sp_lanes', 'INSERT INTO sp.done (payload) VALUES ($1)',
+			d.Exec(`SELECT pgrelay.register('sp_none', 'INSERT INTO sp.done (payload) VALUES ($1)')`)
+			d.Exec(`SELECT pgrelay.register('sp_lanes', 'INSERT INTO sp.done (payload) VALUES ($1)',
 				p_concurrency_mode := 'channel')`)
-			d.exec(`SELECT pgrelay.register('sp_fail', 'SELECT sp.fail($1)', p_max_attempts := 2,
+			d.Exec(`SELECT pgrelay.register('sp_fail', 'SELECT sp.fail($1)', p_max_attempts := 2,
 				p_retry_delay := '10 milliseconds', p_publish_payload := true)`)
-			d.exec(`SELECT pgrelay.register('sp_nats', 'sp.outbox', p_kind := 'nats')`)
-			d.exec(`SELECT pgrelay_notifier.create_channel('sp_mail', 'app@shop.example')`)
+			d.Exec(`SELECT pgrelay.register('sp_nats', 'sp.outbox', p_kind := 'nats')`)
+			d.Exec(`SELECT pgrelay_notifier.create_channel('sp_mail', 'app@shop.example')`)
 			enqueue := func() {
-				d.exec(`SELECT pgrelay.notify_many('sp_none', ARRAY(SELECT 'n' || g FROM pg_catalog.generate_series(1, 20) g))`)
-				d.exec(`SELECT pgrelay.notify_many('sp_lanes', ARRAY(SELECT 'l' || g FROM pg_catalog.generate_series(1, 10) g))`)
-				d.exec(`SELECT pgrelay.notify('sp_fail', 'f')`)
-				d.exec(`SELECT pgrelay.notify_many('sp_nats', ARRAY['m1', 'm2', 'm3'])`)
-				d.exec(`SELECT pgrelay_notifier.send('sp_mail', ARRAY['a@example.org'], 'Hi', 'Hello')`)
+				d.Exec(`SELECT pgrelay.notify_many('sp_none', ARRAY(SELECT 'n' || g FROM pg_catalog.generate_series(1, 20) g))`)
+				d.Exec(`SELECT pgrelay.notify_many('sp_lanes', ARRAY(SELECT 'l' || g FROM pg_catalog.generate_series(1, 10) g))`)
+				d.Exec(`SELECT pgrelay.notify('sp_fail', 'f')`)
+				d.Exec(`SELECT pgrelay.notify_many('sp_nats', ARRAY['m1', 'm2', 'm3'])`)
+				d.Exec(`SELECT pgrelay_notifier.send('sp_mail', ARRAY['a@example.org'], 'Hi', 'Hello')`)
 			}
 			// Every event ended (2 attempts for sp_fail), the emails were
 			// sent, and the log and the notifier's status events are in the
 			// stream.
 			state := func() string {
-				logRows := d.count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay.log`)
-				statusRows := d.count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay_notifier.status_events`)
+				logRows := d.Count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay.log`)
+				statusRows := d.Count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay_notifier.status_events`)
 				return fmt.Sprintf("queue %d, sent %d, log %d, unpublished %d",
-					d.count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay.queue`),
-					d.count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay_notifier.notifications
+					d.Count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay.queue`),
+					d.Count(`SELECT pg_catalog.count(*)::pg_catalog.int4 FROM pgrelay_notifier.notifications
 						WHERE status OPERATOR(pg_catalog.=) 'sent'`),
 					logRows, logRows+statusRows-streamMsgs(js, "PGRELAY_EVENTS"))
 			}
@@ -267,7 +284,7 @@ func TestSearchPathHijack(t *testing.T) {
 				run := startCLI(t, env, "run", "--database-url", url, "--nats-url", n.URL(),
 					"--nats-publish-interval", "50ms", "--heartbeat-interval", "200ms", "--sql-batch", batch)
 				last := ""
-				eventually(t, 30*time.Second, "every event to end and be published", func() bool {
+				testenv.Eventually(t, 30*time.Second, "every event to end and be published", func() bool {
 					last = state()
 					return last == settled(round+1) || run.exited()
 				})

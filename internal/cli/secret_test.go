@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
 // No password given to pgrelay shows in what it prints or logs: a NATS URL
@@ -24,7 +26,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	t.Run("unparsable nats url", func(t *testing.T) {
 		t.Parallel()
 		d := newDB(t)
-		code, out, errOut := runCLI(t, nil, "run", "--database-url", d.url, "--nats-url", "nats://relay:"+pw+" x@ho st:4222")
+		code, out, errOut := runCLI(t, nil, "run", "--database-url", d.URL, "--nats-url", "nats://relay:"+pw+" x@ho st:4222")
 		assert.NotEqual(t, 0, code)
 		assert.NotContains(t, out+errOut, pw)
 		assert.Contains(t, errOut, "xxxxx@")
@@ -45,7 +47,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		// failing to connect and logs it.
 		p := startCLI(t, []string{"TMPDIR=" + tmp}, "dev", "--rate", "0", "--refresh", "200ms",
 			"--nats-url", "nats://relay:"+pw+"@127.0.0.1:1", "--log-level", "debug")
-		eventually(t, 90*time.Second, "dev to print its NATS line and log a NATS failure", func() bool {
+		testenv.Eventually(t, 90*time.Second, "dev to print its NATS line and log a NATS failure", func() bool {
 			return (regexp.MustCompile(`(?m)^nats: `).MatchString(p.stdout.String()) &&
 				regexp.MustCompile(`(?i)nats`).MatchString(p.stderr.String())) || p.exited()
 		})
@@ -64,9 +66,9 @@ func TestSecretFileFlags(t *testing.T) {
 	d := newDB(t)
 	dir := t.TempDir()
 	private := filepath.Join(dir, "db.url")
-	require.NoError(t, os.WriteFile(private, []byte(d.url+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(private, []byte(d.URL+"\n"), 0o600))
 	public := filepath.Join(dir, "db-public.url")
-	require.NoError(t, os.WriteFile(public, []byte(d.url+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(public, []byte(d.URL+"\n"), 0o644))
 	empty := filepath.Join(dir, "empty.url")
 	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
 
@@ -82,7 +84,7 @@ func TestSecretFileFlags(t *testing.T) {
 	// The command line wins over the environment, file or not.
 	code, _, errOut = runCLI(t, []string{"PGRELAY_DATABASE_URL=postgres://nobody@127.0.0.1:1/x"}, "stats", "--database-url-file", private)
 	require.Equal(t, 0, code, errOut)
-	code, _, errOut = runCLI(t, []string{"PGRELAY_DATABASE_URL_FILE=" + empty}, "stats", "--database-url", d.url)
+	code, _, errOut = runCLI(t, []string{"PGRELAY_DATABASE_URL_FILE=" + empty}, "stats", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 
 	for _, tc := range []struct {
@@ -90,8 +92,8 @@ func TestSecretFileFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, []string{"--database-url", d.url, "--database-url-file", private}, "give --database-url or --database-url-file, not both"},
-		{[]string{"PGRELAY_DATABASE_URL=" + d.url, "PGRELAY_DATABASE_URL_FILE=" + private}, nil, "give --database-url or --database-url-file, not both"},
+		{nil, []string{"--database-url", d.URL, "--database-url-file", private}, "give --database-url or --database-url-file, not both"},
+		{[]string{"PGRELAY_DATABASE_URL=" + d.URL, "PGRELAY_DATABASE_URL_FILE=" + private}, nil, "give --database-url or --database-url-file, not both"},
 		{nil, []string{"--database-url-file", filepath.Join(dir, "missing")}, "--database-url-file " + filepath.Join(dir, "missing") + ": no such file"},
 		{nil, []string{"--database-url-file", empty}, "--database-url-file " + empty + ": the file is empty"},
 	} {
@@ -112,8 +114,8 @@ func TestConfigFileWorldReadableWarns(t *testing.T) {
 	d := newDB(t)
 	cfg := filepath.Join(t.TempDir(), "pgrelay.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(`{"smtp": {"default": "smtp://user:pw@127.0.0.1:1"}}`), 0o644))
-	p := startCLI(t, nil, "run", "--database-url", d.url, "--config", cfg, "--log-level", "info")
-	eventually(t, 30*time.Second, "the Processor to start", func() bool {
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--config", cfg, "--log-level", "info")
+	testenv.Eventually(t, 30*time.Second, "the Processor to start", func() bool {
 		return regexp.MustCompile(`msg="processor started"`).MatchString(p.stderr.String()) || p.exited()
 	})
 	p.signal(syscall.SIGTERM)
@@ -126,10 +128,10 @@ func TestConfigFileWorldReadableWarns(t *testing.T) {
 func TestHealthzHidesTheError(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	p := startCLI(t, nil, "run", "--database-url", d.url, "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
 	metrics := metricsServer(t, p)
 	get := func() (int, string) { return metrics("/healthz") }
-	u, err := url.Parse(d.url)
+	u, err := url.Parse(d.URL)
 	require.NoError(t, err)
 	name := u.Path[1:]
 	ctx := context.Background()
@@ -139,7 +141,7 @@ func TestHealthzHidesTheError(t *testing.T) {
 	require.NoError(t, pg.Exec(ctx, "postgres", `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name))
 	var code int
 	var body string
-	eventually(t, 30*time.Second, "/healthz to fail", func() bool {
+	testenv.Eventually(t, 30*time.Second, "/healthz to fail", func() bool {
 		code, body = get()
 		return code != 200
 	})
@@ -147,12 +149,12 @@ func TestHealthzHidesTheError(t *testing.T) {
 	assert.Equal(t, "unavailable\n", body)
 	// The first ping may meet a connection the terminate closed, later
 	// ones the refusal: either way the log has the server's words.
-	eventually(t, 30*time.Second, "the detail in the log", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the detail in the log", func() bool {
 		return regexp.MustCompile(`msg="healthz: unavailable" err=.*SQLSTATE`).MatchString(p.stderr.String())
 	})
 
 	require.NoError(t, pg.Exec(ctx, "postgres", `ALTER DATABASE "`+name+`" ALLOW_CONNECTIONS true`))
-	eventually(t, 30*time.Second, "/healthz to recover", func() bool {
+	testenv.Eventually(t, 30*time.Second, "/healthz to recover", func() bool {
 		code, _ = get()
 		return code == 200
 	})

@@ -130,7 +130,7 @@ func TestSpockDocs(t *testing.T) {
 		case strings.Contains(sql, "FROM spock.sub_show_status()"):
 			// The check the section gives: every row replicating.
 			for _, n := range blk.nodes {
-				eventually(t, time.Minute, fmt.Sprint("node ", n, "'s subscriptions to replicate"), func() bool { return replicating(n) })
+				testenv.Eventually(t, time.Minute, fmt.Sprint("node ", n, "'s subscriptions to replicate"), func() bool { return replicating(n) })
 			}
 			ran++
 			continue
@@ -169,13 +169,13 @@ func TestSpockDocs(t *testing.T) {
 			ran++
 			// Work of both nodes, there before the third node comes.
 			query(1, `SELECT pgrelay.register('docs', 'SELECT $1'); SELECT pgrelay.notify('docs', 'from-1')`)
-			eventually(t, 20*time.Second, "the channel on node 2", func() bool {
+			testenv.Eventually(t, 20*time.Second, "the channel on node 2", func() bool {
 				return query(2, `SELECT 1 FROM pgrelay.channels WHERE channel = 'docs'`) != nil
 			})
 			query(2, `SELECT pgrelay.notify('docs', 'from-2')`)
 			// The section adds a node while node 2 is quiet: node 1 has
 			// applied node 2's writes before it copies its tables to node 3.
-			eventually(t, 30*time.Second, "row from-2 on node 1", func() bool {
+			testenv.Eventually(t, 30*time.Second, "row from-2 on node 1", func() bool {
 				return query(1, `SELECT 1 FROM pgrelay.queue WHERE channel = 'docs' AND payload = 'from-2'`) != nil
 			})
 			continue
@@ -192,18 +192,18 @@ func TestSpockDocs(t *testing.T) {
 	}
 	require.Equal(t, len(blocks), ran)
 	for n := 1; n <= 3; n++ {
-		eventually(t, time.Minute, fmt.Sprint("node ", n, "'s subscriptions to replicate"), func() bool { return replicating(n) })
+		testenv.Eventually(t, time.Minute, fmt.Sprint("node ", n, "'s subscriptions to replicate"), func() bool { return replicating(n) })
 	}
 	// Node 3 has the rows of nodes 1 and 2 (copied from node 1), and a row
 	// it enqueues reaches both.
 	for _, p := range []string{"from-1", "from-2"} {
-		eventually(t, 30*time.Second, "row "+p+" on node 3", func() bool {
+		testenv.Eventually(t, 30*time.Second, "row "+p+" on node 3", func() bool {
 			return query(3, `SELECT 1 FROM pgrelay.queue WHERE channel = 'docs' AND payload = '`+p+`'`) != nil
 		})
 	}
 	query(3, `SELECT pgrelay.notify('docs', 'from-3')`)
 	for n := 1; n <= 2; n++ {
-		eventually(t, 30*time.Second, fmt.Sprint("node 3's row on node ", n), func() bool {
+		testenv.Eventually(t, 30*time.Second, fmt.Sprint("node 3's row on node ", n), func() bool {
 			return query(n, `SELECT 1 FROM pgrelay.queue WHERE channel = 'docs' AND payload = 'from-3' AND owner_node = 3`) != nil
 		})
 	}

@@ -101,7 +101,7 @@ func TestSpockCluster(t *testing.T) {
 	register := func(channel, extra string) {
 		n1.exec(fmt.Sprintf(`SELECT pgrelay.register('%s', 'SELECT app.work(''%s'', $1)'%s)`, channel, channel, extra))
 		for _, m := range all[1:] {
-			eventually(t, 20*time.Second, "channel "+channel+" on node "+fmt.Sprint(m.n), func() bool {
+			testenv.Eventually(t, 20*time.Second, "channel "+channel+" on node "+fmt.Sprint(m.n), func() bool {
 				return m.count(`SELECT count(*) FROM pgrelay.channels WHERE channel = $1`, channel) == 1
 			})
 		}
@@ -148,7 +148,7 @@ func TestSpockCluster(t *testing.T) {
 			n    int
 		}{{"mn", 6000}, {"mnc", 300}, {"mnp", 300}} {
 			for _, m := range all {
-				eventually(t, 3*time.Minute, fmt.Sprintf("%d %s events on node %d", ch.n, ch.name, m.n), func() bool {
+				testenv.Eventually(t, 3*time.Minute, fmt.Sprintf("%d %s events on node %d", ch.n, ch.name, m.n), func() bool {
 					return succeeded(m, ch.name) >= ch.n
 				})
 			}
@@ -214,12 +214,12 @@ func TestSpockCluster(t *testing.T) {
 			ps = append(ps, m.run("leader"))
 		}
 		for _, m := range all {
-			eventually(t, time.Minute, fmt.Sprint("the refresh on node ", m.n), func() bool {
+			testenv.Eventually(t, time.Minute, fmt.Sprint("the refresh on node ", m.n), func() bool {
 				return m.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv'`) == 1
 			})
 		}
 		for _, m := range all {
-			eventually(t, 20*time.Second, fmt.Sprint("three refreshes logged on node ", m.n), func() bool {
+			testenv.Eventually(t, 20*time.Second, fmt.Sprint("three refreshes logged on node ", m.n), func() bool {
 				return succeeded(m, "mv") == 3
 			})
 			require.Equal(t, 1, m.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv' AND node = $1`, m.n))
@@ -241,7 +241,7 @@ func TestSpockCluster(t *testing.T) {
 		nats, js := startNATS(t)
 		n1.exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
 		for _, m := range all[1:] {
-			eventually(t, 20*time.Second, fmt.Sprint("channel mail on node ", m.n), func() bool {
+			testenv.Eventually(t, 20*time.Second, fmt.Sprint("channel mail on node ", m.n), func() bool {
 				return m.count(`SELECT count(*) FROM pgrelay.channels WHERE channel = 'mail'`) == 1
 			})
 		}
@@ -269,7 +269,7 @@ func TestSpockCluster(t *testing.T) {
 		send("mn")
 		ps := runAll("multi-node")
 		for _, m := range all {
-			eventually(t, time.Minute, fmt.Sprint("150 emails sent, seen on node ", m.n), func() bool { return sent(m) == 150 })
+			testenv.Eventually(t, time.Minute, fmt.Sprint("150 emails sent, seen on node ", m.n), func() bool { return sent(m) == 150 })
 		}
 		for _, m := range all {
 			require.Equal(t, 50, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'succeeded' AND node = $1`, m.n))
@@ -280,7 +280,7 @@ func TestSpockCluster(t *testing.T) {
 		send("ld")
 		ps = runAll("leader")
 		for _, m := range all {
-			eventually(t, time.Minute, fmt.Sprint("300 emails sent, seen on node ", m.n), func() bool { return sent(m) == 300 })
+			testenv.Eventually(t, time.Minute, fmt.Sprint("300 emails sent, seen on node ", m.n), func() bool { return sent(m) == 300 })
 		}
 		var leader int
 		require.NoError(t, n1.pool.QueryRow(ctx, `SELECT leader_node FROM pgrelay.nodes WHERE node_id = -1`).Scan(&leader))
@@ -307,7 +307,7 @@ func TestSpockCluster(t *testing.T) {
 		// each log row in the stream once.
 		w.sync()
 		total := n1.count(`SELECT count(*) FROM pgrelay.log`)
-		eventually(t, time.Minute, "every log row in the stream", func() bool {
+		testenv.Eventually(t, time.Minute, "every log row in the stream", func() bool {
 			return eventMsgs(t, js) >= total
 		})
 		stop(ps...)
@@ -335,7 +335,7 @@ func TestSpockCluster(t *testing.T) {
 	t.Run("leader", func(t *testing.T) {
 		n1.exec(`SELECT pgrelay.register('lk', 'SELECT app.work(''lk'', $1), pg_sleep(0.002)')`)
 		for _, m := range all[1:] {
-			eventually(t, 20*time.Second, fmt.Sprint("channel lk on node ", m.n), func() bool {
+			testenv.Eventually(t, 20*time.Second, fmt.Sprint("channel lk on node ", m.n), func() bool {
 				return m.count(`SELECT count(*) FROM pgrelay.channels WHERE channel = 'lk'`) == 1
 			})
 		}
@@ -343,7 +343,7 @@ func TestSpockCluster(t *testing.T) {
 		p1 := n1.run("leader", "--poll-interval", "10m")
 		const held = `SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`
 		for _, m := range all {
-			eventually(t, 30*time.Second, fmt.Sprint("node 1's lease on node ", m.n), func() bool { return m.count(held) == 1 })
+			testenv.Eventually(t, 30*time.Second, fmt.Sprint("node 1's lease on node ", m.n), func() bool { return m.count(held) == 1 })
 		}
 		p2, p3 := n2.run("leader"), n3.run("leader")
 		// A backlog enqueued on every node: the leader runs it all.
@@ -351,7 +351,7 @@ func TestSpockCluster(t *testing.T) {
 		for _, m := range all {
 			m.enqueue("lk", fmt.Sprint("k", m.n), backlog/3)
 		}
-		eventually(t, time.Minute, "the leader to be working on the backlog", func() bool {
+		testenv.Eventually(t, time.Minute, "the leader to be working on the backlog", func() bool {
 			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'lk'`) >= 100
 		})
 		p1.signal(syscall.SIGKILL)
@@ -360,7 +360,7 @@ func TestSpockCluster(t *testing.T) {
 		pending := n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'lk'`)
 		require.Positive(t, pending, "the leader was killed with rows pending")
 		var next *mmNode
-		eventually(t, time.Minute, "another node to take over", func() bool {
+		testenv.Eventually(t, time.Minute, "another node to take over", func() bool {
 			for _, m := range all[1:] {
 				if m.count(`SELECT count(*) FROM app.ran WHERE channel = 'lk'`) > 0 {
 					next = m
@@ -376,7 +376,7 @@ func TestSpockCluster(t *testing.T) {
 		t.Logf("leader killed with %d rows pending; node %d ran its first event %s later (documented bound %s)",
 			pending, next.n, took.Round(time.Millisecond), bound)
 		require.Less(t, took, bound+4*time.Second, "takeover within the documented bound (plus a margin)")
-		eventually(t, 2*time.Minute, "every event to succeed", func() bool { return succeeded(next, "lk") >= backlog })
+		testenv.Eventually(t, 2*time.Minute, "every event to succeed", func() bool { return succeeded(next, "lk") >= backlog })
 		w.sync(1)
 		for _, m := range all {
 			require.Equal(t, backlog, succeeded(m, "lk"), "node %d's log", m.n)
@@ -403,7 +403,7 @@ func TestSpockCluster(t *testing.T) {
 		// Node 3's Processor ran once (a known multi-node node), then was
 		// killed; 600 rows wait on node 3, and one row pinned to it.
 		p3 := n3.run("multi-node")
-		eventually(t, 20*time.Second, "node 3 to heartbeat", func() bool {
+		testenv.Eventually(t, 20*time.Second, "node 3 to heartbeat", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 3 AND mode = 'multi-node' AND last_seen > now() - interval '1 second'`) == 1
 		})
 		p3.signal(syscall.SIGKILL)
@@ -414,7 +414,7 @@ func TestSpockCluster(t *testing.T) {
 		// Node 3's database goes down too.
 		require.NoError(t, cluster.StopNode(3))
 		p1, p2 := n1.run("multi-node"), n2.run("multi-node")
-		eventually(t, 2*time.Minute, "node 1 to adopt and run node 3's rows", func() bool {
+		testenv.Eventually(t, 2*time.Minute, "node 1 to adopt and run node 3's rows", func() bool {
 			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`) == 600
 		})
 		// The live node with the smallest id adopted, the other ran none.
@@ -434,10 +434,10 @@ func TestSpockCluster(t *testing.T) {
 		n3.pool.Reset()
 		p3 = n3.run("multi-node")
 		require.NoError(t, cluster.WaitReplicating(ctx))
-		eventually(t, 30*time.Second, "the adoption and the outcomes to reach node 3", func() bool {
+		testenv.Eventually(t, 30*time.Second, "the adoption and the outcomes to reach node 3", func() bool {
 			return n3.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'ad'`) == 0
 		})
-		eventually(t, 30*time.Second, "node 3 to run its pinned row", func() bool {
+		testenv.Eventually(t, 30*time.Second, "node 3 to run its pinned row", func() bool {
 			return n3.count(`SELECT count(*) FROM app.ran WHERE payload = 'pinned-3'`) == 1
 		})
 		require.Equal(t, 0, n3.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`), "node 3 ran none of the adopted rows")
@@ -454,11 +454,11 @@ func TestSpockCluster(t *testing.T) {
 		stop(p3)
 		n3.exec(`SELECT pgrelay.notify('mv', 'stranded')`)
 		for _, m := range all[:2] {
-			eventually(t, 20*time.Second, fmt.Sprint("the stranded row on node ", m.n), func() bool {
+			testenv.Eventually(t, 20*time.Second, fmt.Sprint("the stranded row on node ", m.n), func() bool {
 				return m.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND payload = 'stranded'`) == 1
 			})
 		}
-		eventually(t, 30*time.Second, "node 3 to count as dead", func() bool {
+		testenv.Eventually(t, 30*time.Second, "node 3 to count as dead", func() bool {
 			return n1.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 3 AND last_seen < now() - $1::interval`,
 				mmDeadAfter.String()) == 1
 		})
@@ -472,7 +472,7 @@ func TestSpockCluster(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "1 pinned rows discarded")
 		for _, m := range all {
-			eventually(t, 20*time.Second, fmt.Sprint("the decommission to reach node ", m.n), func() bool {
+			testenv.Eventually(t, 20*time.Second, fmt.Sprint("the decommission to reach node ", m.n), func() bool {
 				return m.count(`SELECT count(*) FROM pgrelay.queue WHERE run_in_node = 3`) == 0 &&
 					m.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 3 AND decommissioned_at IS NOT NULL`) == 1
 			})
@@ -603,7 +603,7 @@ func TestSpockDeploymentScript(t *testing.T) {
 		ps = append(ps, m.run("multi-node"))
 	}
 	for _, m := range all {
-		eventually(t, time.Minute, fmt.Sprint("node ", m.n, "'s view refreshed"), func() bool {
+		testenv.Eventually(t, time.Minute, fmt.Sprint("node ", m.n, "'s view refreshed"), func() bool {
 			return m.count(`SELECT orders FROM app.orders_summary`) == 30
 		})
 	}

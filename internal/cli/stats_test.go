@@ -12,19 +12,19 @@ import (
 func TestStatsPublisherLag(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	d.exec(`INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, at)
+	d.Exec(`INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, at)
 		SELECT pgrelay._id_floor(now() - interval '2 hours') + g, g, g, 'c', 1, 'succeeded', 0, now() - interval '2 hours'
 		  FROM generate_series(1, 3) g`)
-	d.exec(`INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (0, 'log', 0), (1, 'log', 0)`)
-	code, out, errOut := cliMain("stats", "--database-url", d.url)
+	d.Exec(`INSERT INTO pgrelay.publish_cursors (node_id, source, last_id) VALUES (0, 'log', 0), (1, 'log', 0)`)
+	code, out, errOut := cliMain("stats", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^unpublished events \(node 0\): 3, the oldest 2h0m\d+s old$`, out)
 	assert.Regexp(t, `(?m)^unpublished events \(node 1\): 0$`, out)
 
-	d.exec(`INSERT INTO pgrelay.log_dropped (node, rows, first_id, last_id, first_at, last_at)
+	d.Exec(`INSERT INTO pgrelay.log_dropped (node, rows, first_id, last_id, first_at, last_at)
 		VALUES (1, 5000, 10, 5009, now() - interval '31 days', now() - interval '30 days'),
 		       (1, 2, 5010, 5011, now() - interval '30 days', now() - interval '30 days')`)
-	code, out, errOut = cliMain("stats", "--database-url", d.url)
+	code, out, errOut = cliMain("stats", "--database-url", d.URL)
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^unpublished events deleted by retention \(node 1\): 5002, ids 10\.\.5011, the last \S+ ago; see pgrelay\.log_dropped$`, out)
 }

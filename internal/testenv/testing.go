@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 )
 
 // Postgres is a test binary's throwaway cluster with the per-test helpers.
-type Postgres struct{ *devenv.Postgres }
+type Postgres struct {
+	*devenv.Postgres
+	empty atomic.Int64 // the EmptyDB databases made so far
+}
 
 // MainWithPostgres runs a package's tests against one throwaway cluster started
 // for the whole test binary (initdb once per run; a database per test) and
@@ -33,7 +37,7 @@ func MainWithPostgres(m *testing.M, pg **Postgres) int {
 		fmt.Fprintln(os.Stderr, "FAIL: cannot start the test PostgreSQL:", err)
 		return 1
 	}
-	*pg = &Postgres{p}
+	*pg = &Postgres{Postgres: p}
 	code := m.Run()
 	if err := p.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "warning:", err)
@@ -49,6 +53,16 @@ func (p *Postgres) DB(t testing.TB) string {
 		t.Fatalf("create test database: %v", err)
 	}
 	return url
+}
+
+// EmptyDB creates an empty, unmigrated database for t and returns its URL.
+func (p *Postgres) EmptyDB(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("empty_%d_%d", os.Getpid(), p.empty.Add(1))
+	if err := p.Exec(context.Background(), "postgres", "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create empty database %s: %v", name, err)
+	}
+	return p.URL(name)
 }
 
 // Pool creates a fresh migrated database for t and a pool on it, closed when t ends.

@@ -10,6 +10,34 @@ import (
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
+// listener runs listen in the background, from startListener to Stop.
+type listener struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startListener starts listening for wake-ups on a connection of its own,
+// configured as cfg's.
+func startListener(d *deps, cfg *pgxpool.Config) *listener {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &listener{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		listen(ctx, d, cfg)
+	}()
+	return l
+}
+
+// Stop stops listening and arming, and returns once both have (nothing to
+// do for a listener never started).
+func (l *listener) Stop() {
+	if l == nil {
+		return
+	}
+	l.cancel()
+	<-l.done
+}
+
 // listen holds a connection that LISTENs on "pgrelay" (notify() wakes it) and
 // wakes the claimer on every notification. A notification that names a
 // channel (by its wakeHint: anyone may LISTEN) also goes to that channel's

@@ -228,8 +228,7 @@ type Processor struct {
 	bg      *pgxpool.Pool
 	root    *actor.PID
 	cancel  context.CancelFunc // cancels runCtx: in-flight handlers
-	stopBg  context.CancelFunc // stops the listener
-	bgDone  sync.WaitGroup
+	listen  *listener          // nil until the tree is up
 	stopped sync.Once
 	stopErr error
 	closers []io.Closer       // handlers holding connections of their own
@@ -483,13 +482,7 @@ func (p *Processor) Start(ctx context.Context) error {
 		return ctx.Err()
 	}
 
-	lctx, stopBg := context.WithCancel(context.Background())
-	p.stopBg = stopBg
-	p.bgDone.Add(1)
-	go func() {
-		defer p.bgDone.Done()
-		listen(lctx, p.d, hotCfg)
-	}()
+	p.listen = startListener(p.d, hotCfg)
 	undo.release()
 	logger.Info("processor started", "mode", p.cfg.Mode, "concurrency", p.cfg.Concurrency,
 		"kinds", kinds)
@@ -544,8 +537,7 @@ func (p *Processor) stop(ctx context.Context) error {
 	}
 	// 4. Stop the tree and the listener, once the batches have reported.
 	d.batches.Wait()
-	p.stopBg()
-	p.bgDone.Wait()
+	p.listen.Stop()
 	if err := root.PoisonFuture(p.root).Wait(); err != nil {
 		log.Warn("stop: actor tree", "err", err)
 	}

@@ -29,8 +29,9 @@
 //     --backlog N, N jobs are first pre-inserted with InsertMany into a second
 //     queue (pgrelay_bench_backlog) that the same client works with as many
 //     workers, so the measured jobs start while it drains (head-of-line);
-//     backlog_left is what was left of it once the last measured job started
-//     and backlog_insert_per_sec its pre-insert rate.
+//     backlog_at_last_insert is what was left of it when the last measured job
+//     was inserted (zero: it drained too early), backlog_left once the last
+//     one started, and backlog_insert_per_sec its pre-insert rate.
 //   - producers: --producers connections each insert one job per transaction
 //     (begin, InsertTx, commit) in a loop for --duration; insert_per_sec is the
 //     committed jobs per second, commit_latency_ms each transaction's
@@ -253,6 +254,7 @@ type result struct {
 	Settings           map[string]any `json:"settings"`
 
 	CommitLatencyMS     *latencyMS `json:"commit_latency_ms,omitempty"`
+	BacklogAtLastInsert *int64     `json:"backlog_at_last_insert,omitempty"`
 	BacklogLeft         *int64     `json:"backlog_left,omitempty"`
 	BacklogInsertPerSec *float64   `json:"backlog_insert_per_sec,omitempty"`
 }
@@ -794,6 +796,13 @@ func latency(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 	}
 	lastInsert := slices.MaxFunc(inserted, time.Time.Compare)
 	res.InsertPerSec = ptr(rate(cfg.Events, lastInsert.Sub(start)))
+	if cfg.Backlog > 0 {
+		left, err := backlogLeft(ctx, pool)
+		if err != nil {
+			return err
+		}
+		res.BacklogAtLastInsert = ptr(left)
+	}
 	select {
 	case <-rec.all:
 	case <-ctx.Done():
@@ -803,10 +812,9 @@ func latency(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 		logger.Warn("latency: some jobs started more than once; their first start was kept", "count", n)
 	}
 	if cfg.Backlog > 0 {
-		var left int64
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE queue = $1 AND state <> 'completed'`,
-			backlogQueue).Scan(&left); err != nil {
-			return fmt.Errorf("count the backlog's jobs: %w", err)
+		left, err := backlogLeft(ctx, pool)
+		if err != nil {
+			return err
 		}
 		res.BacklogLeft = ptr(left)
 	}
@@ -934,6 +942,16 @@ func producers(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slo
 	return nil
 }
 
+// backlogLeft counts the backlog queue's jobs not completed.
+func backlogLeft(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var left int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE queue = $1 AND state <> 'completed'`,
+		backlogQueue).Scan(&left); err != nil {
+		return 0, fmt.Errorf("count the backlog's jobs: %w", err)
+	}
+	return left, nil
+}
+
 // percentile is the nearest-rank percentile of sorted durations.
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
@@ -985,7 +1003,7 @@ func report(w io.Writer, cfg *config, res *result) error {
 		fmt.Fprintf(&b, "  latency:     %d jobs offered at %g/s (achieved %.1f/s) over %.3f s, insert commit to handler start\n", res.Events, cfg.Rate, deref(res.InsertPerSec), res.Seconds)
 		fmt.Fprintf(&b, "               p50 %.3f ms  p95 %.3f ms  p99 %.3f ms  max %.3f ms\n", l.P50, l.P95, l.P99, l.Max)
 		if res.BacklogLeft != nil {
-			fmt.Fprintf(&b, "  backlog:     %d jobs in queue %s, pre-inserted at %.0f jobs/s; %d left at the end\n", cfg.Backlog, backlogQueue, deref(res.BacklogInsertPerSec), *res.BacklogLeft)
+			fmt.Fprintf(&b, "  backlog:     %d jobs in queue %s, pre-inserted at %.0f jobs/s; %d left after the last insert, %d at the end\n", cfg.Backlog, backlogQueue, deref(res.BacklogInsertPerSec), deref64(res.BacklogAtLastInsert), *res.BacklogLeft)
 		}
 		fmt.Fprintf(&b, "  settings:    workers=%d fetch-cooldown=%s fetch-poll-interval=%s pool_max_conns=%v\n", cfg.Workers, cfg.FetchCooldown, cfg.FetchPollInterval, res.Settings["pool_max_conns"])
 	case scenarioProducers:
@@ -998,6 +1016,13 @@ func report(w io.Writer, cfg *config, res *result) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func deref64(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func deref(p *float64) float64 {

@@ -153,9 +153,13 @@ func TestScenarios(t *testing.T) {
 		}
 		positive(t, got, "backlog_insert_per_sec")
 		// What was left of the backlog when the last measured job started.
-		left, ok := got["backlog_left"].(float64)
-		if !ok || left < 0 || left > 3000 {
-			t.Errorf("backlog_left = %v, want 0..3000", got["backlog_left"])
+		for _, f := range []string{"backlog_at_last_insert", "backlog_left"} {
+			if left, ok := got[f].(float64); !ok || left < 0 || left > 3000 {
+				t.Errorf("%s = %v, want 0..3000", f, got[f])
+			}
+		}
+		if got["backlog_left"].(float64) > got["backlog_at_last_insert"].(float64) {
+			t.Errorf("the backlog grew: %v after the last insert, %v at the end", got["backlog_at_last_insert"], got["backlog_left"])
 		}
 		settings := got["settings"].(map[string]any)
 		if settings["backlog"] != float64(3000) || settings["backlog_queue"] != backlogQueue {

@@ -45,10 +45,11 @@ type latencyRun struct {
 	// the commit, which the latency leaves out.
 	fromSchedule []time.Duration
 	backlogPre   *measurement // the backlog's pre-insert (nil without one)
-	// backlogLeft is what was left of the backlog once the last event
-	// completed (the Processor stopped): zero means it drained too early
-	// for every event to have been measured under it.
-	backlogLeft int64
+	// backlogAtLastEnqueue is what was left of the backlog when the last
+	// event was enqueued: zero means it drained too early for every event
+	// to have been measured under it. backlogLeft is what was left once the
+	// last event completed (the Processor stopped).
+	backlogAtLastEnqueue, backlogLeft int64
 }
 
 // measureLatency runs one latency measurement: the bench table and the
@@ -170,6 +171,12 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 		})
 	if err != nil {
 		return nil, err
+	}
+	if spec.backlog > 0 {
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pgrelay.queue WHERE channel = $1`,
+			spec.backlogChannel).Scan(&run.backlogAtLastEnqueue); err != nil {
+			return nil, fmt.Errorf("count the backlog's rows: %w", err)
+		}
 	}
 	if _, err := b.follow(ctx, follow{label: spec.label + ": pgrelay", target: int64(n) + 1, done: succ.value,
 		lost: gave.value, start: start}); err != nil {

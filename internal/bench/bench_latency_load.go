@@ -71,10 +71,10 @@ func (b *bench) scenarioLatencyLoad(ctx context.Context) (*scenarioResult, error
 	res.add(hol.backlogPre)
 	hm := res.add(hol.measurement(holName))
 	hm.Backlog = int64(b.o.HOLBacklog)
-	hm.Detail = fmt.Sprintf("offered %g/s, enqueued at %.0f/s; one Processor draining %s (mode none) meanwhile; %d of the backlog left at the end",
-		b.o.HOLRate, hol.enqRate, holBacklogChannel, hol.backlogLeft)
-	if hol.backlogLeft == 0 {
-		hm.Detail += " (the backlog drained before the last event: raise --hol-backlog)"
+	hm.Detail = fmt.Sprintf("offered %g/s, enqueued at %.0f/s; one Processor draining %s (mode none) meanwhile; of the backlog %d left when the last event was enqueued, %d when it had started",
+		b.o.HOLRate, hol.enqRate, holBacklogChannel, hol.backlogAtLastEnqueue, hol.backlogLeft)
+	if hol.backlogAtLastEnqueue == 0 {
+		hm.Detail += " (the backlog drained before the last event was enqueued: raise --hol-backlog)"
 	}
 	res.ratioAtMost("head-of-line p50 backlog/idle", hm.LatencyMS.P50, im.LatencyMS.P50, holTarget)
 	res.ratioAtMost("head-of-line p99 backlog/idle", hm.LatencyMS.P99, im.LatencyMS.P99, holTarget)
@@ -96,10 +96,10 @@ func (b *bench) scenarioLatencyLoad(ctx context.Context) (*scenarioResult, error
 	pre.Counted, pre.Backlog = false, int64(b.o.HOLBacklog)
 	res.add(rHol)
 	rHol.Backlog = int64(b.o.HOLBacklog)
-	rHol.Detail += fmt.Sprintf("; the backlog in a second queue (%s) of the same client; %d of it left at the end",
-		r.Settings["backlog_queue"], r.BacklogLeft)
-	if r.BacklogLeft == 0 {
-		rHol.Detail += " (the backlog drained before the last job: raise --hol-backlog)"
+	rHol.Detail += fmt.Sprintf("; the backlog in a second queue (%s) of the same client; of it %d left when the last job was inserted, %d when it had started",
+		r.Settings["backlog_queue"], r.BacklogAtLastInsert, r.BacklogLeft)
+	if r.BacklogAtLastInsert == 0 {
+		rHol.Detail += " (the backlog drained before the last job was inserted: raise --hol-backlog)"
 	}
 	res.ratioAtMost("river head-of-line p50 backlog/idle", rHol.LatencyMS.P50, rIdle.LatencyMS.P50, holTarget)
 	res.ratioAtMost("river head-of-line p99 backlog/idle", rHol.LatencyMS.P99, rIdle.LatencyMS.P99, holTarget)

@@ -28,9 +28,11 @@ type riverResult struct {
 
 	// CommitLatencyMS: producers, each transaction's duration.
 	CommitLatencyMS *latencyStats `json:"commit_latency_ms"`
-	// BacklogLeft and BacklogInsertPerSec: latency with --backlog, the
-	// backlog's jobs not completed when the last measured job started, and
-	// its pre-insert rate.
+	// BacklogAtLastInsert, BacklogLeft and BacklogInsertPerSec: latency
+	// with --backlog, the backlog's jobs not completed when the last
+	// measured job was inserted and when it had started, and its
+	// pre-insert rate.
+	BacklogAtLastInsert int64   `json:"backlog_at_last_insert"`
 	BacklogLeft         int64   `json:"backlog_left"`
 	BacklogInsertPerSec float64 `json:"backlog_insert_per_sec"`
 }

@@ -296,7 +296,7 @@ type waitShare struct {
 }
 
 // sampleWaits samples pg_stat_activity every waitSampleEvery for the
-// backends named app until stop, which returns the mean number of them per
+// backends named app on the bench database until stop, which returns the mean number of them per
 // wait event (wait_event_type:wait_event; "running" without one) over the
 // samples that saw any, largest first.
 func (b *bench) sampleWaits(ctx context.Context, app string) (stop func() ([]waitShare, error)) {
@@ -316,7 +316,8 @@ func (b *bench) sampleWaits(ctx context.Context, app string) (stop func() ([]wai
 			case <-t.C:
 			}
 			rows, err := b.pool.Query(ctx, `SELECT COALESCE(a.wait_event_type || ':' || a.wait_event, 'running'),
-				count(*)::bigint FROM pg_catalog.pg_stat_activity a WHERE a.application_name = $1 GROUP BY 1`, app)
+				count(*)::bigint FROM pg_catalog.pg_stat_activity a
+				WHERE a.application_name = $1 AND a.datname = pg_catalog.current_database() GROUP BY 1`, app)
 			if err != nil {
 				if ctx.Err() == nil {
 					serr = fmt.Errorf("sample pg_stat_activity: %w", err)

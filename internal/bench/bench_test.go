@@ -326,7 +326,7 @@ func TestBenchProducersLatencyLoad(t *testing.T) {
 		hol := doc.measure(t, "latency-load", "fresh channel at 20/s, 20000 pending in another", "pgrelay")
 		latencyOK(t, hol, 20)
 		assert.Equal(t, 20000, hol.Backlog)
-		assert.Regexp(t, `; \d+ of the backlog left at the end`, hol.Detail)
+		assert.Regexp(t, `; of the backlog \d+ left when the last event was enqueued, \d+ when it had started`, hol.Detail)
 		pre := doc.measure(t, "latency-load", "pre-insert (notify_many x 1000)", "pgrelay")
 		assert.False(t, pre.Counted)
 		assert.Equal(t, 20000, pre.Events)

@@ -25,7 +25,20 @@
 //     start time minus the time just after Insert returned (the insert
 //     transaction committed). insert_per_sec is the insert rate achieved,
 //     which shows whether the database kept up with --rate;
-//     latency_samples_ms holds every job's latency, sorted (for a CDF).
+//     latency_samples_ms holds every job's latency, sorted (for a CDF). With
+//     --backlog N, N jobs are first pre-inserted with InsertMany into a second
+//     queue (pgrelay_bench_backlog) that the same client works with as many
+//     workers, so the measured jobs start while it drains (head-of-line);
+//     backlog_at_last_insert is what was left of it when the last measured job
+//     was inserted (zero: it drained too early), backlog_left once the last
+//     one started, and backlog_insert_per_sec its pre-insert rate.
+//   - producers: --producers connections each insert one job per transaction
+//     (begin, InsertTx, commit) in a loop for --duration; insert_per_sec is the
+//     committed jobs per second, commit_latency_ms each transaction's
+//     duration. With --work a River client works the jobs meanwhile
+//     (events_per_sec: jobs it worked per second). The producers' connections
+//     are named pgrelay_bench_producer (application_name), so that pgrelay's
+//     bench can sample their wait events.
 //
 // River's tables live in the database's default schema (its search_path), so
 // the database should be a dedicated benchmark database: the harness runs
@@ -66,9 +79,17 @@ const (
 	// information is preferred when it is available.
 	riverVersionPinned = "v0.51.2"
 
-	scenarioBurnDown = "burn-down"
-	scenarioEnqueue  = "enqueue"
-	scenarioLatency  = "latency"
+	scenarioBurnDown  = "burn-down"
+	scenarioEnqueue   = "enqueue"
+	scenarioLatency   = "latency"
+	scenarioProducers = "producers"
+
+	// backlogQueue is the second queue of latency with --backlog.
+	backlogQueue = "pgrelay_bench_backlog"
+	// producerApp is the producers' application_name.
+	producerApp = "pgrelay_bench_producer"
+	// backlogSeq marks the backlog's jobs (not measured).
+	backlogSeq = -3
 
 	// singleInsertMax bounds the single-Insert part of the enqueue scenario.
 	singleInsertMax = 10000
@@ -93,6 +114,10 @@ type config struct {
 	InsertBatch       int
 	JSON              bool
 	Timeout           time.Duration
+	Backlog           int
+	Producers         int
+	Duration          time.Duration
+	Work              bool
 }
 
 // usageError is a bad command line: main prints it with the usage and exits 2.
@@ -104,7 +129,8 @@ const usageHeader = `Usage: go run . --database-url URL [flags]   (from bench/ri
        go -C bench/river run . --database-url URL [flags]   (from the repository root)
 
 Measures the peer queue River %s (pgx v5 driver) on PostgreSQL, with the
-same protocol as pgrelay bench: burn-down, enqueue or latency.
+same protocol as pgrelay bench: burn-down, enqueue, latency (with --backlog:
+behind a second queue's backlog) or producers.
 
 WARNING: River's tables (river_job, river_queue, river_leader, ...) are
 created in the database's default schema by River's migrations, and every
@@ -120,7 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	c := &config{}
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL or DSN of a dedicated benchmark database (required); a pool_max_conns parameter in it is honoured, else the pool has 10 connections")
-	fs.StringVar(&c.Scenario, "scenario", scenarioBurnDown, "burn-down, enqueue or latency")
+	fs.StringVar(&c.Scenario, "scenario", scenarioBurnDown, "burn-down, enqueue, latency or producers")
 	fs.IntVar(&c.Events, "events", 0, "jobs to run (default 100000 for burn-down and enqueue, 2000 for latency)")
 	fs.Float64Var(&c.Rate, "rate", 200, "latency: jobs inserted per second")
 	fs.IntVar(&c.Workers, "workers", 2000, "River MaxWorkers of the default queue (1..10000)")
@@ -129,6 +155,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.InsertBatch, "insert-batch", 1000, "jobs per InsertMany call (burn-down pre-insert and enqueue)")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object with the results instead of text")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "give up on the scenario after this long")
+	fs.IntVar(&c.Backlog, "backlog", 0, "latency: jobs pre-inserted into a second queue that the client drains while the jobs are measured")
+	fs.IntVar(&c.Producers, "producers", 16, "producers: connections inserting at once")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "producers: how long they insert")
+	fs.BoolVar(&c.Work, "work", false, "producers: a River client works the jobs meanwhile")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageHeader, riverVersion())
 		fs.PrintDefaults()
@@ -151,8 +181,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		if c.Events == 0 {
 			c.Events = 2000
 		}
+	case scenarioProducers:
+		if c.Events == 0 {
+			c.Events = 1 // the jobs committed are counted, not set
+		}
 	default:
-		return nil, &usageError{msg: fmt.Sprintf("--scenario must be burn-down, enqueue or latency, not %q", c.Scenario)}
+		return nil, &usageError{msg: fmt.Sprintf("--scenario must be burn-down, enqueue, latency or producers, not %q", c.Scenario)}
 	}
 	switch {
 	case c.Events < 1:
@@ -169,6 +203,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, &usageError{msg: "--rate must be a positive number"}
 	case c.Timeout <= 0:
 		return nil, &usageError{msg: "--timeout must be positive"}
+	case c.Backlog < 0:
+		return nil, &usageError{msg: "--backlog must not be negative"}
+	case c.Producers < 1 || c.Duration <= 0:
+		return nil, &usageError{msg: "--producers and --duration must be positive"}
 	}
 	return c, nil
 }
@@ -214,6 +252,11 @@ type result struct {
 	LatencySamplesMS   []float64      `json:"latency_samples_ms,omitempty"`
 	Series             []point        `json:"series,omitempty"`
 	Settings           map[string]any `json:"settings"`
+
+	CommitLatencyMS     *latencyMS `json:"commit_latency_ms,omitempty"`
+	BacklogAtLastInsert *int64     `json:"backlog_at_last_insert,omitempty"`
+	BacklogLeft         *int64     `json:"backlog_left,omitempty"`
+	BacklogInsertPerSec *float64   `json:"backlog_insert_per_sec,omitempty"`
 }
 
 // point is one sample of a burn-down: completions seen T seconds after the
@@ -231,16 +274,21 @@ type benchArgs struct {
 
 func (benchArgs) Kind() string { return "pgrelay_bench_noop" }
 
-// noopWorker does nothing; when rec is set it records its start time first.
+// noopWorker does nothing; when rec is set it records its start time first,
+// and when worked is set it counts the jobs.
 type noopWorker struct {
 	river.WorkerDefaults[benchArgs]
-	rec *startRecorder
+	rec    *startRecorder
+	worked *atomic.Int64
 }
 
 func (w *noopWorker) Work(_ context.Context, job *river.Job[benchArgs]) error {
 	now := time.Now()
 	if w.rec != nil {
 		w.rec.record(job.Args.Seq, now)
+	}
+	if w.worked != nil {
+		w.worked.Add(1)
 	}
 	return nil
 }
@@ -261,7 +309,7 @@ func newStartRecorder(n int) *startRecorder {
 
 func (r *startRecorder) record(seq int, now time.Time) {
 	if seq < 0 {
-		if r.warmed.CompareAndSwap(false, true) {
+		if seq == -1 && r.warmed.CompareAndSwap(false, true) {
 			close(r.warm)
 		}
 		return
@@ -370,6 +418,8 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (*result, error)
 		err = enqueue(ctx, cfg, pool, logger, res)
 	case scenarioLatency:
 		err = latency(ctx, cfg, pool, logger, res)
+	case scenarioProducers:
+		err = producers(ctx, cfg, pool, logger, res)
 	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
@@ -405,6 +455,15 @@ func settingsOf(ctx context.Context, pool *pgxpool.Pool, cfg *config) (map[strin
 		s["insert_batch"] = cfg.InsertBatch
 	case scenarioLatency:
 		s["rate"] = cfg.Rate
+		if cfg.Backlog > 0 {
+			s["backlog"] = cfg.Backlog
+			s["backlog_queue"] = backlogQueue
+			s["insert_batch"] = cfg.InsertBatch
+		}
+	case scenarioProducers:
+		s["producers"] = cfg.Producers
+		s["duration_ms"] = ms(cfg.Duration)
+		s["work"] = cfg.Work
 	}
 	var version, fsync, syncCommit string
 	err := pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')`).
@@ -419,17 +478,28 @@ func settingsOf(ctx context.Context, pool *pgxpool.Pool, cfg *config) (map[strin
 }
 
 // newClient builds a River client on pool with one no-op worker and the
-// default queue configured from the flags.
+// default queue configured from the flags (and the backlog queue, as many
+// workers, with --backlog).
 func newClient(pool *pgxpool.Pool, cfg *config, logger *slog.Logger, rec *startRecorder) (*river.Client[pgx.Tx], error) {
+	return newCountingClient(pool, cfg, logger, rec, nil)
+}
+
+// newCountingClient is newClient whose worker counts its jobs in worked
+// (when set).
+func newCountingClient(pool *pgxpool.Pool, cfg *config, logger *slog.Logger, rec *startRecorder, worked *atomic.Int64) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &noopWorker{rec: rec}); err != nil {
+	if err := river.AddWorkerSafely(workers, &noopWorker{rec: rec, worked: worked}); err != nil {
 		return nil, err
+	}
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}}
+	if cfg.Scenario == scenarioLatency && cfg.Backlog > 0 {
+		queues[backlogQueue] = river.QueueConfig{MaxWorkers: cfg.Workers}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		FetchCooldown:     cfg.FetchCooldown,
 		FetchPollInterval: cfg.FetchPollInterval,
 		Logger:            logger,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Queues:            queues,
 		Workers:           workers,
 	})
 	if err != nil {
@@ -631,6 +701,17 @@ func latency(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 	if err != nil {
 		return err
 	}
+	if cfg.Backlog > 0 {
+		took, err := insertBacklog(ctx, client, cfg.Backlog, cfg.InsertBatch)
+		if err != nil {
+			return err
+		}
+		res.BacklogInsertPerSec = ptr(rate(cfg.Backlog, took))
+		// The backlog's dead tuples of the pre-insert are not the measure's.
+		if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) river_job"); err != nil {
+			return fmt.Errorf("vacuum river_job: %w", err)
+		}
+	}
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("start the River client: %w", err)
 	}
@@ -715,6 +796,13 @@ func latency(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 	}
 	lastInsert := slices.MaxFunc(inserted, time.Time.Compare)
 	res.InsertPerSec = ptr(rate(cfg.Events, lastInsert.Sub(start)))
+	if cfg.Backlog > 0 {
+		left, err := backlogLeft(ctx, pool)
+		if err != nil {
+			return err
+		}
+		res.BacklogAtLastInsert = ptr(left)
+	}
 	select {
 	case <-rec.all:
 	case <-ctx.Done():
@@ -722,6 +810,13 @@ func latency(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 	}
 	if n := rec.retried.Load(); n > 0 {
 		logger.Warn("latency: some jobs started more than once; their first start was kept", "count", n)
+	}
+	if cfg.Backlog > 0 {
+		left, err := backlogLeft(ctx, pool)
+		if err != nil {
+			return err
+		}
+		res.BacklogLeft = ptr(left)
 	}
 
 	lat := make([]time.Duration, cfg.Events)
@@ -745,6 +840,116 @@ func latency(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 		Max: ms(lat[len(lat)-1]),
 	}
 	return nil
+}
+
+// insertBacklog inserts n no-op jobs into backlogQueue with InsertMany in
+// batches and returns the time it took.
+func insertBacklog(ctx context.Context, client *river.Client[pgx.Tx], n, batch int) (time.Duration, error) {
+	params := make([]river.InsertManyParams, 0, min(n, batch))
+	opts := &river.InsertOpts{Queue: backlogQueue}
+	start := time.Now()
+	for done := 0; done < n; {
+		k := min(batch, n-done)
+		params = params[:0]
+		for range k {
+			params = append(params, river.InsertManyParams{Args: benchArgs{Seq: backlogSeq}, InsertOpts: opts})
+		}
+		if _, err := client.InsertMany(ctx, params); err != nil {
+			return 0, fmt.Errorf("InsertMany into %s: %w", backlogQueue, err)
+		}
+		done += k
+	}
+	return time.Since(start), nil
+}
+
+// producers: cfg.Producers goroutines, each on a connection of a pool of
+// their own (named producerApp), insert one job per transaction (begin,
+// InsertTx, commit) until cfg.Duration has passed; with cfg.Work a client
+// on the main pool works the jobs meanwhile.
+func producers(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.Logger, res *result) error {
+	var worked atomic.Int64
+	if cfg.Work {
+		client, err := newCountingClient(pool, cfg, logger, nil, &worked)
+		if err != nil {
+			return err
+		}
+		if err := client.Start(ctx); err != nil {
+			return fmt.Errorf("start the River client: %w", err)
+		}
+		defer stopClient(ctx, client, logger)
+	}
+	pcfg := pool.Config().Copy()
+	pcfg.MaxConns = int32(cfg.Producers)
+	pcfg.ConnConfig.RuntimeParams["application_name"] = producerApp
+	prodPool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("connect the producers: %w", err)
+	}
+	defer prodPool.Close()
+	inserter, err := newInsertClient(prodPool, cfg, logger)
+	if err != nil {
+		return err
+	}
+	if err := openAll(ctx, prodPool, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := inserter.InsertTx(ctx, tx, benchArgs{Seq: -2}, nil)
+		return err
+	}); err != nil {
+		return fmt.Errorf("connect the producers: %w", err)
+	}
+
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lats := make([][]time.Duration, cfg.Producers)
+	errs := make([]error, cfg.Producers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(cfg.Duration)
+	for g := range cfg.Producers {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				t0 := time.Now()
+				err := pgx.BeginFunc(pctx, prodPool, func(tx pgx.Tx) error {
+					_, err := inserter.InsertTx(pctx, tx, benchArgs{Seq: i}, nil)
+					return err
+				})
+				if err != nil {
+					errs[g] = fmt.Errorf("producer %d, transaction %d: InsertTx: %w", g, i, err)
+					cancel()
+					return
+				}
+				lats[g] = append(lats[g], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	lat := slices.Concat(lats...)
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		return fmt.Errorf("no transaction committed in %s", cfg.Duration)
+	}
+	res.Events = len(lat)
+	res.Seconds = round(took.Seconds(), 3)
+	res.InsertPerSec = ptr(rate(len(lat), took))
+	res.CommitLatencyMS = &latencyMS{P50: ms(percentile(lat, 50)), P95: ms(percentile(lat, 95)),
+		P99: ms(percentile(lat, 99)), Max: ms(lat[len(lat)-1])}
+	if cfg.Work {
+		res.EventsPerSec = ptr(rate(int(worked.Load()), took))
+	}
+	return nil
+}
+
+// backlogLeft counts the backlog queue's jobs not completed.
+func backlogLeft(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var left int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE queue = $1 AND state <> 'completed'`,
+		backlogQueue).Scan(&left); err != nil {
+		return 0, fmt.Errorf("count the backlog's jobs: %w", err)
+	}
+	return left, nil
 }
 
 // percentile is the nearest-rank percentile of sorted durations.
@@ -797,10 +1002,27 @@ func report(w io.Writer, cfg *config, res *result) error {
 		l := res.LatencyMS
 		fmt.Fprintf(&b, "  latency:     %d jobs offered at %g/s (achieved %.1f/s) over %.3f s, insert commit to handler start\n", res.Events, cfg.Rate, deref(res.InsertPerSec), res.Seconds)
 		fmt.Fprintf(&b, "               p50 %.3f ms  p95 %.3f ms  p99 %.3f ms  max %.3f ms\n", l.P50, l.P95, l.P99, l.Max)
+		if res.BacklogLeft != nil {
+			fmt.Fprintf(&b, "  backlog:     %d jobs in queue %s, pre-inserted at %.0f jobs/s; %d left after the last insert, %d at the end\n", cfg.Backlog, backlogQueue, deref(res.BacklogInsertPerSec), deref64(res.BacklogAtLastInsert), *res.BacklogLeft)
+		}
 		fmt.Fprintf(&b, "  settings:    workers=%d fetch-cooldown=%s fetch-poll-interval=%s pool_max_conns=%v\n", cfg.Workers, cfg.FetchCooldown, cfg.FetchPollInterval, res.Settings["pool_max_conns"])
+	case scenarioProducers:
+		l := res.CommitLatencyMS
+		fmt.Fprintf(&b, "  producers:   %d connections, one job per transaction, %d jobs in %.3f s: %.0f jobs/s\n", cfg.Producers, res.Events, res.Seconds, deref(res.InsertPerSec))
+		fmt.Fprintf(&b, "               transaction p50 %.3f ms  p95 %.3f ms  p99 %.3f ms  max %.3f ms\n", l.P50, l.P95, l.P99, l.Max)
+		if res.EventsPerSec != nil {
+			fmt.Fprintf(&b, "  worked:      %.0f jobs/s meanwhile (workers=%d)\n", *res.EventsPerSec, cfg.Workers)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func deref64(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func deref(p *float64) float64 {

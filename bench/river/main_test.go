@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -55,7 +56,8 @@ func runJSON(t *testing.T, args ...string) map[string]any {
 	if got["peer"] != "river" || got["version"] != "v0.51.2" || got["scenario"] != cfg.Scenario {
 		t.Errorf("peer/version/scenario = %v/%v/%v", got["peer"], got["version"], got["scenario"])
 	}
-	if got["events"] != float64(cfg.Events) {
+	// producers counts the jobs it committed.
+	if cfg.Scenario != scenarioProducers && got["events"] != float64(cfg.Events) {
 		t.Errorf("events = %v, want %d", got["events"], cfg.Events)
 	}
 	if _, ok := got["settings"].(map[string]any); !ok {
@@ -142,6 +144,61 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("latency_samples_ms not sorted or not ending at max: first %v, last %v, max %v", first, last, mx)
 		}
 	})
+	t.Run("latency behind a backlog", func(t *testing.T) {
+		got := runJSON(t, "--database-url", url, "--scenario", "latency", "--events", "20", "--rate", "20", "--workers", "10",
+			"--backlog", "3000", "--insert-batch", "500")
+		lat, ok := got["latency_ms"].(map[string]any)
+		if !ok || !(lat["max"].(float64) > 0) {
+			t.Fatalf("latency_ms missing: %v", got)
+		}
+		positive(t, got, "backlog_insert_per_sec")
+		// What was left of the backlog when the last measured job started.
+		for _, f := range []string{"backlog_at_last_insert", "backlog_left"} {
+			if left, ok := got[f].(float64); !ok || left < 0 || left > 3000 {
+				t.Errorf("%s = %v, want 0..3000", f, got[f])
+			}
+		}
+		if got["backlog_left"].(float64) > got["backlog_at_last_insert"].(float64) {
+			t.Errorf("the backlog grew: %v after the last insert, %v at the end", got["backlog_at_last_insert"], got["backlog_left"])
+		}
+		settings := got["settings"].(map[string]any)
+		if settings["backlog"] != float64(3000) || settings["backlog_queue"] != backlogQueue {
+			t.Errorf("settings = %v", settings)
+		}
+		if samples, _ := got["latency_samples_ms"].([]any); len(samples) != 20 {
+			t.Errorf("latency_samples_ms: want 20 samples (the backlog's jobs are not measured), got %d", len(samples))
+		}
+	})
+	for _, work := range []bool{false, true} {
+		t.Run(fmt.Sprintf("producers, work %v", work), func(t *testing.T) {
+			args := []string{"--database-url", url, "--scenario", "producers", "--producers", "3", "--duration", "500ms", "--workers", "10"}
+			if work {
+				args = append(args, "--work")
+			}
+			got := runJSON(t, args...)
+			positive(t, got, "events")
+			positive(t, got, "insert_per_sec")
+			if s, _ := got["seconds"].(float64); s < 0.5 {
+				t.Errorf("seconds = %v, want at least --duration", got["seconds"])
+			}
+			lat, ok := got["commit_latency_ms"].(map[string]any)
+			if !ok || !(lat["p50"].(float64) > 0) || lat["p50"].(float64) > lat["max"].(float64) {
+				t.Errorf("commit_latency_ms = %v", got["commit_latency_ms"])
+			}
+			if work {
+				positive(t, got, "events_per_sec")
+			} else {
+				absent(t, got, "events_per_sec")
+			}
+			// The rate is the committed jobs over the time (seconds are
+			// rounded to the millisecond).
+			events, secs, perSec := got["events"].(float64), got["seconds"].(float64), got["insert_per_sec"].(float64)
+			if d := events/secs/perSec - 1; d > 0.01 || d < -0.01 {
+				t.Errorf("insert_per_sec = %v, want events/seconds = %v", perSec, events/secs)
+			}
+			absent(t, got, "latency_ms", "series", "backlog_left")
+		})
+	}
 	// Every scenario leaves river_job empty behind it.
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
@@ -172,6 +229,10 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--database-url", "x", "--workers", "0"}, false, 0},
 		{[]string{"--database-url", "x", "--fetch-cooldown", "10ms", "--fetch-poll-interval", "5ms"}, false, 0},
 		{[]string{"--database-url", "x", "--rate", "0"}, false, 0},
+		{[]string{"--database-url", "x", "--scenario", "producers"}, true, 1},
+		{[]string{"--database-url", "x", "--scenario", "producers", "--producers", "0"}, false, 0},
+		{[]string{"--database-url", "x", "--scenario", "producers", "--duration", "0s"}, false, 0},
+		{[]string{"--database-url", "x", "--scenario", "latency", "--backlog", "-1"}, false, 0},
 	} {
 		cfg, err := parseFlags(tc.args, io.Discard)
 		if (err == nil) != tc.ok {
@@ -186,7 +247,8 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Workers != 2000 || cfg.FetchCooldown != 2*time.Millisecond || cfg.FetchPollInterval != 20*time.Millisecond || cfg.InsertBatch != 1000 || cfg.Rate != 200 {
+	if cfg.Workers != 2000 || cfg.FetchCooldown != 2*time.Millisecond || cfg.FetchPollInterval != 20*time.Millisecond || cfg.InsertBatch != 1000 || cfg.Rate != 200 ||
+		cfg.Producers != 16 || cfg.Duration != 10*time.Second || cfg.Work || cfg.Backlog != 0 {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	var help bytes.Buffer

@@ -1,6 +1,6 @@
 // Package bench is `pgrelay bench`: the scenarios that measure pgrelay on
 // PostgreSQL (burn-down, enqueue, latency, backlog, channels, ceiling, nats,
-// email, cluster), the integrity soak, the River peer and the reports (table,
+// email, producers, latency-load, cluster), the integrity soak, the River peer and the reports (table,
 // JSON, HTML). The command line (internal/cli) parses and checks the flags
 // and calls Run.
 package bench
@@ -48,6 +48,8 @@ func Scenarios() []Scenario {
 		{"ceiling", "the burn-down by a bare loop without actors: events/s", false, true, (*bench).scenarioCeiling},
 		{"nats", "burn-down without, then with status events to JetStream: ratio", false, true, (*bench).scenarioNATS},
 		{"email", "emails via pgrelay_notifier.send() to an SMTP catcher: emails/s", false, true, (*bench).scenarioEmail},
+		{"producers", "--producers connections each committing notify() one per transaction: events/s, waits", true, true, (*bench).scenarioProducers},
+		{"latency-load", "latency idle, at --load-rate, and on an idle channel behind a --hol-backlog", true, true, (*bench).scenarioLatencyLoad},
 		{"cluster", "multi-node burn-down on a two-node pglogical cluster: 1 node, 2", false, false, (*bench).scenarioCluster},
 		{"cluster-spock", "the same on a three-node Spock cluster (SPOCK_PG_HOME): 1 node, 2, 3", false, false, (*bench).scenarioClusterSpock},
 		{"soak", "integrity: mixed workload under faults for --duration, then invariants", false, false, (*bench).scenarioSoak},
@@ -81,6 +83,15 @@ type Options struct {
 	SoakRate       float64
 	FaultEvery     time.Duration
 	DrainTimeout   time.Duration
+	// producers
+	Producers        []int
+	ProducerDuration time.Duration
+	// latency-load
+	LoadRate     float64
+	LoadDuration time.Duration
+	HOLBacklog   int
+	HOLEvents    int
+	HOLRate      float64
 }
 
 // Config is one run of the bench: its options, the measured Processors'

@@ -25,6 +25,16 @@ type riverResult struct {
 	LatencySamplesMS   []float64      `json:"latency_samples_ms"`
 	Series             []seriesPoint  `json:"series"`
 	Settings           map[string]any `json:"settings"`
+
+	// CommitLatencyMS: producers, each transaction's duration.
+	CommitLatencyMS *latencyStats `json:"commit_latency_ms"`
+	// BacklogAtLastInsert, BacklogLeft and BacklogInsertPerSec: latency
+	// with --backlog, the backlog's jobs not completed when the last
+	// measured job was inserted and when it had started, and its
+	// pre-insert rate.
+	BacklogAtLastInsert int64   `json:"backlog_at_last_insert"`
+	BacklogLeft         int64   `json:"backlog_left"`
+	BacklogInsertPerSec float64 `json:"backlog_insert_per_sec"`
 }
 
 // workerSettings describes the River client's settings.

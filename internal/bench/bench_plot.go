@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"html/template"
 	"math"
@@ -38,7 +39,7 @@ svg { background: #fff; border: 1px solid #ddd; }
 {{end}}</table>
 {{if .Ratios}}<table>
 <tr><th>Ratio</th><th>Value</th><th>Target</th></tr>
-{{range .Ratios}}<tr><td>{{.Name}}</td><td class="n">{{printf "%.2f" .Value}}</td><td>{{if .Target}}&ge; {{printf "%.2f" .Target}}{{end}}</td></tr>
+{{range .Ratios}}<tr><td>{{.Name}}</td><td class="n">{{printf "%.2f" .Value}}</td><td>{{if .Target}}&ge; {{printf "%.2f" .Target}}{{else if .TargetMax}}&le; {{printf "%.2f" .TargetMax}}{{end}}</td></tr>
 {{end}}</table>{{end}}
 {{range .Charts}}<h2>{{.Title}}</h2>
 {{.SVG}}
@@ -126,24 +127,79 @@ func plotCharts(r *benchReport) []plotChart {
 			Note: note})
 	}
 	charts = append(charts, others...)
+	if c, ok := latencyChart(r, "latency", "Latency: enqueue commit to handler start (CDF)", false); ok {
+		charts = append(charts, c)
+	}
+	if c, ok := producersChart(r); ok {
+		charts = append(charts, c)
+	}
+	if c, ok := latencyChart(r, "latency-load", "Latency under load: enqueue commit to handler start (CDF)", true); ok {
+		charts = append(charts, c)
+	}
+	return charts
+}
+
+// latencyChart is the CDF of the latencies of scenario's measurements, a
+// line per measurement (named by its system, and by its name too with
+// named).
+func latencyChart(r *benchReport, scenario, title string, named bool) (plotChart, bool) {
 	var lat []chartLine
 	from := math.Inf(1) // a tenth of the smallest median
 	for _, s := range r.Scenarios {
+		if s.Name != scenario {
+			continue
+		}
 		for _, m := range s.Measurements {
 			if n := len(m.samplesMS); n > 0 {
-				lat = append(lat, chartLine{name: m.System, points: cdf(m.samplesMS)})
+				name := m.System
+				if named {
+					name += " " + m.Name
+				}
+				lat = append(lat, chartLine{name: name, points: cdf(m.samplesMS)})
 				from = math.Min(from, m.samplesMS[(n-1)/2]/10)
 			}
 		}
 	}
-	if len(lat) > 0 {
-		charts = append(charts, plotChart{Title: "Latency: enqueue commit to handler start (CDF)",
-			SVG: chart{xLabel: "milliseconds (log scale)", yLabel: "fraction of events", lines: lat, yMax: 1,
-				logX: true, xFrom: math.Max(from, 0.001)}.svg(),
-			Note: "The x axis starts a decade below the smallest median; lower latencies are drawn on its edge " +
-				"(a handler can even start before the enqueueing goroutine, scheduled late, notes that its commit returned)."})
+	if len(lat) == 0 {
+		return plotChart{}, false
 	}
-	return charts
+	return plotChart{Title: title,
+		SVG: chart{xLabel: "milliseconds (log scale)", yLabel: "fraction of events", lines: lat, yMax: 1,
+			logX: true, xFrom: math.Max(from, 0.001)}.svg(),
+		Note: "The x axis starts a decade below the smallest median; lower latencies are drawn on its edge " +
+			"(a handler can even start before the enqueueing goroutine, scheduled late, notes that its commit returned)."}, true
+}
+
+// producersChart is the producers' commit rate by the number of producer
+// connections, a line per system and variant.
+func producersChart(r *benchReport) (plotChart, bool) {
+	var lines []chartLine
+	for _, s := range r.Scenarios {
+		if s.Name != "producers" {
+			continue
+		}
+		for _, m := range s.Measurements {
+			if m.Producers == 0 || m.Rate <= 0 {
+				continue
+			}
+			name := m.System + " " + m.Name
+			i := slices.IndexFunc(lines, func(l chartLine) bool { return l.name == name })
+			if i < 0 {
+				lines = append(lines, chartLine{name: name})
+				i = len(lines) - 1
+			}
+			lines[i].points = append(lines[i].points, [2]float64{float64(m.Producers), m.Rate})
+		}
+	}
+	if len(lines) == 0 {
+		return plotChart{}, false
+	}
+	for _, l := range lines {
+		slices.SortFunc(l.points, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
+	}
+	return plotChart{Title: "Enqueue: producers committing one event per transaction",
+		SVG:  chart{xLabel: "producer connections", yLabel: "events committed/s", lines: lines}.svg(),
+		Note: "Each producer commits BEGIN; notify(); COMMIT (River: InsertTx) in a loop; the table gives each run's wait events."}, true
 }
 
 // throughput turns completions over time into completions per second,

@@ -83,6 +83,12 @@ type measurement struct {
 	Detail       string        `json:"detail,omitempty"`
 	// samplesMS are the sorted latencies, for the report's CDF.
 	samplesMS []float64
+
+	// Producers is the number of producer connections (producers).
+	Producers int `json:"producers,omitempty"`
+	// WaitEvents are the producers' backends per wait event, averaged over
+	// samples of pg_stat_activity taken during the run, largest first.
+	WaitEvents []waitShare `json:"wait_events,omitempty"`
 }
 
 // latencyStats are latency percentiles (nearest rank) in milliseconds.
@@ -94,11 +100,30 @@ type latencyStats struct {
 }
 
 // benchRatio is a ratio of two measurements; with a Target, the ratio
-// should be at least that.
+// should be at least that; with a TargetMax, at most that.
 type benchRatio struct {
-	Name   string  `json:"name"`
-	Value  float64 `json:"value"`
-	Target float64 `json:"target,omitempty"`
+	Name      string  `json:"name"`
+	Value     float64 `json:"value"`
+	Target    float64 `json:"target,omitempty"`
+	TargetMax float64 `json:"target_max,omitempty"`
+}
+
+// targetText is the ratio's target and whether it is met ("-": none).
+func (x benchRatio) targetText() string {
+	switch {
+	case x.Target > 0:
+		return fmt.Sprintf(">= %.2f (%s)", x.Target, metText(x.Value >= x.Target))
+	case x.TargetMax > 0:
+		return fmt.Sprintf("<= %.2f (%s)", x.TargetMax, metText(x.Value <= x.TargetMax))
+	}
+	return "-"
+}
+
+func metText(met bool) string {
+	if met {
+		return "met"
+	}
+	return "not met"
 }
 
 func newMeasurement(name, system string, events int64, took time.Duration, unit string) *measurement {
@@ -118,6 +143,14 @@ func (s *scenarioResult) add(m *measurement) *measurement {
 func (s *scenarioResult) ratio(name string, num, den, target float64) {
 	if num > 0 && den > 0 {
 		s.Ratios = append(s.Ratios, benchRatio{Name: name, Value: round(num/den, 3), Target: target})
+	}
+}
+
+// ratioAtMost records num/den (when both are positive), which should be at
+// most targetMax.
+func (s *scenarioResult) ratioAtMost(name string, num, den, targetMax float64) {
+	if num > 0 && den > 0 {
+		s.Ratios = append(s.Ratios, benchRatio{Name: name, Value: round(num/den, 3), TargetMax: targetMax})
 	}
 }
 
@@ -216,15 +249,7 @@ func (r *benchReport) writeText(w io.Writer) error {
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "RATIO\tVALUE\tTARGET")
 		for _, x := range ratios {
-			target := "-"
-			if x.Target > 0 {
-				verdict := "met"
-				if x.Value < x.Target {
-					verdict = "not met"
-				}
-				target = fmt.Sprintf(">= %.2f (%s)", x.Target, verdict)
-			}
-			fmt.Fprintf(tw, "%s\t%.2f\t%s\n", x.Name, x.Value, target)
+			fmt.Fprintf(tw, "%s\t%.2f\t%s\n", x.Name, x.Value, x.targetText())
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgrelay/pgrelay/actors"
-	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // The scenarios burn-down, enqueue, latency, backlog, channels and ceiling.
@@ -177,156 +175,25 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 
 // scenarioLatency: events enqueued at --rate into a running Processor, each
 // by a notify() in autocommit started on schedule (open loop: the schedule
-// does not wait for earlier inserts). A event's latency is its handler's
-// start (clock_timestamp() in the handler's statement, recorded in the
-// bench's own table) minus the time just after its notify returned (the
-// commit). Both clocks are this machine's: the database must run here.
+// does not wait for earlier inserts); see measureLatency.
 func (b *bench) scenarioLatency(ctx context.Context) (*scenarioResult, error) {
-	const channel = "pgrelay_bench_latency"
 	res := &scenarioResult{Name: "latency"}
 	n := b.o.LatencyEvents
-	if _, err := b.pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS pgrelay_bench;
-		DROP TABLE IF EXISTS pgrelay_bench.latency;
-		CREATE TABLE pgrelay_bench.latency (k int NOT NULL, started_at timestamptz NOT NULL)`); err != nil {
-		return nil, fmt.Errorf("create the bench table: %w", err)
-	}
-	defer func() {
-		_ = cleanup(ctx, func(ctx context.Context) error {
-			if err := unregisterChannels(ctx, b.pool, channel); err != nil {
-				return err
-			}
-			_, err := b.pool.Exec(ctx, `DROP TABLE IF EXISTS pgrelay_bench.latency`)
-			// The schema goes too when nothing else is in it.
-			_, _ = b.pool.Exec(ctx, `DROP SCHEMA IF EXISTS pgrelay_bench`)
-			return err
-		})
-	}()
-	if err := b.resetChannel(ctx, b.pool, channel,
-		`INSERT INTO pgrelay_bench.latency (k, started_at) VALUES ($1::int, clock_timestamp())`, "none"); err != nil {
-		return nil, err
-	}
-	mark, err := logMark(ctx, b.pool)
+	run, err := b.measureLatency(ctx, latencySpec{label: "latency", n: n, rate: b.o.Rate})
 	if err != nil {
 		return nil, err
 	}
-	if err := settle(ctx, b.pool); err != nil {
-		return nil, err
-	}
-	p, err := newProcessor(b.procConfig(b.dbURL, ""))
-	if err != nil {
-		return nil, err
-	}
-	if err := p.Start(ctx); err != nil {
-		return nil, err
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = p.Stop(context.WithoutCancel(ctx))
-		}
-	}()
-	succ, gave := procCounters([]*actors.Processor{p}, []string{channel})
-
-	// One warm-up event, not counted, so that the first measured one does not
-	// pay for the Processor's start (River's harness does the same).
-	if _, err := b.pool.Exec(ctx, `SELECT pgrelay.notify($1, '-1')`, channel); err != nil {
-		return nil, fmt.Errorf("notify: %w", err)
-	}
-	if _, err := b.follow(ctx, follow{label: "latency: warm-up", target: 1, done: succ.value, lost: gave.value,
-		start: time.Now()}); err != nil {
-		return nil, err
-	}
-
-	// The inserts go through a pool of their own, as an application's would.
-	pcfg, err := pgxpool.ParseConfig(b.dbURL)
-	if err != nil {
-		return nil, fmt.Errorf("parse the database URL: %w", err)
-	}
-	if !strings.Contains(b.dbURL, "pool_max_conns") {
-		pcfg.MaxConns = latencyInsertConns
-	}
-	store.PinSearchPath(pcfg.ConnConfig)
-	ins, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect the insert pool: %w", err)
-	}
-	defer ins.Close()
-	// Its connections are opened, and each runs a notify() that it rolls
-	// back, before the schedule starts (River's harness does the same): the
-	// measure is the relay's, not the time the server takes to start the
-	// producer's backends.
-	if err := openAll(ctx, ins, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `SELECT pgrelay.notify($1, '-2')`, channel)
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("connect the insert pool: %w", err)
-	}
-
-	stopProf, err := b.prof.start("latency")
-	if err != nil {
-		return nil, err
-	}
-	defer stopProf()
-	inserted, start, err := b.openLoop(ctx, n, func(ctx context.Context, i int) error {
-		if _, err := ins.Exec(ctx, `SELECT pgrelay.notify($1, $2)`, channel, strconv.Itoa(i)); err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := b.follow(ctx, follow{label: "latency: pgrelay", target: int64(n) + 1, done: succ.value,
-		lost: gave.value, start: start}); err != nil {
-		return nil, err
-	}
-	stopProf()
-	stopped = true
-	if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("stop the Processor: %w", err)
-	}
-	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n)+1, true); err != nil {
-		return nil, err
-	}
-	started, err := handlerStarts(ctx, b.pool, n)
-	if err != nil {
-		return nil, err
-	}
-	lat := make([]time.Duration, n)
-	lastStart, lastInsert := started[0], inserted[0]
-	for i := range lat {
-		lat[i] = started[i].Sub(inserted[i])
-		if started[i].After(lastStart) {
-			lastStart = started[i]
-		}
-		if inserted[i].After(lastInsert) {
-			lastInsert = inserted[i]
-		}
-	}
-	slices.Sort(lat)
-	m := res.add(&measurement{Name: "enqueue commit to handler start", System: "pgrelay", Events: int64(n),
-		Seconds: secs(lastStart.Sub(start)), Counted: true, LatencyMS: latencyOf(lat), samplesMS: msOf(lat)})
-	enqRate := 0.0
-	if d := lastInsert.Sub(start); d > 0 {
-		enqRate = float64(n) / d.Seconds()
-	}
-	m.Detail = fmt.Sprintf("offered %g/s, enqueued at %.0f/s; handler start: clock_timestamp() in the handler", b.o.Rate, enqRate)
+	m := res.add(run.measurement("enqueue commit to handler start"))
+	m.Detail = fmt.Sprintf("offered %g/s, enqueued at %.0f/s; handler start: clock_timestamp() in the handler; %s",
+		b.o.Rate, run.enqRate, run.scheduleText())
 	if b.o.Peer == "" {
 		return res, nil
 	}
-	if err := quiesce(ctx, b.pool); err != nil {
-		return res, err
-	}
-	r, err := b.river.run(ctx, b, "latency", "--events", strconv.Itoa(n), "--rate", strconv.FormatFloat(b.o.Rate, 'g', -1, 64))
+	rm, _, err := b.riverLatency(ctx, "enqueue commit to handler start", n, b.o.Rate)
 	if err != nil {
 		return res, err
 	}
-	if r.LatencyMS == nil {
-		return res, fmt.Errorf("river harness: no latency in its result")
-	}
-	rm := res.add(riverMeasurement("enqueue commit to handler start", r.Events, 0, r.Seconds, ""))
-	rm.LatencyMS, rm.samplesMS = r.LatencyMS, r.LatencySamplesMS
-	rm.Detail = fmt.Sprintf("offered %g/s, inserted at %.0f/s; handler start: time.Now() in Work(); %s", b.o.Rate, r.InsertPerSec, r.workerSettings())
+	res.add(rm)
 	res.ratio("p50 pgrelay/river", m.LatencyMS.P50, rm.LatencyMS.P50, 0)
 	res.ratio("p99 pgrelay/river", m.LatencyMS.P99, rm.LatencyMS.P99, 0)
 	return res, nil
@@ -365,14 +232,14 @@ func openAll(ctx context.Context, pool *pgxpool.Pool, warm func(ctx context.Cont
 }
 
 // openLoop calls insert(i) for i in 0..n-1, each in a goroutine of its own
-// started at start + i/rate whatever the earlier ones cost, and returns when
+// started at start + i/rate (labelled label) whatever the earlier ones cost, and returns when
 // each insert returned (just after its commit) and the schedule's start.
-func (b *bench) openLoop(ctx context.Context, n int, insert func(ctx context.Context, i int) error) ([]time.Time, time.Time, error) {
+func (b *bench) openLoop(ctx context.Context, label string, n int, rate float64, insert func(ctx context.Context, i int) error) ([]time.Time, time.Time, error) {
 	inserted := make([]time.Time, n)
 	insertErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	interval := time.Duration(float64(time.Second) / b.o.Rate)
-	bar := b.prog.start(fmt.Sprintf("latency: enqueue at %g/s", b.o.Rate), int64(n))
+	interval := time.Duration(float64(time.Second) / rate)
+	bar := b.prog.start(label, int64(n))
 	defer bar.finish()
 	var err error
 	start := time.Now()

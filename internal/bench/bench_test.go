@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -35,7 +36,12 @@ type benchDoc struct {
 }
 
 type benchMeasure struct {
-	Name         string  `json:"name"`
+	Name       string `json:"name"`
+	Producers  int    `json:"producers"`
+	WaitEvents []struct {
+		Event string  `json:"event"`
+		Mean  float64 `json:"mean"`
+	} `json:"wait_events"`
 	System       string  `json:"system"`
 	Events       int     `json:"events"`
 	Seconds      float64 `json:"seconds"`
@@ -54,9 +60,10 @@ type benchMeasure struct {
 }
 
 type benchRatio struct {
-	Name   string  `json:"name"`
-	Value  float64 `json:"value"`
-	Target float64 `json:"target"`
+	Name      string  `json:"name"`
+	Value     float64 `json:"value"`
+	Target    float64 `json:"target"`
+	TargetMax float64 `json:"target_max"`
 }
 
 func parseBench(t *testing.T, out string) benchDoc {
@@ -244,6 +251,110 @@ func TestBenchScenarios(t *testing.T) {
 	})
 }
 
+// latencyOK checks a latency figure of events events.
+func latencyOK(t *testing.T, m benchMeasure, events int) {
+	t.Helper()
+	assert.Equal(t, events, m.Events, m.Name)
+	if assert.NotNil(t, m.LatencyMS, m.Name) {
+		l := m.LatencyMS
+		assert.True(t, l.P50 <= l.P95 && l.P95 <= l.P99 && l.P99 <= l.Max, "%s: %+v", m.Name, l)
+		finite(t, m.Name+" latency max", l.Max)
+	}
+}
+
+// producers and latency-load at a tiny size: the producers' events all
+// committed and counted, their wait events sampled; the latency parts each
+// measured from real handler starts, the head-of-line part behind a
+// backlog that was still draining.
+func TestBenchProducersLatencyLoad(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	plot := filepath.Join(t.TempDir(), "report.html")
+	code, out, errOut := cliMain("bench", "producers", "latency-load", "--database-url", d.URL, "--json",
+		"--producers", "2,4", "--producer-duration", "1s",
+		"--latency-events", "50", "--rate", "100", "--load-rate", "400", "--load-duration", "1s",
+		"--hol-backlog", "20000", "--hol-events", "20", "--hol-rate", "20",
+		"--plot", plot, "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	doc := parseBench(t, out)
+
+	t.Run("producers", func(t *testing.T) {
+		// The test server's role is a superuser: the commit +1 ms variant runs.
+		for _, name := range []string{"commit latency, one connection", "commit latency, one connection, commit_delay"} {
+			m := doc.measure(t, "producers", name, "pgrelay")
+			assert.False(t, m.Counted)
+			latencyOK(t, m, 200)
+		}
+		var committed int
+		for _, n := range []int{2, 4} {
+			for _, v := range []string{"no Processor", "Processor draining", "Processor draining, commit +1 ms"} {
+				var m benchMeasure
+				for _, s := range doc.Scenarios {
+					for _, x := range s.Measurements {
+						if s.Name == "producers" && x.Name == v && x.Producers == n {
+							m = x
+						}
+					}
+				}
+				require.Equal(t, n, m.Producers, "%d producers, %s: %+v", n, v, doc.Scenarios)
+				finite(t, v+" rate", m.Rate)
+				assert.Positive(t, m.Events)
+				assert.GreaterOrEqual(t, m.Seconds, 1.0)
+				committed += m.Events
+				// Every producer's backend was seen in a wait event (or running).
+				var seen float64
+				for _, w := range m.WaitEvents {
+					assert.NotEmpty(t, w.Event)
+					seen += w.Mean
+				}
+				assert.InDelta(t, float64(n), seen, 0.5, "%s: %+v", v, m.WaitEvents)
+				assert.Contains(t, m.Detail, fmt.Sprintf("backends of %d per wait event: ", n))
+				if v != "no Processor" {
+					assert.Contains(t, m.Detail, "the Processor completed")
+				}
+			}
+		}
+		// Each run's events went to the log when a Processor completed them,
+		// or were discarded with the channel; every payload is one event.
+		assert.LessOrEqual(t, d.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_producers' AND event = 'succeeded'`), committed)
+	})
+	t.Run("latency-load", func(t *testing.T) {
+		latencyOK(t, doc.measure(t, "latency-load", "at 100/s, idle", "pgrelay"), 50)
+		steady := doc.measure(t, "latency-load", "at 400/s, steady", "pgrelay")
+		latencyOK(t, steady, 400)
+		assert.Contains(t, steady.Detail, "from the scheduled enqueue")
+		latencyOK(t, doc.measure(t, "latency-load", "fresh channel at 20/s, idle", "pgrelay"), 20)
+		hol := doc.measure(t, "latency-load", "fresh channel at 20/s, 20000 pending in another", "pgrelay")
+		latencyOK(t, hol, 20)
+		assert.Equal(t, 20000, hol.Backlog)
+		assert.Regexp(t, `; of the backlog \d+ left when the last event was enqueued, \d+ when it had started`, hol.Detail)
+		pre := doc.measure(t, "latency-load", "pre-insert (notify_many x 1000)", "pgrelay")
+		assert.False(t, pre.Counted)
+		assert.Equal(t, 20000, pre.Events)
+		for _, name := range []string{"head-of-line p50 backlog/idle", "head-of-line p99 backlog/idle"} {
+			r := doc.ratio(t, "latency-load", name)
+			finite(t, name, r.Value)
+			assert.Equal(t, 2.0, r.TargetMax)
+		}
+		// Each part's events and warm-up completed; the bench's schema is gone.
+		assert.Equal(t, 4+50+400+20+20, d.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_latency' AND event = 'succeeded'`))
+		assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pg_namespace WHERE nspname = 'pgrelay_bench'`))
+	})
+	t.Run("leftovers", func(t *testing.T) {
+		assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.queue`))
+		assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.channels`))
+	})
+	t.Run("report", func(t *testing.T) {
+		html, err := os.ReadFile(plot)
+		require.NoError(t, err)
+		assert.Contains(t, string(html), "Enqueue: producers committing one event per transaction")
+		assert.Contains(t, string(html), "Latency under load: enqueue commit to handler start (CDF)")
+		assert.Contains(t, string(html), "pgrelay Processor draining, commit +1 ms")
+		assert.Contains(t, string(html), "pgrelay fresh channel at 20/s, 20000 pending in another")
+		assert.Contains(t, string(html), "&le; 2.00")
+	})
+}
+
 // The default scenario with the table on stdout, scenario names before and
 // after the flags, and no progress when stderr is not a terminal.
 func TestBenchTable(t *testing.T) {
@@ -356,6 +467,41 @@ func TestBenchPeerRiver(t *testing.T) {
 	})
 }
 
+// producers and latency-load with --peer river: River's figure follows each
+// of pgrelay's, with the ratios. Skipped with -short: it needs River's module.
+func TestBenchPeerRiverLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the go command and River's module (run without -short)")
+	}
+	t.Parallel()
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "producers", "latency-load", "--database-url", d.URL, "--peer", "river",
+		"--peer-dir", filepath.Join("..", "..", "bench", "river"), "--json",
+		"--producers", "2", "--producer-duration", "1s",
+		"--latency-events", "20", "--rate", "100", "--load-rate", "200", "--load-duration", "500ms",
+		"--hol-backlog", "5000", "--hol-events", "10", "--hol-rate", "20", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	doc := parseBench(t, out)
+	for _, v := range []string{"no Processor", "Processor draining", "Processor draining, commit +1 ms"} {
+		m := doc.measure(t, "producers", v, "river")
+		assert.Equal(t, 2, m.Producers)
+		finite(t, "river "+v, m.Rate)
+		assert.NotEmpty(t, m.WaitEvents, v)
+		finite(t, v+" ratio", doc.ratio(t, "producers", "2 producers, "+v+" pgrelay/river").Value)
+	}
+	assert.Contains(t, doc.measure(t, "producers", "Processor draining", "river").Detail, "a River client worked")
+	latencyOK(t, doc.measure(t, "latency-load", "at 100/s, idle", "river"), 20)
+	latencyOK(t, doc.measure(t, "latency-load", "at 200/s, steady", "river"), 100)
+	latencyOK(t, doc.measure(t, "latency-load", "fresh channel at 20/s, idle", "river"), 10)
+	hol := doc.measure(t, "latency-load", "fresh channel at 20/s, 5000 pending in another", "river")
+	latencyOK(t, hol, 10)
+	assert.Contains(t, hol.Detail, "the backlog in a second queue (pgrelay_bench_backlog)")
+	assert.Equal(t, 5000, doc.measure(t, "latency-load", "backlog pre-insert (InsertMany x 1000)", "river").Events)
+	finite(t, "p99 steady pgrelay/river", doc.ratio(t, "latency-load", "p99 at 200/s, steady pgrelay/river").Value)
+	assert.Equal(t, 2.0, doc.ratio(t, "latency-load", "river head-of-line p99 backlog/idle").TargetMax)
+	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM river_job`))
+}
+
 // Bad flags and scenarios are usage errors (exit 2) before anything starts.
 func TestBenchUsage(t *testing.T) {
 	t.Parallel()
@@ -374,7 +520,11 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--backlog-sizes", "10,x"}, `--backlog-sizes "10,x"`},
 		{[]string{"--backlog-measure", "0"}, "--backlog-measure must be positive"},
 		{[]string{"--channels", "0"}, "--channels and --events-per-channel must be positive"},
-		{[]string{"channels", "--peer", "river"}, "--peer runs with burn-down, enqueue and latency only"},
+		{[]string{"channels", "--peer", "river"}, "--peer runs with burn-down, enqueue, latency, producers and latency-load only"},
+		{[]string{"--producers", "16,0"}, `--producers "16,0"`},
+		{[]string{"--producer-duration", "0s"}, "--producer-duration and --load-duration must be positive"},
+		{[]string{"--load-rate", "0"}, "--load-rate and --hol-rate must be positive numbers"},
+		{[]string{"--hol-backlog", "0"}, "--hol-backlog and --hol-events must be positive"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
 		{[]string{"soak", "--duration", "0s"}, "--duration, --fault-every and --drain-timeout must be positive"},
 		{[]string{"soak", "--soak-rate", "0"}, "--soak-rate must be a positive number"},
@@ -388,10 +538,11 @@ func TestBenchUsage(t *testing.T) {
 	code, _, errOut := cliMain("bench", "-h")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, errOut, "Usage: pgrelay bench [flags] [scenario ...]")
-	for _, s := range []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling", "nats", "email", "cluster", "soak", "all"} {
+	for _, s := range []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling", "nats", "email", "producers", "latency-load", "cluster", "soak", "all"} {
 		assert.Regexp(t, `(?m)^  `+s+`\s`, errOut)
 	}
-	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster", "duration", "seed", "soak-rate", "fault-every", "drain-timeout"} {
+	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster", "duration", "seed", "soak-rate", "fault-every", "drain-timeout",
+		"producers", "producer-duration", "load-rate", "load-duration", "hol-backlog", "hol-events", "hol-rate"} {
 		assert.Regexp(t, `(?m)^  -`+f+`\b`, errOut)
 	}
 }

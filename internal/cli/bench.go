@@ -36,9 +36,9 @@ func printBenchUsage(fs *flag.FlagSet) {
 	fmt.Fprint(w, `
 docs/reference.md describes what each scenario measures and how.
 
---peer river runs River's version of burn-down, enqueue and latency (the
-harness in bench/river, built with the go command) on the same database right
-after pgrelay's, and prints the ratios pgrelay/River.
+--peer river runs River's version of burn-down, enqueue, latency, producers
+and latency-load (the harness in bench/river, built with the go command) on
+the same database right after pgrelay's, and prints the ratios pgrelay/River.
 
 Flags (every flag also reads PGRELAY_<FLAG>; the Processor flags configure
 every measured Processor):
@@ -51,7 +51,7 @@ every measured Processor):
 func runBench(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("bench")
 	var o bench.Options
-	var scenarioList, backlogSizes string
+	var scenarioList, backlogSizes, producers string
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "benchmark against this database instead: pgrelay's schema is migrated there and the bench creates and removes only its own channels (pgrelay_bench_*) and schema (pgrelay_bench); River's tables too with --peer (default: a throwaway PostgreSQL with default durability)")
 	fs.StringVar(&scenarioList, "scenario", "", "comma-separated scenarios to run, after those named as arguments (default: burn-down)")
 	fs.IntVar(&o.Events, "events", 100000, "events of burn-down, ceiling, enqueue (its single notify() part runs min(events, 10000)), nats, email and cluster")
@@ -62,7 +62,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&o.BacklogMeasure, "backlog-measure", 50000, "backlog: completions measured at each size (at most the size)")
 	fs.IntVar(&o.Channels, "channels", 10000, "channels: number of 'channel'-mode channels")
 	fs.IntVar(&o.PerChannel, "events-per-channel", 20, "channels: events per channel")
-	fs.StringVar(&o.Peer, "peer", "", "also run burn-down, enqueue and latency with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")
+	fs.StringVar(&o.Peer, "peer", "", "also run burn-down, enqueue, latency, producers and latency-load with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")
 	fs.StringVar(&o.PeerDir, "peer-dir", "", "the peer harness's module directory (default bench/river)")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with every result instead of the table")
 	fs.StringVar(&o.Plot, "plot", "", "also write an HTML report (throughput over time, latency CDF; inline SVG) to this .html file")
@@ -73,6 +73,13 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.Float64Var(&o.SoakRate, "soak-rate", 25, "soak: producer transactions per second (1-3 events each)")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 10*time.Second, "soak: mean time between two faults")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 3*time.Minute, "soak: how long, after the faults, everything may take to end before what is left counts as stuck")
+	fs.StringVar(&producers, "producers", "16", "producers: comma-separated numbers of producer connections to measure with")
+	fs.DurationVar(&o.ProducerDuration, "producer-duration", 10*time.Second, "producers: how long each run commits")
+	fs.Float64Var(&o.LoadRate, "load-rate", 5000, "latency-load: events enqueued per second in its steady-load part")
+	fs.DurationVar(&o.LoadDuration, "load-duration", 10*time.Second, "latency-load: how long the steady-load part enqueues")
+	fs.IntVar(&o.HOLBacklog, "hol-backlog", 1000000, "latency-load: events pending in another channel in its head-of-line part")
+	fs.IntVar(&o.HOLEvents, "hol-events", 200, "latency-load: events on the idle channel in its head-of-line part")
+	fs.Float64Var(&o.HOLRate, "hol-rate", 20, "latency-load: events enqueued per second on the idle channel in its head-of-line part")
 	natsMode := fs.Bool("nats", false, "same as the scenario nats")
 	emailMode := fs.Bool("email", false, "same as the scenario email")
 	clusterMode := fs.Bool("cluster", false, "same as the scenario cluster")
@@ -102,7 +109,10 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.BacklogSizes, err = parseSizes(backlogSizes); err != nil {
+	if o.BacklogSizes, err = parseSizes("--backlog-sizes", backlogSizes); err != nil {
+		return err
+	}
+	if o.Producers, err = parseSizes("--producers", producers); err != nil {
 		return err
 	}
 	if err := validateBench(&o, list); err != nil {
@@ -155,13 +165,13 @@ func selectScenarios(names []string) ([]bench.Scenario, error) {
 	return out, nil
 }
 
-// parseSizes parses a comma-separated list of positive integers.
-func parseSizes(s string) ([]int, error) {
+// parseSizes parses the flag name's comma-separated list of positive integers.
+func parseSizes(name, s string) ([]int, error) {
 	var out []int
 	for part := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(part))
 		if err != nil || n < 1 {
-			return nil, &usageError{msg: fmt.Sprintf("--backlog-sizes %q: expected positive integers separated by commas", s)}
+			return nil, &usageError{msg: fmt.Sprintf("%s %q: expected positive integers separated by commas", name, s)}
 		}
 		out = append(out, n)
 	}
@@ -187,10 +197,16 @@ func validateBench(o *bench.Options, list []bench.Scenario) error {
 		return &usageError{msg: "--soak-rate must be a positive number"}
 	case o.DatabaseURL != "" && slices.ContainsFunc(list, func(s bench.Scenario) bool { return s.Name == "soak" }):
 		return &usageError{msg: "soak starts and restarts a PostgreSQL of its own: it does not run with --database-url"}
+	case o.ProducerDuration <= 0 || o.LoadDuration <= 0:
+		return &usageError{msg: "--producer-duration and --load-duration must be positive"}
+	case !(o.LoadRate > 0) || math.IsInf(o.LoadRate, 0) || !(o.HOLRate > 0) || math.IsInf(o.HOLRate, 0):
+		return &usageError{msg: "--load-rate and --hol-rate must be positive numbers"}
+	case o.HOLBacklog < 1 || o.HOLEvents < 1:
+		return &usageError{msg: "--hol-backlog and --hol-events must be positive"}
 	case o.Peer != "" && o.Peer != "river":
 		return &usageError{msg: fmt.Sprintf("--peer %q: the only peer is river", o.Peer)}
 	case o.Peer != "" && !slices.ContainsFunc(list, func(s bench.Scenario) bool { return s.Peer }):
-		return &usageError{msg: "--peer runs with burn-down, enqueue and latency only: name one of them"}
+		return &usageError{msg: "--peer runs with burn-down, enqueue, latency, producers and latency-load only: name one of them"}
 	}
 	if o.Plot != "" {
 		if ext := strings.ToLower(filepath.Ext(o.Plot)); ext != ".html" && ext != ".htm" {

@@ -249,7 +249,12 @@ func (b *batcher) size() int {
 func (b *batcher) fill(ctx actor.Context) {
 	for b.credit > 0 && !b.draining && !b.backingOff && (b.avg > 0 || b.running == 0) {
 		// Slots are events: a batch holds all of its events until it commits.
-		n := b.d.slots.takeUpTo(b.size())
+		// Batches beside a running one leave room for other channels.
+		keep := 0
+		if b.running > 0 {
+			keep = batchReserve(b.d.cfg)
+		}
+		n := b.d.slots.takeUpTo(b.size(), keep)
 		if n == 0 {
 			// A batch's return, or the claimer once slots free up, fills again.
 			return
@@ -261,6 +266,14 @@ func (b *batcher) fill(ctx actor.Context) {
 		b.d.batches.Add(1)
 		go runDirect(b.d, b.channel, run, n, ctx.Self())
 	}
+}
+
+// batchReserve is how many slots a batcher leaves free when it starts a
+// batch beside one it runs already: room for a batch of another channel,
+// or a claim, without waiting for this channel's backlog. A quarter of the
+// concurrency, at most a batch.
+func batchReserve(cfg Config) int {
+	return max(1, min(cfg.SQLBatch, cfg.Concurrency/4))
 }
 
 // countBatch records a finished batch's outcomes in the metrics. It runs in

@@ -32,12 +32,18 @@ func (s *slots) take(n int) {
 	s.gauge.Set(float64(s.used.Add(int64(n))))
 }
 
-// takeUpTo takes as many of want slots as are free and returns how many; when
-// none is, it takes none and marks the slots starved.
-func (s *slots) takeUpTo(want int) int {
-	free := s.available()
+// takeUpTo takes as many of want slots as are free beyond keep and returns
+// how many. A batcher that already runs a batch keeps some free (keep > 0)
+// for the other channels, which would otherwise wait for its whole backlog:
+// it starts another batch when its running one returns anyway. One that runs
+// none (keep 0) and finds no slot free takes none and marks the slots
+// starved.
+func (s *slots) takeUpTo(want, keep int) int {
+	free := s.available() - keep
 	if free <= 0 {
-		s.starved.Store(true)
+		if keep == 0 {
+			s.starved.Store(true)
+		}
 		return 0
 	}
 	n := min(want, free)

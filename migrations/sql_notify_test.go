@@ -621,12 +621,23 @@ func TestProducerFunctionsStampWithoutTheRowTrigger(t *testing.T) {
 	c := d.conn(3)
 	_, err := c.Exec(bg, "SET track_functions = 'pl'")
 	require.NoError(t, err)
-	calls := func(tx pgx.Tx, fn string) int64 {
+	// Calls of fn in this session since the last mark (the session's pending
+	// counts may hold an earlier transaction's).
+	base := map[string]int64{}
+	read := func(tx pgx.Tx, fn string) int64 {
 		t.Helper()
 		return one[int64](t, tx, `SELECT COALESCE((SELECT calls FROM pg_stat_xact_user_functions
 			WHERE funcid = $1::regprocedure), 0)`, fn)
 	}
+	fns := []string{"pgrelay._queue_before_insert()", "pgrelay._this_node()", "pgrelay._queue_keep_payloads()"}
+	mark := func(tx pgx.Tx) {
+		for _, fn := range fns {
+			base[fn] = read(tx, fn)
+		}
+	}
+	calls := func(tx pgx.Tx, fn string) int64 { return read(tx, fn) - base[fn] }
 	inTx(t, c, func(tx pgx.Tx) {
+		mark(tx)
 		id := one[int64](t, tx, "SELECT pgrelay.notify('pin', 'a')")
 		require.Zero(t, calls(tx, "pgrelay._queue_before_insert()"), "notify(): no row trigger")
 		require.EqualValues(t, 1, calls(tx, "pgrelay._this_node()"), "notify(): the node is read once, for the id")
@@ -646,6 +657,20 @@ func TestProducerFunctionsStampWithoutTheRowTrigger(t *testing.T) {
 		require.Equal(t, 6, one[int](t, tx, `SELECT count(*) FROM pgrelay.queue
 			WHERE origin_id = id AND lane = hashtextextended(payload, 0) AND phash IS NULL
 			  AND expires_at = not_before + interval '5 minutes' AND run_in_node = 3 AND owner_node = 3`))
+	})
+	// The payloads of a publish_payload channel are kept without the
+	// statement trigger for the producer functions' rows, with it for a
+	// direct insert.
+	d.register("kept", "p_publish_payload := true")
+	inTx(t, c, func(tx pgx.Tx) {
+		mark(tx)
+		one[int64](t, tx, "SELECT pgrelay.notify('kept', 'a')")
+		require.Len(t, column[int64](t, tx, "SELECT pgrelay.notify_many('kept', ARRAY['b', 'c'])"), 2)
+		require.Zero(t, calls(tx, "pgrelay._queue_keep_payloads()"))
+		one[int64](t, tx, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('kept', 'd') RETURNING id")
+		require.EqualValues(t, 1, calls(tx, "pgrelay._queue_keep_payloads()"))
+		require.Equal(t, "a,b,c,d", one[string](t, tx, `SELECT string_agg(e.payload, ',' ORDER BY e.payload)
+			FROM pgrelay.event_payloads e JOIN pgrelay.queue q ON q.id = e.queue_id`))
 	})
 }
 

@@ -810,7 +810,7 @@ BEGIN
          pgrelay._expiry_of(ch.expire_after, now(), v_due),
          pgrelay._lane_of(ch.concurrency_mode, u.payload), pgrelay._phash_of(ch.deduplicate, u.payload)
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
-  IF ch.publish_payload AND pg_catalog.current_setting('session_replication_role') = 'replica' THEN
+  IF ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload)
     SELECT u.id, u.payload FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload)
     ON CONFLICT (queue_id) DO NOTHING;
@@ -1947,7 +1947,9 @@ DECLARE
   v_id bigint;
   v_due timestamptz;
 BEGIN
-  PERFORM pgrelay._check_payload(p_channel, p_payload);
+  IF NOT pgrelay._payload_ok(p_payload) THEN
+    PERFORM pgrelay._check_payload(p_channel, p_payload);
+  END IF;
   IF p_not_before IS NOT NULL OR p_delay IS NOT NULL THEN
     v_due := pgrelay._due(p_not_before, p_delay);
   END IF;
@@ -3404,7 +3406,7 @@ ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 -- Name: queue queue_keep_payloads; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
-CREATE TRIGGER queue_keep_payloads AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_keep_payloads();
+CREATE TRIGGER queue_keep_payloads AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_keep_payloads();
 
 
 --

@@ -214,6 +214,8 @@ type result struct {
 	LatencySamplesMS   []float64      `json:"latency_samples_ms,omitempty"`
 	Series             []point        `json:"series,omitempty"`
 	Settings           map[string]any `json:"settings"`
+	// Cost is what each phase wrote (wal.go), by phase.
+	Cost map[string]*walCost `json:"cost,omitempty"`
 }
 
 // point is one sample of a burn-down: completions seen T seconds after the
@@ -518,6 +520,10 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 		}
 	}()
 
+	walFrom, err := markWAL(ctx, pool)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("start the River client: %w", err)
@@ -542,7 +548,7 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 				res.Series = res.Series[:len(res.Series)-1]
 			}
 			res.Series = append(res.Series, point{T: round(took.Seconds(), 3), Done: int64(cfg.Events)})
-			return nil
+			return recordCost(ctx, pool, res, costBurnDown, walFrom, cfg.Events)
 		case now := <-sample.C:
 			res.Series = append(res.Series, point{T: round(now.Sub(start).Seconds(), 3), Done: completed.Load()})
 		case <-ctx.Done():
@@ -573,14 +579,24 @@ func enqueue(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 	if err != nil {
 		return err
 	}
+	walFrom, err := markWAL(ctx, pool)
+	if err != nil {
+		return err
+	}
 	took, err := insertBatches(ctx, client, cfg.Events, cfg.InsertBatch)
 	if err != nil {
 		return err
 	}
 	res.Seconds = round(took.Seconds(), 3)
 	res.InsertPerSec = ptr(rate(cfg.Events, took))
+	if err := recordCost(ctx, pool, res, costInsertMany, walFrom, cfg.Events); err != nil {
+		return err
+	}
 
 	singles := min(cfg.Events, singleInsertMax)
+	if walFrom, err = markWAL(ctx, pool); err != nil {
+		return err
+	}
 	start := time.Now()
 	for i := range singles {
 		// Insert runs in a transaction of its own: one job per commit.
@@ -590,7 +606,7 @@ func enqueue(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 	}
 	res.SingleInsertPerSec = ptr(rate(singles, time.Since(start)))
 	res.SingleInserts = ptr(singles)
-	return nil
+	return recordCost(ctx, pool, res, costInsert, walFrom, singles)
 }
 
 // openAll opens every connection pool may hold, at once, keeps them, and
@@ -799,6 +815,7 @@ func report(w io.Writer, cfg *config, res *result) error {
 		fmt.Fprintf(&b, "               p50 %.3f ms  p95 %.3f ms  p99 %.3f ms  max %.3f ms\n", l.P50, l.P95, l.P99, l.Max)
 		fmt.Fprintf(&b, "  settings:    workers=%d fetch-cooldown=%s fetch-poll-interval=%s pool_max_conns=%v\n", cfg.Workers, cfg.FetchCooldown, cfg.FetchPollInterval, res.Settings["pool_max_conns"])
 	}
+	reportCost(&b, res)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

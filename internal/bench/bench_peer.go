@@ -25,6 +25,8 @@ type riverResult struct {
 	LatencySamplesMS   []float64      `json:"latency_samples_ms"`
 	Series             []seriesPoint  `json:"series"`
 	Settings           map[string]any `json:"settings"`
+	// Cost is what each phase wrote (insert_many, insert, burn_down).
+	Cost map[string]*riverPhaseCost `json:"cost"`
 }
 
 // workerSettings describes the River client's settings.

@@ -189,9 +189,11 @@ func TestBenchScenarios(t *testing.T) {
 		assert.Equal(t, 2000, one.Events) // min(--events, 10000)
 		finite(t, "notify_many rate", many.Rate)
 		finite(t, "notify rate", one.Rate)
-		// One transaction per notify_many of 1000, one per notify().
+		// One transaction per notify_many of 1000, one per notify() (and a
+		// few more: the id counter's moves to the clock lock this node's row
+		// in a subtransaction, which draws an id, at most every 100 ms).
 		costed(t, many, 0.001, 0.01)
-		costed(t, one, 1, 1.01)
+		costed(t, one, 1, 1.1)
 	})
 	t.Run("latency", func(t *testing.T) {
 		m := doc.measure(t, "latency", "enqueue commit to handler start", "pgrelay")
@@ -367,8 +369,8 @@ func TestBenchPeerRiver(t *testing.T) {
 	// What each phase wrote, both systems measured alike.
 	costed(t, doc.measure(t, "enqueue", "notify_many x 1000", "pgrelay"), 0.001, 0.01)
 	costed(t, doc.measure(t, "enqueue", "InsertMany x 1000", "river"), 0.001, 0.01)
-	costed(t, doc.measure(t, "enqueue", "notify, one per transaction", "pgrelay"), 1, 1.01)
-	costed(t, doc.measure(t, "enqueue", "Insert, one per transaction", "river"), 1, 1.01)
+	costed(t, doc.measure(t, "enqueue", "notify, one per transaction", "pgrelay"), 1, 1.1)
+	costed(t, doc.measure(t, "enqueue", "Insert, one per transaction", "river"), 1, 1.1)
 	costed(t, doc.measure(t, "burn-down", "burn-down", "pgrelay"), 0.0005, 1)
 	costed(t, doc.measure(t, "burn-down", "burn-down", "river"), 0.0005, 1)
 	// River leaves its jobs table empty behind it.

@@ -1193,10 +1193,10 @@ $$;
 -- the producer's lock on it) as _queue_before_insert derives it, in one
 -- statement; the trigger passes over these rows (pgrelay.stamped is on in
 -- the callers). owner_node and run_in_node come from the ids' node bits: the
--- node _next_id stamped them with, so pgrelay.this_node is read once per
--- call, by the id. It keeps the payloads of a publish_payload channel
--- itself, in the replica role too (queue_keep_payloads passes over these
--- rows).
+-- node _next_id stamped them with, so the node's id is read once per call,
+-- for the id (the wake-up trigger reads the node's row for its key). It
+-- keeps the payloads of a publish_payload channel itself, in the replica role
+-- too (queue_keep_payloads passes over these rows).
 CREATE FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamptz)
 RETURNS void
 LANGUAGE plpgsql

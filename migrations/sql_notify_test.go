@@ -749,3 +749,90 @@ func TestPausedChannelAcceptsEvents(t *testing.T) {
 	require.Len(t, testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay._claim_direct('p', 'single', false, NULL, 10)"), 3)
 	require.Len(t, claim(t, d.Pool, proc, 10, "sql"), 4)
 }
+
+// The producer functions stamp their rows in one statement: the row trigger
+// (a function call and a read of the channel per row) does not run for
+// them, and notify() reads this node's id once, where it draws the event's
+// id (owner_node and run_in_node come from the id's node bits). A direct
+// insert still goes through the trigger. Counted with track_functions, in
+// the transaction's own statistics.
+func TestProducerFunctionsStampWithoutTheRowTrigger(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pin", "p_node_restricted := true, p_concurrency_mode := 'payload', p_expire_after := '5 minutes'")
+	c := d.Conn(3)
+	_, err := c.Exec(bg, "SET track_functions = 'pl'")
+	require.NoError(t, err)
+	// Calls of fn in this session since the last mark (the session's pending
+	// counts may hold an earlier transaction's).
+	base := map[string]int64{}
+	read := func(tx pgx.Tx, fn string) int64 {
+		t.Helper()
+		return testenv.One[int64](t, tx, `SELECT COALESCE((SELECT calls FROM pg_stat_xact_user_functions
+			WHERE funcid = $1::regprocedure), 0)`, fn)
+	}
+	fns := []string{"pgrelay._queue_before_insert()", "pgrelay._this_node()", "pgrelay._queue_keep_payloads()"}
+	mark := func(tx pgx.Tx) {
+		for _, fn := range fns {
+			base[fn] = read(tx, fn)
+		}
+	}
+	calls := func(tx pgx.Tx, fn string) int64 { return read(tx, fn) - base[fn] }
+	inTx(t, c, func(tx pgx.Tx) {
+		mark(tx)
+		id := testenv.One[int64](t, tx, "SELECT pgrelay.notify('pin', 'a')")
+		require.Zero(t, calls(tx, "pgrelay._queue_before_insert()"), "notify(): no row trigger")
+		require.EqualValues(t, 1, calls(tx, "pgrelay._this_node()"), "notify(): the node is read once, for the id")
+		require.Equal(t, "3/3/3", testenv.One[string](t, tx,
+			"SELECT concat_ws('/', (id >> 12) & 1023, owner_node, run_in_node) FROM pgrelay.queue WHERE id = $1", id))
+
+		require.Len(t, testenv.Column[int64](t, tx, "SELECT pgrelay.notify_many('pin', ARRAY['b', 'c', 'd', 'e'])"), 4)
+		require.Zero(t, calls(tx, "pgrelay._queue_before_insert()"), "notify_many(): no row trigger")
+		require.LessOrEqual(t, calls(tx, "pgrelay._this_node()"), int64(3), "notify_many(): the node is read per call, not per row")
+
+		// A direct insert is stamped by the trigger.
+		id = testenv.One[int64](t, tx, "INSERT INTO pgrelay.queue (channel, payload, run_in_node) VALUES ('pin', 'f', 7) RETURNING id")
+		require.EqualValues(t, 1, calls(tx, "pgrelay._queue_before_insert()"))
+		require.Equal(t, "3/3/3", testenv.One[string](t, tx,
+			"SELECT concat_ws('/', (id >> 12) & 1023, owner_node, run_in_node) FROM pgrelay.queue WHERE id = $1", id))
+		// Every row carries the same derived columns, however it came in.
+		require.Equal(t, 6, testenv.One[int](t, tx, `SELECT count(*) FROM pgrelay.queue
+			WHERE origin_id = id AND lane = hashtextextended(payload, 0) AND phash IS NULL
+			  AND expires_at = not_before + interval '5 minutes' AND run_in_node = 3 AND owner_node = 3`))
+	})
+	// The payloads of a publish_payload channel are kept without the
+	// statement trigger for the producer functions' rows, with it for a
+	// direct insert.
+	d.register("kept", "p_publish_payload := true")
+	inTx(t, c, func(tx pgx.Tx) {
+		mark(tx)
+		testenv.One[int64](t, tx, "SELECT pgrelay.notify('kept', 'a')")
+		require.Len(t, testenv.Column[int64](t, tx, "SELECT pgrelay.notify_many('kept', ARRAY['b', 'c'])"), 2)
+		require.Zero(t, calls(tx, "pgrelay._queue_keep_payloads()"))
+		testenv.One[int64](t, tx, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('kept', 'd') RETURNING id")
+		require.EqualValues(t, 1, calls(tx, "pgrelay._queue_keep_payloads()"))
+		require.Equal(t, "a,b,c,d", testenv.One[string](t, tx, `SELECT string_agg(e.payload, ',' ORDER BY e.payload)
+			FROM pgrelay.event_payloads e JOIN pgrelay.queue q ON q.id = e.queue_id`))
+	})
+}
+
+// The setting that lets the producer functions' rows pass the row trigger
+// gives a producer nothing: it may not insert into the queue at all, and
+// notify() stamps its rows whatever the session set.
+func TestProducerCannotSkipStampingWithTheSetting(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pinned", "p_node_restricted := true, p_concurrency_mode := 'channel'")
+	producer := d.loginAs("producer", "pgrelay_producer")
+	_, err := producer.Exec(bg, "SET pgrelay.stamped = 'on'")
+	require.NoError(t, err)
+	requireCode(t, execErr(producer, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('pinned', 'x')"), insufficientPrivilege)
+	id := testenv.One[int64](t, producer, "SELECT pgrelay.notify('pinned', 'a')")
+	require.Equal(t, "0/0/0", testenv.One[string](t, d.Pool,
+		"SELECT concat_ws('/', owner_node, run_in_node, lane) FROM pgrelay.queue WHERE id = $1", id))
+	// The function's SET clause ends with the call: the session's own value
+	// is back.
+	require.Equal(t, "on", testenv.One[string](t, producer, "SELECT current_setting('pgrelay.stamped')"))
+	// Unknown channels are refused by the functions themselves.
+	requireCode(t, execErr(producer, "SELECT pgrelay.notify_many('nope', ARRAY['a'])"), "PR001")
+}

@@ -257,6 +257,8 @@ type result struct {
 	BacklogAtLastInsert *int64     `json:"backlog_at_last_insert,omitempty"`
 	BacklogLeft         *int64     `json:"backlog_left,omitempty"`
 	BacklogInsertPerSec *float64   `json:"backlog_insert_per_sec,omitempty"`
+	// Cost is what each phase wrote (wal.go), by phase.
+	Cost map[string]*walCost `json:"cost,omitempty"`
 }
 
 // point is one sample of a burn-down: completions seen T seconds after the
@@ -588,6 +590,10 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 		}
 	}()
 
+	walFrom, err := markWAL(ctx, pool)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("start the River client: %w", err)
@@ -612,7 +618,7 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 				res.Series = res.Series[:len(res.Series)-1]
 			}
 			res.Series = append(res.Series, point{T: round(took.Seconds(), 3), Done: int64(cfg.Events)})
-			return nil
+			return recordCost(ctx, pool, res, costBurnDown, walFrom, cfg.Events)
 		case now := <-sample.C:
 			res.Series = append(res.Series, point{T: round(now.Sub(start).Seconds(), 3), Done: completed.Load()})
 		case <-ctx.Done():
@@ -643,14 +649,24 @@ func enqueue(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 	if err != nil {
 		return err
 	}
+	walFrom, err := markWAL(ctx, pool)
+	if err != nil {
+		return err
+	}
 	took, err := insertBatches(ctx, client, cfg.Events, cfg.InsertBatch)
 	if err != nil {
 		return err
 	}
 	res.Seconds = round(took.Seconds(), 3)
 	res.InsertPerSec = ptr(rate(cfg.Events, took))
+	if err := recordCost(ctx, pool, res, costInsertMany, walFrom, cfg.Events); err != nil {
+		return err
+	}
 
 	singles := min(cfg.Events, singleInsertMax)
+	if walFrom, err = markWAL(ctx, pool); err != nil {
+		return err
+	}
 	start := time.Now()
 	for i := range singles {
 		// Insert runs in a transaction of its own: one job per commit.
@@ -660,7 +676,7 @@ func enqueue(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.
 	}
 	res.SingleInsertPerSec = ptr(rate(singles, time.Since(start)))
 	res.SingleInserts = ptr(singles)
-	return nil
+	return recordCost(ctx, pool, res, costInsert, walFrom, singles)
 }
 
 // openAll opens every connection pool may hold, at once, keeps them, and
@@ -1014,6 +1030,7 @@ func report(w io.Writer, cfg *config, res *result) error {
 			fmt.Fprintf(&b, "  worked:      %.0f jobs/s meanwhile (workers=%d)\n", *res.EventsPerSec, cfg.Workers)
 		}
 	}
+	reportCost(&b, res)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -87,6 +87,26 @@ func absent(t *testing.T, got map[string]any, fields ...string) {
 	}
 }
 
+// cost checks the phase's cost in got: some WAL, and between minXacts and
+// maxXacts write transactions (the server's other writers may add a few).
+func cost(t *testing.T, got map[string]any, phase string, events int, minXacts, maxXacts float64) {
+	t.Helper()
+	all, _ := got["cost"].(map[string]any)
+	c, ok := all[phase].(map[string]any)
+	if !ok {
+		t.Fatalf("cost of %s missing: %v", phase, got["cost"])
+	}
+	if c["events"] != float64(events) {
+		t.Errorf("cost of %s: events = %v, want %d", phase, c["events"], events)
+	}
+	if w, _ := c["wal_bytes"].(float64); !(w > 0) {
+		t.Errorf("cost of %s: wal_bytes = %v, want a positive number", phase, c["wal_bytes"])
+	}
+	if x, _ := c["write_xacts"].(float64); x < minXacts || x > maxXacts {
+		t.Errorf("cost of %s: write_xacts = %v, want %v..%v", phase, c["write_xacts"], minXacts, maxXacts)
+	}
+}
+
 func TestScenarios(t *testing.T) {
 	url := testDatabaseURL(t)
 	t.Run("burn-down", func(t *testing.T) {
@@ -95,6 +115,7 @@ func TestScenarios(t *testing.T) {
 		positive(t, got, "events_per_sec")
 		positive(t, got, "insert_per_sec")
 		absent(t, got, "single_insert_per_sec", "latency_ms", "latency_samples_ms")
+		cost(t, got, costBurnDown, 500, 1, 500)
 		series, ok := got["series"].([]any)
 		if !ok || len(series) < 2 {
 			t.Fatalf("series missing or short: %v", got["series"])
@@ -122,6 +143,9 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("single_inserts = %v, want 300", got["single_inserts"])
 		}
 		absent(t, got, "events_per_sec", "latency_ms", "latency_samples_ms", "series")
+		// One transaction per InsertMany of 100, one per Insert.
+		cost(t, got, costInsertMany, 300, 3, 13)
+		cost(t, got, costInsert, 300, 300, 310)
 	})
 	t.Run("latency", func(t *testing.T) {
 		got := runJSON(t, "--database-url", url, "--scenario", "latency", "--events", "50", "--rate", "100", "--workers", "10")
@@ -135,7 +159,7 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("latency_ms = %v, want 0 < p50 <= p95 <= p99 <= max < 60 s", lat)
 		}
 		positive(t, got, "insert_per_sec")
-		absent(t, got, "events_per_sec", "single_insert_per_sec", "single_inserts", "series")
+		absent(t, got, "events_per_sec", "single_insert_per_sec", "single_inserts", "series", "cost")
 		samples, ok := got["latency_samples_ms"].([]any)
 		if !ok || len(samples) != 50 {
 			t.Fatalf("latency_samples_ms: want 50 samples, got %v", got["latency_samples_ms"])

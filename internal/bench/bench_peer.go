@@ -35,6 +35,8 @@ type riverResult struct {
 	BacklogAtLastInsert int64   `json:"backlog_at_last_insert"`
 	BacklogLeft         int64   `json:"backlog_left"`
 	BacklogInsertPerSec float64 `json:"backlog_insert_per_sec"`
+	// Cost is what each phase wrote (insert_many, insert, burn_down).
+	Cost map[string]*riverPhaseCost `json:"cost"`
 }
 
 // workerSettings describes the River client's settings.

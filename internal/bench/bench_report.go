@@ -81,6 +81,8 @@ type measurement struct {
 	LatencyMS    *latencyStats `json:"latency_ms,omitempty"`
 	Series       []seriesPoint `json:"series,omitempty"`
 	Detail       string        `json:"detail,omitempty"`
+	// Cost is what the measured phase wrote (bench_wal.go), when measured.
+	Cost *eventCost `json:"cost,omitempty"`
 	// samplesMS are the sorted latencies, for the report's CDF.
 	samplesMS []float64
 
@@ -242,6 +244,9 @@ func (r *benchReport) writeText(w io.Writer) error {
 		}
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := r.writeCosts(&b); err != nil {
 		return err
 	}
 	if ratios := r.allRatios(); len(ratios) > 0 {
@@ -454,4 +459,34 @@ func peakRSS() (int64, error) {
 		return 0, fmt.Errorf("read the peak RSS: %w", err)
 	}
 	return 0, fmt.Errorf("read the peak RSS: no VmHWM in /proc/self/status")
+}
+
+// writeCosts is the table of what each measured phase wrote per event, and
+// how close it ran to the WAL flush.
+func (r *benchReport) writeCosts(w io.Writer) error {
+	var rows []string
+	for _, s := range r.Scenarios {
+		for _, m := range s.Measurements {
+			c := m.Cost
+			if c == nil {
+				continue
+			}
+			flush := "-"
+			if c.FlushLimit > 0 && m.Rate > 0 {
+				flush = fmt.Sprintf("%.0f/s (commit %.2fms): ran at %.0f%%", c.FlushLimit, c.CommitMS, 100*m.Rate/c.FlushLimit)
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%.0f\t%.4f\t%s\n", s.Name, m.Name, m.System,
+				c.WALBytesPerEvent, c.WriteXactsPerEvent, flush))
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "COST PER EVENT\tMEASURE\tSYSTEM\tWAL BYTES\tWRITE XACTS\tFLUSH-BOUND AT (ONE CONNECTION, ONE FLUSH PER WRITE XACT)")
+	for _, row := range rows {
+		fmt.Fprint(tw, row)
+	}
+	return tw.Flush()
 }

@@ -78,8 +78,20 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 		return nil, err
 	}
 	res.add(pre)
+	commitMS, err := b.commitFloor(ctx)
+	if err != nil {
+		return res, err
+	}
+	walFrom, err := markWAL(ctx, b.pool)
+	if err != nil {
+		return res, err
+	}
 	d, err := b.drain(ctx, drainSpec{label: "burn-down: pgrelay", profile: "burn-down",
 		procs: []actors.Config{b.procConfig(b.dbURL, "")}, channels: []string{channel}, target: int64(n)})
+	if err != nil {
+		return res, err
+	}
+	cost, err := costSince(ctx, b.pool, walFrom, int64(n), commitMS)
 	if err != nil {
 		return res, err
 	}
@@ -89,6 +101,7 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	m := res.add(newMeasurement("burn-down", "pgrelay", int64(n), d.took, "events/s"))
 	m.Series = d.series
 	m.Detail = fmt.Sprintf("claim, run, complete; %d succeeded log rows checked", n)
+	m.Cost = cost
 	if b.o.Peer == "" {
 		return res, nil
 	}
@@ -101,6 +114,7 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	rm := res.add(riverMeasurement("burn-down", r.Events, r.EventsPerSec, r.Seconds, "jobs/s"))
 	rm.Series = r.Series
 	rm.Detail = r.workerSettings() + "; completions from River's event subscription"
+	rm.Cost = riverCost(r.Cost["burn_down"], commitMS)
 	res.ratio("pgrelay/river", m.Rate, rm.Rate, 0)
 	return res, nil
 }
@@ -125,7 +139,19 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 		return nil, err
 	}
 	defer stopProf()
+	commitMS, err := b.commitFloor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	walFrom, err := markWAL(ctx, b.pool)
+	if err != nil {
+		return nil, err
+	}
 	manyTook, err := b.insertBatches(ctx, "enqueue: notify_many", n, b.o.Batch, notifyMany(b.pool, channel, "m"))
+	if err != nil {
+		return nil, err
+	}
+	manyCost, err := costSince(ctx, b.pool, walFrom, int64(n), commitMS)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +168,14 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 		}
 		return nil
 	}
+	if walFrom, err = markWAL(ctx, b.pool); err != nil {
+		return nil, err
+	}
 	singleTook, err := b.insertBatches(ctx, "enqueue: notify", singles, 1, single)
+	if err != nil {
+		return nil, err
+	}
+	oneCost, err := costSince(ctx, b.pool, walFrom, int64(singles), commitMS)
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +189,10 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	}
 	many := res.add(newMeasurement(fmt.Sprintf("notify_many x %d", b.o.Batch), "pgrelay", int64(n), manyTook, "events/s"))
 	many.Detail = "one statement per batch; queue rows counted"
+	many.Cost = manyCost
 	one := res.add(newMeasurement("notify, one per transaction", "pgrelay", int64(singles), singleTook, "events/s"))
 	one.Detail = "autocommit, one connection, one call after the other"
+	one.Cost = oneCost
 	if b.o.Peer == "" {
 		return res, nil
 	}
@@ -168,6 +203,8 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	rmany := res.add(riverMeasurement(fmt.Sprintf("InsertMany x %d", b.o.Batch), r.Events, r.InsertPerSec, r.Seconds, "jobs/s"))
 	rone := res.add(riverMeasurement("Insert, one per transaction", r.SingleInserts, r.SingleInsertPerSec, 0, "jobs/s"))
 	rone.Detail = "one client, one call after the other"
+	rmany.Cost = riverCost(r.Cost["insert_many"], commitMS)
+	rone.Cost = riverCost(r.Cost["insert"], commitMS)
 	res.ratio("notify_many/InsertMany", many.Rate, rmany.Rate, 0)
 	res.ratio("notify/Insert", one.Rate, rone.Rate, 0)
 	return res, nil

@@ -57,6 +57,28 @@ type benchMeasure struct {
 		T    float64 `json:"t"`
 		Done int     `json:"done"`
 	} `json:"series"`
+	Cost *struct {
+		WALBytesPerEvent   float64 `json:"wal_bytes_per_event"`
+		WriteXactsPerEvent float64 `json:"write_xacts_per_event"`
+		CommitMS           float64 `json:"commit_ms"`
+		FlushLimit         float64 `json:"flush_limit_per_sec"`
+	} `json:"cost"`
+}
+
+// costed checks m's cost: some WAL per event, write transactions per event
+// between lo and hi (the server's other writers may add a few), and the
+// flush limit they give with the commit measured in the same scenario.
+func costed(t *testing.T, m benchMeasure, lo, hi float64) {
+	t.Helper()
+	if !assert.NotNil(t, m.Cost, "%s (%s): cost", m.Name, m.System) {
+		return
+	}
+	c := m.Cost
+	finite(t, m.Name+" WAL bytes per event", c.WALBytesPerEvent)
+	assert.True(t, c.WriteXactsPerEvent >= lo && c.WriteXactsPerEvent <= hi, "%s (%s): %v write transactions per event, want %v..%v",
+		m.Name, m.System, c.WriteXactsPerEvent, lo, hi)
+	finite(t, m.Name+" commit", c.CommitMS)
+	assert.InDelta(t, 1000/c.CommitMS/c.WriteXactsPerEvent, c.FlushLimit, 0.01*c.FlushLimit+0.1)
 }
 
 type benchRatio struct {
@@ -166,6 +188,7 @@ func TestBenchScenarios(t *testing.T) {
 		assert.False(t, pre.Counted)
 		finite(t, "pre-insert rate", pre.Rate)
 		burnedDown(t, d, doc.measure(t, "burn-down", "burn-down", "pgrelay"), 2000, "pgrelay_bench_noop")
+		costed(t, doc.measure(t, "burn-down", "burn-down", "pgrelay"), 0.0005, 1)
 	})
 	t.Run("enqueue", func(t *testing.T) {
 		many := doc.measure(t, "enqueue", "notify_many x 1000", "pgrelay")
@@ -174,6 +197,11 @@ func TestBenchScenarios(t *testing.T) {
 		assert.Equal(t, 2000, one.Events) // min(--events, 10000)
 		finite(t, "notify_many rate", many.Rate)
 		finite(t, "notify rate", one.Rate)
+		// One transaction per notify_many of 1000, one per notify() (and a
+		// few more: the id counter's moves to the clock lock this node's row
+		// in a subtransaction, which draws an id, at most every 100 ms).
+		costed(t, many, 0.001, 0.01)
+		costed(t, one, 1, 1.1)
 	})
 	t.Run("latency", func(t *testing.T) {
 		m := doc.measure(t, "latency", "enqueue commit to handler start", "pgrelay")
@@ -450,6 +478,13 @@ func TestBenchPeerRiver(t *testing.T) {
 	assert.Equal(t, 2000, doc.measure(t, "enqueue", "Insert, one per transaction", "river").Events)
 	finite(t, "notify_many/InsertMany", doc.ratio(t, "enqueue", "notify_many/InsertMany").Value)
 	finite(t, "notify/Insert", doc.ratio(t, "enqueue", "notify/Insert").Value)
+	// What each phase wrote, both systems measured alike.
+	costed(t, doc.measure(t, "enqueue", "notify_many x 1000", "pgrelay"), 0.001, 0.01)
+	costed(t, doc.measure(t, "enqueue", "InsertMany x 1000", "river"), 0.001, 0.01)
+	costed(t, doc.measure(t, "enqueue", "notify, one per transaction", "pgrelay"), 1, 1.1)
+	costed(t, doc.measure(t, "enqueue", "Insert, one per transaction", "river"), 1, 1.1)
+	costed(t, doc.measure(t, "burn-down", "burn-down", "pgrelay"), 0.0005, 1)
+	costed(t, doc.measure(t, "burn-down", "burn-down", "river"), 0.0005, 1)
 	// River leaves its jobs table empty behind it.
 	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM river_job`))
 	html, err := os.ReadFile(plot)

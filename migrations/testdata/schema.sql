@@ -407,14 +407,15 @@ CREATE FUNCTION pgrelay._check_payload(p_channel text, p_payload text) RETURNS v
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
+  IF pgrelay._payload_ok(p_payload) THEN
+    RETURN;
+  END IF;
   IF p_payload IS NULL THEN
     RAISE EXCEPTION 'pgrelay.notify: payload for channel % must not be NULL (use an empty string)',
       pg_catalog.quote_literal(p_channel) USING ERRCODE = 'PR005';
   END IF;
-  IF pg_catalog.octet_length(p_payload) > 1048576 THEN
-    RAISE EXCEPTION 'pgrelay.notify: payload for channel % is % bytes, over the 1 MiB (1048576 bytes) limit',
-      pg_catalog.quote_literal(p_channel), pg_catalog.octet_length(p_payload) USING ERRCODE = 'PR006';
-  END IF;
+  RAISE EXCEPTION 'pgrelay.notify: payload for channel % is % bytes, over the 1 MiB (1048576 bytes) limit',
+    pg_catalog.quote_literal(p_channel), pg_catalog.octet_length(p_payload) USING ERRCODE = 'PR006';
 END
 $$;
 
@@ -820,6 +821,35 @@ $$;
 ALTER FUNCTION pgrelay._due(p_not_before timestamp with time zone, p_delay interval) OWNER TO postgres;
 
 --
+-- Name: _enqueue(pgrelay.channels, bigint[], text[], timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._id_node(p_ids[1]);
+  v_due timestamptz := COALESCE(p_due, now());
+BEGIN
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, not_before,
+                             expires_at, lane, phash)
+  SELECT u.id, u.id, ch.channel, u.payload, v_node, pgrelay._pin_of(ch.node_restricted, v_node), v_due,
+         pgrelay._expiry_of(ch.expire_after, now(), v_due),
+         pgrelay._lane_of(ch.concurrency_mode, u.payload), pgrelay._phash_of(ch.deduplicate, u.payload)
+    FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
+  IF ch.publish_payload THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload)
+    SELECT u.id, u.payload FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload)
+    ON CONFLICT (queue_id) DO NOTHING;
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone) OWNER TO postgres;
+
+--
 -- Name: _enqueue_dedup(pgrelay.channels, text, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -857,16 +887,25 @@ BEGIN
     VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
     RETURN v_row.origin_id;
   END IF;
-  -- _queue_before_insert derives the rest (phash included).
   v_id := pgrelay._next_id();
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
-  VALUES (v_id, v_id, ch.channel, p_payload, COALESCE(p_due, now()));
+  PERFORM pgrelay._enqueue(ch, ARRAY[v_id], ARRAY[p_payload], p_due);
   RETURN v_id;
 END
 $$;
 
 
 ALTER FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _expiry_of(interval, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._expiry_of(p_expire_after interval, p_enqueued_at timestamp with time zone, p_not_before timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN (GREATEST(p_enqueued_at, p_not_before) + p_expire_after);
+
+
+ALTER FUNCTION pgrelay._expiry_of(p_expire_after interval, p_enqueued_at timestamp with time zone, p_not_before timestamp with time zone) OWNER TO postgres;
 
 --
 -- Name: _heartbeat(bigint, text, text, integer, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -928,6 +967,17 @@ $$;
 
 
 ALTER FUNCTION pgrelay._id_floor(p_at timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _id_node(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._id_node(p_id bigint) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (((p_id >> 12) & (1023)::bigint))::integer;
+
+
+ALTER FUNCTION pgrelay._id_node(p_id bigint) OWNER TO postgres;
 
 --
 -- Name: _may_take(integer, integer, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1290,6 +1340,17 @@ $$;
 ALTER FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer) OWNER TO postgres;
 
 --
+-- Name: _payload_ok(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._payload_ok(p_payload text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((p_payload IS NOT NULL) AND (octet_length(p_payload) <= 1048576));
+
+
+ALTER FUNCTION pgrelay._payload_ok(p_payload text) OWNER TO postgres;
+
+--
 -- Name: _phash_of(boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1299,6 +1360,17 @@ CREATE FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) RETURNS
 
 
 ALTER FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) OWNER TO postgres;
+
+--
+-- Name: _pin_of(boolean, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._pin_of(p_node_restricted boolean, p_node integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN p_node_restricted THEN p_node ELSE NULL::integer END;
+
+
+ALTER FUNCTION pgrelay._pin_of(p_node_restricted boolean, p_node integer) OWNER TO postgres;
 
 --
 -- Name: _processor_start(text, text, integer, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1389,7 +1461,7 @@ DECLARE
   v_replica bool := pg_catalog.current_setting('session_replication_role') = 'replica';
 BEGIN
   IF v_replica AND NEW.origin_id IS NOT NULL
-     AND (NEW.id >> 12) & 1023 <> pgrelay._this_node() THEN
+     AND pgrelay._id_node(NEW.id) <> pgrelay._this_node() THEN
     RETURN NEW;
   END IF;
   IF NEW.origin_id IS NULL THEN
@@ -1402,11 +1474,11 @@ BEGIN
   END IF;
   NEW.origin_id := COALESCE(NEW.origin_id, NEW.id);
   -- The pin is always worked out here, never taken from the caller.
-  NEW.run_in_node := CASE WHEN ch.node_restricted THEN pgrelay._this_node() END;
+  NEW.run_in_node := pgrelay._pin_of(ch.node_restricted, pgrelay._this_node());
   NEW.lane := pgrelay._lane_of(ch.concurrency_mode, NEW.payload);
   NEW.phash := pgrelay._phash_of(ch.deduplicate, NEW.payload);
-  IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL AND ch.expire_after IS NOT NULL THEN
-    NEW.expires_at := GREATEST(NEW.enqueued_at, NEW.not_before) + ch.expire_after;
+  IF NEW.retry_of IS NULL AND NEW.expires_at IS NULL THEN
+    NEW.expires_at := pgrelay._expiry_of(ch.expire_after, NEW.enqueued_at, NEW.not_before);
   END IF;
   IF v_replica AND ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (NEW.id, NEW.payload)
@@ -1964,13 +2036,16 @@ ALTER FUNCTION pgrelay.nodes_overview(p_dead_after interval) OWNER TO postgres;
 CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "pgrelay.stamped" TO 'on'
     AS $$
 DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);
   v_id bigint;
   v_due timestamptz;
 BEGIN
-  PERFORM pgrelay._check_payload(p_channel, p_payload);
+  IF NOT pgrelay._payload_ok(p_payload) THEN
+    PERFORM pgrelay._check_payload(p_channel, p_payload);
+  END IF;
   IF p_not_before IS NOT NULL OR p_delay IS NOT NULL THEN
     v_due := pgrelay._due(p_not_before, p_delay);
   END IF;
@@ -1978,8 +2053,7 @@ BEGIN
     RETURN pgrelay._enqueue_dedup(ch, p_payload, v_due);
   END IF;
   v_id := pgrelay._next_id();
-  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
-  VALUES (v_id, v_id, p_channel, p_payload, COALESCE(v_due, now()));
+  PERFORM pgrelay._enqueue(ch, ARRAY[v_id], ARRAY[p_payload], v_due);
   RETURN v_id;
 END
 $$;
@@ -1994,6 +2068,7 @@ ALTER FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before times
 CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "pgrelay.stamped" TO 'on'
     AS $$
 DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);
@@ -2004,9 +2079,11 @@ BEGIN
   IF p_payloads IS NULL THEN
     RAISE EXCEPTION 'pgrelay.notify_many: payloads must not be NULL' USING ERRCODE = 'PR005';
   END IF;
-  FOREACH p IN ARRAY p_payloads LOOP
-    PERFORM pgrelay._check_payload(p_channel, p);
-  END LOOP;
+  IF EXISTS (SELECT FROM pg_catalog.unnest(p_payloads) AS u(p) WHERE NOT pgrelay._payload_ok(u.p)) THEN
+    FOREACH p IN ARRAY p_payloads LOOP
+      PERFORM pgrelay._check_payload(p_channel, p);
+    END LOOP;
+  END IF;
   IF p_not_before IS NOT NULL OR p_delay IS NOT NULL THEN
     v_due := pgrelay._due(p_not_before, p_delay);
   END IF;
@@ -2016,17 +2093,12 @@ BEGIN
     END LOOP;
     RETURN;
   END IF;
-  v_ids := pgrelay._next_ids(COALESCE(pg_catalog.cardinality(p_payloads), 0));
-  v_due := COALESCE(v_due, now());
-  RETURN QUERY
-  WITH ins AS (
-    INSERT INTO pgrelay.queue (id, origin_id, channel, payload, not_before)
-    SELECT v_ids[u.n], v_ids[u.n], p_channel, u.payload, v_due
-      FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS u(payload, n)
-     ORDER BY u.n
-    RETURNING id
-  )
-  SELECT ins.id FROM ins ORDER BY ins.id;
+  IF pg_catalog.cardinality(p_payloads) = 0 THEN
+    RETURN;
+  END IF;
+  v_ids := pgrelay._next_ids(pg_catalog.cardinality(p_payloads));
+  PERFORM pgrelay._enqueue(ch, v_ids, p_payloads, v_due);
+  RETURN QUERY SELECT u.id FROM pg_catalog.unnest(v_ids) AS u(id);
 END
 $$;
 
@@ -3442,7 +3514,7 @@ ALTER TABLE pgrelay.channels ENABLE ALWAYS TRIGGER channels_locks;
 -- Name: queue queue_before_insert; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
-CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_before_insert();
+CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue FOR EACH ROW WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_before_insert();
 
 ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 
@@ -3451,7 +3523,7 @@ ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 -- Name: queue queue_keep_payloads; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
-CREATE TRIGGER queue_keep_payloads AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_keep_payloads();
+CREATE TRIGGER queue_keep_payloads AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_keep_payloads();
 
 
 --
@@ -3635,10 +3707,24 @@ REVOKE ALL ON FUNCTION pgrelay._due(p_not_before timestamp with time zone, p_del
 
 
 --
+-- Name: FUNCTION _enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
 REVOKE ALL ON FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _expiry_of(p_expire_after interval, p_enqueued_at timestamp with time zone, p_not_before timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._expiry_of(p_expire_after interval, p_enqueued_at timestamp with time zone, p_not_before timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -3663,6 +3749,13 @@ GRANT ALL ON FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with ti
 
 REVOKE ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _id_node(p_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._id_node(p_id bigint) FROM PUBLIC;
 
 
 --
@@ -3783,10 +3876,24 @@ GRANT ALL ON FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after big
 
 
 --
+-- Name: FUNCTION _payload_ok(p_payload text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._payload_ok(p_payload text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _phash_of(p_deduplicate boolean, p_payload text); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
 REVOKE ALL ON FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _pin_of(p_node_restricted boolean, p_node integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._pin_of(p_node_restricted boolean, p_node integer) FROM PUBLIC;
 
 
 --

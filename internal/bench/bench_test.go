@@ -165,9 +165,10 @@ func burnedDown(t *testing.T, d *testenv.DB, m benchMeasure, events int, channel
 }
 
 // Every scenario at a tiny size in one run, with --json, --plot and
-// --cpuprofile: the figures come from real completions.
+// --cpuprofile: the figures come from real completions. Not in parallel with
+// the other tests: the write transactions per event it checks are counted on
+// the server's transaction ids, which every database of the server draws.
 func TestBenchScenarios(t *testing.T) {
-	t.Parallel()
 	d := pg.NewDB(t)
 	dir := t.TempDir()
 	plot, prof := filepath.Join(dir, "report.html"), filepath.Join(dir, "cpu.pprof")
@@ -454,7 +455,8 @@ func TestBenchPeerRiver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the go command and River's module (run without -short)")
 	}
-	t.Parallel()
+	// Not in parallel with the other tests: it checks write transactions per
+	// event, counted on the server's transaction ids (TestBenchScenarios).
 	d := pg.NewDB(t)
 	riverDir := filepath.Join("..", "..", "bench", "river")
 	plot := filepath.Join(t.TempDir(), "report.html")

@@ -23,8 +23,6 @@ import (
 	"strconv"
 	"time"
 
-	mail "github.com/wneessen/go-mail"
-
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/handlers"
 )
@@ -69,6 +67,7 @@ func (cfg Config) Enabled() bool { return cfg.Default != "" || len(cfg.Channels)
 // Handler sends the events of email channels. It is safe for concurrent use.
 type Handler struct {
 	store    *store.Store
+	sent     *sentRecorder
 	log      *slog.Logger
 	domain   string
 	def      *pool
@@ -82,7 +81,8 @@ func New(st *store.Store, cfg Config) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{store: st, log: cfg.Logger, domain: cfg.MessageIDDomain, channels: map[string]*pool{}}
+	h := &Handler{store: st, sent: &sentRecorder{st: st}, log: cfg.Logger, domain: cfg.MessageIDDomain,
+		channels: map[string]*pool{}}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -161,36 +161,19 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 	if p == nil {
 		return false, h.transient(ctx, ev, id, fmt.Errorf("no SMTP target for channel %q: set --smtp-url or map the channel in the --config file", ev.Channel))
 	}
-	var (
-		gate     store.Gate
-		dbErr    error
-		buildErr error
-	)
-	prepare := func(ctx context.Context) (*mail.Msg, envelope, error) {
-		gate, dbErr = h.store.StartSending(ctx, id, ev.Channel, ev.OriginID)
-		if dbErr != nil {
-			return nil, envelope{}, dbErr
-		}
-		if gate.Verdict != store.VerdictSend {
-			return nil, envelope{}, errNothingToSend
-		}
-		var msg *mail.Msg
-		var env envelope
-		msg, env, buildErr = buildMessage(gate.Notification, h.domain)
-		return msg, env, buildErr
-	}
-	err = p.send(ctx, prepare)
+	gj := &gateJob{ev: ev, id: id}
+	err = p.submit(ctx, &job{prep: h, data: gj})
 	switch {
-	case dbErr != nil:
-		return false, dbErr
-	case gate.Verdict != "" && gate.Verdict != store.VerdictSend:
-		return false, h.notSent(ev, id, gate)
-	case buildErr != nil:
-		return false, h.permanent(ctx, ev, id, fmt.Errorf("build the message: %w", buildErr))
+	case gj.dbErr != nil:
+		return false, gj.dbErr
+	case gj.gate.Verdict != "" && gj.gate.Verdict != store.VerdictSend:
+		return false, h.notSent(ev, id, gj.gate)
+	case gj.buildErr != nil:
+		return false, h.permanent(ctx, ev, id, fmt.Errorf("build the message: %w", gj.buildErr))
 	case err == nil:
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 		defer cancel()
-		if _, err := h.store.SetNotificationStatus(wctx, id, store.NotificationSent, ""); err != nil {
+		if err := h.sent.record(wctx, id); err != nil {
 			// The notification stays in doubt: the event's next attempt
 			// does not send it again (start_sending says in_doubt) and
 			// fails it, saying it may have been delivered.
@@ -201,7 +184,7 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 	// Only a send whose end went unanswered may have delivered the message;
 	// every other failure handed nothing over, and the next attempt may send.
 	var doubt *InDoubtError
-	if !errors.As(err, &doubt) {
+	if gj.gate.Verdict == store.VerdictSend && !errors.As(err, &doubt) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 		defer cancel()
 		if nerr := h.store.NotSent(wctx, id, ev.OriginID); nerr != nil {
@@ -223,6 +206,42 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 
 // errNothingToSend: the gate said this event sends nothing.
 var errNothingToSend = errors.New("email: nothing to send")
+
+// gateJob is an event's part of a pool job: what the gate said, and why
+// nothing was sent when the gate or the message failed.
+type gateJob struct {
+	ev       handlers.Event
+	id       int64
+	gate     store.Gate
+	dbErr    error
+	buildErr error
+}
+
+// prepare passes the gate for a batch of events in one statement
+// (pgrelay_notifier.start_sending_many()) and builds the messages of those
+// that may send. Called by a pool worker once it holds an open session.
+func (h *Handler) prepare(ctx context.Context, jobs []*job) {
+	reqs := make([]store.GateRequest, len(jobs))
+	for i, j := range jobs {
+		g := j.data.(*gateJob)
+		reqs[i] = store.GateRequest{ID: g.id, Channel: g.ev.Channel, Event: g.ev.OriginID}
+	}
+	gates, err := h.store.StartSendingMany(ctx, reqs)
+	for i, j := range jobs {
+		g := j.data.(*gateJob)
+		if err != nil {
+			g.dbErr, j.perr = err, err
+			continue
+		}
+		g.gate = gates[i]
+		if g.gate.Verdict != store.VerdictSend {
+			j.perr = errNothingToSend
+			continue
+		}
+		j.msg, j.env, g.buildErr = buildMessage(g.gate.Notification, h.domain)
+		j.perr = g.buildErr
+	}
+}
 
 // notSent ends an event the gate did not let send, with the reason: nil (the
 // event succeeds) for a cancelled notification or a redelivery of the event

@@ -64,6 +64,9 @@ type job struct {
 	perr error
 	// data is the preparer's own.
 	data any
+	// opening: a worker is opening a session for it (under p.mu): its
+	// outcome is that worker's, even once its context ends.
+	opening bool
 }
 
 // preparer prepares the messages of a batch of jobs, all of its own, in
@@ -281,6 +284,37 @@ func (p *pool) acquire(ctx context.Context) (*conn, error) {
 	return p.dial(ctx)
 }
 
+// open returns a session ready for a transaction, before anything is
+// prepared for it: one from the idle list is checked with NOOP first, and a
+// dead one replaced by a new session (once).
+func (p *pool) open(ctx context.Context) (*conn, error) {
+	c, err := p.acquire(ctx)
+	if err != nil || c.uses == 0 || c.inStep {
+		return c, err
+	}
+	if err := c.check(ctx, p.t.Timeout); err == nil {
+		c.inStep = true
+		return c, nil
+	}
+	p.log.Debug("smtp: pooled connection gone; dialling a new one", "target", p.t.String())
+	p.release(c, false)
+	return p.dial(ctx)
+}
+
+// check says NOOP within the target's timeout and ctx.
+func (c *conn) check(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := c.raw.SetDeadline(deadline); err != nil {
+		return fmt.Errorf("set deadline: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.raw.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	return c.c.Noop()
+}
+
 // dial opens a session within the target's timeout and the caller's
 // deadline; cancelling ctx interrupts it.
 func (p *pool) dial(ctx context.Context) (*conn, error) {
@@ -427,7 +461,7 @@ func (p *pool) submit(ctx context.Context, j *job) error {
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
-	if p.unqueue(j) {
+	if !j.opening && p.unqueue(j) {
 		p.mu.Unlock()
 		return ctx.Err()
 	}
@@ -468,49 +502,119 @@ func (p *pool) timed(d time.Duration) {
 // work is one worker: while jobs are queued, it opens (or takes) a session
 // first, then takes a batch, has it prepared and sends it, message after
 // message; it ends, putting its session back, once the queue is empty.
+//
+// On a fast session (a message takes at most batchBudget) the next batch is
+// taken and prepared while the current one is sent, so the gate's round
+// trip and commit overlap the SMTP exchanges: a notification is then gated
+// at most about batchBudget before its session can send it. A slow session
+// prepares nothing ahead.
 func (p *pool) work() {
-	var c *conn
+	var (
+		c    *conn
+		next []*job // prepared ahead
+	)
 	defer func() {
 		if c != nil {
 			p.release(c, true)
 		}
 	}()
 	for {
-		p.mu.Lock()
-		if len(p.queue) == 0 || p.closed {
-			p.workers--
-			p.mu.Unlock()
-			return
-		}
-		head := p.queue[0]
-		p.mu.Unlock()
-		if c == nil {
-			// Nothing is prepared before a session is open: with the server
-			// down, each job fails on its own dial, unprepared.
-			var err error
-			if c, err = p.acquire(head.ctx); err != nil {
-				p.mu.Lock()
-				mine := p.unqueue(head)
+		batch := next
+		next = nil
+		if batch == nil {
+			p.mu.Lock()
+			if len(p.queue) == 0 || p.closed {
+				p.workers--
 				p.mu.Unlock()
-				if mine {
-					head.done <- err
+				return
+			}
+			head := p.queue[0]
+			head.opening = c == nil
+			p.mu.Unlock()
+			if c == nil {
+				// Nothing is prepared before a session is open (and a pooled
+				// one answers NOOP): with the server down, each job fails on
+				// its own dial, unprepared.
+				var err error
+				c, err = p.open(head.ctx)
+				p.mu.Lock()
+				head.opening = false
+				mine := err != nil && p.unqueue(head)
+				p.mu.Unlock()
+				if err != nil {
+					if mine {
+						head.done <- err
+					}
+					continue
 				}
+			}
+			if batch = p.take(); len(batch) == 0 {
 				continue
 			}
+			prepare(batch)
 		}
-		batch := p.take()
-		if len(batch) == 0 {
-			continue
+		var ahead chan []*job
+		if p.fast() {
+			ahead = make(chan []*job, 1)
+			go func() {
+				nb := p.take()
+				if len(nb) > 0 {
+					prepare(nb)
+				}
+				ahead <- nb
+			}()
 		}
-		// Preparation (the gate) is bounded by bookkeeping, not by one
-		// job's context: each job's own context is checked before its send.
-		pctx, cancel := context.WithTimeout(context.Background(), bookkeeping)
-		batch[0].prep.prepare(pctx, batch)
-		cancel()
-		for _, j := range batch {
-			c = p.sendJob(c, j)
+		for i, j := range batch {
+			var err error
+			c, err = p.sendJob(c, j)
+			if i == len(batch)-1 && ahead == nil && p.retire(c) {
+				// The session is back in the idle list before the last
+				// caller hears of its message, so a next one takes it.
+				c = nil
+				j.done <- err
+				return
+			}
+			j.done <- err
+		}
+		if ahead != nil {
+			if nb := <-ahead; len(nb) > 0 {
+				next = nb
+			}
 		}
 	}
+}
+
+// retire ends the worker when nothing is queued, putting its session (if
+// any) back in the idle list; false when there is more to do.
+func (p *pool) retire(c *conn) bool {
+	p.mu.Lock()
+	if len(p.queue) > 0 && !p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	p.workers--
+	p.mu.Unlock()
+	if c != nil {
+		p.release(c, true)
+	}
+	return true
+}
+
+// prepare has a batch prepared. The preparation (the gate) is bounded by
+// bookkeeping, not by one job's context: each job's own context is checked
+// before its send.
+func prepare(batch []*job) {
+	ctx, cancel := context.WithTimeout(context.Background(), bookkeeping)
+	defer cancel()
+	batch[0].prep.prepare(ctx, batch)
+}
+
+// fast reports whether the session's pace lets a worker prepare its next
+// batch while it sends one: a timed message took at most batchBudget.
+func (p *pool) fast() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.perMsg > 0 && p.perMsg <= batchBudget && len(p.queue) > 0 && !p.closed
 }
 
 // take removes the next jobs of the queue to prepare together: those of the
@@ -538,23 +642,20 @@ func (p *pool) take() []*job {
 }
 
 // sendJob sends j's message on c (or on a new session when c is nil or
-// found dead before anything was sent) and completes j. It returns the
-// session to go on with, nil when there is none.
-func (p *pool) sendJob(c *conn, j *job) *conn {
+// found dead before anything was sent). It returns the session to go on
+// with (nil when there is none) and j's outcome.
+func (p *pool) sendJob(c *conn, j *job) (*conn, error) {
 	if j.perr != nil {
-		j.done <- j.perr
-		return c
+		return c, j.perr
 	}
 	if err := j.ctx.Err(); err != nil {
-		j.done <- err
-		return c
+		return c, err
 	}
 	for attempt := 0; ; attempt++ {
 		if c == nil {
 			var err error
-			if c, err = p.acquire(j.ctx); err != nil {
-				j.done <- err
-				return nil
+			if c, err = p.open(j.ctx); err != nil {
+				return nil, err
 			}
 		}
 		reused := c.uses > 0 && !c.inStep
@@ -565,8 +666,7 @@ func (p *pool) sendJob(c *conn, j *job) *conn {
 		case err == nil:
 			p.timed(time.Since(start))
 			c.inStep = true
-			j.done <- nil
-			return c
+			return c, nil
 		case errors.Is(err, errStale) && attempt == 0:
 			p.log.Debug("smtp: pooled connection gone; dialling a new one", "target", p.t.String())
 			p.release(c, false)
@@ -584,8 +684,7 @@ func (p *pool) sendJob(c *conn, j *job) *conn {
 			p.release(c, false)
 			c = nil
 		}
-		j.done <- err
-		return c
+		return c, err
 	}
 }
 

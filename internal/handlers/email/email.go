@@ -1,9 +1,11 @@
 // Package email is the handler of email channels (kind 'email', the
-// notifier): for each event it takes a pooled SMTP connection, passes the
-// notifier's gate and fetches the notification (start_sending), builds the
-// message with go-mail, sends it and records the status (set_status,
-// fail_for_event). Those interface calls, and debug_log, are all it does in
-// the database.
+// notifier): each event waits for a pooled SMTP session; a session's worker
+// passes the notifier's gate for its next events in one statement
+// (start_sending_many, which also returns the messages), builds the messages
+// with go-mail and sends them one after the other; accepted messages are
+// recorded sent in batches (set_status_many), failures per event
+// (not_sent, fail_for_event, debug_log). Those interface calls are all it
+// does in the database.
 //
 // Failure classes: a 5xx reply to the message (MAIL, RCPT, DATA) is
 // permanent: the notification is failed at once with the reply as reason and
@@ -140,11 +142,13 @@ func (h *Handler) poolFor(channel string) *pool {
 const bookkeeping = 10 * time.Second
 
 // Handle sends the notification the event names (its payload is the
-// notification_id). It waits for a free SMTP connection first; only then
-// does it pass the gate (pgrelay_notifier.start_sending(): the move queued ->
-// sending, won by one event) and fetch the message, so a notification stays
-// queued, and cancellable, while its event waits for a connection, and no
-// message is held in memory before it can be sent.
+// notification_id). It waits for an open SMTP session first; only then does
+// the session's worker pass the gate for it, with the session's next events
+// (pgrelay_notifier.start_sending_many(): the move queued -> sending, won by
+// one event) and fetch the message, so a notification stays queued, and
+// cancellable, while its event waits for a session, and no message is held
+// in memory long before it can be sent. Once the server accepted it, the
+// message is recorded sent together with those accepted meanwhile.
 //
 // An event that may not send ends without sending, and says why: its
 // notification was cancelled, or already sent by this same event (a

@@ -766,6 +766,32 @@ func TestActorEmailFetchedOnlyWithAFreeConnection(t *testing.T) {
 	}
 }
 
+// With a fast server and a backlog, a session's worker passes the gate for
+// several messages in one transaction, and accepted messages are recorded
+// sent several per transaction: far fewer transactions than emails (rows of
+// one transaction share their xmin), every email sent once, each with one
+// 'sending' and one 'sent' status event, in that order, and one attempt.
+func TestActorEmailGatesAndRecordsInBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := catcher(t, devenv.SMTPConfig{})
+	e.Exec(`SELECT pgrelay_notifier.create_channel('mail', 'app@shop.example')`)
+	const n = 400
+	e.Exec(`SELECT pgrelay_notifier.send('mail', ARRAY['u' || g || '@example.org'], 's', 'b')
+		FROM generate_series(1, $1::int) g`, n)
+	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() + "?pool=2" })
+	testenv.Eventually(e.T, time.Minute, "every notification to be sent", func() bool { return e.statusCount("sent") == n })
+	require.Equal(t, n, s.Count(), "each email once")
+	gates := e.Count(`SELECT count(DISTINCT xmin::text) FROM pgrelay_notifier.status_events WHERE status = 'sending'`)
+	records := e.Count(`SELECT count(DISTINCT xmin::text) FROM pgrelay_notifier.status_events WHERE status = 'sent'`)
+	t.Logf("%d emails: gated in %d transactions, recorded sent in %d", n, gates, records)
+	require.Less(t, gates, n/2, "gate transactions")
+	require.Less(t, records, n/2, "record transactions")
+	require.Equal(t, n, e.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE attempts = 1`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM (SELECT notification_id, array_agg(status ORDER BY id) AS s
+		FROM pgrelay_notifier.status_events GROUP BY notification_id) x WHERE s <> ARRAY['queued', 'sending', 'sent']`))
+}
+
 // A failed attempt is logged at warning level (the default level shows it)
 // with the channel, the notification, the attempt, the target without
 // credentials and the reason: a transient one (the server does not answer:

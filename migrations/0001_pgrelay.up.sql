@@ -2063,17 +2063,23 @@ DECLARE
   v_released int;
   v_done int;
 BEGIN
-  WITH o AS (
-    SELECT * FROM unnest(p_ids, p_claimed_at, p_events) AS o(id, claimed_at, event)
-     WHERE o.event = 'release'
-  ), rel AS (
-    UPDATE pgrelay.queue q
-       SET dispatched_at = NULL, dispatched_by = NULL
-      FROM o
-     WHERE q.id = o.id AND q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at
-    RETURNING q.id
-  )
-  SELECT count(*) INTO v_released FROM rel;
+  -- Only when there is something to release: the planner, which expects one
+  -- row of the processor's in flight, would join every one of them (often
+  -- ~1000) with the whole batch.
+  v_released := 0;
+  IF 'release' = ANY (p_events) THEN
+    WITH o AS (
+      SELECT * FROM unnest(p_ids, p_claimed_at, p_events) AS o(id, claimed_at, event)
+       WHERE o.event = 'release'
+    ), rel AS (
+      UPDATE pgrelay.queue q
+         SET dispatched_at = NULL, dispatched_by = NULL
+        FROM o
+       WHERE q.id = o.id AND q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at
+      RETURNING q.id
+    )
+    SELECT count(*) INTO v_released FROM rel;
+  END IF;
 
   WITH o AS (
     SELECT * FROM unnest(p_ids, p_claimed_at, p_events, p_errors)

@@ -11,9 +11,10 @@
 -- would fail with "permission denied".
 --
 -- Users call send(), get_status() and cancel(); admins create_channel(). The
--- Processor's email handler makes only the interface calls start_sending()
--- (the send gate, then the message), not_sent(), fail_for_event(),
--- set_status() and debug_log() (fetch() reads a message without the gate).
+-- Processor's email handler makes only the interface calls
+-- start_sending_many() / start_sending() (the send gate, then the messages),
+-- not_sent(), fail_for_event(), set_status_many() / set_status() and
+-- debug_log() (fetch() reads a message without the gate).
 --
 -- Errors raised on purpose use SQLSTATE PR100-PR119 (see docs/notifier.md).
 
@@ -305,15 +306,19 @@ AS $$
                     AND pg_catalog.pg_has_role(pgrelay_notifier._caller()::name, r.oid, 'MEMBER'))
 $$;
 
--- _event: appends a status change to status_events.
-CREATE FUNCTION pgrelay_notifier._event(p_notification_id bigint, p_channel text, p_status text,
+-- _event: appends one status change per notification to status_events, in
+-- the order given (notification p_notification_ids[i] of channel
+-- p_channels[i]).
+CREATE FUNCTION pgrelay_notifier._event(p_notification_ids bigint[], p_channels text[], p_status text,
                                         p_error text)
 RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
   INSERT INTO pgrelay_notifier.status_events (notification_id, channel, status, error)
-  VALUES (p_notification_id, p_channel, p_status, p_error)
+  SELECT e.id, e.channel, p_status, p_error
+    FROM unnest(p_notification_ids, p_channels) WITH ORDINALITY AS e(id, channel, ord)
+   ORDER BY e.ord
 $$;
 
 -- ---------------------------------------------------------------------------
@@ -447,7 +452,7 @@ BEGIN
   VALUES (p_channel, v_from, p_to, COALESCE(p_cc, '{}'), COALESCE(p_bcc, '{}'), p_subject, p_body_text,
           p_body_html, COALESCE(p_headers, '{}'), pgrelay_notifier._caller())
   RETURNING notification_id INTO v_id;
-  PERFORM pgrelay_notifier._event(v_id, p_channel, 'queued', NULL);
+  PERFORM pgrelay_notifier._event(ARRAY[v_id], ARRAY[p_channel], 'queued', NULL);
   PERFORM pgrelay.notify(p_channel, v_id::text);
   RETURN v_id;
 END
@@ -481,7 +486,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN false;
   END IF;
-  PERFORM pgrelay_notifier._event(p_notification_id, v_channel, 'cancelled', NULL);
+  PERFORM pgrelay_notifier._event(ARRAY[p_notification_id], ARRAY[v_channel], 'cancelled', NULL);
   RETURN true;
 END
 $$;
@@ -490,9 +495,78 @@ $$;
 -- The interface contract: the only calls the Processor's email handler makes
 -- ---------------------------------------------------------------------------
 
--- start_sending: the send gate. Whether queue event p_event (its origin_id)
--- of channel p_channel may send notification p_notification_id now, and the
--- message when it may. verdict:
+-- set_status_many: moves notifications forward, never back (the conditional
+-- update of seed store-patterns item 4: a late 'sending' after 'sent' changes
+-- nothing), each notification of p_notification_ids once, in one statement.
+-- Allowed moves: queued -> sending; queued | sending -> sent | failed.
+-- 'sending' again on a notification already sending is a new attempt:
+-- attempts grows, the status does not change. Every change it makes appends
+-- one row to status_events; it returns the ids whose status changed, in
+-- order. Rows are updated in notification order, so two calls never
+-- deadlock on each other.
+CREATE FUNCTION pgrelay_notifier.set_status_many(p_notification_ids bigint[], p_status text,
+                                                 p_error text DEFAULT NULL)
+RETURNS bigint[]
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_error text := pg_catalog.left(p_error, 8000);
+  v_ids bigint[];
+  v_channels text[];
+BEGIN
+  IF p_status IS NULL OR p_status NOT IN ('queued', 'sending', 'sent', 'failed') THEN
+    RAISE EXCEPTION 'pgrelay_notifier.set_status: unknown status % (expected sending, sent or failed)',
+      COALESCE(pg_catalog.quote_literal(p_status), 'NULL') USING ERRCODE = 'PR110';
+  END IF;
+  WITH u AS (
+    UPDATE pgrelay_notifier.notifications n
+       SET status = p_status,
+           attempts = n.attempts + CASE WHEN p_status = 'sending' THEN 1 ELSE 0 END,
+           last_error = CASE WHEN p_status = 'failed' THEN v_error ELSE n.last_error END,
+           sent_at = CASE WHEN p_status = 'sent' THEN pg_catalog.clock_timestamp() ELSE n.sent_at END,
+           updated_at = pg_catalog.clock_timestamp()
+     WHERE n.notification_id = ANY (p_notification_ids)
+       AND n.status = ANY (CASE p_status WHEN 'sending' THEN ARRAY['queued']
+                                         WHEN 'sent' THEN ARRAY['queued', 'sending']
+                                         WHEN 'failed' THEN ARRAY['queued', 'sending']
+                                         ELSE ARRAY[]::text[] END)
+    RETURNING n.notification_id, n.channel
+  )
+  SELECT COALESCE(pg_catalog.array_agg(u.notification_id ORDER BY u.notification_id), '{}'),
+         COALESCE(pg_catalog.array_agg(u.channel ORDER BY u.notification_id), '{}')
+    INTO v_ids, v_channels
+    FROM u;
+  IF pg_catalog.cardinality(v_ids) > 0 THEN
+    PERFORM pgrelay_notifier._event(v_ids, v_channels, p_status, CASE WHEN p_status = 'failed' THEN v_error END);
+  END IF;
+  IF p_status = 'sending' THEN
+    UPDATE pgrelay_notifier.notifications n
+       SET attempts = n.attempts + 1, updated_at = pg_catalog.clock_timestamp()
+     WHERE n.notification_id = ANY (p_notification_ids) AND n.status = 'sending'
+       AND NOT n.notification_id = ANY (v_ids);
+  END IF;
+  RETURN v_ids;
+END
+$$;
+
+-- set_status: set_status_many() for one notification; returns whether its
+-- status changed.
+CREATE FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_status text,
+                                            p_error text DEFAULT NULL)
+RETURNS bool
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT COALESCE(p_notification_id = ANY (pgrelay_notifier.set_status_many(ARRAY[p_notification_id], p_status, p_error)),
+                  false)
+$$;
+
+-- start_sending_many: the send gate, for several queue events in one call
+-- and one transaction: whether queue event p_events[i] (its origin_id) of
+-- channel p_channels[i] may send notification p_notification_ids[i] now, and
+-- the message when it may. One row per element, ord = i (in rounds: order
+-- by ord). verdict:
 --   send       the event holds the notification: it moved it from queued to
 --              sending now, or it already held it (its earlier attempt
 --              certainly handed nothing over): a new attempt. The message
@@ -509,13 +583,17 @@ $$;
 --              naming the notification.
 --   refused    never to be sent by this event: created for another channel,
 --              or held or ended by another event (or failed).
--- reason says why for every verdict but send. The row lock taken first
--- makes a concurrent cancel(), DELETE or other event's gate wait or win
--- whole. A notification 'sending' without sending_event (moved there by
--- set_status) goes to the first event that asks.
-CREATE FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint)
-
-RETURNS TABLE (verdict text, reason text, notification_id bigint, channel text, from_addr text,
+-- reason says why for every verdict but send. The row locks, taken first and
+-- in notification order (two calls never deadlock on each other), make a
+-- concurrent cancel(), DELETE or other event's gate wait or win whole. A
+-- notification 'sending' without sending_event (moved there by set_status)
+-- goes to the first event that asks. Elements are decided in order, as calls
+-- of start_sending() one after the other would: a notification named twice
+-- is decided for its second element once its first has taken it (the second
+-- event is then refused).
+CREATE FUNCTION pgrelay_notifier.start_sending_many(p_notification_ids bigint[], p_channels text[],
+                                                    p_events bigint[])
+RETURNS TABLE (ord int, verdict text, reason text, notification_id bigint, channel text, from_addr text,
                to_addrs text[], cc_addrs text[], bcc_addrs text[], subject text, body_text text,
                body_html text, headers jsonb, status text, attempts int, created_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER
@@ -523,67 +601,100 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-  v_channel text;
-  v_status text;
-  v_holder bigint;
-  v_doubt bool;
-  v_error text;
-  v_by text;
-  v_verdict text;
-  v_reason text;
+  v_left int[];      -- elements not decided yet
+  v_round int[];     -- this round: the first element left of each notification
+  v_ords int[];
+  v_verdicts text[];
+  v_reasons text[];
 BEGIN
-  SELECT n.channel, n.status, n.sending_event, n.send_in_doubt, n.last_error
-    INTO v_channel, v_status, v_holder, v_doubt, v_error
-    FROM pgrelay_notifier.notifications n
-   WHERE n.notification_id = p_notification_id
-     FOR UPDATE;
-  v_by := CASE WHEN v_holder IS NULL THEN '' ELSE pg_catalog.format(' by event %s', v_holder) END;
-  IF v_channel IS NULL THEN  -- no row (channel is NOT NULL)
-    v_verdict := 'missing';
-    v_reason := pg_catalog.format('notification %s does not exist on node %s (not replicated to this node yet, or deleted)',
-                                  p_notification_id, pgrelay._this_node());
-  ELSIF v_channel IS DISTINCT FROM p_channel THEN
-    v_verdict := 'refused';
-    v_reason := pg_catalog.format('notification %s was created for channel %s, not %s: an event only sends its own channel''s notifications',
-                                  p_notification_id, pg_catalog.quote_literal(v_channel),
-                                  COALESCE(pg_catalog.quote_literal(p_channel), 'NULL'));
-  ELSIF v_status = 'sending' AND v_holder = p_event AND v_doubt THEN
-    v_verdict := 'in_doubt';
-    v_reason := pg_catalog.format('an earlier attempt of event %s may have handed notification %s to the SMTP server '
-                                  '(it stopped, or lost the database, before the outcome was recorded): not sent again, '
-                                  'so that it is never delivered twice; it may have been delivered',
-                                  p_event, p_notification_id);
-  ELSIF v_status = 'queued' OR (v_status = 'sending' AND (v_holder = p_event OR v_holder IS NULL)) THEN
+  IF pg_catalog.cardinality(p_channels) IS DISTINCT FROM pg_catalog.cardinality(p_notification_ids)
+     OR pg_catalog.cardinality(p_events) IS DISTINCT FROM pg_catalog.cardinality(p_notification_ids) THEN
+    RAISE EXCEPTION 'pgrelay_notifier.start_sending_many: % notification ids, % channels and % events: one each per element',
+      pg_catalog.cardinality(p_notification_ids), pg_catalog.cardinality(p_channels),
+      pg_catalog.cardinality(p_events) USING ERRCODE = 'PR111';
+  END IF;
+  PERFORM FROM pgrelay_notifier.notifications n
+    WHERE n.notification_id = ANY (p_notification_ids)
+    ORDER BY n.notification_id
+      FOR UPDATE;
+  v_left := ARRAY(SELECT g FROM pg_catalog.generate_subscripts(p_notification_ids, 1) g ORDER BY g);
+  WHILE pg_catalog.cardinality(v_left) > 0 LOOP
+    SELECT COALESCE(pg_catalog.array_agg(s.o ORDER BY s.o) FILTER (WHERE s.rn = 1), '{}'),
+           COALESCE(pg_catalog.array_agg(s.o ORDER BY s.o) FILTER (WHERE s.rn > 1), '{}')
+      INTO v_round, v_left
+      FROM (SELECT l.o, pg_catalog.row_number() OVER (PARTITION BY p_notification_ids[l.o] ORDER BY l.o) AS rn
+              FROM unnest(v_left) AS l(o)) s;
+    -- The rule, for each element of the round, from the row as it stands.
+    SELECT pg_catalog.array_agg(x.o ORDER BY x.o), pg_catalog.array_agg(x.v ORDER BY x.o),
+           pg_catalog.array_agg(x.r ORDER BY x.o)
+      INTO v_ords, v_verdicts, v_reasons
+      FROM (
+        SELECT e.o,
+               CASE WHEN n.notification_id IS NULL THEN 'missing'
+                    WHEN n.channel IS DISTINCT FROM e.ch THEN 'refused'
+                    WHEN n.status = 'sending' AND n.sending_event = e.ev AND n.send_in_doubt THEN 'in_doubt'
+                    WHEN n.status = 'queued'
+                         OR (n.status = 'sending' AND (n.sending_event = e.ev OR n.sending_event IS NULL)) THEN 'send'
+                    WHEN n.status = 'cancelled' THEN 'cancelled'
+                    WHEN n.status = 'sent' AND n.sending_event = e.ev THEN 'sent'
+                    ELSE 'refused' END AS v,
+               CASE WHEN n.notification_id IS NULL THEN
+                      pg_catalog.format('notification %s does not exist on node %s (not replicated to this node yet, or deleted)',
+                                        e.id, pgrelay._this_node())
+                    WHEN n.channel IS DISTINCT FROM e.ch THEN
+                      pg_catalog.format('notification %s was created for channel %s, not %s: an event only sends its own channel''s notifications',
+                                        e.id, pg_catalog.quote_literal(n.channel), COALESCE(pg_catalog.quote_literal(e.ch), 'NULL'))
+                    WHEN n.status = 'sending' AND n.sending_event = e.ev AND n.send_in_doubt THEN
+                      pg_catalog.format('an earlier attempt of event %s may have handed notification %s to the SMTP server '
+                                        '(it stopped, or lost the database, before the outcome was recorded): not sent again, '
+                                        'so that it is never delivered twice; it may have been delivered', e.ev, e.id)
+                    WHEN n.status = 'queued'
+                         OR (n.status = 'sending' AND (n.sending_event = e.ev OR n.sending_event IS NULL)) THEN NULL
+                    WHEN n.status = 'cancelled' THEN pg_catalog.format('notification %s was cancelled', e.id)
+                    WHEN n.status = 'sent' AND n.sending_event = e.ev THEN
+                      pg_catalog.format('notification %s was already sent by this event', e.id)
+                    WHEN n.status = 'sending' THEN
+                      pg_catalog.format('notification %s is already being sent%s; one send() is delivered at most once',
+                                        e.id, CASE WHEN n.sending_event IS NULL THEN '' ELSE pg_catalog.format(' by event %s', n.sending_event) END)
+                    WHEN n.status = 'sent' THEN
+                      pg_catalog.format('notification %s was already sent%s; one send() is delivered at most once',
+                                        e.id, CASE WHEN n.sending_event IS NULL THEN '' ELSE pg_catalog.format(' by event %s', n.sending_event) END)
+                    ELSE pg_catalog.format('notification %s already failed%s: %s', e.id, CASE WHEN n.sending_event IS NULL THEN '' ELSE pg_catalog.format(' by event %s', n.sending_event) END,
+                                           COALESCE(n.last_error, 'no reason recorded')) END AS r
+          FROM (SELECT r.o, p_notification_ids[r.o] AS id, p_channels[r.o] AS ch, p_events[r.o] AS ev
+                  FROM unnest(v_round) AS r(o)) e
+          LEFT JOIN pgrelay_notifier.notifications n ON n.notification_id = e.id
+      ) x;
     -- In doubt from here until the handler records the outcome: sent, or
     -- certainly not handed over (not_sent).
-    UPDATE pgrelay_notifier.notifications n SET sending_event = p_event, send_in_doubt = true
-     WHERE n.notification_id = p_notification_id;
-    PERFORM pgrelay_notifier.set_status(p_notification_id, 'sending');
-    RETURN QUERY SELECT 'send'::text, NULL::text, f.* FROM pgrelay_notifier.fetch(p_notification_id) f;
-    RETURN;
-  ELSIF v_status = 'cancelled' THEN
-    v_verdict := 'cancelled';
-    v_reason := pg_catalog.format('notification %s was cancelled', p_notification_id);
-  ELSIF v_status = 'sent' AND v_holder = p_event THEN
-    v_verdict := 'sent';
-    v_reason := pg_catalog.format('notification %s was already sent by this event', p_notification_id);
-  ELSIF v_status = 'sending' THEN
-    v_verdict := 'refused';
-    v_reason := pg_catalog.format('notification %s is already being sent%s; one send() is delivered at most once',
-                                  p_notification_id, v_by);
-  ELSIF v_status = 'sent' THEN
-    v_verdict := 'refused';
-    v_reason := pg_catalog.format('notification %s was already sent%s; one send() is delivered at most once',
-                                  p_notification_id, v_by);
-  ELSE
-    v_verdict := 'refused';
-    v_reason := pg_catalog.format('notification %s already failed%s: %s', p_notification_id, v_by,
-                                  COALESCE(v_error, 'no reason recorded'));
-  END IF;
-  RETURN QUERY SELECT v_verdict, v_reason, NULL::bigint, NULL::text, NULL::text, NULL::text[], NULL::text[],
-                      NULL::text[], NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::text, NULL::int,
-                      NULL::timestamptz;
+    UPDATE pgrelay_notifier.notifications n SET sending_event = p_events[s.o], send_in_doubt = true
+      FROM unnest(v_ords, v_verdicts) AS s(o, v)
+     WHERE s.v = 'send' AND n.notification_id = p_notification_ids[s.o];
+    PERFORM pgrelay_notifier.set_status_many(
+      ARRAY(SELECT p_notification_ids[s.o] FROM unnest(v_ords, v_verdicts) AS s(o, v) WHERE s.v = 'send'),
+      'sending');
+    RETURN QUERY
+      SELECT s.o, s.v, s.r, f.*
+        FROM unnest(v_ords, v_verdicts, v_reasons) AS s(o, v, r)
+        LEFT JOIN LATERAL pgrelay_notifier.fetch(CASE WHEN s.v = 'send' THEN p_notification_ids[s.o] END) f ON true
+       ORDER BY s.o;
+  END LOOP;
 END
+$$;
+
+-- start_sending: start_sending_many() for one event: the gate's verdict on
+-- notification p_notification_id for queue event p_event of channel
+-- p_channel, with the message when it is 'send'.
+CREATE FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint)
+RETURNS TABLE (verdict text, reason text, notification_id bigint, channel text, from_addr text,
+               to_addrs text[], cc_addrs text[], bcc_addrs text[], subject text, body_text text,
+               body_html text, headers jsonb, status text, attempts int, created_at timestamptz)
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT s.verdict, s.reason, s.notification_id, s.channel, s.from_addr, s.to_addrs, s.cc_addrs, s.bcc_addrs,
+         s.subject, s.body_text, s.body_html, s.headers, s.status, s.attempts, s.created_at
+    FROM pgrelay_notifier.start_sending_many(ARRAY[p_notification_id], ARRAY[p_channel], ARRAY[p_event]) s
 $$;
 
 -- not_sent: the attempt of event p_event certainly handed nothing to the SMTP
@@ -642,52 +753,6 @@ AS $$
    WHERE n.notification_id = p_notification_id AND n.status IN ('queued', 'sending')
 $$;
 
--- set_status: moves a notification forward, never back (the conditional
--- update of seed store-patterns item 4: a late 'sending' after 'sent' changes
--- nothing). Allowed moves: queued -> sending; queued | sending -> sent |
--- failed. 'sending' again on a notification already sending is a new attempt:
--- attempts grows, the status does not change. Every change it makes appends
--- one row to status_events; it returns whether the status changed.
-CREATE FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_status text,
-                                            p_error text DEFAULT NULL)
-RETURNS bool
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  v_channel text;
-  v_error text := pg_catalog.left(p_error, 8000);
-BEGIN
-  IF p_status IS NULL OR p_status NOT IN ('queued', 'sending', 'sent', 'failed') THEN
-    RAISE EXCEPTION 'pgrelay_notifier.set_status: unknown status % (expected sending, sent or failed)',
-      COALESCE(pg_catalog.quote_literal(p_status), 'NULL') USING ERRCODE = 'PR110';
-  END IF;
-  UPDATE pgrelay_notifier.notifications n
-     SET status = p_status,
-         attempts = n.attempts + CASE WHEN p_status = 'sending' THEN 1 ELSE 0 END,
-         last_error = CASE WHEN p_status = 'failed' THEN v_error ELSE n.last_error END,
-         sent_at = CASE WHEN p_status = 'sent' THEN clock_timestamp() ELSE n.sent_at END,
-         updated_at = clock_timestamp()
-   WHERE n.notification_id = p_notification_id
-     AND n.status = ANY (CASE p_status WHEN 'sending' THEN ARRAY['queued']
-                                       WHEN 'sent' THEN ARRAY['queued', 'sending']
-                                       WHEN 'failed' THEN ARRAY['queued', 'sending']
-                                       ELSE ARRAY[]::text[] END)
-  RETURNING n.channel INTO v_channel;
-  IF FOUND THEN
-    PERFORM pgrelay_notifier._event(p_notification_id, v_channel, p_status,
-                                    CASE WHEN p_status = 'failed' THEN v_error END);
-    RETURN true;
-  END IF;
-  IF p_status = 'sending' THEN
-    UPDATE pgrelay_notifier.notifications n
-       SET attempts = n.attempts + 1, updated_at = clock_timestamp()
-     WHERE n.notification_id = p_notification_id AND n.status = 'sending';
-  END IF;
-  RETURN false;
-END
-$$;
-
 -- debug_log: appends a note and keeps only the 20 most recent of the
 -- notification, in one statement (seed store-patterns item 2): insert, collect
 -- the newest, delete the rest. A note on an unknown notification is dropped.
@@ -729,16 +794,18 @@ ALTER FUNCTION pgrelay_notifier._check_addresses(text, text[]) OWNER TO pgrelay_
 ALTER FUNCTION pgrelay_notifier._check_headers(jsonb) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._caller() OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier._may_see(text) OWNER TO pgrelay_notifier;
-ALTER FUNCTION pgrelay_notifier._event(bigint, text, text, text) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier._event(bigint[], text[], text, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.create_channel(text, text, text, bool, bool, int, interval, interval, interval, bool, text)
   OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.send(text, text[], text, text, text, text[], text[], jsonb) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.get_status(bigint) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.cancel(bigint) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.start_sending_many(bigint[], text[], bigint[]) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.start_sending(bigint, text, bigint) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.not_sent(bigint, bigint) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.fail_for_event(bigint, text, bigint, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.fetch(bigint) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.set_status_many(bigint[], text, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.set_status(bigint, text, text) OWNER TO pgrelay_notifier;
 ALTER FUNCTION pgrelay_notifier.debug_log(bigint, text) OWNER TO pgrelay_notifier;
 REVOKE CREATE ON SCHEMA pgrelay_notifier FROM pgrelay_notifier;
@@ -775,10 +842,12 @@ GRANT EXECUTE ON FUNCTION
 -- The Processor's email handler: the interface contract; the NATS publisher
 -- follows status_events.
 GRANT EXECUTE ON FUNCTION
+  pgrelay_notifier.start_sending_many(bigint[], text[], bigint[]),
   pgrelay_notifier.start_sending(bigint, text, bigint),
   pgrelay_notifier.not_sent(bigint, bigint),
   pgrelay_notifier.fail_for_event(bigint, text, bigint, text),
   pgrelay_notifier.fetch(bigint),
+  pgrelay_notifier.set_status_many(bigint[], text, text),
   pgrelay_notifier.set_status(bigint, text, text),
   pgrelay_notifier.debug_log(bigint, text)
   TO pgrelay_processor;

@@ -312,7 +312,7 @@ func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
 	require.Empty(t, testenv.Column[string](t, d.Pool, `SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace
 		AND (prosrc ~* 'pgrelay\.(queue|log)\M')`))
 	require.ElementsMatch(t, []string{"send", "get_status", "cancel", "fetch", "set_status", "debug_log",
-		"start_sending", "fail_for_event", "not_sent"},
+		"start_sending", "start_sending_many", "fail_for_event", "not_sent", "set_status_many"},
 		testenv.Column[string](t, d.Pool, "SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace AND prosecdef"),
 		"SECURITY DEFINER only where a less privileged caller needs it")
 
@@ -571,6 +571,112 @@ func TestNotifierStartSendingIsTheGate(t *testing.T) {
 	requireCode(t, execErr(prod, "SELECT pgrelay_notifier.fail_for_event(1, 'mail', 1, 'x')"), insufficientPrivilege)
 	proc := d.loginAs("processor", "pgrelay_processor")
 	require.NoError(t, execErr(proc, "SELECT * FROM pgrelay_notifier.start_sending(1, 'mail', 1)"))
+}
+
+// start_sending_many() is start_sending() for many events in one call and
+// one transaction: each element gets the verdict calls one after the other
+// would give it, in the order given (a notification named twice goes to its
+// first event, the second is refused), the message with 'send', and one
+// 'sending' status event per notification it moved. set_status_many()
+// moves many notifications forward at once, never back, and returns those
+// it moved.
+func TestNotifierGateAndStatusForMany(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.emailChannel("mail", "")
+	d.emailChannel("other", "")
+	send := func() int64 {
+		return testenv.One[int64](t, d.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.org'], 's', 'b')")
+	}
+	type gate struct {
+		Ord     int32
+		Verdict string
+		Reason  *string
+		ID      *int64
+		Status  *string
+		Att     *int32
+	}
+	startMany := func(ids []int64, channels []string, events []int64) []gate {
+		rows, err := d.Pool.Query(bg, `SELECT ord, verdict, reason, notification_id, status, attempts
+			FROM pgrelay_notifier.start_sending_many($1, $2, $3) ORDER BY ord`, ids, channels, events)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []gate
+		for rows.Next() {
+			var g gate
+			require.NoError(t, rows.Scan(&g.Ord, &g.Verdict, &g.Reason, &g.ID, &g.Status, &g.Att))
+			out = append(out, g)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	events := func(id int64) []string {
+		return testenv.Column[string](t, d.Pool, "SELECT status FROM pgrelay_notifier.status_events WHERE notification_id = $1 ORDER BY id", id)
+	}
+
+	a, b, c, cancelled, failed := send(), send(), send(), send(), send()
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.cancel($1)", cancelled))
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.fail_for_event($1, 'mail', 99, 'boom')", failed))
+	got := startMany(
+		[]int64{c, a, b, a, cancelled, failed, 424242424242, b},
+		[]string{"mail", "mail", "other", "mail", "mail", "mail", "mail", "mail"},
+		[]int64{3, 1, 2, 4, 5, 6, 7, 8})
+	require.Len(t, got, 8)
+	for i, g := range got {
+		require.EqualValues(t, i+1, g.Ord, "one row per element")
+	}
+	require.Equal(t, "send", got[0].Verdict)
+	require.Equal(t, c, *got[0].ID)
+	require.Equal(t, "sending", *got[0].Status)
+	require.EqualValues(t, 1, *got[0].Att)
+	require.Equal(t, "send", got[1].Verdict)
+	require.Equal(t, a, *got[1].ID)
+	require.Equal(t, "refused", got[2].Verdict)
+	require.Contains(t, *got[2].Reason, "was created for channel 'mail', not 'other'")
+	require.Nil(t, got[2].ID)
+	require.Equal(t, "refused", got[3].Verdict, "the second event naming a loses to the first")
+	require.Contains(t, *got[3].Reason, "is already being sent by event 1; one send() is delivered at most once")
+	require.Nil(t, got[3].ID)
+	require.Equal(t, "cancelled", got[4].Verdict)
+	require.Equal(t, "refused", got[5].Verdict)
+	require.Contains(t, *got[5].Reason, "already failed: boom")
+	require.Equal(t, "missing", got[6].Verdict)
+	require.Contains(t, *got[6].Reason, "notification 424242424242 does not exist on node 0")
+	require.Equal(t, "send", got[7].Verdict, "b's own channel's event after another channel's was refused")
+	require.Equal(t, b, *got[7].ID)
+	for _, id := range []int64{a, b, c} {
+		require.Equal(t, []string{"queued", "sending"}, events(id), "one status event per notification moved")
+	}
+	require.Equal(t, []string{"queued", "cancelled"}, events(cancelled))
+
+	// The same events again: each holder's earlier attempt is in doubt.
+	got = startMany([]int64{a, b}, []string{"mail", "mail"}, []int64{1, 8})
+	require.Equal(t, "in_doubt", got[0].Verdict)
+	require.Equal(t, "in_doubt", got[1].Verdict)
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT pgrelay_notifier.not_sent($1, 1)", a))
+	got = startMany([]int64{a}, []string{"mail"}, []int64{1})
+	require.Equal(t, "send", got[0].Verdict)
+	require.EqualValues(t, 2, *got[0].Att, "a new attempt of the holder")
+
+	// set_status_many: a and c move to sent, the cancelled one does not move,
+	// nor does a second time.
+	moved := testenv.Column[int64](t, d.Pool, "SELECT unnest(pgrelay_notifier.set_status_many($1, 'sent'))", []int64{c, cancelled, a})
+	require.Equal(t, []int64{a, c}, moved)
+	require.Empty(t, testenv.Column[int64](t, d.Pool, "SELECT unnest(pgrelay_notifier.set_status_many($1, 'sent'))", []int64{a, c}))
+	require.Equal(t, []string{"queued", "sending", "sent"}, events(a))
+	require.Equal(t, "sent", testenv.One[string](t, d.Pool, "SELECT pgrelay_notifier.get_status($1)", c))
+	require.Equal(t, "sending", testenv.One[string](t, d.Pool, "SELECT pgrelay_notifier.get_status($1)", b))
+	requireCode(t, d.Err("SELECT pgrelay_notifier.set_status_many($1, 'delivered')", []int64{b}), "PR110")
+	requireCode(t, d.Err("SELECT * FROM pgrelay_notifier.start_sending_many($1, $2, $3)",
+		[]int64{b}, []string{"mail", "mail"}, []int64{1}), "PR111")
+
+	// Only the Processor's role may call them.
+	prod := d.loginAs("producer", "pgrelay_producer")
+	requireCode(t, execErr(prod, "SELECT * FROM pgrelay_notifier.start_sending_many('{1}', '{mail}', '{1}')"), insufficientPrivilege)
+	requireCode(t, execErr(prod, "SELECT pgrelay_notifier.set_status_many('{1}', 'sent')"), insufficientPrivilege)
+	proc := d.loginAs("processor", "pgrelay_processor")
+	require.NoError(t, execErr(proc, "SELECT * FROM pgrelay_notifier.start_sending_many('{1}', '{mail}', '{1}')"))
+	require.NoError(t, execErr(proc, "SELECT pgrelay_notifier.set_status_many('{1}', 'sent')"))
 }
 
 // A notification id is not a capability: a producer reads (get_status) and

@@ -2,11 +2,8 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Notification is one email to send, as pgrelay_notifier.fetch() returns it.
@@ -65,52 +62,112 @@ type Gate struct {
 	Notification *Notification
 }
 
-// StartSending calls pgrelay_notifier.start_sending(): the gate of queue
-// event event (its origin_id) of channel on notification id. With
-// VerdictSend the notification is now 'sending', held by this event, its
-// attempt counted, and the message comes with it, in one round trip and one
-// transaction. The row lock comes first, so a cancel() or DELETE that
-// commits meanwhile wins whole.
+// GateRequest names one queue event asking the gate for its notification.
+type GateRequest struct {
+	ID      int64  // the notification
+	Channel string // the event's channel
+	Event   int64  // the event's origin_id
+}
+
+// StartSending calls the gate for one event: StartSendingMany with one
+// request.
 func (s *Store) StartSending(ctx context.Context, id int64, channel string, event int64) (Gate, error) {
-	var (
-		g       Gate
-		reason  *string
-		n       Notification
-		nid     *int64
-		chn     *string
-		from    *string
-		subject *string
-		body    *string
-		status  *string
-		att     *int
-		created *time.Time
-	)
-	err := s.hot.QueryRow(ctx, `SELECT verdict, reason, notification_id, channel, from_addr, to_addrs, cc_addrs,
-		bcc_addrs, subject, body_text, body_html, headers, status, attempts, created_at
-		FROM pgrelay_notifier.start_sending($1::bigint, $2::pg_catalog.text, $3::bigint)`, id, channel, event).Scan(
-		&g.Verdict, &reason, &nid, &chn, &from, &n.To, &n.Cc, &n.Bcc, &subject, &body, &n.BodyHTML,
-		&n.Headers, &status, &att, &created)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// fetch() found nothing right after the gate: cannot happen while
-		// the row is locked; say so rather than send nothing silently.
-		return Gate{}, fmt.Errorf("start sending notification %d for event %d: no verdict", id, event)
-	}
+	gates, err := s.StartSendingMany(ctx, []GateRequest{{ID: id, Channel: channel, Event: event}})
 	if err != nil {
-		return Gate{}, fmt.Errorf("start sending notification %d for event %d of channel %q: %w", id, event, channel, err)
+		return Gate{}, err
 	}
-	if reason != nil {
-		g.Reason = *reason
+	return gates[0], nil
+}
+
+// StartSendingMany calls pgrelay_notifier.start_sending_many(): the gate of
+// each request's queue event on its notification, in one round trip and
+// one transaction; gates[i] answers reqs[i]. With VerdictSend the
+// notification is now 'sending', held by that event, its attempt counted,
+// and the message comes with it. The row locks come first, so a cancel() or
+// DELETE that commits meanwhile wins whole.
+func (s *Store) StartSendingMany(ctx context.Context, reqs []GateRequest) ([]Gate, error) {
+	ids := make([]int64, len(reqs))
+	channels := make([]string, len(reqs))
+	evs := make([]int64, len(reqs))
+	for i, r := range reqs {
+		ids[i], channels[i], evs[i] = r.ID, r.Channel, r.Event
 	}
-	if g.Verdict == VerdictSend {
-		if nid == nil || chn == nil || from == nil || subject == nil || body == nil || status == nil ||
-			att == nil || created == nil {
-			return Gate{}, fmt.Errorf("start sending notification %d for event %d: incomplete message", id, event)
+	describe := func() string {
+		if len(reqs) == 1 {
+			return fmt.Sprintf("start sending notification %d for event %d of channel %q", ids[0], evs[0], channels[0])
 		}
-		n.ID, n.Channel, n.From, n.Subject, n.BodyText = *nid, *chn, *from, *subject, *body
-		n.Status, n.Attempts, n.CreatedAt = *status, *att, *created
-		g.Notification = &n
+		return fmt.Sprintf("start sending %d notifications (%d for event %d of channel %q, ...)", len(reqs), ids[0], evs[0], channels[0])
 	}
-	return g, nil
+	rows, err := s.hot.Query(ctx, `SELECT ord, verdict, reason, notification_id, channel, from_addr, to_addrs, cc_addrs,
+		bcc_addrs, subject, body_text, body_html, headers, status, attempts, created_at
+		FROM pgrelay_notifier.start_sending_many($1::bigint[], $2::pg_catalog.text[], $3::bigint[])`, ids, channels, evs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", describe(), err)
+	}
+	defer rows.Close()
+	gates := make([]Gate, len(reqs))
+	seen := 0
+	for rows.Next() {
+		var (
+			ord     int32
+			g       Gate
+			reason  *string
+			n       Notification
+			nid     *int64
+			chn     *string
+			from    *string
+			subject *string
+			body    *string
+			status  *string
+			att     *int
+			created *time.Time
+		)
+		if err := rows.Scan(&ord, &g.Verdict, &reason, &nid, &chn, &from, &n.To, &n.Cc, &n.Bcc, &subject, &body,
+			&n.BodyHTML, &n.Headers, &status, &att, &created); err != nil {
+			return nil, fmt.Errorf("%s: %w", describe(), err)
+		}
+		i := int(ord) - 1
+		if i < 0 || i >= len(reqs) || gates[i].Verdict != "" {
+			return nil, fmt.Errorf("%s: unexpected element %d", describe(), ord)
+		}
+		if reason != nil {
+			g.Reason = *reason
+		}
+		if g.Verdict == VerdictSend {
+			if nid == nil || chn == nil || from == nil || subject == nil || body == nil || status == nil ||
+				att == nil || created == nil {
+				return nil, fmt.Errorf("start sending notification %d for event %d: incomplete message", ids[i], evs[i])
+			}
+			n.ID, n.Channel, n.From, n.Subject, n.BodyText = *nid, *chn, *from, *subject, *body
+			n.Status, n.Attempts, n.CreatedAt = *status, *att, *created
+			g.Notification = &n
+		}
+		gates[i] = g
+		seen++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", describe(), err)
+	}
+	if seen != len(reqs) {
+		// Cannot happen: one row per element; say so rather than send
+		// nothing silently.
+		return nil, fmt.Errorf("%s: %d verdicts for %d events", describe(), seen, len(reqs))
+	}
+	return gates, nil
+}
+
+// SetNotificationsSent calls pgrelay_notifier.set_status_many(ids, 'sent')
+// in one round trip and one transaction, and returns the ids whose status
+// changed (those not queued or sending any more keep theirs).
+func (s *Store) SetNotificationsSent(ctx context.Context, ids []int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var moved []int64
+	if err := s.hot.QueryRow(ctx, "SELECT pgrelay_notifier.set_status_many($1::bigint[], 'sent')", ids).Scan(&moved); err != nil {
+		return nil, fmt.Errorf("set status of %d notifications (%d, ...) to sent: %w", len(ids), ids[0], err)
+	}
+	return moved, nil
 }
 
 // SetNotificationStatus calls pgrelay_notifier.set_status(): moves the

@@ -6,13 +6,15 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/devenv"
+	"github.com/pgrelay/pgrelay/internal/handlers/email"
 )
 
 // scenarioEmail measures the email path: n notifications composed with
 // pgrelay_notifier.send() (--enqueue-batch per statement), then one
-// Processor sends them all through pooled SMTP connections; the figure is
-// emails per second from the Processor's start to the last outcome (sent or
-// failed for good).
+// Processor sends them all through pooled SMTP connections, to an
+// in-process catcher or to the server of --smtp-url (e.g. a mailpit started
+// by hand); the figure is emails per second from the Processor's start to
+// the last outcome (sent or failed for good).
 func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_email"
 	res := &scenarioResult{Name: "email"}
@@ -75,6 +77,10 @@ func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	m.Detail = fmt.Sprintf("%d sent, %d failed", sent, failed)
 	if catcher != nil {
 		m.Detail += fmt.Sprintf("; SMTP catcher: %d messages over %d SMTP sessions", catcher.Count(), catcher.Sessions())
+	} else if t, err := email.ParseTarget(c.SMTPURL); err == nil {
+		// An SMTP server of the operator's (--smtp-url): named without
+		// credentials, with its pool size.
+		m.Detail += fmt.Sprintf("; SMTP server %s (pool %d)", t, t.PoolSize)
 	}
 	return res, nil
 }

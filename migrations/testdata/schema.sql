@@ -732,17 +732,23 @@ DECLARE
   v_released int;
   v_done int;
 BEGIN
-  WITH o AS (
-    SELECT * FROM unnest(p_ids, p_claimed_at, p_events) AS o(id, claimed_at, event)
-     WHERE o.event = 'release'
-  ), rel AS (
-    UPDATE pgrelay.queue q
-       SET dispatched_at = NULL, dispatched_by = NULL
-      FROM o
-     WHERE q.id = o.id AND q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at
-    RETURNING q.id
-  )
-  SELECT count(*) INTO v_released FROM rel;
+  -- Only when there is something to release: the planner, which expects one
+  -- row of the processor's in flight, would join every one of them (often
+  -- ~1000) with the whole batch.
+  v_released := 0;
+  IF 'release' = ANY (p_events) THEN
+    WITH o AS (
+      SELECT * FROM unnest(p_ids, p_claimed_at, p_events) AS o(id, claimed_at, event)
+       WHERE o.event = 'release'
+    ), rel AS (
+      UPDATE pgrelay.queue q
+         SET dispatched_at = NULL, dispatched_by = NULL
+        FROM o
+       WHERE q.id = o.id AND q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at
+      RETURNING q.id
+    )
+    SELECT count(*) INTO v_released FROM rel;
+  END IF;
 
   WITH o AS (
     SELECT * FROM unnest(p_ids, p_claimed_at, p_events, p_errors)
@@ -2615,19 +2621,21 @@ $_$;
 ALTER FUNCTION pgrelay_notifier._check_headers(p_headers jsonb) OWNER TO pgrelay_notifier;
 
 --
--- Name: _event(bigint, text, text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: _event(bigint[], text[], text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-CREATE FUNCTION pgrelay_notifier._event(p_notification_id bigint, p_channel text, p_status text, p_error text) RETURNS void
+CREATE FUNCTION pgrelay_notifier._event(p_notification_ids bigint[], p_channels text[], p_status text, p_error text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   INSERT INTO pgrelay_notifier.status_events (notification_id, channel, status, error)
-  VALUES (p_notification_id, p_channel, p_status, p_error)
+  SELECT e.id, e.channel, p_status, p_error
+    FROM unnest(p_notification_ids, p_channels) WITH ORDINALITY AS e(id, channel, ord)
+   ORDER BY e.ord
 $$;
 
 
-ALTER FUNCTION pgrelay_notifier._event(p_notification_id bigint, p_channel text, p_status text, p_error text) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier._event(p_notification_ids bigint[], p_channels text[], p_status text, p_error text) OWNER TO pgrelay_notifier;
 
 --
 -- Name: _may_see(text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -2665,7 +2673,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN false;
   END IF;
-  PERFORM pgrelay_notifier._event(p_notification_id, v_channel, 'cancelled', NULL);
+  PERFORM pgrelay_notifier._event(ARRAY[p_notification_id], ARRAY[v_channel], 'cancelled', NULL);
   RETURN true;
 END
 $$;
@@ -2878,7 +2886,7 @@ BEGIN
   VALUES (p_channel, v_from, p_to, COALESCE(p_cc, '{}'), COALESCE(p_bcc, '{}'), p_subject, p_body_text,
           p_body_html, COALESCE(p_headers, '{}'), pgrelay_notifier._caller())
   RETURNING notification_id INTO v_id;
-  PERFORM pgrelay_notifier._event(v_id, p_channel, 'queued', NULL);
+  PERFORM pgrelay_notifier._event(ARRAY[v_id], ARRAY[p_channel], 'queued', NULL);
   PERFORM pgrelay.notify(p_channel, v_id::text);
   RETURN v_id;
 END
@@ -2892,121 +2900,176 @@ ALTER FUNCTION pgrelay_notifier.send(p_channel text, p_to text[], p_subject text
 --
 
 CREATE FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_status text, p_error text DEFAULT NULL::text) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-DECLARE
-  v_channel text;
-  v_error text := pg_catalog.left(p_error, 8000);
-BEGIN
-  IF p_status IS NULL OR p_status NOT IN ('queued', 'sending', 'sent', 'failed') THEN
-    RAISE EXCEPTION 'pgrelay_notifier.set_status: unknown status % (expected sending, sent or failed)',
-      COALESCE(pg_catalog.quote_literal(p_status), 'NULL') USING ERRCODE = 'PR110';
-  END IF;
-  UPDATE pgrelay_notifier.notifications n
-     SET status = p_status,
-         attempts = n.attempts + CASE WHEN p_status = 'sending' THEN 1 ELSE 0 END,
-         last_error = CASE WHEN p_status = 'failed' THEN v_error ELSE n.last_error END,
-         sent_at = CASE WHEN p_status = 'sent' THEN clock_timestamp() ELSE n.sent_at END,
-         updated_at = clock_timestamp()
-   WHERE n.notification_id = p_notification_id
-     AND n.status = ANY (CASE p_status WHEN 'sending' THEN ARRAY['queued']
-                                       WHEN 'sent' THEN ARRAY['queued', 'sending']
-                                       WHEN 'failed' THEN ARRAY['queued', 'sending']
-                                       ELSE ARRAY[]::text[] END)
-  RETURNING n.channel INTO v_channel;
-  IF FOUND THEN
-    PERFORM pgrelay_notifier._event(p_notification_id, v_channel, p_status,
-                                    CASE WHEN p_status = 'failed' THEN v_error END);
-    RETURN true;
-  END IF;
-  IF p_status = 'sending' THEN
-    UPDATE pgrelay_notifier.notifications n
-       SET attempts = n.attempts + 1, updated_at = clock_timestamp()
-     WHERE n.notification_id = p_notification_id AND n.status = 'sending';
-  END IF;
-  RETURN false;
-END
+  SELECT COALESCE(p_notification_id = ANY (pgrelay_notifier.set_status_many(ARRAY[p_notification_id], p_status, p_error)),
+                  false)
 $$;
 
 
 ALTER FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_status text, p_error text) OWNER TO pgrelay_notifier;
 
 --
+-- Name: set_status_many(bigint[], text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.set_status_many(p_notification_ids bigint[], p_status text, p_error text DEFAULT NULL::text) RETURNS bigint[]
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_error text := pg_catalog.left(p_error, 8000);
+  v_ids bigint[];
+  v_channels text[];
+BEGIN
+  IF p_status IS NULL OR p_status NOT IN ('queued', 'sending', 'sent', 'failed') THEN
+    RAISE EXCEPTION 'pgrelay_notifier.set_status: unknown status % (expected sending, sent or failed)',
+      COALESCE(pg_catalog.quote_literal(p_status), 'NULL') USING ERRCODE = 'PR110';
+  END IF;
+  WITH u AS (
+    UPDATE pgrelay_notifier.notifications n
+       SET status = p_status,
+           attempts = n.attempts + CASE WHEN p_status = 'sending' THEN 1 ELSE 0 END,
+           last_error = CASE WHEN p_status = 'failed' THEN v_error ELSE n.last_error END,
+           sent_at = CASE WHEN p_status = 'sent' THEN pg_catalog.clock_timestamp() ELSE n.sent_at END,
+           updated_at = pg_catalog.clock_timestamp()
+     WHERE n.notification_id = ANY (p_notification_ids)
+       AND n.status = ANY (CASE p_status WHEN 'sending' THEN ARRAY['queued']
+                                         WHEN 'sent' THEN ARRAY['queued', 'sending']
+                                         WHEN 'failed' THEN ARRAY['queued', 'sending']
+                                         ELSE ARRAY[]::text[] END)
+    RETURNING n.notification_id, n.channel
+  )
+  SELECT COALESCE(pg_catalog.array_agg(u.notification_id ORDER BY u.notification_id), '{}'),
+         COALESCE(pg_catalog.array_agg(u.channel ORDER BY u.notification_id), '{}')
+    INTO v_ids, v_channels
+    FROM u;
+  IF pg_catalog.cardinality(v_ids) > 0 THEN
+    PERFORM pgrelay_notifier._event(v_ids, v_channels, p_status, CASE WHEN p_status = 'failed' THEN v_error END);
+  END IF;
+  IF p_status = 'sending' THEN
+    UPDATE pgrelay_notifier.notifications n
+       SET attempts = n.attempts + 1, updated_at = pg_catalog.clock_timestamp()
+     WHERE n.notification_id = ANY (p_notification_ids) AND n.status = 'sending'
+       AND NOT n.notification_id = ANY (v_ids);
+  END IF;
+  RETURN v_ids;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.set_status_many(p_notification_ids bigint[], p_status text, p_error text) OWNER TO pgrelay_notifier;
+
+--
 -- Name: start_sending(bigint, text, bigint); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
 CREATE FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) RETURNS TABLE(verdict text, reason text, notification_id bigint, channel text, from_addr text, to_addrs text[], cc_addrs text[], bcc_addrs text[], subject text, body_text text, body_html text, headers jsonb, status text, attempts integer, created_at timestamp with time zone)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT s.verdict, s.reason, s.notification_id, s.channel, s.from_addr, s.to_addrs, s.cc_addrs, s.bcc_addrs,
+         s.subject, s.body_text, s.body_html, s.headers, s.status, s.attempts, s.created_at
+    FROM pgrelay_notifier.start_sending_many(ARRAY[p_notification_id], ARRAY[p_channel], ARRAY[p_event]) s
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) OWNER TO pgrelay_notifier;
+
+--
+-- Name: start_sending_many(bigint[], text[], bigint[]); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.start_sending_many(p_notification_ids bigint[], p_channels text[], p_events bigint[]) RETURNS TABLE(ord integer, verdict text, reason text, notification_id bigint, channel text, from_addr text, to_addrs text[], cc_addrs text[], bcc_addrs text[], subject text, body_text text, body_html text, headers jsonb, status text, attempts integer, created_at timestamp with time zone)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 #variable_conflict use_column
 DECLARE
-  v_channel text;
-  v_status text;
-  v_holder bigint;
-  v_doubt bool;
-  v_error text;
-  v_by text;
-  v_verdict text;
-  v_reason text;
+  v_left int[];      -- elements not decided yet
+  v_round int[];     -- this round: the first element left of each notification
+  v_ords int[];
+  v_verdicts text[];
+  v_reasons text[];
 BEGIN
-  SELECT n.channel, n.status, n.sending_event, n.send_in_doubt, n.last_error
-    INTO v_channel, v_status, v_holder, v_doubt, v_error
-    FROM pgrelay_notifier.notifications n
-   WHERE n.notification_id = p_notification_id
-     FOR UPDATE;
-  v_by := CASE WHEN v_holder IS NULL THEN '' ELSE pg_catalog.format(' by event %s', v_holder) END;
-  IF v_channel IS NULL THEN  -- no row (channel is NOT NULL)
-    v_verdict := 'missing';
-    v_reason := pg_catalog.format('notification %s does not exist on node %s (not replicated to this node yet, or deleted)',
-                                  p_notification_id, pgrelay._this_node());
-  ELSIF v_channel IS DISTINCT FROM p_channel THEN
-    v_verdict := 'refused';
-    v_reason := pg_catalog.format('notification %s was created for channel %s, not %s: an event only sends its own channel''s notifications',
-                                  p_notification_id, pg_catalog.quote_literal(v_channel),
-                                  COALESCE(pg_catalog.quote_literal(p_channel), 'NULL'));
-  ELSIF v_status = 'sending' AND v_holder = p_event AND v_doubt THEN
-    v_verdict := 'in_doubt';
-    v_reason := pg_catalog.format('an earlier attempt of event %s may have handed notification %s to the SMTP server '
-                                  '(it stopped, or lost the database, before the outcome was recorded): not sent again, '
-                                  'so that it is never delivered twice; it may have been delivered',
-                                  p_event, p_notification_id);
-  ELSIF v_status = 'queued' OR (v_status = 'sending' AND (v_holder = p_event OR v_holder IS NULL)) THEN
+  IF pg_catalog.cardinality(p_channels) IS DISTINCT FROM pg_catalog.cardinality(p_notification_ids)
+     OR pg_catalog.cardinality(p_events) IS DISTINCT FROM pg_catalog.cardinality(p_notification_ids) THEN
+    RAISE EXCEPTION 'pgrelay_notifier.start_sending_many: % notification ids, % channels and % events: one each per element',
+      pg_catalog.cardinality(p_notification_ids), pg_catalog.cardinality(p_channels),
+      pg_catalog.cardinality(p_events) USING ERRCODE = 'PR111';
+  END IF;
+  PERFORM FROM pgrelay_notifier.notifications n
+    WHERE n.notification_id = ANY (p_notification_ids)
+    ORDER BY n.notification_id
+      FOR UPDATE;
+  v_left := ARRAY(SELECT g FROM pg_catalog.generate_subscripts(p_notification_ids, 1) g ORDER BY g);
+  WHILE pg_catalog.cardinality(v_left) > 0 LOOP
+    SELECT COALESCE(pg_catalog.array_agg(s.o ORDER BY s.o) FILTER (WHERE s.rn = 1), '{}'),
+           COALESCE(pg_catalog.array_agg(s.o ORDER BY s.o) FILTER (WHERE s.rn > 1), '{}')
+      INTO v_round, v_left
+      FROM (SELECT l.o, pg_catalog.row_number() OVER (PARTITION BY p_notification_ids[l.o] ORDER BY l.o) AS rn
+              FROM unnest(v_left) AS l(o)) s;
+    -- The rule, for each element of the round, from the row as it stands.
+    SELECT pg_catalog.array_agg(x.o ORDER BY x.o), pg_catalog.array_agg(x.v ORDER BY x.o),
+           pg_catalog.array_agg(x.r ORDER BY x.o)
+      INTO v_ords, v_verdicts, v_reasons
+      FROM (
+        SELECT e.o,
+               CASE WHEN n.notification_id IS NULL THEN 'missing'
+                    WHEN n.channel IS DISTINCT FROM e.ch THEN 'refused'
+                    WHEN n.status = 'sending' AND n.sending_event = e.ev AND n.send_in_doubt THEN 'in_doubt'
+                    WHEN n.status = 'queued'
+                         OR (n.status = 'sending' AND (n.sending_event = e.ev OR n.sending_event IS NULL)) THEN 'send'
+                    WHEN n.status = 'cancelled' THEN 'cancelled'
+                    WHEN n.status = 'sent' AND n.sending_event = e.ev THEN 'sent'
+                    ELSE 'refused' END AS v,
+               CASE WHEN n.notification_id IS NULL THEN
+                      pg_catalog.format('notification %s does not exist on node %s (not replicated to this node yet, or deleted)',
+                                        e.id, pgrelay._this_node())
+                    WHEN n.channel IS DISTINCT FROM e.ch THEN
+                      pg_catalog.format('notification %s was created for channel %s, not %s: an event only sends its own channel''s notifications',
+                                        e.id, pg_catalog.quote_literal(n.channel), COALESCE(pg_catalog.quote_literal(e.ch), 'NULL'))
+                    WHEN n.status = 'sending' AND n.sending_event = e.ev AND n.send_in_doubt THEN
+                      pg_catalog.format('an earlier attempt of event %s may have handed notification %s to the SMTP server '
+                                        '(it stopped, or lost the database, before the outcome was recorded): not sent again, '
+                                        'so that it is never delivered twice; it may have been delivered', e.ev, e.id)
+                    WHEN n.status = 'queued'
+                         OR (n.status = 'sending' AND (n.sending_event = e.ev OR n.sending_event IS NULL)) THEN NULL
+                    WHEN n.status = 'cancelled' THEN pg_catalog.format('notification %s was cancelled', e.id)
+                    WHEN n.status = 'sent' AND n.sending_event = e.ev THEN
+                      pg_catalog.format('notification %s was already sent by this event', e.id)
+                    WHEN n.status = 'sending' THEN
+                      pg_catalog.format('notification %s is already being sent%s; one send() is delivered at most once',
+                                        e.id, CASE WHEN n.sending_event IS NULL THEN '' ELSE pg_catalog.format(' by event %s', n.sending_event) END)
+                    WHEN n.status = 'sent' THEN
+                      pg_catalog.format('notification %s was already sent%s; one send() is delivered at most once',
+                                        e.id, CASE WHEN n.sending_event IS NULL THEN '' ELSE pg_catalog.format(' by event %s', n.sending_event) END)
+                    ELSE pg_catalog.format('notification %s already failed%s: %s', e.id, CASE WHEN n.sending_event IS NULL THEN '' ELSE pg_catalog.format(' by event %s', n.sending_event) END,
+                                           COALESCE(n.last_error, 'no reason recorded')) END AS r
+          FROM (SELECT r.o, p_notification_ids[r.o] AS id, p_channels[r.o] AS ch, p_events[r.o] AS ev
+                  FROM unnest(v_round) AS r(o)) e
+          LEFT JOIN pgrelay_notifier.notifications n ON n.notification_id = e.id
+      ) x;
     -- In doubt from here until the handler records the outcome: sent, or
     -- certainly not handed over (not_sent).
-    UPDATE pgrelay_notifier.notifications n SET sending_event = p_event, send_in_doubt = true
-     WHERE n.notification_id = p_notification_id;
-    PERFORM pgrelay_notifier.set_status(p_notification_id, 'sending');
-    RETURN QUERY SELECT 'send'::text, NULL::text, f.* FROM pgrelay_notifier.fetch(p_notification_id) f;
-    RETURN;
-  ELSIF v_status = 'cancelled' THEN
-    v_verdict := 'cancelled';
-    v_reason := pg_catalog.format('notification %s was cancelled', p_notification_id);
-  ELSIF v_status = 'sent' AND v_holder = p_event THEN
-    v_verdict := 'sent';
-    v_reason := pg_catalog.format('notification %s was already sent by this event', p_notification_id);
-  ELSIF v_status = 'sending' THEN
-    v_verdict := 'refused';
-    v_reason := pg_catalog.format('notification %s is already being sent%s; one send() is delivered at most once',
-                                  p_notification_id, v_by);
-  ELSIF v_status = 'sent' THEN
-    v_verdict := 'refused';
-    v_reason := pg_catalog.format('notification %s was already sent%s; one send() is delivered at most once',
-                                  p_notification_id, v_by);
-  ELSE
-    v_verdict := 'refused';
-    v_reason := pg_catalog.format('notification %s already failed%s: %s', p_notification_id, v_by,
-                                  COALESCE(v_error, 'no reason recorded'));
-  END IF;
-  RETURN QUERY SELECT v_verdict, v_reason, NULL::bigint, NULL::text, NULL::text, NULL::text[], NULL::text[],
-                      NULL::text[], NULL::text, NULL::text, NULL::text, NULL::jsonb, NULL::text, NULL::int,
-                      NULL::timestamptz;
+    UPDATE pgrelay_notifier.notifications n SET sending_event = p_events[s.o], send_in_doubt = true
+      FROM unnest(v_ords, v_verdicts) AS s(o, v)
+     WHERE s.v = 'send' AND n.notification_id = p_notification_ids[s.o];
+    PERFORM pgrelay_notifier.set_status_many(
+      ARRAY(SELECT p_notification_ids[s.o] FROM unnest(v_ords, v_verdicts) AS s(o, v) WHERE s.v = 'send'),
+      'sending');
+    RETURN QUERY
+      SELECT s.o, s.v, s.r, f.*
+        FROM unnest(v_ords, v_verdicts, v_reasons) AS s(o, v, r)
+        LEFT JOIN LATERAL pgrelay_notifier.fetch(CASE WHEN s.v = 'send' THEN p_notification_ids[s.o] END) f ON true
+       ORDER BY s.o;
+  END LOOP;
 END
 $$;
 
 
-ALTER FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.start_sending_many(p_notification_ids bigint[], p_channels text[], p_events bigint[]) OWNER TO pgrelay_notifier;
 
 --
 -- Name: _id_seq; Type: SEQUENCE; Schema: pgrelay; Owner: postgres
@@ -4143,10 +4206,10 @@ REVOKE ALL ON FUNCTION pgrelay_notifier._check_headers(p_headers jsonb) FROM PUB
 
 
 --
--- Name: FUNCTION _event(p_notification_id bigint, p_channel text, p_status text, p_error text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: FUNCTION _event(p_notification_ids bigint[], p_channels text[], p_status text, p_error text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-REVOKE ALL ON FUNCTION pgrelay_notifier._event(p_notification_id bigint, p_channel text, p_status text, p_error text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgrelay_notifier._event(p_notification_ids bigint[], p_channels text[], p_status text, p_error text) FROM PUBLIC;
 
 
 --
@@ -4232,11 +4295,27 @@ GRANT ALL ON FUNCTION pgrelay_notifier.set_status(p_notification_id bigint, p_st
 
 
 --
+-- Name: FUNCTION set_status_many(p_notification_ids bigint[], p_status text, p_error text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.set_status_many(p_notification_ids bigint[], p_status text, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.set_status_many(p_notification_ids bigint[], p_status text, p_error text) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION start_sending(p_notification_id bigint, p_channel text, p_event bigint); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
 REVOKE ALL ON FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay_notifier.start_sending(p_notification_id bigint, p_channel text, p_event bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION start_sending_many(p_notification_ids bigint[], p_channels text[], p_events bigint[]); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.start_sending_many(p_notification_ids bigint[], p_channels text[], p_events bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.start_sending_many(p_notification_ids bigint[], p_channels text[], p_events bigint[]) TO pgrelay_processor;
 
 
 --

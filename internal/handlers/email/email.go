@@ -1,9 +1,11 @@
 // Package email is the handler of email channels (kind 'email', the
-// notifier): for each event it takes a pooled SMTP connection, passes the
-// notifier's gate and fetches the notification (start_sending), builds the
-// message with go-mail, sends it and records the status (set_status,
-// fail_for_event). Those interface calls, and debug_log, are all it does in
-// the database.
+// notifier): each event waits for a pooled SMTP session; a session's worker
+// passes the notifier's gate for its next events in one statement
+// (start_sending_many, which also returns the messages), builds the messages
+// with go-mail and sends them one after the other; accepted messages are
+// recorded sent in batches (set_status_many), failures per event
+// (not_sent, fail_for_event, debug_log). Those interface calls are all it
+// does in the database.
 //
 // Failure classes: a 5xx reply to the message (MAIL, RCPT, DATA) is
 // permanent: the notification is failed at once with the reply as reason and
@@ -22,8 +24,6 @@ import (
 	"sort"
 	"strconv"
 	"time"
-
-	mail "github.com/wneessen/go-mail"
 
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/handlers"
@@ -69,6 +69,7 @@ func (cfg Config) Enabled() bool { return cfg.Default != "" || len(cfg.Channels)
 // Handler sends the events of email channels. It is safe for concurrent use.
 type Handler struct {
 	store    *store.Store
+	sent     *sentRecorder
 	log      *slog.Logger
 	domain   string
 	def      *pool
@@ -82,7 +83,8 @@ func New(st *store.Store, cfg Config) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{store: st, log: cfg.Logger, domain: cfg.MessageIDDomain, channels: map[string]*pool{}}
+	h := &Handler{store: st, sent: &sentRecorder{st: st}, log: cfg.Logger, domain: cfg.MessageIDDomain,
+		channels: map[string]*pool{}}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -140,11 +142,13 @@ func (h *Handler) poolFor(channel string) *pool {
 const bookkeeping = 10 * time.Second
 
 // Handle sends the notification the event names (its payload is the
-// notification_id). It waits for a free SMTP connection first; only then
-// does it pass the gate (pgrelay_notifier.start_sending(): the move queued ->
-// sending, won by one event) and fetch the message, so a notification stays
-// queued, and cancellable, while its event waits for a connection, and no
-// message is held in memory before it can be sent.
+// notification_id). It waits for an open SMTP session first; only then does
+// the session's worker pass the gate for it, with the session's next events
+// (pgrelay_notifier.start_sending_many(): the move queued -> sending, won by
+// one event) and fetch the message, so a notification stays queued, and
+// cancellable, while its event waits for a session, and no message is held
+// in memory long before it can be sent. Once the server accepted it, the
+// message is recorded sent together with those accepted meanwhile.
 //
 // An event that may not send ends without sending, and says why: its
 // notification was cancelled, or already sent by this same event (a
@@ -161,36 +165,19 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 	if p == nil {
 		return false, h.transient(ctx, ev, id, fmt.Errorf("no SMTP target for channel %q: set --smtp-url or map the channel in the --config file", ev.Channel))
 	}
-	var (
-		gate     store.Gate
-		dbErr    error
-		buildErr error
-	)
-	prepare := func(ctx context.Context) (*mail.Msg, envelope, error) {
-		gate, dbErr = h.store.StartSending(ctx, id, ev.Channel, ev.OriginID)
-		if dbErr != nil {
-			return nil, envelope{}, dbErr
-		}
-		if gate.Verdict != store.VerdictSend {
-			return nil, envelope{}, errNothingToSend
-		}
-		var msg *mail.Msg
-		var env envelope
-		msg, env, buildErr = buildMessage(gate.Notification, h.domain)
-		return msg, env, buildErr
-	}
-	err = p.send(ctx, prepare)
+	gj := &gateJob{ev: ev, id: id}
+	err = p.submit(ctx, &job{prep: h, data: gj})
 	switch {
-	case dbErr != nil:
-		return false, dbErr
-	case gate.Verdict != "" && gate.Verdict != store.VerdictSend:
-		return false, h.notSent(ev, id, gate)
-	case buildErr != nil:
-		return false, h.permanent(ctx, ev, id, fmt.Errorf("build the message: %w", buildErr))
+	case gj.dbErr != nil:
+		return false, gj.dbErr
+	case gj.gate.Verdict != "" && gj.gate.Verdict != store.VerdictSend:
+		return false, h.notSent(ev, id, gj.gate)
+	case gj.buildErr != nil:
+		return false, h.permanent(ctx, ev, id, fmt.Errorf("build the message: %w", gj.buildErr))
 	case err == nil:
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 		defer cancel()
-		if _, err := h.store.SetNotificationStatus(wctx, id, store.NotificationSent, ""); err != nil {
+		if err := h.sent.record(wctx, id); err != nil {
 			// The notification stays in doubt: the event's next attempt
 			// does not send it again (start_sending says in_doubt) and
 			// fails it, saying it may have been delivered.
@@ -201,7 +188,7 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 	// Only a send whose end went unanswered may have delivered the message;
 	// every other failure handed nothing over, and the next attempt may send.
 	var doubt *InDoubtError
-	if !errors.As(err, &doubt) {
+	if gj.gate.Verdict == store.VerdictSend && !errors.As(err, &doubt) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 		defer cancel()
 		if nerr := h.store.NotSent(wctx, id, ev.OriginID); nerr != nil {
@@ -223,6 +210,42 @@ func (h *Handler) Handle(ctx context.Context, ev handlers.Event) (bool, error) {
 
 // errNothingToSend: the gate said this event sends nothing.
 var errNothingToSend = errors.New("email: nothing to send")
+
+// gateJob is an event's part of a pool job: what the gate said, and why
+// nothing was sent when the gate or the message failed.
+type gateJob struct {
+	ev       handlers.Event
+	id       int64
+	gate     store.Gate
+	dbErr    error
+	buildErr error
+}
+
+// prepare passes the gate for a batch of events in one statement
+// (pgrelay_notifier.start_sending_many()) and builds the messages of those
+// that may send. Called by a pool worker once it holds an open session.
+func (h *Handler) prepare(ctx context.Context, jobs []*job) {
+	reqs := make([]store.GateRequest, len(jobs))
+	for i, j := range jobs {
+		g := j.data.(*gateJob)
+		reqs[i] = store.GateRequest{ID: g.id, Channel: g.ev.Channel, Event: g.ev.OriginID}
+	}
+	gates, err := h.store.StartSendingMany(ctx, reqs)
+	for i, j := range jobs {
+		g := j.data.(*gateJob)
+		if err != nil {
+			g.dbErr, j.perr = err, err
+			continue
+		}
+		g.gate = gates[i]
+		if g.gate.Verdict != store.VerdictSend {
+			j.perr = errNothingToSend
+			continue
+		}
+		j.msg, j.env, g.buildErr = buildMessage(g.gate.Notification, h.domain)
+		j.perr = g.buildErr
+	}
+}
 
 // notSent ends an event the gate did not let send, with the reason: nil (the
 // event succeeds) for a cancelled notification or a redelivery of the event

@@ -20,15 +20,71 @@ import (
 // reuses them for message after message: a connection is dialled (greeting,
 // EHLO, STARTTLS, AUTH) once, not per message. A connection that fails is
 // closed and a new one dialled on next use.
+//
+// Messages wait in a queue for one of up to PoolSize workers, each with one
+// session. Once its session is open, a worker takes the next messages,
+// has them prepared together (for the handler: one gate statement for all)
+// and sends them one after the other: as many as the session is expected to
+// send within batchBudget (batchSize), so a slow server takes them one at a
+// time and the others stay unprepared, still queued, until it can send them.
 type pool struct {
 	t      *Target
 	client *mail.Client // holds the options; dials connections
 	log    *slog.Logger
-	slots  chan struct{} // one token per connection in use (idle ones hold none)
 
-	mu     sync.Mutex
-	idle   []*conn
-	closed bool
+	mu      sync.Mutex
+	idle    []*conn
+	closed  bool
+	queue   []*job
+	workers int
+	// perMsg: the mean time of one message's SMTP exchange (an exponential
+	// moving average); 0 before the first.
+	perMsg time.Duration
+}
+
+// batchBudget and maxBatch bound how many messages a worker prepares at
+// once: those it expects to send within batchBudget, at most maxBatch, at
+// least one (one until a first message has been timed).
+const (
+	batchBudget = 25 * time.Millisecond
+	maxBatch    = 16
+)
+
+// job is one message waiting for, or in the hands of, a worker. Whoever
+// removes it from the queue (a worker, or submit once its context ended)
+// completes it, once.
+type job struct {
+	ctx  context.Context
+	prep preparer
+	done chan error // buffered: the job's outcome, nil when sent
+	// Set by prep.prepare: the message, or perr when there is nothing to
+	// send (the job ends with perr, nothing sent).
+	msg  *mail.Msg
+	env  envelope
+	perr error
+	// data is the preparer's own.
+	data any
+	// opening: a worker is opening a session for it (under p.mu): its
+	// outcome is that worker's, even once its context ends.
+	opening bool
+}
+
+// preparer prepares the messages of a batch of jobs, all of its own, in
+// place: each job's msg and env, or perr. ctx bounds the preparation.
+type preparer interface {
+	prepare(ctx context.Context, jobs []*job)
+}
+
+// prepareFunc prepares each job of a batch by itself (a pointer: jobs are
+// batched by their preparer's identity).
+type prepareFunc struct {
+	f func(context.Context) (*mail.Msg, envelope, error)
+}
+
+func (p *prepareFunc) prepare(ctx context.Context, jobs []*job) {
+	for _, j := range jobs {
+		j.msg, j.env, j.perr = p.f(ctx)
+	}
 }
 
 // conn is one open SMTP session.
@@ -37,6 +93,9 @@ type conn struct {
 	raw      net.Conn // for deadlines: the smtp client's own lock is held during a read
 	lastUsed time.Time
 	uses     int // transactions started on it
+	// inStep: the session has just carried a transaction for the worker
+	// that holds it, so the next needs no NOOP check; false once idle.
+	inStep bool
 }
 
 type connKey struct{}
@@ -189,7 +248,7 @@ func newPool(t *Target, log *slog.Logger) (*pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("email: SMTP client for %s: %w", t, err)
 	}
-	return &pool{t: t, client: client, log: log, slots: make(chan struct{}, t.PoolSize)}, nil
+	return &pool{t: t, client: client, log: log}, nil
 }
 
 // connectError is a failure to open a session (dial, greeting, EHLO,
@@ -203,20 +262,10 @@ func (e *connectError) Unwrap() error { return e.err }
 // errStale: a pooled connection did not answer NOOP; nothing was sent on it.
 var errStale = errors.New("email: pooled SMTP connection is gone")
 
-// acquire returns a connection for one message: an idle one, or a new one
-// while fewer than PoolSize are in use; otherwise it waits.
+// acquire returns a connection: an idle one, or a new one. The caller (a
+// worker) is one of at most PoolSize.
 func (p *pool) acquire(ctx context.Context) (*conn, error) {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		<-p.slots
-		return nil, errors.New("email: handler closed")
-	}
 	var c *conn
 	for len(p.idle) > 0 && c == nil {
 		c = p.idle[len(p.idle)-1]
@@ -232,12 +281,38 @@ func (p *pool) acquire(ctx context.Context) (*conn, error) {
 	if c != nil {
 		return c, nil
 	}
-	c, err := p.dial(ctx)
-	if err != nil {
-		<-p.slots
-		return nil, err
+	return p.dial(ctx)
+}
+
+// open returns a session ready for a transaction, before anything is
+// prepared for it: one from the idle list is checked with NOOP first, and a
+// dead one replaced by a new session (once).
+func (p *pool) open(ctx context.Context) (*conn, error) {
+	c, err := p.acquire(ctx)
+	if err != nil || c.uses == 0 || c.inStep {
+		return c, err
 	}
-	return c, nil
+	if err := c.check(ctx, p.t.Timeout); err == nil {
+		c.inStep = true
+		return c, nil
+	}
+	p.log.Debug("smtp: pooled connection gone; dialling a new one", "target", p.t.String())
+	p.release(c, false)
+	return p.dial(ctx)
+}
+
+// check says NOOP within the target's timeout and ctx.
+func (c *conn) check(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := c.raw.SetDeadline(deadline); err != nil {
+		return fmt.Errorf("set deadline: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.raw.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	return c.c.Noop()
 }
 
 // dial opens a session within the target's timeout and the caller's
@@ -270,6 +345,7 @@ func (p *pool) dial(ctx context.Context) (*conn, error) {
 // release puts a healthy connection back, or closes it.
 func (p *pool) release(c *conn, healthy bool) {
 	c.lastUsed = time.Now()
+	c.inStep = false
 	p.mu.Lock()
 	if healthy && !p.closed {
 		p.idle = append(p.idle, c)
@@ -279,17 +355,21 @@ func (p *pool) release(c *conn, healthy bool) {
 	if c != nil {
 		c.close(time.Second)
 	}
-	<-p.slots
 }
 
-// close ends every idle connection; connections in use are closed when
-// released.
+// close ends every idle connection and the jobs still queued; connections
+// in use are closed when released.
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
 	idle := p.idle
 	p.idle = nil
+	queued := p.queue
+	p.queue = nil
 	p.mu.Unlock()
+	for _, j := range queued {
+		j.done <- errClosed
+	}
 	var wg sync.WaitGroup
 	for _, c := range idle {
 		wg.Add(1)
@@ -300,6 +380,8 @@ func (p *pool) close() {
 	}
 	wg.Wait()
 }
+
+var errClosed = errors.New("email: handler closed")
 
 // close says QUIT (bounded by wait) and closes the connection.
 func (c *conn) close(wait time.Duration) {
@@ -350,37 +432,245 @@ func code(err error) int {
 // send sends one message on a pooled connection. The message is had from
 // prepare only once a connection is free, and only once: a pooled
 // connection found dead before anything was sent (NOOP fails) is replaced
-// once, with the same message. prepare's error is returned as it is, with
-// the connection put back unused.
+// once, with the same message. prepare's error is returned as it is.
 func (p *pool) send(ctx context.Context, prepare func(context.Context) (*mail.Msg, envelope, error)) error {
-	var (
-		msg *mail.Msg
-		env envelope
-	)
-	for attempt := 0; ; attempt++ {
-		c, err := p.acquire(ctx)
-		if err != nil {
-			return err
+	return p.submit(ctx, &job{prep: &prepareFunc{f: prepare}})
+}
+
+// submit queues j and waits for its outcome: nil once the server accepted
+// its message, else why not (j.perr as it is, when there was nothing to
+// send). A job still queued when ctx ends is dropped, unprepared; one a
+// worker has taken ends soon (its send honours ctx).
+func (p *pool) submit(ctx context.Context, j *job) error {
+	j.ctx = ctx
+	j.done = make(chan error, 1)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errClosed
+	}
+	p.queue = append(p.queue, j)
+	if p.workers < p.t.PoolSize {
+		p.workers++
+		go p.work()
+	}
+	p.mu.Unlock()
+	select {
+	case err := <-j.done:
+		return err
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	if !j.opening && p.unqueue(j) {
+		p.mu.Unlock()
+		return ctx.Err()
+	}
+	p.mu.Unlock()
+	return <-j.done
+}
+
+// unqueue removes j from the queue; false when it is not there. p.mu held.
+func (p *pool) unqueue(j *job) bool {
+	for i, q := range p.queue {
+		if q == j {
+			p.queue = append(p.queue[:i], p.queue[i+1:]...)
+			return true
 		}
-		if msg == nil {
-			if msg, env, err = prepare(ctx); err != nil {
-				// Unused; the next user checks it with NOOP first, as it
-				// may have waited here.
-				c.uses = max(c.uses, 1)
-				p.release(c, true)
-				return err
+	}
+	return false
+}
+
+// batchSize is how many messages a worker takes at once. p.mu held.
+func (p *pool) batchSize() int {
+	if p.perMsg <= 0 {
+		return 1
+	}
+	return max(1, min(maxBatch, int(batchBudget/p.perMsg)))
+}
+
+// timed records how long one message's exchange took.
+func (p *pool) timed(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.perMsg <= 0 {
+		p.perMsg = d
+		return
+	}
+	p.perMsg = (4*p.perMsg + d) / 5
+}
+
+// work is one worker: while jobs are queued, it opens (or takes) a session
+// first, then takes a batch, has it prepared and sends it, message after
+// message; it ends, putting its session back, once the queue is empty.
+//
+// On a fast session (a message takes at most batchBudget) the next batch is
+// taken and prepared while the current one is sent, so the gate's round
+// trip and commit overlap the SMTP exchanges: a notification is then gated
+// at most about batchBudget before its session can send it. A slow session
+// prepares nothing ahead.
+func (p *pool) work() {
+	var (
+		c    *conn
+		next []*job // prepared ahead
+	)
+	defer func() {
+		if c != nil {
+			p.release(c, true)
+		}
+	}()
+	for {
+		batch := next
+		next = nil
+		if batch == nil {
+			p.mu.Lock()
+			if len(p.queue) == 0 || p.closed {
+				p.workers--
+				p.mu.Unlock()
+				return
+			}
+			head := p.queue[0]
+			head.opening = c == nil
+			p.mu.Unlock()
+			if c == nil {
+				// Nothing is prepared before a session is open (and a pooled
+				// one answers NOOP): with the server down, each job fails on
+				// its own dial, unprepared.
+				var err error
+				c, err = p.open(head.ctx)
+				p.mu.Lock()
+				head.opening = false
+				mine := err != nil && p.unqueue(head)
+				p.mu.Unlock()
+				if err != nil {
+					if mine {
+						head.done <- err
+					}
+					continue
+				}
+			}
+			if batch = p.take(); len(batch) == 0 {
+				continue
+			}
+			prepare(batch)
+		}
+		var ahead chan []*job
+		if p.fast() {
+			ahead = make(chan []*job, 1)
+			go func() {
+				nb := p.take()
+				if len(nb) > 0 {
+					prepare(nb)
+				}
+				ahead <- nb
+			}()
+		}
+		for i, j := range batch {
+			var err error
+			c, err = p.sendJob(c, j)
+			if i == len(batch)-1 && ahead == nil && p.retire(c) {
+				// The session is back in the idle list before the last
+				// caller hears of its message, so a next one takes it.
+				c = nil
+				j.done <- err
+				return
+			}
+			j.done <- err
+		}
+		if ahead != nil {
+			if nb := <-ahead; len(nb) > 0 {
+				next = nb
 			}
 		}
-		reused := c.uses > 0
+	}
+}
+
+// retire ends the worker when nothing is queued, putting its session (if
+// any) back in the idle list; false when there is more to do.
+func (p *pool) retire(c *conn) bool {
+	p.mu.Lock()
+	if len(p.queue) > 0 && !p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	p.workers--
+	p.mu.Unlock()
+	if c != nil {
+		p.release(c, true)
+	}
+	return true
+}
+
+// prepare has a batch prepared. The preparation (the gate) is bounded by
+// bookkeeping, not by one job's context: each job's own context is checked
+// before its send.
+func prepare(batch []*job) {
+	ctx, cancel := context.WithTimeout(context.Background(), bookkeeping)
+	defer cancel()
+	batch[0].prep.prepare(ctx, batch)
+}
+
+// fast reports whether the session's pace lets a worker prepare its next
+// batch while it sends one: a timed message took at most batchBudget.
+func (p *pool) fast() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.perMsg > 0 && p.perMsg <= batchBudget && len(p.queue) > 0 && !p.closed
+}
+
+// take removes the next jobs of the queue to prepare together: those of the
+// head's preparer, at most batchSize. Jobs whose context has ended are
+// completed with its error.
+func (p *pool) take() []*job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.batchSize()
+	var batch []*job
+	rest := p.queue[:0]
+	for _, j := range p.queue {
+		switch {
+		case j.ctx.Err() != nil:
+			j.done <- j.ctx.Err()
+		case len(batch) < n && (len(batch) == 0 || j.prep == batch[0].prep):
+			batch = append(batch, j)
+		default:
+			rest = append(rest, j)
+		}
+	}
+	clear(p.queue[len(rest):])
+	p.queue = rest
+	return batch
+}
+
+// sendJob sends j's message on c (or on a new session when c is nil or
+// found dead before anything was sent). It returns the session to go on
+// with (nil when there is none) and j's outcome.
+func (p *pool) sendJob(c *conn, j *job) (*conn, error) {
+	if j.perr != nil {
+		return c, j.perr
+	}
+	if err := j.ctx.Err(); err != nil {
+		return c, err
+	}
+	for attempt := 0; ; attempt++ {
+		if c == nil {
+			var err error
+			if c, err = p.open(j.ctx); err != nil {
+				return nil, err
+			}
+		}
+		reused := c.uses > 0 && !c.inStep
 		c.uses++
-		err = c.transaction(ctx, msg, env, reused, p.t.Timeout)
+		start := time.Now()
+		err := c.transaction(j.ctx, j.msg, j.env, reused, p.t.Timeout)
 		switch {
 		case err == nil:
-			p.release(c, true)
-			return nil
+			p.timed(time.Since(start))
+			c.inStep = true
+			return c, nil
 		case errors.Is(err, errStale) && attempt == 0:
 			p.log.Debug("smtp: pooled connection gone; dialling a new one", "target", p.t.String())
 			p.release(c, false)
+			c = nil
 			continue
 		}
 		// After a reply (4xx, 5xx) the session is still in step: RSET ended
@@ -390,8 +680,11 @@ func (p *pool) send(ctx context.Context, prepare func(context.Context) (*mail.Ms
 		if errors.As(err, &re) {
 			healthy = true
 		}
-		p.release(c, healthy)
-		return err
+		if !healthy {
+			p.release(c, false)
+			c = nil
+		}
+		return c, err
 	}
 }
 

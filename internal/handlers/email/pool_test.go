@@ -220,3 +220,75 @@ func TestPoolIdleSessionIsNotReused(t *testing.T) {
 	require.Equal(t, 2, s.Sessions(), "idle for longer than idle=: a new session")
 	require.Equal(t, 3, s.Count())
 }
+
+// batchRecorder prepares each job's own message and remembers the size of
+// every batch it was given.
+type batchRecorder struct {
+	mu     sync.Mutex
+	sizes  []int
+	domain string
+}
+
+func (b *batchRecorder) prepare(_ context.Context, jobs []*job) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, len(jobs))
+	for _, j := range jobs {
+		j.msg, j.env, j.perr = buildMessage(j.data.(*store.Notification), b.domain)
+	}
+}
+
+// Many messages at once through a pool of 2: at most 2 sessions, each
+// message prepared once and sent once, several prepared together once the
+// sessions' pace is known; a slow session is given one at a time.
+func TestPoolBatchesByPace(t *testing.T) {
+	t.Parallel()
+	s, err := devenv.StartSMTP(devenv.SMTPConfig{})
+	require.NoError(t, err)
+	defer s.Close()
+	p := testPool(t, s.URL()+"?pool=2")
+	b := &batchRecorder{domain: DefaultMessageIDDomain}
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- p.submit(context.Background(), &job{prep: b, data: testMsg(t, int64(i), "a@example.org")})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, n, s.Count(), "each message once")
+	require.LessOrEqual(t, s.Sessions(), 2)
+	total, most := 0, 0
+	for _, k := range b.sizes {
+		total += k
+		most = max(most, k)
+	}
+	require.Equal(t, n, total, "each message prepared once")
+	require.Greater(t, most, 1, "a fast session takes several at once")
+	require.LessOrEqual(t, most, maxBatch)
+
+	slow := testPool(t, s.URL()+"?pool=1")
+	bs := &batchRecorder{domain: DefaultMessageIDDomain}
+	s.SetDataDelay(60 * time.Millisecond) // over batchBudget per message
+	errs = make(chan error, 6)
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- slow.submit(context.Background(), &job{prep: bs, data: testMsg(t, int64(1000+i), "a@example.org")})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, []int{1, 1, 1, 1, 1, 1}, bs.sizes, "a slow session: one message at a time, none prepared ahead")
+}

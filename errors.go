@@ -119,6 +119,10 @@ var (
 	// ErrUnknownNotificationStatus (PR110): set_status() given a status other
 	// than sending, sent or failed (the Processor's own).
 	ErrUnknownNotificationStatus error = newCode(prcodes.UnknownNotificationStatus, "unknown notification status")
+	// ErrArrayLengthsDiffer (PR111): start_sending_many() or
+	// set_status_many() given arrays of different lengths (the Processor's
+	// own calls).
+	ErrArrayLengthsDiffer error = newCode(prcodes.ArrayLengthsDiffer, "arrays of different lengths")
 )
 
 // sentinels lists every sentinel of a PR code: the set this package knows,
@@ -134,7 +138,7 @@ func sentinels() []error {
 		ErrClaimTakenBack, ErrLeaseEnded, ErrPublishHorizonBlind,
 		ErrNotEmailChannel, ErrNoRecipients, ErrInvalidAddress, ErrInvalidSubject,
 		ErrBodyTooLarge, ErrInvalidHeaders, ErrTooManyRecipients, ErrNullBody,
-		ErrMessageTooLarge, ErrUnknownNotificationStatus,
+		ErrMessageTooLarge, ErrUnknownNotificationStatus, ErrArrayLengthsDiffer,
 	}
 }
 

@@ -944,7 +944,9 @@ RETURN ((p_id >> 12) & 1023)::int;
 -- (notify(), notify_many(), the deduplicating insert) insert through
 -- _enqueue, which derives the same columns with the same helpers (_pin_of,
 -- _lane_of, _phash_of, _expiry_of) once per statement: they run with
--- pgrelay.stamped = 'on' (a SET clause of each), and the trigger's WHEN
+-- pgrelay.stamped = 'on' (set by _enqueue around its insert, not by a SET
+-- clause: a function's SET of a custom setting needs a superuser to create
+-- it since PostgreSQL 15, and the owner may not be one), and the trigger's WHEN
 -- clause passes over the rows inserted while it is on. That skips a function
 -- call and a read of the channel per row (four fifths of a batched insert's
 -- CPU). Only pgrelay_processor and the schema's owner may insert into
@@ -1291,8 +1293,9 @@ $$;
 -- all on this node) with the payload at the same position of p_payloads, due
 -- at p_due (NULL: now), each column derived from the channel ch (read after
 -- the producer's lock on it) as _queue_before_insert derives it, in one
--- statement; the trigger passes over these rows (pgrelay.stamped is on in
--- the callers). owner_node and run_in_node come from the ids' node bits: the
+-- statement; the triggers pass over these rows (pgrelay.stamped is on for
+-- the insert only, back off once it is done; a failed insert ends the
+-- transaction or its subtransaction, which takes the setting back too). owner_node and run_in_node come from the ids' node bits: the
 -- node _next_id stamped them with, so the node's id is read once per call,
 -- for the id (the wake-up trigger reads the node's row for its key). It
 -- keeps the payloads of a publish_payload channel itself, in the replica role
@@ -1306,12 +1309,14 @@ DECLARE
   v_node int := pgrelay._id_node(p_ids[1]);
   v_due timestamptz := COALESCE(p_due, now());
 BEGIN
+  PERFORM pg_catalog.set_config('pgrelay.stamped', 'on', true);
   INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, not_before,
                              expires_at, lane, phash)
   SELECT u.id, u.id, ch.channel, u.payload, v_node, pgrelay._pin_of(ch.node_restricted, v_node), v_due,
          pgrelay._expiry_of(ch.expire_after, now(), v_due),
          pgrelay._lane_of(ch.concurrency_mode, u.payload), pgrelay._phash_of(ch.deduplicate, u.payload)
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
+  PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
   IF ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload)
     SELECT u.id, u.payload FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload)
@@ -1414,7 +1419,6 @@ CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text,
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET pgrelay.stamped = 'on'
 AS $$
 DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);
@@ -1446,7 +1450,6 @@ CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[],
 RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET pgrelay.stamped = 'on'
 AS $$
 DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);

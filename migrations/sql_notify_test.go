@@ -836,3 +836,20 @@ func TestProducerCannotSkipStampingWithTheSetting(t *testing.T) {
 	// Unknown channels are refused by the functions themselves.
 	requireCode(t, execErr(producer, "SELECT pgrelay.notify_many('nope', ARRAY['a'])"), "PR001")
 }
+
+// _enqueue turns pgrelay.stamped on for its own insert only: a direct insert
+// later in the same transaction (a companion application's, as the owner) is
+// stamped by the row trigger as ever.
+func TestDirectInsertAfterNotifyIsStamped(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("lanes", "p_concurrency_mode := 'channel'")
+	tx, err := d.Pool.Begin(bg)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(bg) }()
+	testenv.One[int64](t, tx, "SELECT pgrelay.notify('lanes', 'a')")
+	testenv.One[int64](t, tx, "SELECT id FROM pgrelay.notify_many('lanes', ARRAY['b']) AS n(id)")
+	require.NotEqual(t, "on", testenv.One[string](t, tx, "SELECT current_setting('pgrelay.stamped', true)"))
+	id := testenv.One[int64](t, tx, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('lanes', 'c') RETURNING id")
+	require.Equal(t, "0", testenv.One[string](t, tx, "SELECT coalesce(lane::text, 'unstamped') FROM pgrelay.queue WHERE id = $1", id))
+}

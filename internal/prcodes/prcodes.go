@@ -56,6 +56,7 @@ const (
 	NullBody                  = "PR107"
 	MessageTooLarge           = "PR108"
 	UnknownNotificationStatus = "PR110"
+	ArrayLengthsDiffer        = "PR111"
 )
 
 // Internal is raised and caught inside one SQL function (pgrelay._next_id_at,

@@ -838,12 +838,14 @@ DECLARE
   v_node int := pgrelay._id_node(p_ids[1]);
   v_due timestamptz := COALESCE(p_due, now());
 BEGIN
+  PERFORM pg_catalog.set_config('pgrelay.stamped', 'on', true);
   INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, not_before,
                              expires_at, lane, phash)
   SELECT u.id, u.id, ch.channel, u.payload, v_node, pgrelay._pin_of(ch.node_restricted, v_node), v_due,
          pgrelay._expiry_of(ch.expire_after, now(), v_due),
          pgrelay._lane_of(ch.concurrency_mode, u.payload), pgrelay._phash_of(ch.deduplicate, u.payload)
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
+  PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
   IF ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload)
     SELECT u.id, u.payload FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload)
@@ -2042,7 +2044,6 @@ ALTER FUNCTION pgrelay.nodes_overview(p_dead_after interval) OWNER TO postgres;
 CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET "pgrelay.stamped" TO 'on'
     AS $$
 DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);
@@ -2074,7 +2075,6 @@ ALTER FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before times
 CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET "pgrelay.stamped" TO 'on'
     AS $$
 DECLARE
   ch pgrelay.channels := pgrelay._check_notify(p_channel);

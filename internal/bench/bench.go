@@ -69,6 +69,9 @@ type Options struct {
 	BacklogSizes   []int
 	BacklogMeasure int
 	Channels       int
+	CeilingLoops   int // 0: the default
+	CeilingClaim   int // 0: the default
+	CeilingReset   bool
 	PerChannel     int
 	Peer           string
 	PeerDir        string

@@ -405,3 +405,25 @@ func TestBenchDatabaseUnreachable(t *testing.T) {
 	assert.NotContains(t, errOut, "panic")
 	assert.Contains(t, errOut, "pgrelay bench: ")
 }
+
+// The ceiling's shape flags: several loops, claims smaller than the backlog
+// (so each loop commits many transactions, each pipelined with the next
+// claim), and --ceiling-reset; every event is logged once and the queue ends
+// empty.
+func TestBenchCeilingShape(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	code, out, errOut := cliMain("bench", "ceiling", "--database-url", d.url, "--events", "503", "--json",
+		"--ceiling-loops", "3", "--ceiling-claim", "17", "--ceiling-reset", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	m := parseBench(t, out).measure(t, "ceiling", "burn-down", "bare loop")
+	burnedDown(t, d, m, 503, "pgrelay_bench_ceiling")
+	assert.Contains(t, m.Detail, "3 connections; claim 17 ")
+	assert.Contains(t, m.Detail, "the timeout and the session reset")
+	assert.Equal(t, 503, d.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_ceiling'`))
+	assert.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.queue`))
+
+	code, _, errOut = cliMain("bench", "ceiling", "--database-url", d.url, "--ceiling-loops", "-1")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--ceiling-loops and --ceiling-claim must not be negative")
+}

@@ -72,6 +72,8 @@ type Options struct {
 	CeilingLoops   int // 0: the default
 	CeilingClaim   int // 0: the default
 	CeilingReset   bool
+	Producers      int     // burn-down's mixed load: producers (0: none)
+	ProducerRate   float64 // their events/s in total
 	PerChannel     int
 	Peer           string
 	PeerDir        string

@@ -427,3 +427,23 @@ func TestBenchCeilingShape(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--ceiling-loops and --ceiling-claim must not be negative")
 }
+
+// burn-down's mixed load: producers enqueue while the backlog drains; the
+// figure counts every event, and the log holds one succeeded row for each.
+func TestBenchBurnDownProducers(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	code, out, errOut := cliMain("bench", "burn-down", "--database-url", d.url, "--events", "3000", "--json",
+		"--producers", "3", "--producer-rate", "300", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	m := parseBench(t, out).measure(t, "burn-down", "burn-down", "pgrelay")
+	require.Greater(t, m.Events, 3000, "some events were produced while the backlog drained")
+	burnedDown(t, d, m, m.Events, "pgrelay_bench_noop")
+	assert.Contains(t, m.Detail, "3000 pre-inserted, ")
+	assert.Contains(t, m.Detail, "by 3 producers")
+	assert.Equal(t, 0, d.count(`SELECT count(*) FROM pgrelay.queue`))
+
+	code, _, errOut = cliMain("bench", "burn-down", "--database-url", d.url, "--producers", "2", "--producer-rate", "0")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--producer-rate must be a positive number")
+}

@@ -16,6 +16,10 @@
 //     completions being counted from River's event subscription. series is
 //     the number of completions seen every 100 ms from the Start (for a
 //     throughput-over-time plot).
+//     With --producers, producers also insert jobs (Insert, one per
+//     transaction, --producer-rate jobs/s in all) from the Start until the
+//     backlog's worth of jobs completed; the run then waits for theirs too,
+//     and events and events_per_sec count every job (produced: theirs).
 //   - enqueue: InsertMany in batches of --insert-batch (insert_per_sec), then
 //     single Insert calls, one job per transaction, for min(N, 10000) jobs
 //     (single_insert_per_sec).
@@ -112,6 +116,8 @@ type config struct {
 	FetchCooldown     time.Duration
 	FetchPollInterval time.Duration
 	InsertBatch       int
+	MixedProducers    int     // burn-down: producers inserting while the backlog drains
+	MixedRate         float64 // their jobs/s in all
 	JSON              bool
 	Timeout           time.Duration
 	Backlog           int
@@ -153,6 +159,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.FetchCooldown, "fetch-cooldown", 2*time.Millisecond, "River FetchCooldown (at least 1ms)")
 	fs.DurationVar(&c.FetchPollInterval, "fetch-poll-interval", 20*time.Millisecond, "River FetchPollInterval (at least --fetch-cooldown)")
 	fs.IntVar(&c.InsertBatch, "insert-batch", 1000, "jobs per InsertMany call (burn-down pre-insert and enqueue)")
+	fs.IntVar(&c.MixedProducers, "mixed-producers", 0, "burn-down: also insert with this many producers while the backlog drains (Insert, one job per transaction), until as many jobs completed as were pre-inserted; the rate counts every job (0: none)")
+	fs.Float64Var(&c.MixedRate, "mixed-rate", 2000, "burn-down with --mixed-producers: the producers' jobs per second, in all")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object with the results instead of text")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "give up on the scenario after this long")
 	fs.IntVar(&c.Backlog, "backlog", 0, "latency: jobs pre-inserted into a second queue that the client drains while the jobs are measured")
@@ -207,6 +215,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, &usageError{msg: "--backlog must not be negative"}
 	case c.Producers < 1 || c.Duration <= 0:
 		return nil, &usageError{msg: "--producers and --duration must be positive"}
+	case c.MixedProducers < 0:
+		return nil, &usageError{msg: "--mixed-producers must not be negative"}
+	case c.MixedProducers > 0 && (!(c.MixedRate > 0) || math.IsInf(c.MixedRate, 0)):
+		return nil, &usageError{msg: "--mixed-rate must be a positive number"}
+	case c.MixedProducers > 0 && c.Scenario != scenarioBurnDown:
+		return nil, &usageError{msg: "--mixed-producers runs with the burn-down only"}
 	}
 	return c, nil
 }
@@ -248,6 +262,7 @@ type result struct {
 	InsertPerSec       *float64       `json:"insert_per_sec,omitempty"`
 	SingleInsertPerSec *float64       `json:"single_insert_per_sec,omitempty"`
 	SingleInserts      *int           `json:"single_inserts,omitempty"`
+	Produced           *int           `json:"produced,omitempty"`
 	LatencyMS          *latencyMS     `json:"latency_ms,omitempty"`
 	LatencySamplesMS   []float64      `json:"latency_samples_ms,omitempty"`
 	Series             []point        `json:"series,omitempty"`
@@ -463,7 +478,7 @@ func settingsOf(ctx context.Context, pool *pgxpool.Pool, cfg *config) (map[strin
 			s["insert_batch"] = cfg.InsertBatch
 		}
 	case scenarioProducers:
-		s["producers"] = cfg.Producers
+		s["mixed_producers"] = cfg.MixedProducers
 		s["duration_ms"] = ms(cfg.Duration)
 		s["work"] = cfg.Work
 	}
@@ -569,23 +584,37 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 	// River drops events when a subscriber's buffer is full, and its completer
 	// hands them over in batches of up to 5000, so the buffer is sized for
 	// every job of the run rather than Subscribe's default of 1000.
+	chanSize := cfg.Events + 1000
+	if cfg.MixedProducers > 0 {
+		chanSize += cfg.Events // the producers' jobs, which run alongside
+	}
 	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: cfg.Events + 1000,
+		ChanSize: chanSize,
 		Kinds:    []river.EventKind{river.EventKindJobCompleted},
 	})
 	defer cancelSub()
 	var completed atomic.Int64
 	var last atomic.Int64 // unix nanoseconds of the last completion seen
+	// target is the number of completions that ends the run: the backlog's,
+	// then, with producers, the backlog's and theirs.
+	var target atomic.Int64
+	target.Store(int64(cfg.Events))
 	done := make(chan time.Time, 1)
 	go func() {
 		for ev := range events {
 			if ev.Kind != river.EventKindJobCompleted {
 				continue
 			}
-			last.Store(time.Now().UnixNano())
-			if completed.Add(1) == int64(cfg.Events) {
-				done <- time.Now()
-				return
+			now := time.Now()
+			last.Store(now.UnixNano())
+			if completed.Add(1) == target.Load() {
+				select {
+				case done <- now:
+				default:
+				}
+				if cfg.MixedProducers == 0 {
+					return
+				}
 			}
 		}
 	}()
@@ -599,6 +628,17 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 		return fmt.Errorf("start the River client: %w", err)
 	}
 	defer stopClient(ctx, client, logger)
+	var stopProducers func() (int, error)
+	if cfg.MixedProducers > 0 {
+		if stopProducers, err = startProducers(ctx, cfg, pool, logger); err != nil {
+			return err
+		}
+		defer func() {
+			if stopProducers != nil {
+				_, _ = stopProducers()
+			}
+		}()
+	}
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -609,20 +649,36 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 	for {
 		select {
 		case end := <-done:
+			if stopProducers != nil {
+				// The backlog's worth completed: the producers stop, and the
+				// run waits for their jobs too.
+				produced, err := stopProducers()
+				stopProducers = nil
+				if err != nil {
+					return err
+				}
+				res.Produced = ptr(produced)
+				res.Events = cfg.Events + produced
+				target.Store(int64(res.Events))
+				if completed.Load() < int64(res.Events) {
+					continue
+				}
+				end = time.Unix(0, last.Load())
+			}
 			took := end.Sub(start)
 			res.Seconds = round(took.Seconds(), 3)
-			res.EventsPerSec = ptr(rate(cfg.Events, took))
+			res.EventsPerSec = ptr(rate(res.Events, took))
 			// A sample taken after the last completion but handled first
 			// gives way to the exact end.
 			for len(res.Series) > 0 && res.Series[len(res.Series)-1].T >= took.Seconds() {
 				res.Series = res.Series[:len(res.Series)-1]
 			}
-			res.Series = append(res.Series, point{T: round(took.Seconds(), 3), Done: int64(cfg.Events)})
-			return recordCost(ctx, pool, res, costBurnDown, walFrom, cfg.Events)
+			res.Series = append(res.Series, point{T: round(took.Seconds(), 3), Done: int64(res.Events)})
+			return recordCost(ctx, pool, res, costBurnDown, walFrom, res.Events)
 		case now := <-sample.C:
 			res.Series = append(res.Series, point{T: round(now.Sub(start).Seconds(), 3), Done: completed.Load()})
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d completions seen: %w", completed.Load(), cfg.Events, ctx.Err())
+			return fmt.Errorf("%d of %d completions seen: %w", completed.Load(), target.Load(), ctx.Err())
 		case <-tick.C:
 			if n := completed.Load(); n != lastCount {
 				lastCount, lastChange = n, time.Now()
@@ -642,6 +698,65 @@ func burnDown(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog
 			lastChange = time.Now()
 		}
 	}
+}
+
+// startProducers starts cfg.MixedProducers producers, each inserting a job per
+// transaction with Insert on a connection of its own, on an open-loop
+// schedule of cfg.MixedRate jobs/s in all (a producer behind its schedule
+// inserts at once). stop ends them and returns how many jobs they inserted;
+// an insert under way when stop is called finishes first, so that every job
+// counted is committed and none committed uncounted.
+func startProducers(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.Logger) (stop func() (int, error), err error) {
+	pcfg := pool.Config().Copy()
+	pcfg.MaxConns, pcfg.MinConns = int32(cfg.MixedProducers), int32(cfg.MixedProducers)
+	ppool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect the producers: %w", err)
+	}
+	client, err := newInsertClient(ppool, cfg, logger)
+	if err != nil {
+		ppool.Close()
+		return nil, err
+	}
+	stopped, cancel := context.WithCancel(ctx)
+	var produced atomic.Int64
+	errs := make(chan error, cfg.MixedProducers)
+	var wg sync.WaitGroup
+	every := time.Duration(float64(time.Second) * float64(cfg.MixedProducers) / cfg.MixedRate)
+	start := time.Now()
+	for i := range cfg.MixedProducers {
+		first := start.Add(every * time.Duration(i) / time.Duration(cfg.MixedProducers))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTimer(0)
+			defer t.Stop()
+			for k := 0; ; k++ {
+				t.Reset(time.Until(first.Add(every * time.Duration(k))))
+				select {
+				case <-stopped.Done():
+					return
+				case <-t.C:
+				}
+				if _, err := client.Insert(ctx, benchArgs{Seq: -1}, nil); err != nil {
+					errs <- fmt.Errorf("producer %d: Insert: %w", i, err)
+					return
+				}
+				produced.Add(1)
+			}
+		}()
+	}
+	return func() (int, error) {
+		cancel()
+		wg.Wait()
+		ppool.Close()
+		close(errs)
+		var all []error
+		for err := range errs {
+			all = append(all, err)
+		}
+		return int(produced.Load()), errors.Join(all...)
+	}, nil
 }
 
 func enqueue(ctx context.Context, cfg *config, pool *pgxpool.Pool, logger *slog.Logger, res *result) error {

@@ -303,3 +303,32 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// The burn-down's mixed load: producers insert while the backlog drains,
+// until the backlog's worth of jobs completed; the run counts and waits for
+// every job, theirs too.
+func TestBurnDownWithProducers(t *testing.T) {
+	url := testDatabaseURL(t)
+	cfg, err := parseFlags([]string{"--database-url", url, "--scenario", "burn-down", "--events", "2000",
+		"--insert-batch", "500", "--workers", "50", "--mixed-producers", "4", "--mixed-rate", "400", "--json", "--timeout", "2m"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := run(context.Background(), cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Produced == nil || *res.Produced < 1 {
+		t.Fatalf("produced = %v, want some jobs inserted while the backlog drained", res.Produced)
+	}
+	if res.Events != 2000+*res.Produced {
+		t.Errorf("events = %d, want the 2000 pre-inserted and the %d produced", res.Events, *res.Produced)
+	}
+	if last := res.Series[len(res.Series)-1]; last.Done != int64(res.Events) || last.T != res.Seconds {
+		t.Errorf("series ends at %+v, want t=%v done=%d", last, res.Seconds, res.Events)
+	}
+	if _, err := parseFlags([]string{"--database-url", url, "--scenario", "enqueue", "--mixed-producers", "2"}, io.Discard); err == nil {
+		t.Error("--mixed-producers with enqueue: want a usage error")
+	}
+}

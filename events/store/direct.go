@@ -528,36 +528,46 @@ func (b *DirectBatch) forget(idx []int) {
 func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Statements, idx []int) (int, []int, error) {
 	text := func(v string) []byte { return []byte(v) }
 	var run []int
-	ids := make([]string, len(idx))
-	evs := make([]string, len(idx))
-	errs := make([]string, len(idx))
+	// The completion's three arrays, as array literals.
+	ids := make([]byte, 0, 1+20*len(idx))
+	evs := make([]byte, 0, 1+12*len(idx))
+	errs := make([]byte, 0, 1+5*len(idx))
 	for j, i := range idx {
 		e := &b.Events[i]
-		ids[j] = strconv.FormatInt(e.ID, 10)
+		sep := byte('{')
+		if j > 0 {
+			sep = ','
+		}
+		ids = strconv.AppendInt(append(ids, sep), e.ID, 10)
+		evs, errs = append(evs, sep), append(errs, sep)
 		switch e.Outcome {
 		case "":
 			run = append(run, i)
-			evs[j], errs[j] = kindText(events.Succeeded), "NULL"
+			evs, errs = append(evs, kindText(events.Succeeded)...), append(errs, "NULL"...)
 		case events.Failed:
-			evs[j], errs[j] = kindText(events.Failed), arrayQuote(StorableText(e.Err.Error()))
+			evs, errs = append(evs, kindText(events.Failed)...), append(errs, arrayQuote(StorableText(e.Err.Error()))...)
 		default:
-			evs[j], errs[j] = kindText(e.Outcome), "NULL"
+			evs, errs = append(evs, kindText(e.Outcome)...), append(errs, "NULL"...)
 		}
 	}
-	var stmts []statement
-	// handlerAt maps a statement's position to the event whose handler it is.
-	handlerAt := map[int]int{}
+	if len(idx) == 0 {
+		ids, evs, errs = append(ids, '{'), append(evs, '{'), append(errs, '{')
+	}
+	ids, evs, errs = append(ids, '}'), append(evs, '}'), append(errs, '}')
+	resets := ps.of(conn.Conn().PgConn()).resets
+	stmts := make([]statement, 0, 6+len(run)*(4+len(resets)))
 	exec := func(sql string, args [][]byte, oids []uint32) {
 		stmts = append(stmts, statement{sql: sql, args: args, oids: oids})
 	}
 	// The server's clock around the handlers times them.
 	const now = clockSQL
-	clockAt, clockEnd := -1, -1
+	clocks := [2]int{-1, -1}
 	if len(run) > 0 {
-		clockAt = len(stmts)
+		clocks[0] = len(stmts)
 		exec(now, nil, nil)
 	}
-	resets := ps.of(conn.Conn().PgConn()).resets
+	// One backing array for the handlers' parameters.
+	payloads := make([][]byte, len(run))
 	for j, i := range run {
 		e := &b.Events[i]
 		// The timeout is set before the savepoint, so that rolling back to
@@ -566,9 +576,10 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		timeout := max(e.Timeout.Milliseconds(), 1)
 		exec("SET LOCAL statement_timeout = "+strconv.FormatInt(timeout, 10), nil, nil)
 		exec(savepointSQL, nil, nil)
-		handlerAt[len(stmts)] = j
 		// $1 is declared text, as register() checked it with PREPARE (text).
-		stmts = append(stmts, statement{sql: e.Handler, args: [][]byte{text(e.Payload)}, oids: textOID, timeoutMS: timeout})
+		payloads[j] = text(e.Payload)
+		stmts = append(stmts, statement{sql: e.Handler, args: payloads[j : j+1 : j+1], oids: textOID,
+			timeoutMS: timeout, handler: j + 1})
 		exec(releaseSQL, nil, nil)
 		// What the handler set — session or transaction-local settings, its
 		// role — reaches neither the next handler nor the completion.
@@ -578,8 +589,8 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	}
 	// What fails from here on is no handler's own error.
 	tailAt := len(stmts)
-	if clockAt >= 0 {
-		clockEnd = len(stmts)
+	if clocks[0] >= 0 {
+		clocks[1] = len(stmts)
 		exec(now, nil, nil)
 	}
 	// Reset even when nothing runs: a handler's failure skipped the last reset.
@@ -587,10 +598,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	if term, ok := b.Scope.fence(); ok {
 		exec(fenceSQL, [][]byte{text(strconv.FormatInt(term, 10))}, int8OID)
 	}
-	exec(completeSQL,
-		[][]byte{text("{" + strings.Join(ids, ",") + "}"), text("{" + strings.Join(evs, ",") + "}"),
-			text("{" + strings.Join(errs, ",") + "}")},
-		completeOIDs)
+	exec(completeSQL, [][]byte{ids, evs, errs}, completeOIDs)
 	exec(commitSQL, nil, nil)
 	n := len(stmts)
 	pc := conn.Conn().PgConn()
@@ -598,23 +606,22 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	if err != nil {
 		return -1, nil, err
 	}
-	results, err := pc.ExecBatch(ctx, pb).ReadAll()
-	failed, err := firstError(results, err)
-	if err == nil && len(results) != n {
-		err = fmt.Errorf("expected %d results, got %d", n, len(results))
+	res := readPipeline(pc.ExecBatch(ctx, pb), clocks)
+	failed, err := res.failed, res.err
+	if err == nil && res.n != n {
+		err = fmt.Errorf("expected %d results, got %d", n, res.n)
 	}
 	if err == nil {
-		if tag := results[n-1].CommandTag.String(); tag != "COMMIT" {
+		if tag := res.last.String(); tag != "COMMIT" {
 			err = fmt.Errorf("the transaction ended with %s", tag)
 		}
 	}
 	if err == nil {
-		if clockAt >= 0 {
-			t0, err0 := clockOf(results[clockAt])
-			t1, err1 := clockOf(results[clockEnd])
+		if clocks[0] >= 0 {
+			t0, t1 := res.clock[0], res.clock[1]
 			switch {
-			case err0 != nil || err1 != nil:
-				b.TimingErr = fmt.Errorf("read the server's clock around the handlers: %w", errors.Join(err0, err1))
+			case res.clockErr[0] != nil || res.clockErr[1] != nil:
+				b.TimingErr = fmt.Errorf("read the server's clock around the handlers: %w", errors.Join(res.clockErr[0], res.clockErr[1]))
 			case t1 >= t0:
 				b.HandlerTime += time.Duration(t1-t0) * time.Microsecond
 				b.Timed += len(run)
@@ -622,12 +629,13 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		}
 		return -1, nil, nil
 	}
-	if j, ok := handlerAt[failed]; ok {
+	if failed >= 0 && failed < n && stmts[failed].handler > 0 {
+		j := stmts[failed].handler - 1
 		// The server's clock before the handlers: a handler that loses the
 		// connection is only to blame if the server has run since.
 		b.clock = 0
-		if t0, err0 := clockOf(results[clockAt]); err0 == nil {
-			b.clock = t0
+		if clocks[0] >= 0 && clocks[0] < res.n && res.clockErr[0] == nil {
+			b.clock = res.clock[0]
 		}
 		if stalePlan(err) {
 			ps.forget(pc, stmts[failed].sql, stmts[failed].oids)
@@ -638,6 +646,62 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		return -1, nil, &lateFailure{stmt: tailName(stmts[failed].sql), err: err}
 	}
 	return -1, nil, err
+}
+
+// pipelineResults is what a batch's pipeline returned, read as it arrived:
+// of its thousands of results only their number, the first failure, the
+// last command tag and the server's clock readings are kept.
+type pipelineResults struct {
+	n int // results received
+	// failed and err are what firstError finds.
+	failed int
+	err    error
+	last   pgconn.CommandTag
+	// clock and clockErr are the readings of the clock statements.
+	clock    [2]int64
+	clockErr [2]error
+}
+
+// readPipeline reads the results of a pipeline whose clock statements are
+// at clocks (-1: none), and closes it.
+func readPipeline(mrr *pgconn.MultiResultReader, clocks [2]int) pipelineResults {
+	r := pipelineResults{failed: -1}
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		k := -1
+		for c, at := range clocks {
+			if at == r.n {
+				k = c
+			}
+		}
+		rows := 0
+		for rr.NextRow() {
+			rows++
+			if k >= 0 && rows == 1 {
+				if v := rr.Values(); len(v) == 1 {
+					r.clock[k], r.clockErr[k] = strconv.ParseInt(string(v[0]), 10, 64)
+				} else {
+					r.clockErr[k] = fmt.Errorf("expected one value, got %d", len(v))
+				}
+			}
+		}
+		tag, err := rr.Close()
+		if k >= 0 && err == nil && rows != 1 {
+			r.clockErr[k] = fmt.Errorf("expected one value, got %d rows", rows)
+		}
+		if err != nil && r.err == nil {
+			r.failed, r.err = r.n, err
+		}
+		r.last = tag
+		r.n++
+	}
+	if err := mrr.Close(); err != nil && r.err == nil {
+		r.failed, r.err = firstError(nil, err)
+		if r.failed == 0 {
+			r.failed = r.n // a server error before the next statement's result began
+		}
+	}
+	return r
 }
 
 // tailName names a statement of a batch's tail in a late failure.
@@ -698,6 +762,9 @@ type statement struct {
 	oids []uint32
 	// timeoutMS bounds the statement's preparation (0: no bound).
 	timeoutMS int64
+	// handler is 1 + the index among the pipeline's handlers of the event
+	// whose handler this statement is, 0 when it is none.
+	handler int
 }
 
 // stalePlan reports whether err is the server refusing a prepared
@@ -705,14 +772,6 @@ type statement struct {
 func stalePlan(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "0A000"
-}
-
-// clockOf reads the server clock a pipeline's timing statement returned.
-func clockOf(r *pgconn.Result) (int64, error) {
-	if len(r.Rows) != 1 || len(r.Rows[0]) != 1 {
-		return 0, fmt.Errorf("expected one value, got %d rows", len(r.Rows))
-	}
-	return strconv.ParseInt(string(r.Rows[0][0]), 10, 64)
 }
 
 // arrayQuote quotes s as an element of a PostgreSQL array literal.

@@ -71,6 +71,11 @@ type Options struct {
 	BacklogSizes   []int
 	BacklogMeasure int
 	Channels       int
+	CeilingLoops   int // 0: the default
+	CeilingClaim   int // 0: the default
+	CeilingReset   bool
+	MixedProducers int     // burn-down's mixed load: producers (0: none)
+	MixedRate      float64 // their events/s in total
 	PerChannel     int
 	Peer           string
 	PeerDir        string

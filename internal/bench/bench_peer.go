@@ -21,6 +21,7 @@ type riverResult struct {
 	InsertPerSec       float64        `json:"insert_per_sec"`
 	SingleInsertPerSec float64        `json:"single_insert_per_sec"`
 	SingleInserts      int            `json:"single_inserts"`
+	Produced           int            `json:"produced"`
 	LatencyMS          *latencyStats  `json:"latency_ms"`
 	LatencySamplesMS   []float64      `json:"latency_samples_ms"`
 	Series             []seriesPoint  `json:"series"`

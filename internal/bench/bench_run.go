@@ -248,6 +248,10 @@ type drainSpec struct {
 	gaveUpDone bool
 	// atTarget runs after the target, before the Processors stop.
 	atTarget func(ctx context.Context, start time.Time) error
+	// produce, when set, starts producers with the Processors; they run
+	// until the target completed, and the run ends once the events they
+	// enqueued completed too (stop returns how many).
+	produce func(ctx context.Context) (stop func() (int64, error), err error)
 }
 
 // drained is a measured run's result.
@@ -258,6 +262,8 @@ type drained struct {
 	// succeeded and gaveUp are the counters after the Processors stopped
 	// (they may exceed the target: the Processors run on until stopped).
 	succeeded, gaveUp int64
+	// produced is how many events spec.produce enqueued (within took).
+	produced int64
 }
 
 // drain starts a Processor per spec.procs (each with its own metrics
@@ -301,9 +307,32 @@ func (b *bench) drain(ctx context.Context, spec drainSpec) (drained, error) {
 	if len(succ) > 16 {
 		tick = sampleEvery // reading thousands of counters costs
 	}
+	var stopProducers func() (int64, error)
+	if spec.produce != nil {
+		if stopProducers, err = spec.produce(ctx); err != nil {
+			return drained{}, err
+		}
+		defer func() {
+			if stopProducers != nil {
+				_, _ = stopProducers()
+			}
+		}()
+	}
 	fw, err := b.follow(ctx, follow{label: spec.label, target: spec.target, done: done, lost: lost, start: start, tick: tick})
+	var produced int64
+	if err == nil && stopProducers != nil {
+		produced, err = stopProducers()
+		stopProducers = nil
+		if err == nil {
+			var more followed
+			more, err = b.follow(ctx, follow{label: spec.label + " (produced)", target: spec.target + produced,
+				done: done, lost: lost, start: start, tick: tick})
+			fw.end = more.end
+			fw.series = append(fw.series, more.series[1:]...) // without its start
+		}
+	}
 	stopProf()
-	d := drained{start: start, series: fw.series}
+	d := drained{start: start, series: fw.series, produced: produced}
 	if err != nil {
 		return d, err
 	}

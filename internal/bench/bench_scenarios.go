@@ -8,11 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgrelay/pgrelay/actors"
@@ -29,9 +27,6 @@ const (
 	// latencyInsertConns is the latency scenario's insert pool (the River
 	// harness inserts through a pool of 10 connections too).
 	latencyInsertConns = 10
-	// ceilingWorkers and ceilingClaim shape the bare loop.
-	ceilingWorkers = 4
-	ceilingClaim   = 100
 )
 
 // cleanup runs f with a context that outlives a cancelled ctx (bounded).
@@ -86,26 +81,40 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return res, err
 	}
-	d, err := b.drain(ctx, drainSpec{label: "burn-down: pgrelay", profile: "burn-down",
-		procs: []actors.Config{b.procConfig(b.dbURL, "")}, channels: []string{channel}, target: int64(n)})
+	spec := drainSpec{label: "burn-down: pgrelay", profile: "burn-down",
+		procs: []actors.Config{b.procConfig(b.dbURL, "")}, channels: []string{channel}, target: int64(n)}
+	if b.o.MixedProducers > 0 {
+		spec.produce = func(ctx context.Context) (func() (int64, error), error) { return b.mixedProducers(ctx, channel) }
+	}
+	d, err := b.drain(ctx, spec)
 	if err != nil {
 		return res, err
 	}
-	cost, err := costSince(ctx, b.pool, walFrom, int64(n), commitMS)
+	total := int64(n) + d.produced
+	cost, err := costSince(ctx, b.pool, walFrom, total, commitMS)
 	if err != nil {
 		return res, err
 	}
-	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n), true); err != nil {
+	if err := checkLog(ctx, b.pool, mark, []string{channel}, total, true); err != nil {
 		return res, err
 	}
-	m := res.add(newMeasurement("burn-down", "pgrelay", int64(n), d.took, "events/s"))
+	m := res.add(newMeasurement("burn-down", "pgrelay", total, d.took, "events/s"))
 	m.Series = d.series
-	m.Detail = fmt.Sprintf("claim, run, complete; %d succeeded log rows checked", n)
+	m.Detail = fmt.Sprintf("claim, run, complete; %d succeeded log rows checked", total)
+	if b.o.MixedProducers > 0 {
+		m.Detail = fmt.Sprintf("%d pre-inserted, %d enqueued meanwhile by %d producers (notify(), one per transaction, %g/s in all); %d succeeded log rows checked",
+			n, d.produced, b.o.MixedProducers, b.o.MixedRate, total)
+	}
 	m.Cost = cost
 	if b.o.Peer == "" {
 		return res, nil
 	}
-	r, err := b.river.run(ctx, b, "burn-down", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.Batch))
+	args := []string{"--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.Batch)}
+	if b.o.MixedProducers > 0 {
+		args = append(args, "--mixed-producers", strconv.Itoa(b.o.MixedProducers),
+			"--mixed-rate", strconv.FormatFloat(b.o.MixedRate, 'g', -1, 64))
+	}
+	r, err := b.river.run(ctx, b, "burn-down", args...)
 	if err != nil {
 		return res, err
 	}
@@ -115,6 +124,10 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	rm.Series = r.Series
 	rm.Detail = r.workerSettings() + "; completions from River's event subscription"
 	rm.Cost = riverCost(r.Cost["burn_down"], commitMS)
+	if b.o.MixedProducers > 0 {
+		rm.Detail += fmt.Sprintf("; %d pre-inserted, %d inserted meanwhile by %d producers (Insert, one per transaction, %g/s in all)",
+			n, r.Produced, b.o.MixedProducers, b.o.MixedRate)
+	}
 	res.ratio("pgrelay/river", m.Rate, rm.Rate, 0)
 	return res, nil
 }
@@ -504,171 +517,4 @@ func (b *bench) measureRSS(ctx context.Context, label, profile string, channels 
 	m.PeakRSSBytes = peak
 	m.Detail = "peak RSS of the bench process, which hosts the Processor"
 	return m, nil
-}
-
-// scenarioCeiling: the burn-down without actors, for reference: what a bare
-// loop on the same schema achieves. ceilingWorkers goroutines each loop on a
-// connection of their own: in one transaction, pipelined, BEGIN and claim
-// ceilingClaim rows FOR UPDATE SKIP LOCKED; then in one more round trip a
-// savepoint, the handler and its release per event, one INSERT of the log
-// rows, one DELETE of the queue rows and COMMIT.
-func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
-	const channel = "pgrelay_bench_ceiling"
-	res := &scenarioResult{Name: "ceiling"}
-	n := b.o.Events
-	defer func() {
-		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
-	}()
-	mark, pre, err := b.preinsert(ctx, "ceiling", channel, n)
-	if err != nil {
-		return nil, err
-	}
-	res.add(pre)
-	var handler string
-	if err := b.pool.QueryRow(ctx, `SELECT handler FROM pgrelay.channels WHERE channel = $1`, channel).Scan(&handler); err != nil {
-		return res, fmt.Errorf("read the channel's handler: %w", err)
-	}
-	var conns []*pgx.Conn
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close(context.WithoutCancel(ctx))
-		}
-	}()
-	for range ceilingWorkers {
-		// The bench pool's settings: pgrelay's search_path pinned.
-		c, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
-		if err != nil {
-			return res, fmt.Errorf("connect: %w", err)
-		}
-		conns = append(conns, c)
-	}
-	stopProf, err := b.prof.start("ceiling")
-	if err != nil {
-		return res, err
-	}
-	defer stopProf()
-	var done, lastCommit atomic.Int64
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(conns))
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := bareLoop(wctx, c, channel, handler, &done, &lastCommit); err != nil {
-				errs <- err
-				cancel()
-			}
-		}()
-	}
-	fw, ferr := b.follow(wctx, follow{label: "ceiling: bare loop", target: int64(n), done: done.Load, start: start})
-	if ferr != nil {
-		cancel()
-	}
-	wg.Wait() // each loop ends when its claim comes back empty
-	stopProf()
-	close(errs)
-	if err := <-errs; err != nil {
-		return res, err
-	}
-	if ferr != nil {
-		return res, ferr
-	}
-	took := time.Unix(0, lastCommit.Load()).Sub(start)
-	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n), true); err != nil {
-		return res, err
-	}
-	m := res.add(newMeasurement("burn-down", "bare loop", int64(n), took, "events/s"))
-	fw.series[len(fw.series)-1].T = secs(took) // the exact last commit
-	m.Series = fw.series
-	m.Detail = fmt.Sprintf("%d connections; claim %d FOR UPDATE SKIP LOCKED, a savepoint per handler, one log INSERT and one DELETE per batch, pipelined; %d log rows checked",
-		ceilingWorkers, ceilingClaim, n)
-	return res, nil
-}
-
-const (
-	bareClaim = `SELECT id, origin_id, channel, payload, attempt FROM pgrelay.queue
-	 WHERE channel = $1 AND dispatched_at IS NULL AND not_before <= now()
-	 ORDER BY not_before, id LIMIT $2 FOR UPDATE SKIP LOCKED`
-	bareLog = `INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
-	SELECT u.id, u.origin_id, $3, u.attempt, 'succeeded', pgrelay._this_node()
-	  FROM unnest($1::bigint[], $2::bigint[], $4::int[]) AS u(id, origin_id, attempt)`
-)
-
-// bareLoop claims, runs and completes channel's events on conn until a
-// claim comes back empty, counting the committed events in done and the
-// time of the last commit in last (unix nanoseconds).
-func bareLoop(ctx context.Context, conn *pgx.Conn, channel, handler string, done, last *atomic.Int64) (err error) {
-	defer func() {
-		if err != nil && conn.PgConn().TxStatus() != 'I' {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-	}()
-	var (
-		ids, origins []int64
-		payloads     []string
-		attempts     []int32
-	)
-	for {
-		ids, origins, payloads, attempts = ids[:0], origins[:0], payloads[:0], attempts[:0]
-		claim := &pgx.Batch{}
-		claim.Queue("BEGIN")
-		claim.Queue(bareClaim, channel, ceilingClaim)
-		br := conn.SendBatch(ctx, claim)
-		_, err := br.Exec()
-		if err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				var id, origin int64
-				var ch, payload string
-				var attempt int32
-				_, err = pgx.ForEachRow(rows, []any{&id, &origin, &ch, &payload, &attempt}, func() error {
-					ids, origins = append(ids, id), append(origins, origin)
-					payloads, attempts = append(payloads, payload), append(attempts, attempt)
-					return nil
-				})
-			}
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("claim: %w", err)
-		}
-		if len(ids) == 0 {
-			if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-				return fmt.Errorf("commit the empty claim: %w", err)
-			}
-			return nil
-		}
-		run := &pgx.Batch{}
-		for _, p := range payloads {
-			run.Queue("SAVEPOINT pgrelay_event")
-			run.Queue(handler, p)
-			run.Queue("RELEASE SAVEPOINT pgrelay_event")
-		}
-		run.Queue(bareLog, ids, origins, channel, attempts)
-		run.Queue(`DELETE FROM pgrelay.queue WHERE id = ANY($1)`, ids)
-		run.Queue("COMMIT")
-		br = conn.SendBatch(ctx, run)
-		var tag pgconn.CommandTag
-		for range run.Len() {
-			if tag, err = br.Exec(); err != nil {
-				break
-			}
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("run and complete %d events: %w", len(ids), err)
-		}
-		if tag.String() != "COMMIT" {
-			return fmt.Errorf("run and complete %d events: the transaction ended with %s", len(ids), tag)
-		}
-		done.Add(int64(len(ids)))
-		last.Store(time.Now().UnixNano())
-	}
 }

@@ -594,3 +594,45 @@ func TestBenchDatabaseUnreachable(t *testing.T) {
 	assert.NotContains(t, errOut, "panic")
 	assert.Contains(t, errOut, "pgrelay bench: ")
 }
+
+// The ceiling's shape flags: several loops, claims smaller than the backlog
+// (so each loop commits many transactions, each pipelined with the next
+// claim), and --ceiling-reset; every event is logged once and the queue ends
+// empty.
+func TestBenchCeilingShape(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "ceiling", "--database-url", d.URL, "--events", "503", "--json",
+		"--ceiling-loops", "3", "--ceiling-claim", "17", "--ceiling-reset", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	m := parseBench(t, out).measure(t, "ceiling", "burn-down", "bare loop")
+	burnedDown(t, d, m, 503, "pgrelay_bench_ceiling")
+	assert.Contains(t, m.Detail, "3 connections; claim 17 ")
+	assert.Contains(t, m.Detail, "the timeout and the session reset")
+	assert.Equal(t, 503, d.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'pgrelay_bench_ceiling'`))
+	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.queue`))
+
+	code, _, errOut = cliMain("bench", "ceiling", "--database-url", d.URL, "--ceiling-loops", "-1")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--ceiling-loops and --ceiling-claim must not be negative")
+}
+
+// burn-down's mixed load: producers enqueue while the backlog drains; the
+// figure counts every event, and the log holds one succeeded row for each.
+func TestBenchBurnDownProducers(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "burn-down", "--database-url", d.URL, "--events", "3000", "--json",
+		"--mixed-producers", "3", "--mixed-rate", "300", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	m := parseBench(t, out).measure(t, "burn-down", "burn-down", "pgrelay")
+	require.Greater(t, m.Events, 3000, "some events were produced while the backlog drained")
+	burnedDown(t, d, m, m.Events, "pgrelay_bench_noop")
+	assert.Contains(t, m.Detail, "3000 pre-inserted, ")
+	assert.Contains(t, m.Detail, "by 3 producers")
+	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.queue`))
+
+	code, _, errOut = cliMain("bench", "burn-down", "--database-url", d.URL, "--mixed-producers", "2", "--mixed-rate", "0")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--mixed-rate must be a positive number")
+}

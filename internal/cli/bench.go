@@ -62,6 +62,11 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&o.BacklogMeasure, "backlog-measure", 50000, "backlog: completions measured at each size (at most the size)")
 	fs.IntVar(&o.Channels, "channels", 10000, "channels: number of 'channel'-mode channels")
 	fs.IntVar(&o.PerChannel, "events-per-channel", 20, "channels: events per channel")
+	fs.IntVar(&o.CeilingLoops, "ceiling-loops", 0, "ceiling: connections, each looping on one transaction at a time (default: the fastest found, see docs/benchmarks.md)")
+	fs.IntVar(&o.CeilingClaim, "ceiling-claim", 0, "ceiling: rows each transaction claims (default: the fastest found)")
+	fs.BoolVar(&o.CeilingReset, "ceiling-reset", false, "ceiling: also send, around each handler, the channel's statement_timeout and the session reset a Processor's batch sends")
+	fs.IntVar(&o.MixedProducers, "mixed-producers", 0, "burn-down: also enqueue with this many producers while the backlog drains (notify(), one event per transaction), until as many events completed as were pre-inserted; the rate counts every event (0: none)")
+	fs.Float64Var(&o.MixedRate, "mixed-rate", 2000, "burn-down with --mixed-producers: the producers' events per second, in all")
 	fs.StringVar(&o.Peer, "peer", "", "also run burn-down, enqueue, latency, producers and latency-load with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")
 	fs.StringVar(&o.PeerDir, "peer-dir", "", "the peer harness's module directory (default bench/river)")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with every result instead of the table")
@@ -183,6 +188,12 @@ func validateBench(o *bench.Options, list []bench.Scenario) error {
 	switch {
 	case o.Events < 1 || o.Batch < 1:
 		return &usageError{msg: "--events and --enqueue-batch must be positive"}
+	case o.MixedProducers < 0:
+		return &usageError{msg: "--mixed-producers must not be negative"}
+	case o.MixedProducers > 0 && (!(o.MixedRate > 0) || math.IsInf(o.MixedRate, 0)):
+		return &usageError{msg: "--mixed-rate must be a positive number"}
+	case o.CeilingLoops < 0 || o.CeilingClaim < 0:
+		return &usageError{msg: "--ceiling-loops and --ceiling-claim must not be negative"}
 	case o.LatencyEvents < 1:
 		return &usageError{msg: "--latency-events must be positive"}
 	case !(o.Rate > 0) || math.IsInf(o.Rate, 0):

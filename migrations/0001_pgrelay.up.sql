@@ -1083,7 +1083,10 @@ END
 $$;
 
 -- _queue_wake: the wake-ups of a statement that inserted rows, one per
--- channel it inserted into.
+-- channel it inserted into: direct inserts and retry rows. The producer
+-- functions' inserts (pgrelay.stamped on) pass it by: _enqueue, which knows
+-- the channel, calls _wake itself, without the trigger's call and its query
+-- of the statement's rows.
 CREATE FUNCTION pgrelay._queue_wake() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1110,7 +1113,8 @@ $$;
 
 CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue
   REFERENCING NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_wake();
+  FOR EACH STATEMENT WHEN (pg_catalog.current_setting('pgrelay.stamped', true) IS DISTINCT FROM 'on')
+  EXECUTE FUNCTION pgrelay._queue_wake();
 
 -- _arm_wakes: a Processor asks for wake-ups again: arms every slot taken
 -- (creating the slots if the table is empty or partial: after a crash an
@@ -1317,6 +1321,7 @@ BEGIN
          pgrelay._lane_of(ch.concurrency_mode, u.payload), pgrelay._phash_of(ch.deduplicate, u.payload)
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
+  PERFORM pgrelay._wake(ch.channel);
   IF ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload)
     SELECT u.id, u.payload FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload)

@@ -846,6 +846,7 @@ BEGIN
          pgrelay._lane_of(ch.concurrency_mode, u.payload), pgrelay._phash_of(ch.deduplicate, u.payload)
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
+  PERFORM pgrelay._wake(ch.channel);
   IF ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload)
     SELECT u.id, u.payload FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload)
@@ -3593,7 +3594,7 @@ CREATE TRIGGER queue_keep_payloads AFTER INSERT ON pgrelay.queue REFERENCING NEW
 -- Name: queue queue_wake; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
-CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pgrelay._queue_wake();
+CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_wake();
 
 
 --

@@ -563,13 +563,9 @@ func TestActorEmailCutDataIsNotSentAgain(t *testing.T) {
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
 	defer func() {
 		if t.Failed() {
-			rows, _ := e.Pool.Query(context.Background(), `SELECT event || ' ' || attempt || ' ' || COALESCE(error, '') FROM pgrelay.log ORDER BY id`)
-			for rows.Next() {
-				var l string
-				_ = rows.Scan(&l)
+			for _, l := range testenv.Column[string](t, e.Pool, `SELECT event || ' ' || attempt || ' ' || COALESCE(error, '') FROM pgrelay.log ORDER BY id`) {
 				t.Log(l)
 			}
-			rows.Close()
 		}
 	}()
 	testenv.Eventually(e.T, time.Minute, "the event to give up", func() bool {

@@ -43,16 +43,9 @@ func TestClusterReplicatesBothWays(t *testing.T) {
 				require.Equal(t, n, node)
 			}
 			waitFor := func(cn *pgx.Conn, sql string, want int) {
-				deadline := time.Now().Add(20 * time.Second)
-				for {
-					var n int
-					require.NoError(t, cn.QueryRow(ctx, sql).Scan(&n))
-					if n == want {
-						return
-					}
-					require.True(t, time.Now().Before(deadline), "waiting for %s = %d (got %d)", sql, want, n)
-					time.Sleep(20 * time.Millisecond)
-				}
+				testenv.Eventually(t, 20*time.Second, fmt.Sprintf("%s = %d", sql, want), func() bool {
+					return testenv.One[int](t, cn, sql) == want
+				})
 			}
 			_, err := conns[1].Exec(ctx, "SELECT pgrelay.register('r', 'SELECT $1')")
 			require.NoError(t, err)

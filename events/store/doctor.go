@@ -64,11 +64,15 @@ func HorizonOwner(ctx context.Context, q Querier) (owner string, seesAll bool, e
 // events.SourceNotifier) node wrote past cursor after, and its age by the
 // server's clock; ok is false when there is none.
 func UnpublishedAge(ctx context.Context, q Querier, node int, source string, after int64) (oldest time.Time, age time.Duration, ok bool, err error) {
-	sql := `SELECT l.at FROM pgrelay.log l WHERE l.node = $1 AND l.id > $2 ORDER BY l.node, l.id LIMIT 1`
+	sql := `SELECT l.at FROM pgrelay.log l
+		WHERE l.node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND l.id OPERATOR(pg_catalog.>) $2::pg_catalog.int8
+		ORDER BY l.node, l.id LIMIT 1`
 	if source == events.SourceNotifier {
-		sql = `SELECT s.at FROM pgrelay_notifier.status_events s WHERE s.node = $1 AND s.id > $2 ORDER BY s.node, s.id LIMIT 1`
+		sql = `SELECT s.at FROM pgrelay_notifier.status_events s
+		WHERE s.node OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND s.id OPERATOR(pg_catalog.>) $2::pg_catalog.int8
+		ORDER BY s.node, s.id LIMIT 1`
 	}
-	err = q.QueryRow(ctx, `SELECT x.at, pg_catalog.clock_timestamp() - x.at FROM (`+sql+`) x`, node, after).Scan(&oldest, &age)
+	err = q.QueryRow(ctx, `SELECT x.at, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) x.at FROM (`+sql+`) x`, node, after).Scan(&oldest, &age)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return oldest, 0, false, nil
 	}

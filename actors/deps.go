@@ -91,9 +91,11 @@ func (a *actorIDs) notifySlotsFreed() {
 // leadership is this node's standing in multi-node and leader modes, kept by
 // the heartbeat and read by the claimer and the batchers.
 type leadership struct {
-	// rejoinUntil: until then the node is rejoining (it had been dead or
-	// adopted when this Processor started) and claims only rows pinned to it.
-	// Set before the tree starts.
+	// rejoining: the node had been dead or adopted when this Processor
+	// started, and claims only rows pinned to it until the heartbeat ends the
+	// rejoin (its peers answered, or the time rule: rejoinUntil, set before
+	// the tree starts).
+	rejoining   atomic.Bool
 	rejoinUntil time.Time
 	// leaseTerm is the term of the lease this node holds, leading or still
 	// settling: Stop releases it.
@@ -108,7 +110,7 @@ type leadership struct {
 // the node rejoins, only the rows pinned to it: the scope of a leader-mode
 // node that does not lead.
 func (l *leadership) scope(mode string) store.ClaimScope {
-	if time.Now().Before(l.rejoinUntil) {
+	if l.rejoining.Load() {
 		return store.ClaimScope{Mode: ModeLeader}
 	}
 	return store.ClaimScope{Mode: mode, Term: l.leaderTerm.Load()}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,7 +18,12 @@ type (
 		rescued int
 		adopted int
 		lease   *store.Lease // leader mode only
-		err     error
+		// The proof: the term of the ask this beat made, or the peers of
+		// the latest ask read back (read).
+		asked int64
+		peers []store.SyncPeer
+		read  bool
+		err   error
 	}
 )
 
@@ -38,8 +44,16 @@ type heartbeat struct {
 	// whether it leads.
 	candidate   int64
 	candidateAt time.Time
-	// rejoined: the rejoin settle has passed and the claimer was woken.
-	rejoined bool
+	// candidateAsk: the ask made after the candidate took the lease (0: not
+	// yet), and when.
+	candidateAsk   int64
+	candidateAskAt time.Time
+	// The proof (migrations/0006_rejoin_proof.up.sql): the term of this
+	// node's latest ask to its peers (0: none) and when it was made; wantAsk:
+	// a new ask is due (at a rejoin's start, after a lease take).
+	askTerm int64
+	askedAt time.Time
+	wantAsk bool
 }
 
 func heartbeatProps(d *deps) *actor.Props {
@@ -51,6 +65,7 @@ func (h *heartbeat) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		h.stopTick = ticker(h.d, ctx.Self(), h.d.cfg.HeartbeatInterval, func() any { return &beat{} })
+		h.wantAsk = h.d.rejoining.Load()
 		ctx.Send(ctx.Self(), &beat{})
 	case *actor.Stopping, *actor.Restarting:
 		h.stopTick()
@@ -61,12 +76,16 @@ func (h *heartbeat) Receive(ctx actor.Context) {
 		h.busy = true
 		self := ctx.Self()
 		d := h.d
+		ask, readTerm := h.wantAsk, int64(0)
+		if d.rejoining.Load() || h.candidateAsk > 0 {
+			readTerm = h.askTerm
+		}
 		// Stop waits for a beat in progress before it unregisters the
 		// instance: a late heartbeat would register it again.
 		d.work.Add(1)
 		go func() {
 			defer d.work.Done()
-			d.send(self, beatOnce(d))
+			d.send(self, beatOnce(d, ask, readTerm))
 		}()
 	case *beatResult:
 		h.busy = false
@@ -77,8 +96,9 @@ func (h *heartbeat) Receive(ctx actor.Context) {
 	}
 }
 
-// beatOnce does one beat's database work.
-func beatOnce(d *deps) *beatResult {
+// beatOnce does one beat's database work. It answers the other nodes' asks,
+// and asks them to answer (ask) or reads their answers to ask readTerm (> 0).
+func beatOnce(d *deps, ask bool, readTerm int64) *beatResult {
 	bctx, cancel := context.WithTimeout(context.Background(), max(d.cfg.HeartbeatInterval, 5*time.Second))
 	defer cancel()
 	r := &beatResult{}
@@ -91,8 +111,22 @@ func beatOnce(d *deps) *beatResult {
 	if d.cfg.Mode == ModeSingle {
 		return r
 	}
+	if _, r.err = d.store.SyncAnswer(bctx); r.err != nil {
+		return r
+	}
 	if r.adopted, r.err = d.store.Adopt(bctx, d.cfg.DeadAfter); r.err != nil {
 		return r
+	}
+	switch {
+	case ask:
+		if r.asked, r.err = d.store.SyncAsk(bctx); r.err != nil {
+			return r
+		}
+	case readTerm > 0:
+		if r.peers, r.err = d.store.SyncPeers(bctx, readTerm, d.cfg.DeadAfter); r.err != nil {
+			return r
+		}
+		r.read = true
 	}
 	if d.cfg.Mode == ModeLeader {
 		l, err := d.store.LeaseStep(bctx, d.cfg.DeadAfter)
@@ -121,12 +155,14 @@ func (d *deps) scope() store.ClaimScope { return d.leadership.scope(d.cfg.Mode) 
 func (h *heartbeat) handle(ctx actor.Context, m *beatResult) {
 	d := h.d
 	claimer, _, _ := d.pids()
-	if !h.rejoined && !d.rejoinUntil.IsZero() && !time.Now().Before(d.rejoinUntil) {
-		// The rejoin settle has passed: claim the unrestricted rows this node
-		// owns now (ownership is read by the claim itself).
-		h.rejoined = true
-		d.log.Info("rejoin settle passed; claiming unrestricted rows again")
-		ctx.Send(claimer, &wake{})
+	if m.asked > 0 {
+		h.askTerm, h.askedAt, h.wantAsk = m.asked, time.Now(), false
+		if h.candidate != 0 && h.candidateAsk == 0 {
+			h.candidateAsk, h.candidateAskAt = m.asked, h.askedAt
+		}
+	}
+	if d.rejoining.Load() {
+		h.rejoin(ctx, m)
 	}
 	if m.err != nil {
 		d.metrics.DBErrors.WithLabelValues("heartbeat").Inc()
@@ -151,12 +187,71 @@ func (h *heartbeat) handle(ctx actor.Context, m *beatResult) {
 		ctx.Send(claimer, &wake{})
 	}
 	if m.lease != nil {
-		h.elect(ctx, *m.lease)
+		h.elect(ctx, *m.lease, m)
 	}
 }
 
+// rejoin ends the rejoin when every peer answered this node's ask, or when
+// the time rule allows it (peersReady), and wakes the claimer to take the
+// unrestricted rows this node owns now (ownership is read by the claim).
+func (h *heartbeat) rejoin(ctx actor.Context, m *beatResult) {
+	d := h.d
+	now := time.Now()
+	read := m.read && m.err == nil
+	ready, why := peersReady(m.peers, read, now.After(d.rejoinUntil),
+		read && now.Sub(h.askedAt) >= max(d.cfg.LeaderSettle, d.cfg.DeadAfter))
+	if !ready {
+		return
+	}
+	d.rejoining.Store(false)
+	d.log.Info("rejoined: claiming unrestricted rows again", "because", why)
+	claimer, _, _ := d.pids()
+	ctx.Send(claimer, &wake{})
+}
+
+// peersReady decides whether what this node wrote before its ask (its
+// heartbeat, when it rejoins; its lease take, as a candidate) has reached
+// every other node and everything they did before seeing it has reached this
+// one: a rejoining node may claim its unrestricted rows, a candidate may
+// lead. read: peers holds the answers to the ask. A peer that answered has
+// applied the ask and sent everything it did before
+// (migrations/0006_rejoin_proof.up.sql): when every peer answered, the rule
+// is exact. A peer that looks dead here (no heartbeat for --dead-after, or no
+// row) may never answer: for it the time rule holds (settled: --leader-settle
+// has passed). A peer that looks alive but has not answered in
+// max(--leader-settle, --dead-after) since the ask runs a pgrelay that does
+// not answer (overdue): it gets the time rule too. With no peer at all,
+// nothing is proven and the time rule decides.
+func peersReady(peers []store.SyncPeer, read, settled, overdue bool) (bool, string) {
+	if !read || len(peers) == 0 {
+		if settled {
+			return true, "--leader-settle has passed (no answer to wait for)"
+		}
+		return false, ""
+	}
+	var dead, silent []int32
+	for _, p := range peers {
+		switch {
+		case p.Answered:
+		case !p.Alive:
+			dead = append(dead, p.Node)
+		default:
+			silent = append(silent, p.Node)
+		}
+	}
+	switch {
+	case len(silent) > 0 && !overdue, len(dead) > 0 && !settled:
+		return false, ""
+	case len(silent) > 0:
+		return true, fmt.Sprintf("nodes %v look alive but did not answer in max(--leader-settle, --dead-after) (an older pgrelay?)", silent)
+	case len(dead) > 0:
+		return true, fmt.Sprintf("every live node answered; nodes %v look dead and --leader-settle has passed", dead)
+	}
+	return true, "every other node answered"
+}
+
 // elect moves the leader state machine one step.
-func (h *heartbeat) elect(ctx actor.Context, l store.Lease) {
+func (h *heartbeat) elect(ctx actor.Context, l store.Lease, m *beatResult) {
 	d := h.d
 	claimer, _, _ := d.pids()
 	leading := d.leaderTerm.Load()
@@ -167,7 +262,7 @@ func (h *heartbeat) elect(ctx actor.Context, l store.Lease) {
 		}
 		d.leaderTerm.Store(0)
 		d.leaseTerm.Store(0)
-		h.candidate = 0
+		h.candidate, h.candidateAsk = 0, 0
 	case leading == l.Term:
 		// Renewed.
 	case l.Taken || h.candidate != l.Term:
@@ -176,11 +271,23 @@ func (h *heartbeat) elect(ctx actor.Context, l store.Lease) {
 		d.leaderTerm.Store(0)
 		d.leaseTerm.Store(l.Term)
 		h.candidate, h.candidateAt = l.Term, time.Now()
-		d.log.Info("took the leader lease; settling before leading", "term", l.Term,
+		h.candidateAsk, h.wantAsk = 0, true
+		d.log.Info("took the leader lease; waiting for every other node to see it before leading", "term", l.Term,
 			"settle", d.cfg.LeaderSettle)
-	case time.Since(h.candidateAt) >= d.cfg.LeaderSettle:
+	default:
+		// A candidate: it leads once every live node has seen its take and
+		// answered (a take of theirs at the same moment has then reached
+		// this node, and last-update-wins left one holder on both: the
+		// lease read in this beat), or by the time rule.
+		read := m.read && h.candidateAsk > 0
+		ready, why := peersReady(m.peers, read, time.Since(h.candidateAt) >= d.cfg.LeaderSettle,
+			read && time.Since(h.candidateAskAt) >= max(d.cfg.LeaderSettle, d.cfg.DeadAfter))
+		if !ready {
+			return
+		}
 		d.leaderTerm.Store(l.Term)
-		d.log.Info("leading", "term", l.Term)
+		h.candidateAsk = 0
+		d.log.Info("leading", "term", l.Term, "because", why)
 		ctx.Send(claimer, &wake{})
 	}
 }

@@ -398,3 +398,73 @@ func TestActorDecommissionAdoptsLateRows(t *testing.T) {
 	require.Equal(t, 50, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted'
 		AND error LIKE 'node 2 was decommissioned; adopted by node 1%'`))
 }
+
+// A node that comes back claims its unrestricted rows as soon as every other
+// node has answered its ask (migrations/0006_rejoin_proof.up.sql), not after
+// the settle (an hour here), and not before: node 1 looks alive but has no
+// Processor to answer, so node 2 runs only its pinned row until node 1's
+// Processor starts and answers.
+func TestActorRejoinEndsWhenEveryPeerAnswered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.Exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.Exec(`SELECT pgrelay.register('pinned', 'INSERT INTO public.ran(payload) VALUES ($1)', p_node_restricted := true)`)
+	e.enqueueOn(2, "u", payloads("mine", 20))
+	e.enqueueOn(2, "pinned", []string{"pin"})
+	e.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES
+	          (2, 'multi-node', now() - interval '1 hour'), (1, 'multi-node', now())`)
+	slow := func(c *actors.Config) {
+		c.LeaderSettle = time.Hour
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Minute
+	}
+	e.startNode(2, actors.ModeMultiNode, slow)
+	testenv.Eventually(e.T, 30*time.Second, "the pinned row to run", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE payload = 'pin'`) == 1
+	})
+	testenv.Eventually(e.T, 30*time.Second, "node 2 to ask, then beat for half a second", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.sync_asks a JOIN pgrelay.processors p USING (node_id)
+		                 WHERE a.node_id = 2 AND p.last_seen > a.asked_at + interval '500 milliseconds'`) == 1
+	})
+	require.Zero(t, e.Count(`SELECT count(*) FROM ran WHERE payload LIKE 'mine-%'`),
+		"no unrestricted row ran before node 1 answered")
+
+	e.startNode(1, actors.ModeMultiNode, slow)
+	testenv.Eventually(e.T, 30*time.Second, "node 2's unrestricted rows to run once node 1 answered", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE payload LIKE 'mine-%'`) == 20
+	})
+	require.Equal(t, 21, e.Count(`SELECT count(*) FROM ran WHERE node = 2`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.sync_answers WHERE node_id = 2 AND peer = 1`))
+}
+
+// A node that took the leader lease leads as soon as every other node has
+// answered an ask made after the take, not after the settle (an hour here),
+// and not before: node 1 looks alive but has no Processor to answer until it
+// starts (and finds the lease taken).
+func TestActorLeaderLeadsWhenEveryPeerSawTheTake(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Exec(`CREATE TABLE ran (payload text, node int DEFAULT current_setting('pg_relay.node_id')::int)`)
+	e.Exec(`SELECT pgrelay.register('u', 'INSERT INTO public.ran(payload) VALUES ($1)')`)
+	e.enqueueOn(1, "u", payloads("a", 20))
+	e.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (1, 'leader', now())`)
+	slow := func(c *actors.Config) {
+		c.LeaderSettle = time.Hour
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Minute
+	}
+	e.startNode(2, actors.ModeLeader, slow)
+	testenv.Eventually(e.T, 30*time.Second, "node 2 to take the lease, ask, then beat for half a second", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes l, pgrelay.sync_asks a JOIN pgrelay.processors p USING (node_id)
+		                 WHERE l.node_id = -1 AND l.leader_node = 2 AND a.node_id = 2
+		                   AND a.asked_at > l.taken_at AND p.last_seen > a.asked_at + interval '500 milliseconds'`) == 1
+	})
+	require.Zero(t, e.Count(`SELECT count(*) FROM ran`), "node 2 did not lead before node 1 answered")
+
+	e.startNode(1, actors.ModeLeader, slow)
+	testenv.Eventually(e.T, 30*time.Second, "node 2 to lead once node 1 answered", func() bool {
+		return e.Count(`SELECT count(*) FROM ran WHERE node = 2`) == 20
+	})
+	require.Equal(t, 20, e.Count(`SELECT count(*) FROM ran`))
+}

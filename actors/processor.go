@@ -455,8 +455,10 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.d.slots = newSlots(p.cfg.Concurrency, metrics.InFlight, p.d.notifySlotsFreed)
 	if rejoin {
 		p.d.rejoinUntil = time.Now().Add(p.cfg.LeaderSettle)
-		logger.Warn("this node had been dead or adopted: dispatching only rows pinned to it until the settle "+
-			"has passed, so that an adoption still replicating reaches it first", "settle", p.cfg.LeaderSettle)
+		p.d.rejoining.Store(true)
+		logger.Warn("this node had been dead or adopted: dispatching only rows pinned to it until every other "+
+			"node has answered (or, for a node that looks dead, the settle has passed), so that an adoption "+
+			"still replicating reaches it first", "settle", p.cfg.LeaderSettle)
 	}
 
 	ready := make(chan struct{})

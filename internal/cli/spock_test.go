@@ -428,11 +428,12 @@ func TestSpockCluster(t *testing.T) {
 		}
 
 		// Node 3 comes back, database and Processor at once: it rejoins
-		// (settles before it claims unrestricted rows), runs its pinned row,
-		// and none of the adopted ones.
+		// (claims unrestricted rows only once nodes 1 and 2 have answered its
+		// ask; the settle, an hour here, never decides), runs its pinned row,
+		// its new rows, and none of the adopted ones.
 		require.NoError(t, cluster.StartNode(ctx, 3))
 		n3.pool.Reset()
-		p3 = n3.run("multi-node")
+		p3 = n3.run("multi-node", "--leader-settle", "1h")
 		require.NoError(t, cluster.WaitReplicating(ctx))
 		testenv.Eventually(t, 30*time.Second, "the adoption and the outcomes to reach node 3", func() bool {
 			return n3.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'ad'`) == 0
@@ -441,10 +442,16 @@ func TestSpockCluster(t *testing.T) {
 			return n3.count(`SELECT count(*) FROM app.ran WHERE payload = 'pinned-3'`) == 1
 		})
 		require.Equal(t, 0, n3.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`), "node 3 ran none of the adopted rows")
+		n3.enqueue("ad", "back", 5)
+		testenv.Eventually(t, 30*time.Second, "node 3 to run its new rows once its peers answered", func() bool {
+			return n3.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad' AND payload LIKE 'back-%'`) == 5
+		})
+		require.Equal(t, 5, n3.count(`SELECT count(*) FROM app.ran WHERE channel = 'ad'`), "and none of the adopted ones")
+		require.Equal(t, 2, n3.count(`SELECT count(*) FROM pgrelay.sync_answers WHERE node_id = 3`), "nodes 1 and 2 answered")
 		w.sync()
 		for _, m := range all {
-			require.Equal(t, 600, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
-			require.Equal(t, 600, m.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+			require.Equal(t, 605, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
+			require.Equal(t, 605, m.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'ad' AND event = 'succeeded'`))
 			// Node 3's refreshes: pg_auto_mv's and its pinned row, each once.
 			require.Equal(t, 2, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mv' AND event = 'succeeded' AND node = 3`))
 		}

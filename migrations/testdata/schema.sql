@@ -122,6 +122,22 @@ $$;
 ALTER FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) OWNER TO postgres;
 
 --
+-- Name: _adopters(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._adopters() RETURNS integer[]
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT COALESCE(pg_catalog.array_agg(n.node_id ORDER BY n.node_id), '{}')
+    FROM pgrelay.nodes n
+   WHERE n.node_id >= 0 AND n.decommissioned_at IS NULL AND n.mode <> 'single'
+$$;
+
+
+ALTER FUNCTION pgrelay._adopters() OWNER TO postgres;
+
+--
 -- Name: _arm_wakes(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1749,6 +1765,82 @@ $$;
 ALTER FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) OWNER TO postgres;
 
 --
+-- Name: _sync_answer(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._sync_answer() RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  n int;
+BEGIN
+  INSERT INTO pgrelay.sync_answers AS s (node_id, peer, term, knows)
+  SELECT a.node_id, v_node, a.term, pgrelay._adopters()
+    FROM pgrelay.sync_asks a
+   WHERE a.node_id <> v_node
+     AND NOT EXISTS (SELECT FROM pgrelay.sync_answers x
+                      WHERE x.node_id = a.node_id AND x.peer = v_node AND x.term >= a.term)
+  ON CONFLICT (node_id, peer) DO UPDATE
+    SET term = EXCLUDED.term, knows = EXCLUDED.knows, answered_at = now()
+    WHERE s.term < EXCLUDED.term;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._sync_answer() OWNER TO postgres;
+
+--
+-- Name: _sync_ask(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._sync_ask() RETURNS bigint
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  INSERT INTO pgrelay.sync_asks AS a (node_id, term) VALUES (pgrelay._this_node(), 1)
+  ON CONFLICT (node_id) DO UPDATE SET term = a.term + 1, asked_at = now()
+  RETURNING a.term
+$$;
+
+
+ALTER FUNCTION pgrelay._sync_ask() OWNER TO postgres;
+
+--
+-- Name: _sync_peers(bigint, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._sync_peers(p_term bigint, p_dead_after interval) RETURNS TABLE(peer integer, answered boolean, alive boolean)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  WITH me AS (SELECT pgrelay._this_node() AS node),
+  answered AS (
+    SELECT s.peer, s.knows FROM pgrelay.sync_answers s, me
+     WHERE s.node_id = me.node AND s.term >= p_term
+  ), peers AS (
+    SELECT p.node FROM pg_catalog.unnest(pgrelay._adopters()) AS p(node)
+    UNION
+    SELECT k.node FROM answered a, pg_catalog.unnest(a.knows) AS k(node)
+    UNION
+    SELECT a.peer FROM answered a
+  )
+  SELECT p.node,
+         EXISTS (SELECT FROM answered a WHERE a.peer = p.node),
+         EXISTS (SELECT FROM pgrelay.nodes n WHERE n.node_id = p.node AND n.last_seen >= now() - p_dead_after)
+    FROM peers p, me
+   WHERE p.node <> me.node
+     AND NOT EXISTS (SELECT FROM pgrelay.nodes d WHERE d.node_id = p.node AND d.decommissioned_at IS NOT NULL)
+   ORDER BY p.node
+$$;
+
+
+ALTER FUNCTION pgrelay._sync_peers(p_term bigint, p_dead_after interval) OWNER TO postgres;
+
+--
 -- Name: _trim_event_payloads(interval, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -3249,6 +3341,34 @@ CREATE TABLE pgrelay.schema_migrations (
 ALTER TABLE pgrelay.schema_migrations OWNER TO postgres;
 
 --
+-- Name: sync_answers; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.sync_answers (
+    node_id integer NOT NULL,
+    peer integer NOT NULL,
+    term bigint NOT NULL,
+    knows integer[] NOT NULL,
+    answered_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+ALTER TABLE pgrelay.sync_answers OWNER TO postgres;
+
+--
+-- Name: sync_asks; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.sync_asks (
+    node_id integer NOT NULL,
+    term bigint NOT NULL,
+    asked_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+ALTER TABLE pgrelay.sync_asks OWNER TO postgres;
+
+--
 -- Name: this_node; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -3456,6 +3576,22 @@ ALTER TABLE ONLY pgrelay.schema_migrations
 
 
 --
+-- Name: sync_answers sync_answers_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.sync_answers
+    ADD CONSTRAINT sync_answers_pkey PRIMARY KEY (node_id, peer);
+
+
+--
+-- Name: sync_asks sync_asks_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.sync_asks
+    ADD CONSTRAINT sync_asks_pkey PRIMARY KEY (node_id);
+
+
+--
 -- Name: this_node this_node_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
 --
 
@@ -3640,6 +3776,14 @@ GRANT ALL ON FUNCTION pgrelay._adopt(p_dead_after interval) TO pgrelay_processor
 
 REVOKE ALL ON FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs bigint[], p_why text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _adopters(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._adopters() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._adopters() TO pgrelay_processor;
 
 
 --
@@ -4050,6 +4194,30 @@ GRANT ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claime
 
 
 --
+-- Name: FUNCTION _sync_answer(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._sync_answer() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._sync_answer() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _sync_ask(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._sync_ask() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._sync_ask() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _sync_peers(p_term bigint, p_dead_after interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._sync_peers(p_term bigint, p_dead_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._sync_peers(p_term bigint, p_dead_after interval) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4389,6 +4557,22 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_pro
 
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_admin;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_processor;
+
+
+--
+-- Name: TABLE sync_answers; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.sync_answers TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.sync_answers TO pgrelay_admin;
+
+
+--
+-- Name: TABLE sync_asks; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.sync_asks TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.sync_asks TO pgrelay_admin;
 
 
 --

@@ -456,6 +456,20 @@ func TestNodesListAndDecommissionDryRun(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "alive", parseTable(t, out)[0]["STATE"])
 
+	// --watch shows the view again every interval, the changes included.
+	code, out, errOut = cliMain("nodes", "--database-url", d.URL, "--watch", "10ms", "--limit", "3")
+	require.Equal(t, 0, code, errOut)
+	views := strings.Split(out, "pgrelay nodes — ")
+	require.Len(t, views, 4, out)
+	for _, v := range views[1:] {
+		require.Contains(t, v, "every 10ms, Ctrl-C to stop")
+		require.Len(t, parseTable(t, v[strings.Index(v, "NODE"):]), 2, v)
+		require.Contains(t, v, "replication (node 0): no pglogical or Spock", v)
+	}
+	code, _, errOut = cliMain("nodes", "--database-url", d.URL, "--limit", "3")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--limit needs --watch")
+
 	code, out, errOut = cliMain("nodes", "decommission", "3", "--database-url", d.URL)
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, out, "decommissioning node 3 would discard 2 pinned rows")

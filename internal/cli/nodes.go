@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,22 +25,66 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("nodes")
 	url := fs.String("database-url", "", "PostgreSQL URL of any node (required)")
 	deadAfter := fs.Duration("dead-after", 10*time.Second, "a node silent this long is shown dead")
+	watch := fs.Duration("watch", 0, "show the nodes and the replication again every this long, until interrupted (e.g. 1s)")
+	limit := fs.Int("limit", 0, "with --watch: exit after this many views (default: until interrupted)")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
 	if *url == "" {
 		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
 	}
+	if *watch < 0 || *limit < 0 || (*limit > 0 && *watch == 0) {
+		return &usageError{msg: "--watch and --limit must not be negative, and --limit needs --watch"}
+	}
 	conn, err := connectMigrated(ctx, *url)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	nodes, err := store.NodesOverview(ctx, conn, *deadAfter)
+	if *watch == 0 {
+		return printNodes(ctx, a.stdout, conn, *deadAfter)
+	}
+	tty := isTTY(a.stdout)
+	tick := time.NewTicker(*watch)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		var b strings.Builder
+		if tty {
+			b.WriteString("\033[H\033[2J")
+		}
+		fmt.Fprintf(&b, "pgrelay nodes — %s — every %s, Ctrl-C to stop\n\n", time.Now().Format("15:04:05"), *watch)
+		if err := printNodes(ctx, &b, conn, *deadAfter); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if !tty {
+			b.WriteString("\n")
+		}
+		if _, err := io.WriteString(a.stdout, b.String()); err != nil {
+			return err
+		}
+		if n == *limit {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// printNodes writes the nodes table of pgrelay.nodes_overview(deadAfter),
+// then what the node of conn replicates and, on Spock, its subscriptions,
+// their lag and the apply exceptions.
+func printNodes(ctx context.Context, w io.Writer, conn *pgx.Conn, deadAfter time.Duration) error {
+	nodes, err := store.NodesOverview(ctx, conn, deadAfter)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tMODE\tLAST HEARTBEAT\tSTATE\tLEADER\tPROCESSORS\tPENDING\tPINNED\tHOST\tVERSION")
 	for _, n := range nodes {
 		state, lead := "dead", ""
@@ -61,19 +107,19 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	// What this node (the database of --database-url) replicates.
-	fmt.Fprintln(a.stdout)
+	fmt.Fprintln(w)
 	r, err := checkReplication(ctx, conn)
 	if err != nil {
-		fmt.Fprintf(a.stdout, "replication: could not check: %v\n", err)
+		fmt.Fprintf(w, "replication: could not check: %v\n", err)
 		return nil
 	}
-	fmt.Fprintln(a.stdout, r.summary())
+	fmt.Fprintln(w, r.summary())
 	st, ok, err := readSpockStatus(ctx, conn, r.Node)
 	switch {
 	case err != nil:
-		fmt.Fprintf(a.stdout, "subscriptions: could not check: %v\n", err)
+		fmt.Fprintf(w, "subscriptions: could not check: %v\n", err)
 	case ok:
-		fmt.Fprintln(a.stdout, st.lines())
+		fmt.Fprintln(w, st.lines())
 	}
 	return nil
 }

@@ -475,6 +475,12 @@ func TestSpockCluster(t *testing.T) {
 		require.Len(t, table, 3, out)
 		require.Equal(t, map[string]string{"NODE": "3", "STATE": "dead", "PINNED": "1"}, pick(table[2], "NODE", "STATE", "PINNED"), out)
 		require.Contains(t, out, "replication (node 1, spock): every table of pgrelay and pgrelay_notifier is in a subscribed replication set")
+		// The same, watched: each view shows the subscriptions and their lag.
+		code, out, errOut = cliMain("nodes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String(),
+			"--watch", "10ms", "--limit", "2")
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, 2, strings.Count(out, "subscriptions (node 1, spock): "), out)
+		require.Equal(t, 2, strings.Count(out, "apply exceptions (node 1, spock): none"), out)
 		code, out, errOut = cliMain("nodes", "decommission", "3", "--yes", "--database-url", n1.url, "--dead-after", mmDeadAfter.String())
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "1 pinned rows discarded")

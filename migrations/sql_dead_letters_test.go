@@ -4,6 +4,7 @@ package migrations_test
 // pgrelay.dead_letters; admins retry or discard it.
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -394,4 +395,59 @@ func TestDeadLetterRetryRequeuesTheEmail(t *testing.T) {
 	require.Equal(t, "sent", testenv.One[string](t, d.Pool, "SELECT pgrelay_notifier.get_status($1)", sent))
 	require.Equal(t, []string{"queued", "sending", "sent"}, testenv.Column[string](t, d.Pool,
 		"SELECT status FROM pgrelay_notifier.status_events WHERE notification_id = $1 ORDER BY id", sent))
+}
+
+// Retention, retry_all and the listing read their indexes on a large table
+// (also with the generic plans PL/pgSQL caches), never the whole table.
+func TestExplainDeadLetters(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.Exec(`INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, outcome, ended_at, node)
+		SELECT g, g, 'c' || (g % 20), 'p', 1, 'gave_up', now() - g * interval '1 second', 0
+		  FROM generate_series(1, 50000) g`)
+	d.Exec("ANALYZE pgrelay.dead_letters")
+	c := d.Conn(-1)
+	_, err := c.Exec(bg, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	for name, tc := range map[string]struct{ sql, args, index string }{
+		"trim": {`SELECT x.id FROM pgrelay.dead_letters x WHERE x.ended_at < now() - $1::interval
+			ORDER BY x.ended_at LIMIT $2`, "('1 hour', 5000)", "dead_letters_ended"},
+		"retry_all": {`SELECT y.id FROM pgrelay.dead_letters y WHERE y.channel = $1 AND ($2::timestamptz IS NULL OR y.ended_at >= $2)
+			ORDER BY y.ended_at, y.id FOR UPDATE SKIP LOCKED`, "('c3', now() - interval '1 hour')", "dead_letters_channel_ended"},
+		"list": {`SELECT d.id FROM pgrelay.dead_letters d WHERE d.channel = $1 ORDER BY d.ended_at DESC LIMIT 100`,
+			"('c3')", "dead_letters_channel_ended"},
+	} {
+		_, err := c.Exec(bg, "PREPARE "+name+" AS "+tc.sql)
+		require.NoError(t, err, name)
+		plan := strings.Join(testenv.Column[string](t, c, "EXPLAIN EXECUTE "+name+tc.args), "\n")
+		require.Contains(t, plan, tc.index, name+"\n"+plan)
+		require.NotContains(t, plan, "Seq Scan", name+"\n"+plan)
+	}
+}
+
+// The dead letter interface's names and types are a contract (SPEC.md, and
+// the console reads the table's columns).
+func TestDeadLetterSignatures(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	for fn, want := range map[string]string{
+		"pgrelay.retry":     "p_id bigint",
+		"pgrelay.retry_all": "p_channel text, p_since timestamp with time zone",
+		"pgrelay.discard":   "p_id bigint",
+	} {
+		require.Equal(t, want, identityArgs(t, d.Pool, fn), fn)
+	}
+	require.Equal(t, "timestamp with time zone DEFAULT NULL::timestamp with time zone",
+		arguments(t, d.Pool, "pgrelay.retry_all")["p_since"])
+	require.Equal(t, []string{"bigint", "bigint", "boolean"}, testenv.Column[string](t, d.Pool,
+		`SELECT format_type(p.prorettype, NULL) FROM pg_proc p WHERE p.oid IN
+		   ('pgrelay.retry(bigint)'::regprocedure, 'pgrelay.retry_all(text, timestamptz)'::regprocedure,
+		    'pgrelay.discard(bigint)'::regprocedure) ORDER BY p.proname DESC`))
+	require.Equal(t, []string{
+		"id bigint NO", "origin_id bigint NO", "channel text NO", "payload text NO", "attempts integer NO",
+		"last_error text YES", "outcome text NO", "ended_at timestamp with time zone NO", "node integer NO",
+		"run_in_node integer YES", "notification_id bigint YES",
+	}, testenv.Column[string](t, d.Pool, `SELECT column_name || ' ' || data_type || ' ' || is_nullable
+		FROM information_schema.columns WHERE table_schema = 'pgrelay' AND table_name = 'dead_letters'
+		ORDER BY ordinal_position`))
 }

@@ -9,7 +9,8 @@ import (
 
 // LogDocument is the document of a log event, published on
 // pgrelay.events.<channel>.<event>: a row of pgrelay.log (Event is
-// succeeded, failed, gave_up, expired, deduplicated, adopted or rescued;
+// succeeded, failed, gave_up, expired, deduplicated, adopted, rescued,
+// retried or discarded;
 // OriginID is the id Notify returned), with its error class and, for
 // channels that publish them, its payload. docs/events.md describes each
 // field.

@@ -15,6 +15,9 @@ type (
 	trimResult struct {
 		trimmed store.Trimmed
 		err     error
+		// dead: dead letters deleted; deadErr: trimming them failed.
+		dead    int
+		deadErr error
 	}
 )
 
@@ -27,6 +30,8 @@ const trimBatch = 5000
 // node has not published yet, up to LogRetentionUnpublished; past that it
 // deletes them all the same and says so loudly (an error log with the count
 // and the ids, a counter; the database records them in pgrelay.log_dropped).
+// It deletes the dead letters that ended more than DeadLetterRetention ago
+// the same way, whether trimming the log failed or not.
 type janitor struct {
 	d        *deps
 	busy     bool
@@ -59,7 +64,8 @@ func (j *janitor) Receive(ctx actor.Context) {
 				// Payloads kept for status events go with the log rows.
 				_, err = d.store.TrimEventPayloads(tctx, d.cfg.LogRetention, d.cfg.LogRetentionUnpublished, trimBatch)
 			}
-			d.send(self, &trimResult{trimmed: t, err: err})
+			dead, deadErr := d.store.TrimDeadLetters(tctx, d.cfg.DeadLetterRetention, trimBatch)
+			d.send(self, &trimResult{trimmed: t, err: err, dead: dead, deadErr: deadErr})
 		}()
 	case *trimResult:
 		j.busy = false
@@ -73,6 +79,13 @@ func (j *janitor) Receive(ctx actor.Context) {
 				"rows", t.Dropped, "first_id", t.DroppedFirst, "last_id", t.DroppedLast,
 				"log_retention_unpublished", j.d.cfg.LogRetentionUnpublished)
 		}
+		if m.deadErr != nil {
+			j.d.metrics.DBErrors.WithLabelValues("trim").Inc()
+			j.d.log.Error("trimming the dead letters failed", "err", m.deadErr)
+		} else if m.dead > 0 {
+			j.d.log.Debug("trimmed dead letters", "deleted", m.dead,
+				"dead_letter_retention", j.d.cfg.DeadLetterRetention)
+		}
 		if m.err != nil {
 			j.d.metrics.DBErrors.WithLabelValues("trim").Inc()
 			j.d.log.Error("trimming the log failed", "err", m.err)
@@ -81,7 +94,7 @@ func (j *janitor) Receive(ctx actor.Context) {
 		if t.Deleted > 0 {
 			j.d.log.Debug("trimmed log", "deleted", t.Deleted)
 		}
-		if t.Deleted == trimBatch {
+		if t.Deleted == trimBatch || (m.deadErr == nil && m.dead == trimBatch) {
 			ctx.Send(ctx.Self(), &trim{})
 		}
 	case *actor.Stopped:

@@ -31,6 +31,21 @@ func TestActorJanitorTrimsLog(t *testing.T) {
 	require.Equal(t, 10, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'new'`))
 }
 
+// The janitor deletes the dead letters that ended before DeadLetterRetention
+// and keeps the rest.
+func TestActorJanitorTrimsDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Exec(`INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, outcome, ended_at, node)
+	        SELECT n, n, 'c', 'p', 1, 'gave_up', now() - CASE WHEN n <= 7000 THEN interval '15 days' ELSE interval '13 days' END, 0
+	          FROM generate_series(1, 7010) n`)
+	e.startProcessor(func(c *actors.Config) { c.DeadLetterRetention = 14 * 24 * time.Hour })
+	testenv.Eventually(e.T, 30*time.Second, "old dead letters to be trimmed", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.dead_letters WHERE id <= 7000`) == 0
+	})
+	require.Equal(t, 10, e.Count(`SELECT count(*) FROM pgrelay.dead_letters`))
+}
+
 // The Processor's metrics count what happened.
 func TestActorMetrics(t *testing.T) {
 	t.Parallel()

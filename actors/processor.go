@@ -73,6 +73,10 @@ const DefaultMaxConnections = 24
 // 30 days loses no status event.
 const DefaultLogRetentionUnpublished = 30 * 24 * time.Hour
 
+// DefaultDeadLetterRetention is how long dead letters are kept by default
+// (Config.DeadLetterRetention).
+const DefaultDeadLetterRetention = 14 * 24 * time.Hour
+
 // Modes a Processor runs in.
 const (
 	// ModeSingle: one primary (or several Processors on one database); every
@@ -151,7 +155,12 @@ type Config struct {
 	// pgrelay_log_unpublished_dropped_total and records them in
 	// pgrelay.log_dropped.
 	LogRetentionUnpublished time.Duration
-	// JanitorInterval is how often the log is trimmed (default 1m).
+	// DeadLetterRetention is how long dead letters (pgrelay.dead_letters:
+	// events that ended gave_up or expired, kept with their payloads for
+	// pgrelay.retry) are kept after they ended (default 14 days).
+	DeadLetterRetention time.Duration
+	// JanitorInterval is how often the log and the dead letters are trimmed
+	// (default 1m).
 	JanitorInterval time.Duration
 	// IdleTimeout: a channel or lane actor with nothing to do for this long is
 	// stopped (default 30s).
@@ -200,6 +209,7 @@ func (c *Config) defaults() {
 	setDefault(&c.LogRetention, 7*24*time.Hour)
 	setDefault(&c.LogRetentionUnpublished, DefaultLogRetentionUnpublished)
 	c.LogRetentionUnpublished = max(c.LogRetentionUnpublished, c.LogRetention)
+	setDefault(&c.DeadLetterRetention, DefaultDeadLetterRetention)
 	setDefault(&c.JanitorInterval, time.Minute)
 	setDefault(&c.IdleTimeout, 30*time.Second)
 	if c.Logger == nil {

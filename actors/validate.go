@@ -55,7 +55,8 @@ func (c *Config) Validate() error {
 		d    time.Duration
 	}{{"poll-interval", c.PollInterval}, {"heartbeat-interval", c.HeartbeatInterval},
 		{"shutdown-timeout", c.ShutdownTimeout}, {"log-retention", c.LogRetention},
-		{"log-retention-unpublished", c.LogRetentionUnpublished}} {
+		{"log-retention-unpublished", c.LogRetentionUnpublished},
+		{"dead-letter-retention", c.DeadLetterRetention}} {
 		if s.d <= 0 {
 			return refuse(s.name, "must be positive")
 		}

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,4 +30,8 @@ func TestActorConfigValidate(t *testing.T) {
 	cfg.Concurrency, cfg.PollInterval = 0, -1
 	_, err = actors.New(cfg)
 	require.EqualError(t, err, "pgrelay: poll-interval must be positive")
+
+	cfg.PollInterval, cfg.DeadLetterRetention = 0, -time.Hour
+	_, err = actors.New(cfg)
+	require.EqualError(t, err, "pgrelay: dead-letter-retention must be positive")
 }

@@ -27,6 +27,13 @@ const (
 	// Rescued: the claim of a Processor that died (or overran its lease) was
 	// taken back; the event is pending again.
 	Rescued Kind = "rescued"
+	// Retried: an admin enqueued a dead letter (an event that ended gave_up
+	// or expired) again (pgrelay.retry); the row is the new attempt chain's
+	// first queue row, under the same origin_id.
+	Retried Kind = "retried"
+	// Discarded: an admin removed a dead letter for good (pgrelay.discard);
+	// the row names the queue row that ended.
+	Discarded Kind = "discarded"
 	// Release is an outcome, never a row of pgrelay.log: the claim is given
 	// back unrun (shutdown, a lost database connection), the event is
 	// pending again and no attempt is counted.
@@ -43,7 +50,10 @@ func (k Kind) Logged(attempt, maxAttempts int) Kind {
 	return k
 }
 
-// Terminal reports whether no further event can follow for the notification.
+// Terminal reports whether the event ends the notification: its status.
+// Retried and Discarded are not: they follow a terminal event (a retry's own
+// events follow it; after a discard the status stays what it ended as), as
+// pgrelay.status() reads them.
 func (k Kind) Terminal() bool {
 	switch k {
 	case Succeeded, GaveUp, Expired, Deduplicated:

@@ -29,3 +29,22 @@ func TestKindLogged(t *testing.T) {
 	}
 	require.False(t, events.Release.Terminal(), "a released claim is pending again")
 }
+
+// A retry or a discard of a dead letter does not end the notification: after
+// a discard its status stays what it ended as, as pgrelay.status() says.
+func TestFoldAfterRetryAndDiscard(t *testing.T) {
+	t.Parallel()
+	require.False(t, events.Retried.Terminal())
+	require.False(t, events.Discarded.Terminal())
+	log := []events.LogEvent{{Event: events.GaveUp}, {Event: events.Discarded}}
+	s, ok := events.Fold(nil, log)
+	require.True(t, ok)
+	require.Equal(t, events.StatusGaveUp, s)
+	log = []events.LogEvent{{Event: events.GaveUp}, {Event: events.Retried}}
+	s, ok = events.Fold(&events.Row{Attempt: 1}, log)
+	require.True(t, ok)
+	require.Equal(t, events.StatusPending, s)
+	s, ok = events.Fold(nil, append(log, events.LogEvent{Event: events.Succeeded}))
+	require.True(t, ok)
+	require.Equal(t, events.StatusSucceeded, s)
+}

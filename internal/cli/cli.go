@@ -1,4 +1,4 @@
-// Package cli is the pgrelay command line: migrate, run, dev, stats, version.
+// Package cli is the pgrelay command line: migrate, run, dev, stats, dead, version.
 package cli
 
 import (
@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"golang.org/x/mod/module"
+	"golang.org/x/term"
 
 	"github.com/pgrelay/pgrelay/internal/secret"
 )
@@ -36,7 +37,11 @@ type command struct {
 type app struct {
 	stdout io.Writer
 	stderr io.Writer
-	getenv func(string) string
+	// stdin answers confirmation prompts, asked only when terminal (stdin
+	// is a terminal).
+	stdin    io.Reader
+	terminal bool
+	getenv   func(string) string
 	// self is how the hints this program prints run it again: "pgrelay"
 	// when that is this binary, else its path (./bin/pgrelay after make).
 	self string
@@ -51,6 +56,7 @@ func commands() []command {
 		{"doctor", "check an installation (roles, grants, search_path, replication, publisher, vacuum) and say how to fix it", runDoctor},
 		{"nodes", "list nodes (heartbeat, mode, leader, pending, pinned); 'nodes decommission N --yes'", runNodes},
 		{"watch", "follow the status events on NATS", runWatch},
+		{"dead", "dead letters (events that gave up or expired): 'dead list', 'dead show ID', 'dead retry', 'dead discard'", runDead},
 		{"bench", "measure throughput and latency: burn-down, enqueue, latency, backlog, channels, ceiling, ...", runBench},
 		{"version", "print the release and the commit it was built from", runVersion},
 	}
@@ -63,7 +69,8 @@ func (e *usageError) Error() string { return e.msg }
 
 // Main runs the command line and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, self: selfCommand(exec.LookPath, os.Executable, os.Getwd)}
+	a := &app{stdout: stdout, stderr: stderr, stdin: os.Stdin, terminal: term.IsTerminal(int(os.Stdin.Fd())),
+		getenv: os.Getenv, self: selfCommand(exec.LookPath, os.Executable, os.Getwd)}
 	if len(args) < 1 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		a.usage()
 		if len(args) < 1 {

@@ -249,6 +249,8 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"--heartbeat-interval", "0s"}, "--heartbeat-interval must be positive"},
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout must be positive"},
 		{[]string{"--dead-after", "-1s"}, "must not be negative"},
+		{[]string{"--dead-letter-retention", "0s"}, "--dead-letter-retention must be positive"},
+		{[]string{"--dead-letter-retention", "-24h"}, "--dead-letter-retention must be positive"},
 		{[]string{"--heartbeat-interval", "2s", "--dead-after", "1s"}, "dead-after (1s) must be longer than the heartbeat interval (2s)"},
 		{[]string{"--mode", "sideways"}, `--mode "sideways": unknown mode`},
 		{[]string{"--concurrency", "many"}, `invalid value "many" for flag -concurrency`},

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,6 +93,41 @@ func TestInstallWithoutSuperuser(t *testing.T) {
 	require.False(t, p.exited(), "the Processor exited")
 	require.Equal(t, "sent", status)
 	require.Equal(t, 1, mail.Count())
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(60*time.Second))
+
+	// A dead letter retried by an admin login: retry() runs as the owner and
+	// puts the email's failed notification back to queued through the
+	// notifier, and the retried event sends it.
+	for _, sql := range []string{
+		"CREATE ROLE ops LOGIN IN ROLE pgrelay_admin",
+		"SELECT pgrelay_notifier.create_channel('late', 'Shop <shop@example.com>', p_expire_after := '1 hour')",
+	} {
+		_, err := own.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	require.NoError(t, web.QueryRow(ctx,
+		"SELECT pgrelay_notifier.send('late', ARRAY['you@example.com'], 'Late', 'Expired, then retried')").Scan(&nid))
+	_, err = own.Exec(ctx, "UPDATE pgrelay.queue SET expires_at = now() - interval '1 second' WHERE payload = $1", strconv.FormatInt(nid, 10))
+	require.NoError(t, err)
+	ops, err := pgx.Connect(ctx, as("ops"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ops.Close(context.Background()) })
+	p = startCLI(t, nil, "run", "--database-url", as("relay"), "--smtp-url", mail.URL())
+	testenv.Eventually(t, 60*time.Second, "the expired email's dead letter and its failed notification", func() bool {
+		var n int
+		require.NoError(t, ops.QueryRow(ctx, "SELECT count(*) FROM pgrelay.dead_letters WHERE notification_id = $1", nid).Scan(&n))
+		require.NoError(t, web.QueryRow(ctx, "SELECT pgrelay_notifier.get_status($1)", nid).Scan(&status))
+		return (n == 1 && status == "failed") || p.exited()
+	})
+	require.False(t, p.exited(), "the Processor exited")
+	_, err = ops.Exec(ctx, "SELECT pgrelay.retry(id) FROM pgrelay.dead_letters WHERE notification_id = $1", nid)
+	require.NoError(t, err)
+	testenv.Eventually(t, 60*time.Second, "the retried email sent", func() bool {
+		require.NoError(t, web.QueryRow(ctx, "SELECT pgrelay_notifier.get_status($1)", nid).Scan(&status))
+		return (status == "sent" && mail.Count() == 2) || p.exited()
+	})
+	require.Equal(t, "sent", status)
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(60*time.Second))
 }

@@ -41,6 +41,7 @@ type processorFlags struct {
 	shutdownTimeout   time.Duration
 	logRetention      time.Duration
 	logUnpublished    time.Duration
+	deadRetention     time.Duration
 	smtpURL           string
 	configFile        string
 	file              *fileConfig // the --config file, loaded by validate
@@ -66,6 +67,7 @@ func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight handlers may finish before they are cancelled")
 	fs.DurationVar(&f.logRetention, "log-retention", 7*24*time.Hour, "delete pgrelay.log rows older than this (rows the NATS publisher of their node has not published: see --log-retention-unpublished)")
 	fs.DurationVar(&f.logUnpublished, "log-retention-unpublished", actors.DefaultLogRetentionUnpublished, "keep log rows that the NATS publisher of their node has not published at most this long (at least --log-retention); older ones are deleted all the same, logged as an error and recorded in pgrelay.log_dropped")
+	fs.DurationVar(&f.deadRetention, "dead-letter-retention", actors.DefaultDeadLetterRetention, "delete dead letters (events that ended gave_up or expired, kept with their payloads for 'pgrelay dead retry') this long after they ended")
 	fs.StringVar(&f.smtpURL, "smtp-url", "", "SMTP server of email channels: smtp://user:pass@host:port (STARTTLS when offered) or smtps://... (implicit TLS), options in docs/notifier.md (default: email channels stay pending)")
 	f.nats.register(fs)
 	fs.StringVar(&f.configFile, "config", "", "JSON configuration file: SMTP servers per channel and more (docs/notifier.md)")
@@ -87,6 +89,7 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		ShutdownTimeout:         f.shutdownTimeout,
 		LogRetention:            f.logRetention,
 		LogRetentionUnpublished: f.logUnpublished,
+		DeadLetterRetention:     f.deadRetention,
 		Logger:                  logger,
 		Registerer:              reg,
 		Version:                 Version,

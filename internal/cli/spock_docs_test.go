@@ -124,6 +124,7 @@ func TestSpockDocs(t *testing.T) {
 	}
 	migrated := map[int]bool{}
 	ran := 0
+	var syncLSN string
 	for i, blk := range blocks {
 		sql := hosts.Replace(blk.sql)
 		switch {
@@ -173,11 +174,25 @@ func TestSpockDocs(t *testing.T) {
 				return query(2, `SELECT 1 FROM pgrelay.channels WHERE channel = 'docs'`) != nil
 			})
 			query(2, `SELECT pgrelay.notify('docs', 'from-2')`)
-			// The section adds a node while node 2 is quiet: node 1 has
-			// applied node 2's writes before it copies its tables to node 3.
-			testenv.Eventually(t, 30*time.Second, "row from-2 on node 1", func() bool {
-				return query(1, `SELECT 1 FROM pgrelay.queue WHERE channel = 'docs' AND payload = 'from-2'`) != nil
-			})
+			continue
+		case strings.Contains(sql, "spock.sync_event()"):
+			// Node 2's sync event: its LSN goes into the wait below (the
+			// docs show an example value), which must end true.
+			rows := query(blk.nodes[0], sql)
+			require.Len(t, rows, 1)
+			syncLSN = rows[0][0].(string)
+			ran++
+			continue
+		case strings.Contains(sql, "spock.wait_for_sync_event("):
+			require.NotEmpty(t, syncLSN, "the sync event comes first")
+			for _, n := range blk.nodes {
+				require.Equal(t, [][]any{{"t"}}, query(n, strings.Replace(sql, "'0/3A2B1C8'", "'"+syncLSN+"'", 1)),
+					"node %d applied node 2's writes within the wait", n)
+			}
+			// What it proves: node 1 has node 2's row before node 3 copies
+			// from it.
+			require.NotNil(t, query(1, `SELECT 1 FROM pgrelay.queue WHERE channel = 'docs' AND payload = 'from-2'`))
+			ran++
 			continue
 		case strings.Contains(sql, "'sub_n1_n3'") && !migrated[3]:
 			// Node 3 is migrated before the others subscribe to it.

@@ -833,6 +833,18 @@ func checkClusterReplication(ctx context.Context, n *doctorNode, _ doctorConfig)
 				Fix: "SELECT * FROM spock.sub_show_status();  -- and the server log; a disabled one: " +
 					"SELECT spock.sub_enable('<name>', true);"})
 		}
+		var behaviour string
+		if err := n.conn.QueryRow(ctx, `SELECT COALESCE(pg_catalog.current_setting('spock.exception_behaviour', true), '')`).
+			Scan(&behaviour); err != nil {
+			return nil, fmt.Errorf("read spock.exception_behaviour: %w", err)
+		}
+		if ok && behaviour != "sub_disable" {
+			out = append(out, doctorFinding{ID: "replication-exception-behaviour", Severity: severityProblem,
+				Message: fmt.Sprintf("node %d (spock): spock.exception_behaviour is %s: a transaction from another node that "+
+					"fails to apply here is skipped, and pgrelay's rows in it (events, outcomes, heartbeats) never reach this node", r.Node, behaviour),
+				Fix: "ALTER SYSTEM SET spock.exception_behaviour = 'sub_disable';\nSELECT pg_catalog.pg_reload_conf();  " +
+					"-- a failing transaction then stops its subscription until it can apply (docs/multi-master.md)"})
+		}
 		if ok && st.Exceptions > 0 {
 			out = append(out, doctorFinding{ID: "replication-exceptions", Severity: severityProblem,
 				Message: fmt.Sprintf("node %d (spock): %d rows in spock.exception_log (%d on pgrelay's tables), the latest: %s: "+

@@ -375,8 +375,15 @@ func doctorCluster(t *testing.T, engine devenv.Engine) {
 		want = append([]string{"conflict-resolution " + n2}, want...)
 	} else {
 		// A real apply error on node 2: a row from node 1 its own check
-		// refuses, which Spock skips and records; then node 2's
-		// subscription disabled.
+		// refuses, which Spock skips and records (node 2 runs Spock's default
+		// exception_behaviour, transdiscard, which doctor reports); then
+		// node 2's subscription disabled.
+		require.NoError(t, cluster.Node(2).Exec(ctx, "postgres", "ALTER SYSTEM SET spock.exception_behaviour = 'transdiscard'"))
+		// A restart, not a reload: the apply worker must run with it when
+		// the row comes.
+		require.NoError(t, cluster.StopNode(2))
+		require.NoError(t, cluster.StartNode(ctx, 2))
+		require.NoError(t, cluster.WaitReplicating(ctx))
 		require.NoError(t, cluster.ExecBoth(ctx, `CREATE TABLE public.t (id int PRIMARY KEY, x int)`))
 		require.NoError(t, cluster.Replicate(ctx, "public.t"))
 		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `ALTER TABLE public.t ADD CONSTRAINT small CHECK (x < 10)`))
@@ -386,7 +393,7 @@ func doctorCluster(t *testing.T, engine devenv.Engine) {
 			return d2.Count(`SELECT count(*) FROM spock.exception_log WHERE table_name = 't'`) > 0
 		})
 		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `SELECT spock.sub_disable('sub_n2_n1', true)`))
-		want = []string{"node-id-duplicate ", "replication-exceptions " + n2, "replication-forwarding " + n2,
+		want = []string{"node-id-duplicate ", "replication-exception-behaviour " + n2, "replication-exceptions " + n2, "replication-forwarding " + n2,
 			"replication-missing " + n2, "replication-node-local " + n2, "replication-subscription " + n2}
 		require.NoError(t, cluster.Node(2).Exec(ctx, devenv.ClusterDB, `SELECT spock.repset_remove_table('default', c.oid)
 			FROM pg_class c WHERE c.relnamespace = 'pgrelay_notifier'::regnamespace AND c.relkind = 'r';
@@ -409,6 +416,8 @@ func doctorCluster(t *testing.T, engine devenv.Engine) {
 			findingOf(t, fs, "problem", "replication-node-local").Fix)
 		require.Contains(t, findingOf(t, fs, "problem", "replication-exceptions").Message, "(0 on pgrelay's tables), the latest: public.t: [SQLSTATE 23514]")
 		require.Contains(t, findingOf(t, fs, "problem", "replication-subscription").Message, "sub_n2_n1 (disabled)")
+		require.Contains(t, findingOf(t, fs, "problem", "replication-exception-behaviour").Message,
+			"spock.exception_behaviour is transdiscard")
 		code, out, errOut := cliMain("nodes", "--database-url", cluster.URL(2))
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "subscriptions (node 1, spock): sub_n2_n1 from n1 disabled") // node 2, given node 1's id

@@ -150,6 +150,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			"track_commit_timestamp":         "on",
 			"spock.conflict_resolution":      "'last_update_wins'",
 			"spock.save_resolutions":         "on",
+			"spock.exception_behaviour":      "sub_disable",
 			"spock.enable_ddl_replication":   ddl,
 			"spock.include_ddl_repset":       ddl,
 			"spock.allow_ddl_from_functions": ddl,

@@ -74,12 +74,14 @@ func all(fsys fs.FS) ([]Migration, error) {
 // NodeLocalTables names the tables of schema pgrelay that each node of a
 // multi-master cluster keeps for itself and that must not be replicated:
 // its record of applied migrations, the lock rows its producers take, its
-// node id and wake-up key, its publisher's lease, and its wake-up slots
-// (unlogged: no replication could carry them).
+// node id and wake-up key, its publisher's lease, its wake-up slots
+// (unlogged: no replication could carry them), and the Go handler names of
+// its Processors.
 // Every other table of schemas pgrelay and pgrelay_notifier is replicated
 // (docs/multi-master.md).
 func NodeLocalTables() []string {
-	return []string{"schema_migrations", "channel_locks", "this_node", "dedup_locks", "publish_leases", "wake_slots"}
+	return []string{"schema_migrations", "channel_locks", "this_node", "dedup_locks", "publish_leases", "wake_slots",
+		"go_handlers"}
 }
 
 // Latest is the highest embedded migration version.

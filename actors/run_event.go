@@ -39,9 +39,11 @@ func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 	}
 	// A sql handler is cut by statement_timeout, and sets its own deadline,
 	// the backstop for a network that does not answer, once it has a
-	// connection: waiting for one is not the handler's time.
+	// connection: waiting for one is not the handler's time. A Go handler
+	// sets its deadline itself too (a transactional one once it has its
+	// connection).
 	ctx, cancel := context.WithTimeout(d.runCtx, ev.Timeout)
-	if ev.Kind == "sql" {
+	if ev.Kind == "sql" || ev.Kind == "go" {
 		cancel()
 		ctx, cancel = context.WithCancel(d.runCtx)
 	}
@@ -65,6 +67,11 @@ func classify(ev handlers.Event, err error, stopping bool) events.Kind {
 		return ""
 	case stopping:
 		// Shutdown cancelled the handler: not the event's fault.
+		return events.Release
+	case ev.Kind == "go" && store.IsConnError(err) && !isHandlerError(err):
+		// A Go handler's transaction lost its connection outside the
+		// handler's own work (acquire, begin, completion, commit): as for
+		// sql, not an attempt. What the handler returned is its own failure.
 		return events.Release
 	case ev.Kind == "sql" && store.IsConnError(err) && !store.IsHandlerConnLost(err):
 		// The database went away under the handler (a restart), or the
@@ -105,7 +112,16 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 	if k == events.Failed || k == events.GaveUp {
 		out.Error = err.Error()
 	}
+	if delay, ok := handlers.RetryDelay(err); ok && k == events.Failed {
+		out.RetryAfter, out.OriginID = delay, ev.OriginID
+	}
 	return out
+}
+
+// isHandlerError reports whether err is a handler's own failure.
+func isHandlerError(err error) bool {
+	var h *store.HandlerError
+	return errors.As(err, &h)
 }
 
 // finish ends an event: its outcome goes to the completer, its slot is freed.

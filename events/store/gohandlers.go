@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgrelay/pgrelay/internal/prcodes"
+)
+
+// GoKind is what a Processor passes in the claim's kinds for its Go handler
+// name: "go:" + name (pgrelay._claim_kind), so that it is offered the events
+// of the go channels naming it and no other.
+func GoKind(name string) string { return "go:" + name }
+
+// RunGoTx runs fn, a Go handler of event c, in a transaction that completes
+// the claim as succeeded (pgrelay._succeed) when fn returns nil: what fn
+// wrote through tx commits with the event's success, or not at all. fn runs
+// under timeout, counted from when the connection is acquired (waiting for
+// one is not the handler's time). An error of fn is returned as a
+// HandlerError, the transaction rolled back; ErrClaimLost when the claim was
+// taken back before the commit.
+func (s *Store) RunGoTx(ctx context.Context, proc int64, c Claimed, timeout time.Duration,
+	fn func(ctx context.Context, tx pgx.Tx) error) error {
+	conn, err := s.hot.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a connection for event %d: %w", c.ID, err)
+	}
+	defer conn.Release()
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tx, err := conn.Begin(hctx)
+	if err != nil {
+		return fmt.Errorf("begin the transaction of event %d: %w", c.ID, err)
+	}
+	// Rolls back whatever did not commit, panics of fn included, before the
+	// connection goes back to the pool.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(hctx, tx); err != nil {
+		return &HandlerError{Err: err}
+	}
+	// What the handler set for the session (settings, its role) is reset
+	// before the completion: the connection goes back to the pool as it came.
+	b := &pgx.Batch{}
+	for _, r := range s.statements.of(conn.Conn().PgConn()).resets {
+		b.Queue(r)
+	}
+	b.Queue("SELECT pgrelay._succeed($1::pg_catalog.int8, $2::pg_catalog.int8, $3::pg_catalog.timestamptz)",
+		proc, c.ID, c.DispatchedAt)
+	if err := tx.SendBatch(hctx, b).Close(); err != nil {
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == prcodes.ClaimTakenBack {
+			return ErrClaimLost
+		}
+		return fmt.Errorf("complete event %d in its handler's transaction: %w", c.ID, err)
+	}
+	if err := tx.Commit(hctx); err != nil {
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+			// Refused at COMMIT (a deferred constraint of the handler's
+			// writes): the handler's failure.
+			return &HandlerError{Err: fmt.Errorf("commit: %w", err)}
+		}
+		return fmt.Errorf("commit the transaction of event %d: %w", c.ID, err)
+	}
+	return nil
+}
+
+// SetGoHandlers records the Go handler names of Processor proc
+// (pgrelay._go_handlers_set), which pgrelay.unhandled_go_channels() reads.
+func (s *Store) SetGoHandlers(ctx context.Context, proc int64, names []string) error {
+	if names == nil {
+		names = []string{}
+	}
+	if _, err := s.bg.Exec(ctx, "SELECT pgrelay._go_handlers_set($1::pg_catalog.int8, $2::pg_catalog.text[])",
+		proc, names); err != nil {
+		return fmt.Errorf("record the Go handlers of processor %d: %w", proc, err)
+	}
+	return nil
+}
+
+// UnhandledGo is a go channel whose handler no running Processor of the node
+// has: its events wait.
+type UnhandledGo struct {
+	Channel string
+	Handler string
+	Pending int64
+}
+
+// UnhandledGoChannels returns pgrelay.unhandled_go_channels().
+func UnhandledGoChannels(ctx context.Context, q Querier) ([]UnhandledGo, error) {
+	rows, err := q.Query(ctx, "SELECT channel, handler, pending FROM pgrelay.unhandled_go_channels()")
+	if err != nil {
+		return nil, fmt.Errorf("unhandled_go_channels: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[UnhandledGo])
+	if err != nil {
+		return nil, fmt.Errorf("unhandled_go_channels: %w", err)
+	}
+	return out, nil
+}

@@ -344,3 +344,24 @@ func runKilledChild(url string) {
 	}
 	select {}
 }
+
+// The handler's transaction is pgrelay's to end: a handler that commits it
+// itself would commit its writes without the event's completion.
+func TestGoHandleTxCannotEndItsTransaction(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_max_attempts := 1)")
+	startGo(t, d.URL, func(p *pgrelay.Processor) {
+		p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
+			if _, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		})
+	})
+	id := notify(t, d, "ship", "x")
+	waitEnded(t, d, id)
+	require.Equal(t, []string{"gave_up"}, logEvents(t, d, id))
+	require.Contains(t, d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1", id), "commits with its event's completion")
+	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments"))
+}

@@ -25,6 +25,9 @@ type deps struct {
 	store    *store.Store
 	handlers handlers.Registry
 	kinds    []string
+	// goHandlers: the names of the Go handlers (recorded in
+	// pgrelay.go_handlers for the stats).
+	goHandlers []string
 	// direct: sql channels run in direct and lane batches (batcher), not
 	// through claims.
 	direct    bool

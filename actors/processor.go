@@ -435,11 +435,11 @@ func (p *Processor) Start(ctx context.Context) error {
 	for k := range reg {
 		kinds = append(kinds, k)
 	}
+	var names []string
 	if len(p.cfg.GoHandlers) > 0 {
 		// Claimed by name: a Processor is offered only the go channels
 		// whose handler it has.
 		reg["go"] = handlers.Go{Store: st, Handlers: p.cfg.GoHandlers}
-		names := make([]string, 0, len(p.cfg.GoHandlers))
 		for name := range p.cfg.GoHandlers {
 			names = append(names, name)
 			kinds = append(kinds, store.GoKind(name))
@@ -466,7 +466,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.cancel = cancel
 	undo.push(cancel)
 	p.d = &deps{
-		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, direct: direct, metrics: metrics, log: logger, bus: p.bus,
+		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, metrics: metrics, log: logger, bus: p.bus,
 		processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
 		actorIDs: actorIDs{system: system},
 	}

@@ -40,7 +40,7 @@ func (s *Store) RunGoTx(ctx context.Context, proc int64, c Claimed, timeout time
 	// Rolls back whatever did not commit, panics of fn included, before the
 	// connection goes back to the pool.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(hctx, tx); err != nil {
+	if err := fn(hctx, handlerTx{tx}); err != nil {
 		return &HandlerError{Err: err}
 	}
 	// What the handler set for the session (settings, its role) is reset
@@ -101,3 +101,20 @@ func UnhandledGoChannels(ctx context.Context, q Querier) ([]UnhandledGo, error) 
 	}
 	return out, nil
 }
+
+// errHandlerEndsTx is what a Go handler gets when it tries to end its
+// transaction itself.
+var errHandlerEndsTx = errors.New("the handler's transaction commits with its event's completion: " +
+	"return nil to commit it, an error to roll it back")
+
+// handlerTx is the transaction a Go handler gets: pgrelay's to end, since
+// the event's completion commits in it. Savepoints (Begin) are the
+// handler's own.
+type handlerTx struct{ pgx.Tx }
+
+// Commit refuses: the transaction commits when the handler returns nil.
+func (handlerTx) Commit(context.Context) error { return errHandlerEndsTx }
+
+// Rollback refuses: the transaction rolls back when the handler returns an
+// error.
+func (handlerTx) Rollback(context.Context) error { return errHandlerEndsTx }

@@ -452,6 +452,11 @@ func runStats(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	writeStats(a.stdout, stats)
+	unhandled, err := store.UnhandledGoChannels(cctx, conn)
+	if err != nil {
+		return err
+	}
+	writeUnhandledGo(a.stdout, unhandled)
 	backlog, err := store.PublishBacklog(cctx, conn)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/handlers"
+	"github.com/pgrelay/pgrelay/migrations"
 )
 
 // Config configures a Processor embedded in a program: the settings of
@@ -110,7 +111,9 @@ func eventOf(ev handlers.Event) Event {
 		Attempt: ev.Attempt, MaxAttempts: ev.MaxAttempts, EnqueuedAt: ev.EnqueuedAt}
 }
 
-// Start connects, registers the instance and starts claiming; it returns
+// Start checks that the database's pgrelay schema is the one this package
+// needs (as `pgrelay run` does: run `pgrelay migrate`, or migrations.Up,
+// first), connects, registers the instance and starts claiming; it returns
 // once the Processor is claiming. A Processor starts once.
 func (p *Processor) Start(ctx context.Context) error {
 	p.mu.Lock()
@@ -124,8 +127,27 @@ func (p *Processor) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Before the Processor counts as started: after a refusal, migrate
+	// and Start again.
+	if err := requireSchema(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
 	p.running = running
 	return running.Start(ctx)
+}
+
+// requireSchema checks, as `pgrelay run` does, that the database's schema is
+// the one this package needs.
+func requireSchema(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("pgrelay: connect: %w", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if err := migrations.RequireLatest(ctx, conn); err != nil {
+		return fmt.Errorf("pgrelay: %w", err)
+	}
+	return nil
 }
 
 // Stop stops gracefully: it stops claiming, lets running handlers finish

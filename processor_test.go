@@ -365,3 +365,18 @@ func TestGoHandleTxCannotEndItsTransaction(t *testing.T) {
 	require.Contains(t, d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1", id), "commits with its event's completion")
 	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments"))
 }
+
+// An embedded Processor refuses a database whose schema is older than its
+// own, as `pgrelay run` does: migrate first.
+func TestGoProcessorRefusesAnOlderSchema(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("DELETE FROM pgrelay.schema_migrations WHERE version = (SELECT max(version) FROM pgrelay.schema_migrations)")
+	p, err := pgrelay.NewProcessor(goConfig(d.URL))
+	require.NoError(t, err)
+	p.Handle("charge", func(context.Context, pgrelay.Event) error { return nil })
+	err = p.Start(context.Background())
+	require.ErrorContains(t, err, "run 'pgrelay migrate' first")
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.processors"))
+	require.NoError(t, p.Stop(context.Background()))
+}

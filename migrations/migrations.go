@@ -228,6 +228,21 @@ func isDuplicateObject(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06" || pe.Code == "42P07")
 }
 
+// RequireLatest returns an error unless the database's schema is at Latest
+// (or newer): what `pgrelay run` and an embedded Processor check at start.
+func RequireLatest(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) error {
+	v, err := Current(ctx, q)
+	if err != nil {
+		return err
+	}
+	if want := Latest(); v < want {
+		return fmt.Errorf("the database's pgrelay schema is at version %d, this pgrelay needs %d: run 'pgrelay migrate' first", v, want)
+	}
+	return nil
+}
+
 // Current returns the database's schema version: 0 when pgrelay was never
 // migrated there.
 func Current(ctx context.Context, q interface {

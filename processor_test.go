@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay"
@@ -379,4 +380,90 @@ func TestGoProcessorRefusesAnOlderSchema(t *testing.T) {
 	require.ErrorContains(t, err, "run 'pgrelay migrate' first")
 	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.processors"))
 	require.NoError(t, p.Stop(context.Background()))
+}
+
+// The channel's rules hold for go channels as for the others: a duplicate
+// payload is absorbed at notify, an event past its expiry is recorded
+// expired without running, and the metrics count per channel.
+func TestGoDeduplicationExpiryAndMetrics(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("SELECT pgrelay.register('quote', 'push_quote', p_kind := 'go', p_deduplicate := true, p_expire_after := '1 hour')")
+	first := notify(t, d, "quote", "a")
+	require.Equal(t, first, notify(t, d, "quote", "a"), "absorbed by the pending duplicate")
+	stale := notify(t, d, "quote", "b")
+	d.Exec("UPDATE pgrelay.queue SET expires_at = now() - interval '1 second' WHERE origin_id = $1", stale)
+
+	ran := make(chan string, 10)
+	reg := prometheus.NewRegistry()
+	cfg := goConfig(d.URL)
+	cfg.Registerer = reg
+	p, err := pgrelay.NewProcessor(cfg)
+	require.NoError(t, err)
+	p.Handle("push_quote", func(ctx context.Context, ev pgrelay.Event) error {
+		ran <- ev.Payload
+		return nil
+	})
+	require.NoError(t, p.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, p.Stop(context.Background())) })
+
+	waitEnded(t, d, first)
+	waitEnded(t, d, stale)
+	require.Equal(t, []string{"succeeded"}, logEvents(t, d, first))
+	require.Equal(t, []string{"expired"}, logEvents(t, d, stale))
+	require.Len(t, ran, 1)
+	require.Equal(t, "a", <-ran)
+	require.Equal(t, 1.0, counter(t, reg, "pgrelay_succeeded_total", "quote"))
+	require.Equal(t, 1.0, counter(t, reg, "pgrelay_expired_total", "quote"))
+}
+
+// counter is the value of the counter name{channel=channel} in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name, channel string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "channel" && l.GetValue() == channel {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{channel=%q}", name, channel)
+	return 0
+}
+
+// A handler still running when Stop stops waiting has its context
+// cancelled: its write rolls back and its event goes back to pending with
+// no attempt spent.
+func TestGoStopCancelsRunningHandlers(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_timeout := '1 minute')")
+	cfg := goConfig(d.URL)
+	cfg.ShutdownTimeout = 100 * time.Millisecond
+	p, err := pgrelay.NewProcessor(cfg)
+	require.NoError(t, err)
+	written := make(chan struct{})
+	p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt); err != nil {
+			return err
+		}
+		close(written)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	require.NoError(t, p.Start(context.Background()))
+	id := notify(t, d, "ship", "x")
+	<-written
+	require.NoError(t, p.Stop(context.Background()))
+	require.Empty(t, logEvents(t, d, id))
+	require.Equal(t, 1, d.Count(`SELECT count(*) FROM pgrelay.queue
+		WHERE origin_id = $1 AND dispatched_at IS NULL AND attempt = 1`, id))
+	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments"))
 }

@@ -61,7 +61,8 @@
 //	defer p.Stop(ctx)
 //
 // Handle registers a function for work outside the database (at least
-// once: make it idempotent with ev.OriginID). A handler's error is a failed
+// once: make it idempotent with ev.OriginID); HandleTxBatch one that runs
+// the events of a claim in one transaction. A handler's error is a failed
 // attempt, retried with the channel's backoff; RetryAfter sets the retry's
 // delay and Permanent gives up at once. docs/go.md has the whole story.
 //

@@ -90,6 +90,35 @@ func (p *Processor) HandleTx(name string, fn TxHandlerFunc) {
 	}})
 }
 
+// TxBatchHandlerFunc is a Go handler that runs several events of its
+// channel at once in the transaction that completes them all: what it
+// writes through tx commits with the success of every one of evs, or not
+// at all. It must not commit or roll back tx. ctx is cancelled at the
+// channel's timeout (for the whole batch), counted from when tx began, and
+// when the Processor stops.
+type TxBatchHandlerFunc func(ctx context.Context, tx pgx.Tx, evs []Event) error
+
+// HandleTxBatch registers fn as the Go handler name, run on batches: the
+// events of a 'none' channel that one claim brings (up to Config.BatchSize)
+// run in one call and one transaction, with one commit, where HandleTx
+// runs a transaction per event. The batch succeeds or fails as a whole:
+// an error (a panic, a timeout) is a failed attempt of each of its events,
+// Permanent gives them all up, RetryAfter delays every retry. In 'channel'
+// and 'payload' modes, which run one event at a time (per lane), evs holds
+// one event. It panics as Handle does.
+func (p *Processor) HandleTxBatch(name string, fn TxBatchHandlerFunc) {
+	if fn == nil {
+		panic(fmt.Sprintf("pgrelay: HandleTxBatch(%q): nil function", name))
+	}
+	p.register(name, handlers.GoHandler{Batch: func(ctx context.Context, tx pgx.Tx, evs []handlers.Event) error {
+		batch := make([]Event, len(evs))
+		for i, ev := range evs {
+			batch[i] = eventOf(ev)
+		}
+		return fn(ctx, tx, batch)
+	}})
+}
+
 func (p *Processor) register(name string, h handlers.GoHandler) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

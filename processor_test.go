@@ -467,3 +467,54 @@ func TestGoStopCancelsRunningHandlers(t *testing.T) {
 		WHERE origin_id = $1 AND dispatched_at IS NULL AND attempt = 1`, id))
 	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments"))
 }
+
+// HandleTxBatch runs the events one claim brings in one call and one
+// transaction: its writes commit with every event's success, and a failing
+// batch is an attempt of each of its events, its writes rolled back.
+func TestGoHandleTxBatch(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("SELECT pgrelay.register('ship', 'ship_many', p_kind := 'go', p_retry_delay := '0')")
+	const n = 200
+	payloads := make([]string, n)
+	for i := range payloads {
+		payloads[i] = fmt.Sprint(i)
+	}
+	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", payloads)
+	require.NoError(t, err)
+	failed := ids[7] // the batch holding it fails on its first attempt
+	var mu sync.Mutex
+	var sizes []int
+	startGo(t, d.URL, func(p *pgrelay.Processor) {
+		p.HandleTxBatch("ship_many", func(ctx context.Context, tx pgx.Tx, evs []pgrelay.Event) error {
+			mu.Lock()
+			sizes = append(sizes, len(evs))
+			mu.Unlock()
+			for _, ev := range evs {
+				if _, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt); err != nil {
+					return err
+				}
+			}
+			for _, ev := range evs {
+				if ev.OriginID == failed && ev.Attempt == 1 {
+					return errors.New("carrier unavailable")
+				}
+			}
+			return nil
+		})
+	})
+	testenv.Eventually(t, 30*time.Second, "every event to succeed", func() bool {
+		return d.Count("SELECT count(*) FROM pgrelay.log WHERE channel = 'ship' AND event = 'succeeded'") == n
+	})
+	require.Equal(t, n, d.Count("SELECT count(*) FROM app.shipments"), "one committed row per event")
+	require.Equal(t, n, d.Count("SELECT count(DISTINCT origin_id) FROM app.shipments"))
+	// The failed batch: each of its events failed once, and none of its
+	// first-attempt writes committed.
+	failedTogether := d.Count("SELECT count(*) FROM pgrelay.log WHERE channel = 'ship' AND event = 'failed'")
+	require.Positive(t, failedTogether)
+	require.Equal(t, failedTogether, d.Count("SELECT count(*) FROM app.shipments WHERE attempt = 2"))
+	require.Equal(t, 2, d.Count("SELECT attempt FROM app.shipments WHERE origin_id = $1", failed))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Less(t, len(sizes), n, "events ran in batches: %v", sizes)
+}

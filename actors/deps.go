@@ -122,3 +122,13 @@ func (d *deps) hook(actor string, msg any) {
 		d.cfg.testHook(actor, msg)
 	}
 }
+
+// goBatch reports whether ev runs in batches (a Go handler registered with
+// HandleTxBatch).
+func (d *deps) goBatch(ev handlers.Event) bool {
+	if ev.Kind != "go" {
+		return false
+	}
+	h, ok := d.handlers["go"].(handlers.Go)
+	return ok && h.IsBatch(ev.Handler)
+}

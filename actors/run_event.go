@@ -49,10 +49,61 @@ func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 	}
 	defer cancel()
 	committed, err = h.Handle(ctx, ev)
+	return committed, timedOut(d, ev, err)
+}
+
+// timedOut names the channel's timeout in err when the handler's deadline
+// (not a shutdown) cut it.
+func timedOut(d *deps, ev handlers.Event, err error) error {
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && d.runCtx.Err() == nil {
-		err = fmt.Errorf("handler timed out after %s: %w", ev.Timeout, err)
+		return fmt.Errorf("handler timed out after %s: %w", ev.Timeout, err)
 	}
-	return committed, err
+	return err
+}
+
+// runBatch runs a batch of events of one channel whose Go handler takes
+// batches, in one transaction that completes them all, and hands on their
+// outcomes: all succeeded, or all failed with the batch's error (an attempt
+// each). It never panics.
+func runBatch(d *deps, evs []handlers.Event, self *actor.PID) {
+	start := time.Now()
+	err := invokeBatch(d, evs)
+	took := time.Since(start)
+	share := took / time.Duration(len(evs))
+	// One claim was taken back (which, the transaction does not say): the
+	// batch rolled back, and the others, still held, go back unrun.
+	lost := errors.Is(err, store.ErrClaimLost)
+	if lost {
+		d.log.Warn("a claim of a batch was taken back while its handler ran; the batch rolled back and its other events are released",
+			"channel", evs[0].Channel, "events", len(evs))
+	}
+	for _, ev := range evs {
+		d.metrics.HandlerDuration.WithLabelValues(ev.Channel).Observe(share.Seconds())
+		if lost {
+			release(d, ev)
+		} else {
+			finish(d, ev, outcomeOf(d, ev, err == nil, err, share))
+		}
+		d.send(self, &handlerFinished{ev: ev, took: share})
+	}
+}
+
+func invokeBatch(d *deps, evs []handlers.Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error("handler panicked", "channel", evs[0].Channel, "events", len(evs), "panic", r,
+				"stack", string(debug.Stack()))
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	h, ok := d.handlers["go"].(handlers.Go)
+	if !ok {
+		return fmt.Errorf("no Go handlers in this Processor")
+	}
+	// The handler sets its deadline once it has its connection.
+	ctx, cancel := context.WithCancel(d.runCtx)
+	defer cancel()
+	return timedOut(d, evs[0], h.HandleBatch(ctx, evs))
 }
 
 // classify is what a handler's result means for its event: the outcome to

@@ -86,8 +86,8 @@ func (c *Config) Validate() error {
 			return refuse("go handler", "%q: not a valid name (1 to 100 letters, digits, \"_\", \".\" or \"-\", "+
 				"starting with a letter or \"_\")", name)
 		}
-		if h.Fn == nil {
-			return refuse("go handler", "%q: no function", name)
+		if (h.Fn == nil) == (h.Batch == nil) {
+			return refuse("go handler", "%q: needs exactly one of a function and a batch function", name)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/prcodes"
 )
 
@@ -26,16 +27,29 @@ func GoKind(name string) string { return "go:" + name }
 // taken back before the commit.
 func (s *Store) RunGoTx(ctx context.Context, proc int64, c Claimed, timeout time.Duration,
 	fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return s.RunGoTxBatch(ctx, proc, []Claimed{c}, timeout, fn)
+}
+
+// RunGoTxBatch is RunGoTx for several claims: fn's writes and the success of
+// every claim commit together, or nothing does. ErrClaimLost when one of the
+// claims was taken back (which, the error does not say: the others are
+// still held).
+func (s *Store) RunGoTxBatch(ctx context.Context, proc int64, cs []Claimed, timeout time.Duration,
+	fn func(ctx context.Context, tx pgx.Tx) error) error {
+	what := fmt.Sprintf("event %d", cs[0].ID)
+	if len(cs) > 1 {
+		what = fmt.Sprintf("%d events (%d, ...)", len(cs), cs[0].ID)
+	}
 	conn, err := s.hot.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquire a connection for event %d: %w", c.ID, err)
+		return fmt.Errorf("acquire a connection for %s: %w", what, err)
 	}
 	defer conn.Release()
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tx, err := conn.Begin(hctx)
 	if err != nil {
-		return fmt.Errorf("begin the transaction of event %d: %w", c.ID, err)
+		return fmt.Errorf("begin the transaction of %s: %w", what, err)
 	}
 	// Rolls back whatever did not commit, panics of fn included, before the
 	// connection goes back to the pool.
@@ -49,13 +63,30 @@ func (s *Store) RunGoTx(ctx context.Context, proc int64, c Claimed, timeout time
 	for _, r := range s.statements.of(conn.Conn().PgConn()).resets {
 		b.Queue(r)
 	}
-	b.Queue("SELECT pgrelay._succeed($1::pg_catalog.int8, $2::pg_catalog.int8, $3::pg_catalog.timestamptz)",
-		proc, c.ID, c.DispatchedAt)
+	var done int
+	if len(cs) == 1 {
+		b.Queue("SELECT pgrelay._succeed($1::pg_catalog.int8, $2::pg_catalog.int8, $3::pg_catalog.timestamptz)",
+			proc, cs[0].ID, cs[0].DispatchedAt)
+	} else {
+		// One completion for the batch: each claim that was taken back
+		// meanwhile is left out of the count, and the batch rolls back.
+		ids := make([]int64, len(cs))
+		at := make([]time.Time, len(cs))
+		evs := make([]string, len(cs))
+		for i, c := range cs {
+			ids[i], at[i], evs[i] = c.ID, c.DispatchedAt, kindText(events.Succeeded)
+		}
+		b.Queue("SELECT pgrelay._complete($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.text[], $5::pg_catalog.text[])",
+			proc, ids, at, evs, make([]*string, len(cs))).QueryRow(func(r pgx.Row) error { return r.Scan(&done) })
+	}
 	if err := tx.SendBatch(hctx, b).Close(); err != nil {
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == prcodes.ClaimTakenBack {
 			return ErrClaimLost
 		}
-		return fmt.Errorf("complete event %d in its handler's transaction: %w", c.ID, err)
+		return fmt.Errorf("complete %s in its handler's transaction: %w", what, err)
+	}
+	if len(cs) > 1 && done != len(cs) {
+		return ErrClaimLost
 	}
 	if err := tx.Commit(hctx); err != nil {
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
@@ -63,7 +94,7 @@ func (s *Store) RunGoTx(ctx context.Context, proc int64, c Claimed, timeout time
 			// writes): the handler's failure.
 			return &HandlerError{Err: fmt.Errorf("commit: %w", err)}
 		}
-		return fmt.Errorf("commit the transaction of event %d: %w", c.ID, err)
+		return fmt.Errorf("commit the transaction of %s: %w", what, err)
 	}
 	return nil
 }

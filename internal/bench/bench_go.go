@@ -16,7 +16,8 @@ const goBenchHandler = "pgrelay_bench_noop"
 
 // scenarioGo: the burn-down on a channel of kind go, whose no-op handler
 // runs outside the database (Handle), then in the event's completion
-// transaction (HandleTx); River's no-op worker is the peer of both.
+// transaction (HandleTx), then on batches (HandleTxBatch); River's no-op
+// worker is the peer of all three.
 func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_go"
 	res := &scenarioResult{Name: "go"}
@@ -25,11 +26,17 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
 	}()
 	noop := func(context.Context, pgx.Tx, handlers.Event) error { return nil }
-	var rates []float64
-	for _, v := range []struct {
+	noopBatch := func(context.Context, pgx.Tx, []handlers.Event) error { return nil }
+	variants := []struct {
 		name string
-		tx   bool
-	}{{"Handle", false}, {"HandleTx", true}} {
+		h    handlers.GoHandler
+	}{
+		{"Handle", handlers.GoHandler{Fn: noop}},
+		{"HandleTx", handlers.GoHandler{Fn: noop, Tx: true}},
+		{"HandleTxBatch", handlers.GoHandler{Batch: noopBatch}},
+	}
+	var rates []float64
+	for _, v := range variants {
 		if err := unregisterChannels(ctx, b.pool, channel); err != nil {
 			return res, err
 		}
@@ -51,7 +58,7 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 		pre := res.add(newMeasurement(fmt.Sprintf("pre-insert for %s (notify_many x %d)", v.name, b.o.Batch), "pgrelay", int64(n), took, "events/s"))
 		pre.Counted = false
 		cfg := b.procConfig(b.dbURL, "")
-		cfg.GoHandlers = map[string]handlers.GoHandler{goBenchHandler: {Fn: noop, Tx: v.tx}}
+		cfg.GoHandlers = map[string]handlers.GoHandler{goBenchHandler: v.h}
 		d, err := b.drain(ctx, drainSpec{label: label, profile: "go-" + v.name,
 			procs: []actors.Config{cfg}, channels: []string{channel}, target: int64(n)})
 		if err != nil {
@@ -62,9 +69,13 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 		}
 		m := res.add(newMeasurement("burn-down, no-op "+v.name, "pgrelay", int64(n), d.took, "events/s"))
 		m.Series = d.series
-		m.Detail = fmt.Sprintf("claim, run, complete; %d succeeded log rows checked", n)
-		if v.tx {
+		switch {
+		case v.h.Batch != nil:
+			m.Detail = fmt.Sprintf("claim, then a transaction per claimed batch that completes it; %d succeeded log rows checked", n)
+		case v.h.Tx:
 			m.Detail = fmt.Sprintf("claim, then a transaction per event that completes it; %d succeeded log rows checked", n)
+		default:
+			m.Detail = fmt.Sprintf("claim, run, complete; %d succeeded log rows checked", n)
 		}
 		rates = append(rates, m.Rate)
 	}
@@ -78,7 +89,8 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 	rm := res.add(riverMeasurement("burn-down, no-op worker", r.Events, r.EventsPerSec, r.Seconds, "jobs/s"))
 	rm.Series = r.Series
 	rm.Detail = r.workerSettings() + "; completions from River's event subscription"
-	res.ratio("Handle/river", rates[0], rm.Rate, 0)
-	res.ratio("HandleTx/river", rates[1], rm.Rate, 0)
+	for i, v := range variants {
+		res.ratio(v.name+"/river", rates[i], rm.Rate, 0)
+	}
 	return res, nil
 }

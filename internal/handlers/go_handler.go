@@ -17,11 +17,16 @@ import (
 // tx.
 type GoFunc func(ctx context.Context, tx pgx.Tx, ev Event) error
 
+// GoBatchFunc is a Go handler that runs several events of its channel at
+// once, in the transaction that completes them all.
+type GoBatchFunc func(ctx context.Context, tx pgx.Tx, evs []Event) error
+
 // GoHandler is one Go handler: its function and whether it runs in the
-// event's completion transaction.
+// event's completion transaction; or, with Batch set, a batch function.
 type GoHandler struct {
-	Fn GoFunc
-	Tx bool
+	Fn    GoFunc
+	Tx    bool
+	Batch GoBatchFunc
 }
 
 // GoHandlerName is what a Go handler's name must match, as
@@ -37,10 +42,36 @@ type Go struct {
 	Handlers map[string]GoHandler
 }
 
+// IsBatch reports whether the Go handler name runs events in batches.
+func (h Go) IsBatch(name string) bool { return h.Handlers[name].Batch != nil }
+
+// HandleBatch runs the batch handler of evs (events of one channel, with
+// one handler) in one transaction that completes them all: its writes and
+// every event's success commit together, or nothing does. The channel's
+// timeout bounds the batch. Its errors come back as store.HandlerError;
+// store.ErrClaimLost when one of the claims was taken back.
+func (h Go) HandleBatch(ctx context.Context, evs []Event) error {
+	gh := h.Handlers[evs[0].Handler]
+	if gh.Batch == nil {
+		return fmt.Errorf("no Go batch handler %q in this Processor", evs[0].Handler)
+	}
+	claims := make([]store.Claimed, len(evs))
+	for i, ev := range evs {
+		claims[i] = ev.Claimed
+	}
+	return h.Store.RunGoTxBatch(ctx, evs[0].ProcessorID, claims, evs[0].Timeout,
+		func(ctx context.Context, tx pgx.Tx) error { return gh.Batch(ctx, tx, evs) })
+}
+
 // Handle runs the handler named by ev.Handler. Its errors come back as
 // store.HandlerError (the handler's own failure, counted as an attempt).
 func (h Go) Handle(ctx context.Context, ev Event) (bool, error) {
 	gh, ok := h.Handlers[ev.Handler]
+	if ok && gh.Batch != nil {
+		// A batch of one (a serialised channel runs one event at a time).
+		err := h.HandleBatch(ctx, []Event{ev})
+		return err == nil, err
+	}
 	if !ok || gh.Fn == nil {
 		// The claim offers this Processor only the names it has.
 		return false, fmt.Errorf("no Go handler %q in this Processor", ev.Handler)

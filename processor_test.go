@@ -518,3 +518,53 @@ func TestGoHandleTxBatch(t *testing.T) {
 	defer mu.Unlock()
 	require.Less(t, len(sizes), n, "events ran in batches: %v", sizes)
 }
+
+// A claim taken back while a transactional handler runs (a rescue: here
+// done by hand) rolls the handler's transaction back: nothing of it
+// commits, no outcome is recorded for the lost claim, and the events run
+// again. In a batch, the batch's other events are released.
+func TestGoClaimTakenBackRollsBack(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("SELECT pgrelay.register('one', 'ship_one', p_kind := 'go')")
+	d.Exec("SELECT pgrelay.register('many', 'ship_many', p_kind := 'go')")
+	takeBack := func(ctx context.Context, origin int64) error {
+		_, err := d.Pool.Exec(ctx, `UPDATE pgrelay.queue SET dispatched_at = NULL, dispatched_by = NULL
+			WHERE origin_id = $1`, origin)
+		return err
+	}
+	var tookOne, tookMany sync.Once
+	write := func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
+		_, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt)
+		return err
+	}
+	startGo(t, d.URL, func(p *pgrelay.Processor) {
+		p.HandleTx("ship_one", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
+			if err := write(ctx, tx, ev); err != nil {
+				return err
+			}
+			var err error
+			tookOne.Do(func() { err = takeBack(ctx, ev.OriginID) })
+			return err
+		})
+		p.HandleTxBatch("ship_many", func(ctx context.Context, tx pgx.Tx, evs []pgrelay.Event) error {
+			for _, ev := range evs {
+				if err := write(ctx, tx, ev); err != nil {
+					return err
+				}
+			}
+			var err error
+			tookMany.Do(func() { err = takeBack(ctx, evs[0].OriginID) })
+			return err
+		})
+	})
+	one := notify(t, d, "one", "x")
+	many, err := pgrelay.NotifyMany(context.Background(), d.Pool, "many", []string{"a", "b", "c", "d"})
+	require.NoError(t, err)
+	for _, id := range append([]int64{one}, many...) {
+		waitEnded(t, d, id)
+		require.Equal(t, []string{"succeeded"}, logEvents(t, d, id), "event %d: no outcome for the lost claim", id)
+	}
+	require.Equal(t, 5, d.Count("SELECT count(*) FROM app.shipments"), "the rolled back writes are gone")
+	require.Equal(t, 5, d.Count("SELECT count(DISTINCT origin_id) FROM app.shipments"))
+}

@@ -43,12 +43,35 @@
 // pgrelay.notifier.<channel>.<status>), once each into a JetStream stream.
 // ParseEvent decodes one; see the JetStream consumer example.
 //
+// # Go handlers
+//
+// A program can run events itself: NewProcessor embeds a Processor (the
+// Config of `pgrelay run`), and channels of kind go
+// (pgrelay.register('order_placed', 'ship', p_kind := 'go')) run the
+// function registered under their handler name:
+//
+//	p, err := pgrelay.NewProcessor(pgrelay.Config{DatabaseURL: url})
+//	...
+//	p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
+//		_, err := tx.Exec(ctx, "INSERT INTO app.shipments ...", ev.Payload)
+//		return err // the write commits with the event's success, or not at all
+//	})
+//	err = p.Start(ctx)
+//	...
+//	defer p.Stop(ctx)
+//
+// Handle registers a function for work outside the database (at least
+// once: make it idempotent with ev.OriginID); HandleTxBatch one that runs
+// the events of a claim in one transaction. A handler's error is a failed
+// attempt, retried with the channel's backoff; RetryAfter sets the retry's
+// delay and Permanent gives up at once. docs/go.md has the whole story.
+//
 // # Documentation
 //
 // The guides live in the repository's docs folder
 // (https://github.com/pgrelay/pgrelay/tree/main/docs): user-guide.md
 // (channels, retries, concurrency modes, deduplication, expiry),
 // reference.md (every SQL function and error code), notifier.md (email),
-// events.md (the NATS documents and their delivery guarantees) and
-// multi-master.md.
+// events.md (the NATS documents and their delivery guarantees), go.md (Go
+// handlers) and multi-master.md.
 package pgrelay

@@ -47,7 +47,7 @@ var (
 	ErrInvalidDueTime error = newCode(prcodes.InvalidDueTime, "invalid due time")
 	// ErrInvalidChannelName (PR010): not 1 to 100 of A-Z a-z 0-9 _ -.
 	ErrInvalidChannelName error = newCode(prcodes.InvalidChannelName, "invalid channel name")
-	// ErrInvalidKind (PR011): a kind other than sql, email or nats.
+	// ErrInvalidKind (PR011): a kind other than sql, email, nats or go.
 	ErrInvalidKind error = newCode(prcodes.InvalidKind, "unknown channel kind")
 	// ErrInvalidConcurrencyMode (PR012): not none, channel or payload.
 	ErrInvalidConcurrencyMode error = newCode(prcodes.InvalidConcurrencyMode, "unknown concurrency mode")
@@ -60,8 +60,8 @@ var (
 	// ErrInvalidExpireAfter (PR016): expire_after not positive or over 365 days.
 	ErrInvalidExpireAfter error = newCode(prcodes.InvalidExpireAfter, "invalid expire_after")
 	// ErrInvalidHandler (PR017): an empty handler, a sql handler that is not
-	// one preparable statement taking only $1, or an invalid or reserved
-	// NATS subject.
+	// one preparable statement taking only $1, an invalid or reserved NATS
+	// subject, or an invalid Go handler name.
 	ErrInvalidHandler error = newCode(prcodes.InvalidHandler, "invalid handler")
 	// ErrInvalidPublishErrors (PR018): publish_errors not class, text or none.
 	ErrInvalidPublishErrors error = newCode(prcodes.InvalidPublishErrors, "invalid publish_errors")

@@ -3,6 +3,7 @@ package pgrelay
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/pgrelay/pgrelay/events"
 )
@@ -25,11 +26,28 @@ type NotifierDocument = events.NotifierStatus
 // ParseEvent reads (their "schema" field).
 const SchemaVersion = events.SchemaVersion
 
-// Event is one status-event document from NATS: exactly one of Log and
-// Notifier is set.
+// Event is an event of pgrelay as a Go program sees it: either one handed
+// to a Go handler (Handle, HandleTx: ID, OriginID, Channel, Payload and
+// Attempt are set, Log and Notifier nil), or a status-event document from
+// NATS decoded by ParseEvent (exactly one of Log and Notifier set, the
+// others zero).
 type Event struct {
 	Log      *LogDocument
 	Notifier *NotifierDocument
+
+	// ID is the queue row of this attempt: each retry is a row of its own.
+	ID int64
+	// OriginID is the id Notify returned, the same on every attempt: the
+	// key to make a handler's effects idempotent.
+	OriginID int64
+	// Channel and Payload are what Notify was given.
+	Channel string
+	Payload string
+	// Attempt counts from 1; the event gives up after MaxAttempts.
+	Attempt     int
+	MaxAttempts int
+	// EnqueuedAt is when the event was first enqueued.
+	EnqueuedAt time.Time
 }
 
 // ParseEvent decodes a status-event document pgrelay published on NATS (the

@@ -8,12 +8,19 @@ import (
 	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
-// handlerFinished: a handler goroutine of this actor returned (its outcome is
-// already on its way to the completer).
-type handlerFinished struct {
-	ev   handlers.Event
-	took time.Duration // the handler's time (its share of a batch's)
-}
+// Messages of the channel and lane actors.
+type (
+	// handlerFinished: a handler goroutine of this actor returned (its
+	// outcome is already on its way to the completer).
+	handlerFinished struct {
+		ev   handlers.Event
+		took time.Duration // the handler's time (its share of a batch's)
+	}
+	// pumpBatch: start the events queued for a Go batch handler. Sent to
+	// itself when the first of them arrives, it comes after the events of
+	// the same claim already in the mailbox: they run in one batch.
+	pumpBatch struct{}
+)
 
 // channelActor is a channel actor (one per channel, and per concurrency mode) or,
 // under a 'payload' channel actor, a lane actor (one per payload). It runs its
@@ -35,6 +42,8 @@ type channelActor struct {
 	queue    []handlers.Event
 	running  int
 	draining bool
+	// batchDue: a pumpBatch is on its way.
+	batchDue bool
 	// lastActive is when an event last arrived or ended here.
 	lastActive time.Time
 }
@@ -69,10 +78,19 @@ func (e *channelActor) Receive(ctx actor.Context) {
 			lane := laneKey(m.ev.Payload)
 			e.r.route(ctx, lane, func() *actor.Props { return laneActorProps(e.d, lane) }, "lane-",
 				&runEvent{ev: m.ev, key: lane})
+		case !e.serial && e.d.goBatch(m.ev):
+			e.queue = append(e.queue, m.ev)
+			if !e.batchDue {
+				e.batchDue = true
+				ctx.Send(ctx.Self(), &pumpBatch{})
+			}
 		default:
 			e.queue = append(e.queue, m.ev)
 			e.pump(ctx)
 		}
+	case *pumpBatch:
+		e.batchDue = false
+		e.pump(ctx)
 	case *handlerFinished:
 		e.lastActive = time.Now()
 		if e.running > 0 {
@@ -129,10 +147,34 @@ func (e *channelActor) releaseQueued(ctx actor.Context) {
 
 func (e *channelActor) pump(ctx actor.Context) {
 	for len(e.queue) > 0 && !e.draining && (!e.serial || e.running == 0) {
+		if e.d.goBatch(e.queue[0]) {
+			evs := e.takeBatch()
+			e.running += len(evs)
+			self := ctx.Self()
+			go runBatch(e.d, evs, self)
+			continue
+		}
 		ev := e.queue[0]
 		e.queue = e.queue[1:]
 		e.running++
 		self := ctx.Self()
 		go run(e.d, ev, self)
 	}
+}
+
+// takeBatch takes the events at the head of the queue that run in one Go
+// batch: those of the head's handler, up to BatchSize ('none' mode), or the
+// head alone (a serialised channel or lane runs one event at a time).
+func (e *channelActor) takeBatch() []handlers.Event {
+	n := 1
+	if !e.serial {
+		for n < len(e.queue) && n < e.d.cfg.BatchSize && e.queue[n].Handler == e.queue[0].Handler &&
+			e.d.goBatch(e.queue[n]) {
+			n++
+		}
+	}
+	evs := make([]handlers.Event, n)
+	copy(evs, e.queue[:n])
+	e.queue = e.queue[n:]
+	return evs
 }

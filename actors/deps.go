@@ -25,6 +25,9 @@ type deps struct {
 	store    *store.Store
 	handlers handlers.Registry
 	kinds    []string
+	// goHandlers: the names of the Go handlers (recorded in
+	// pgrelay.go_handlers for the stats).
+	goHandlers []string
 	// direct: sql channels run in direct and lane batches (batcher), not
 	// through claims.
 	direct    bool
@@ -120,4 +123,14 @@ func (d *deps) hook(actor string, msg any) {
 	if d.cfg.testHook != nil {
 		d.cfg.testHook(actor, msg)
 	}
+}
+
+// goBatch reports whether ev runs in batches (a Go handler registered with
+// HandleTxBatch).
+func (d *deps) goBatch(ev handlers.Event) bool {
+	if ev.Kind != "go" {
+		return false
+	}
+	h, ok := d.handlers["go"].(handlers.Go)
+	return ok && h.IsBatch(ev.Handler)
 }

@@ -105,6 +105,13 @@ func beatOnce(d *deps, ask bool, readTerm int64) *beatResult {
 	if r.alive, r.err = d.store.Heartbeat(bctx, d.processor, d.info); r.err != nil {
 		return r
 	}
+	if !r.alive && len(d.goHandlers) > 0 {
+		// The instance's row was recreated: a Processor that started
+		// meanwhile may have deleted its Go handler names as stale.
+		if r.err = d.store.SetGoHandlers(bctx, d.processor, d.goHandlers); r.err != nil {
+			return r
+		}
+	}
 	if r.rescued, r.err = d.store.Rescue(bctx, d.processor, d.cfg.DeadAfter, d.cfg.LeaseGrace); r.err != nil {
 		return r
 	}

@@ -167,6 +167,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Handlers overrides or adds handlers by channel kind. "sql" is built in.
 	Handlers handlers.Registry
+	// GoHandlers are the Go handlers of channels of kind go, by handler
+	// name: the Processor claims the events of the go channels naming one of
+	// them, and leaves the others pending (the root package's Handle and
+	// HandleTx fill it in).
+	GoHandlers map[string]handlers.GoHandler
 	// NATS, with a URL, publishes every log event on NATS and runs the
 	// channels of kind nats (docs/events.md). Nil or no URL: no NATS.
 	NATS *NATSConfig
@@ -436,9 +441,22 @@ func (p *Processor) Start(ctx context.Context) error {
 	for k, h := range p.cfg.Handlers {
 		reg[k] = h
 	}
-	kinds := make([]string, 0, len(reg))
+	kinds := make([]string, 0, len(reg)+len(p.cfg.GoHandlers))
 	for k := range reg {
 		kinds = append(kinds, k)
+	}
+	var names []string
+	if len(p.cfg.GoHandlers) > 0 {
+		// Claimed by name: a Processor is offered only the go channels
+		// whose handler it has.
+		reg["go"] = handlers.Go{Store: st, Handlers: p.cfg.GoHandlers}
+		for name := range p.cfg.GoHandlers {
+			names = append(names, name)
+			kinds = append(kinds, store.GoKind(name))
+		}
+		if err := st.SetGoHandlers(ctx, procID, names); err != nil {
+			return fmt.Errorf("pgrelay: %w", err)
+		}
 	}
 	// Direct batches run the built-in sql handler's statements themselves.
 	_, builtinSQL := reg["sql"].(handlers.SQL)
@@ -458,7 +476,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.cancel = cancel
 	undo.push(cancel)
 	p.d = &deps{
-		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, direct: direct, metrics: metrics, log: logger, bus: p.bus,
+		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, metrics: metrics, log: logger, bus: p.bus,
 		processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
 		actorIDs: actorIDs{system: system},
 	}

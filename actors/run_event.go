@@ -39,18 +39,71 @@ func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 	}
 	// A sql handler is cut by statement_timeout, and sets its own deadline,
 	// the backstop for a network that does not answer, once it has a
-	// connection: waiting for one is not the handler's time.
+	// connection: waiting for one is not the handler's time. A Go handler
+	// sets its deadline itself too (a transactional one once it has its
+	// connection).
 	ctx, cancel := context.WithTimeout(d.runCtx, ev.Timeout)
-	if ev.Kind == "sql" {
+	if ev.Kind == "sql" || ev.Kind == "go" {
 		cancel()
 		ctx, cancel = context.WithCancel(d.runCtx)
 	}
 	defer cancel()
 	committed, err = h.Handle(ctx, ev)
+	return committed, timedOut(d, ev, err)
+}
+
+// timedOut names the channel's timeout in err when the handler's deadline
+// (not a shutdown) cut it.
+func timedOut(d *deps, ev handlers.Event, err error) error {
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && d.runCtx.Err() == nil {
-		err = fmt.Errorf("handler timed out after %s: %w", ev.Timeout, err)
+		return fmt.Errorf("handler timed out after %s: %w", ev.Timeout, err)
 	}
-	return committed, err
+	return err
+}
+
+// runBatch runs a batch of events of one channel whose Go handler takes
+// batches, in one transaction that completes them all, and hands on their
+// outcomes: all succeeded, or all failed with the batch's error (an attempt
+// each). It never panics.
+func runBatch(d *deps, evs []handlers.Event, self *actor.PID) {
+	start := time.Now()
+	err := invokeBatch(d, evs)
+	took := time.Since(start)
+	share := took / time.Duration(len(evs))
+	// One claim was taken back (which, the transaction does not say): the
+	// batch rolled back, and the others, still held, go back unrun.
+	lost := errors.Is(err, store.ErrClaimLost)
+	if lost {
+		d.log.Warn("a claim of a batch was taken back while its handler ran; the batch rolled back and its other events are released",
+			"channel", evs[0].Channel, "events", len(evs))
+	}
+	for _, ev := range evs {
+		d.metrics.HandlerDuration.WithLabelValues(ev.Channel).Observe(share.Seconds())
+		if lost {
+			release(d, ev)
+		} else {
+			finish(d, ev, outcomeOf(d, ev, err == nil, err, share))
+		}
+		d.send(self, &handlerFinished{ev: ev, took: share})
+	}
+}
+
+func invokeBatch(d *deps, evs []handlers.Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error("handler panicked", "channel", evs[0].Channel, "events", len(evs), "panic", r,
+				"stack", string(debug.Stack()))
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	h, ok := d.handlers["go"].(handlers.Go)
+	if !ok {
+		return fmt.Errorf("no Go handlers in this Processor")
+	}
+	// The handler sets its deadline once it has its connection.
+	ctx, cancel := context.WithCancel(d.runCtx)
+	defer cancel()
+	return timedOut(d, evs[0], h.HandleBatch(ctx, evs))
 }
 
 // classify is what a handler's result means for its event: the outcome to
@@ -65,6 +118,11 @@ func classify(ev handlers.Event, err error, stopping bool) events.Kind {
 		return ""
 	case stopping:
 		// Shutdown cancelled the handler: not the event's fault.
+		return events.Release
+	case ev.Kind == "go" && store.IsConnError(err) && !isHandlerError(err):
+		// A Go handler's transaction lost its connection outside the
+		// handler's own work (acquire, begin, completion, commit): as for
+		// sql, not an attempt. What the handler returned is its own failure.
 		return events.Release
 	case ev.Kind == "sql" && store.IsConnError(err) && !store.IsHandlerConnLost(err):
 		// The database went away under the handler (a restart), or the
@@ -105,7 +163,16 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 	if k == events.Failed || k == events.GaveUp {
 		out.Error = err.Error()
 	}
+	if delay, ok := handlers.RetryDelay(err); ok && k == events.Failed {
+		out.RetryAfter, out.OriginID = delay, ev.OriginID
+	}
 	return out
+}
+
+// isHandlerError reports whether err is a handler's own failure.
+func isHandlerError(err error) bool {
+	var h *store.HandlerError
+	return errors.As(err, &h)
 }
 
 // finish ends an event: its outcome goes to the completer, its slot is freed.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgrelay/pgrelay/events/bus"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // ConfigError is a Config setting that a Processor refuses. Setting is
@@ -80,6 +81,15 @@ func (c *Config) Validate() error {
 	}
 	if err := c.emailConfig().Validate(); err != nil {
 		return fmt.Errorf("pgrelay: %w", err)
+	}
+	for name, h := range c.GoHandlers {
+		if !handlers.GoHandlerName.MatchString(name) {
+			return refuse("go handler", "%q: not a valid name (1 to 100 letters, digits, \"_\", \".\" or \"-\", "+
+				"starting with a letter or \"_\")", name)
+		}
+		if (h.Fn == nil) == (h.Batch == nil) {
+			return refuse("go handler", "%q: needs exactly one of a function and a batch function", name)
+		}
 	}
 	return nil
 }

@@ -74,12 +74,14 @@ func all(fsys fs.FS) ([]Migration, error) {
 // NodeLocalTables names the tables of schema pgrelay that each node of a
 // multi-master cluster keeps for itself and that must not be replicated:
 // its record of applied migrations, the lock rows its producers take, its
-// node id and wake-up key, its publisher's lease, and its wake-up slots
-// (unlogged: no replication could carry them).
+// node id and wake-up key, its publisher's lease, its wake-up slots
+// (unlogged: no replication could carry them), and the Go handler names of
+// its Processors.
 // Every other table of schemas pgrelay and pgrelay_notifier is replicated
 // (docs/multi-master.md).
 func NodeLocalTables() []string {
-	return []string{"schema_migrations", "channel_locks", "this_node", "dedup_locks", "publish_leases", "wake_slots"}
+	return []string{"schema_migrations", "channel_locks", "this_node", "dedup_locks", "publish_leases", "wake_slots",
+		"go_handlers"}
 }
 
 // Latest is the highest embedded migration version.
@@ -224,6 +226,21 @@ func createVersionTable(ctx context.Context, tx pgx.Tx) error {
 func isDuplicateObject(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06" || pe.Code == "42P07")
+}
+
+// RequireLatest returns an error unless the database's schema is at Latest
+// (or newer): what `pgrelay run` and an embedded Processor check at start.
+func RequireLatest(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) error {
+	v, err := Current(ctx, q)
+	if err != nil {
+		return err
+	}
+	if want := Latest(); v < want {
+		return fmt.Errorf("the database's pgrelay schema is at version %d, this pgrelay needs %d: run 'pgrelay migrate' first", v, want)
+	}
+	return nil
 }
 
 // Current returns the database's schema version: 0 when pgrelay was never

@@ -150,6 +150,11 @@ type Outcome struct {
 	// Error is the failure's text, from whatever failed (a server's reply):
 	// Complete stores it through StorableText.
 	Error string
+	// RetryAfter, for a failed outcome (a Go handler's RetryAfter), makes
+	// its retry due after this long instead of the channel's backoff; it
+	// needs OriginID, the event's origin id. 0: the backoff.
+	RetryAfter time.Duration
+	OriginID   int64
 }
 
 // kindText is outcome k as the text pgrelay._complete takes: the one place
@@ -169,7 +174,13 @@ func (s *Store) Complete(ctx context.Context, proc int64, outs []Outcome) (int, 
 	return n, nil
 }
 
-func complete(ctx context.Context, q Querier, proc int64, outs []Outcome) (int, error) {
+// batchQuerier is a Querier that also sends batches (a pool, a connection).
+type batchQuerier interface {
+	Querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+func complete(ctx context.Context, q batchQuerier, proc int64, outs []Outcome) (int, error) {
 	ids := make([]int64, len(outs))
 	at := make([]time.Time, len(outs))
 	evs := make([]string, len(outs))
@@ -181,9 +192,29 @@ func complete(ctx context.Context, q Querier, proc int64, outs []Outcome) (int, 
 			errs[i] = &e
 		}
 	}
+	const completeSQL = "SELECT pgrelay._complete($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.text[], $5::pg_catalog.text[])"
 	var n int
-	err := q.QueryRow(ctx, "SELECT pgrelay._complete($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.text[], $5::pg_catalog.text[])", proc, ids, at, evs, errs).Scan(&n)
-	return n, err
+	var delayed, origins []int64
+	var delays []time.Duration
+	for _, o := range outs {
+		if o.Event == events.Failed && o.RetryAfter > 0 {
+			delayed, origins, delays = append(delayed, o.ID), append(origins, o.OriginID), append(delays, o.RetryAfter)
+		}
+	}
+	if len(delayed) == 0 {
+		err := q.QueryRow(ctx, completeSQL, proc, ids, at, evs, errs).Scan(&n)
+		return n, err
+	}
+	// The retries _complete enqueues are moved in the same (implicit)
+	// transaction: no claim sees them due after the backoff in between.
+	b := &pgx.Batch{}
+	b.Queue(completeSQL, proc, ids, at, evs, errs).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
+	b.Queue("SELECT pgrelay._retry_after($1::pg_catalog.int8[], $2::pg_catalog.int8[], $3::pg_catalog.interval[])",
+		delayed, origins, delays)
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // ErrClaimLost means the claim was taken back (rescued) before the handler's

@@ -557,7 +557,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--backlog-sizes", "10,x"}, `--backlog-sizes "10,x"`},
 		{[]string{"--backlog-measure", "0"}, "--backlog-measure must be positive"},
 		{[]string{"--channels", "0"}, "--channels and --events-per-channel must be positive"},
-		{[]string{"channels", "--peer", "river"}, "--peer runs with burn-down, enqueue, latency, producers and latency-load only"},
+		{[]string{"channels", "--peer", "river"}, "--peer runs with burn-down, enqueue, latency, producers, latency-load and go only"},
 		{[]string{"--producers", "16,0"}, `--producers "16,0"`},
 		{[]string{"--producer-duration", "0s"}, "--producer-duration and --load-duration must be positive"},
 		{[]string{"--load-rate", "0"}, "--load-rate and --hol-rate must be positive numbers"},
@@ -635,4 +635,21 @@ func TestBenchBurnDownProducers(t *testing.T) {
 	code, _, errOut = cliMain("bench", "burn-down", "--database-url", d.URL, "--mixed-producers", "2", "--mixed-rate", "0")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--mixed-rate must be a positive number")
+}
+
+// The go scenario drains a go channel with a no-op Handle, HandleTx and
+// HandleTxBatch, every event succeeding once.
+func TestBenchGo(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "go", "--database-url", d.URL, "--json", "--events", "300",
+		"--enqueue-batch", "100", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	doc := parseBench(t, out)
+	burnedDown(t, d, doc.measure(t, "go", "burn-down, no-op Handle", "pgrelay"), 300, "")
+	burnedDown(t, d, doc.measure(t, "go", "burn-down, no-op HandleTx", "pgrelay"), 300, "")
+	burnedDown(t, d, doc.measure(t, "go", "burn-down, no-op HandleTxBatch", "pgrelay"), 300, "")
+	assert.Equal(t, 900, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+		WHERE channel = 'pgrelay_bench_go' AND event = 'succeeded'`))
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.channels WHERE channel = 'pgrelay_bench_go'`))
 }

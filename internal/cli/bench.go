@@ -36,8 +36,8 @@ func printBenchUsage(fs *flag.FlagSet) {
 	fmt.Fprint(w, `
 docs/reference.md describes what each scenario measures and how.
 
---peer river runs River's version of burn-down, enqueue, latency, producers
-and latency-load (the harness in bench/river, built with the go command) on
+--peer river runs River's version of burn-down, enqueue, latency, producers,
+latency-load and go (the harness in bench/river, built with the go command) on
 the same database right after pgrelay's, and prints the ratios pgrelay/River.
 
 Flags (every flag also reads PGRELAY_<FLAG>; the Processor flags configure
@@ -54,7 +54,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	var scenarioList, backlogSizes, producers string
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "benchmark against this database instead: pgrelay's schema is migrated there and the bench creates and removes only its own channels (pgrelay_bench_*) and schema (pgrelay_bench); River's tables too with --peer (default: a throwaway PostgreSQL with default durability)")
 	fs.StringVar(&scenarioList, "scenario", "", "comma-separated scenarios to run, after those named as arguments (default: burn-down)")
-	fs.IntVar(&o.Events, "events", 100000, "events of burn-down, ceiling, enqueue (its single notify() part runs min(events, 10000)), nats, email and cluster")
+	fs.IntVar(&o.Events, "events", 100000, "events of burn-down, ceiling, enqueue (its single notify() part runs min(events, 10000)), nats, email, go and cluster")
 	fs.IntVar(&o.Batch, "enqueue-batch", 1000, "payloads per notify_many call when enqueueing (email: notifications per send() statement)")
 	fs.IntVar(&o.LatencyEvents, "latency-events", 2000, "latency: events to send")
 	fs.Float64Var(&o.Rate, "rate", 200, "latency: events enqueued per second, on a schedule that does not wait for earlier inserts")
@@ -67,7 +67,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&o.CeilingReset, "ceiling-reset", false, "ceiling: also send, around each handler, the channel's statement_timeout and the session reset a Processor's batch sends")
 	fs.IntVar(&o.MixedProducers, "mixed-producers", 0, "burn-down: also enqueue with this many producers while the backlog drains (notify(), one event per transaction), until as many events completed as were pre-inserted; the rate counts every event (0: none)")
 	fs.Float64Var(&o.MixedRate, "mixed-rate", 2000, "burn-down with --mixed-producers: the producers' events per second, in all")
-	fs.StringVar(&o.Peer, "peer", "", "also run burn-down, enqueue, latency, producers and latency-load with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")
+	fs.StringVar(&o.Peer, "peer", "", "also run burn-down, enqueue, latency, producers, latency-load and go with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")
 	fs.StringVar(&o.PeerDir, "peer-dir", "", "the peer harness's module directory (default bench/river)")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with every result instead of the table")
 	fs.StringVar(&o.Plot, "plot", "", "also write an HTML report (throughput over time, latency CDF; inline SVG) to this .html file")
@@ -217,7 +217,7 @@ func validateBench(o *bench.Options, list []bench.Scenario) error {
 	case o.Peer != "" && o.Peer != "river":
 		return &usageError{msg: fmt.Sprintf("--peer %q: the only peer is river", o.Peer)}
 	case o.Peer != "" && !slices.ContainsFunc(list, func(s bench.Scenario) bool { return s.Peer }):
-		return &usageError{msg: "--peer runs with burn-down, enqueue, latency, producers and latency-load only: name one of them"}
+		return &usageError{msg: "--peer runs with burn-down, enqueue, latency, producers, latency-load and go only: name one of them"}
 	}
 	if o.Plot != "" {
 		if ext := strings.ToLower(filepath.Ext(o.Plot)); ext != ".html" && ext != ".htm" {

@@ -363,14 +363,7 @@ func checkSMTP(ctx context.Context, cfg email.Config, logger *slog.Logger) {
 
 // schemaUpToDate fails when the database is not migrated to this version's schema.
 func schemaUpToDate(ctx context.Context, conn *pgx.Conn) error {
-	v, err := migrations.Current(ctx, conn)
-	if err != nil {
-		return err
-	}
-	if want := migrations.Latest(); v < want {
-		return fmt.Errorf("the database's pgrelay schema is at version %d, this pgrelay needs %d: run 'pgrelay migrate' first", v, want)
-	}
-	return nil
+	return migrations.RequireLatest(ctx, conn)
 }
 
 func runMigrate(ctx context.Context, a *app, args []string) error {
@@ -455,6 +448,11 @@ func runStats(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	writeStats(a.stdout, stats)
+	unhandled, err := store.UnhandledGoChannels(cctx, conn)
+	if err != nil {
+		return err
+	}
+	writeUnhandledGo(a.stdout, unhandled)
 	backlog, err := store.PublishBacklog(cctx, conn)
 	if err != nil {
 		return err

@@ -37,6 +37,16 @@ func writeStats(w io.Writer, stats []store.ChannelStats) {
 	_ = tw.Flush()
 }
 
+// writeUnhandledGo prints, under the stats table, the go channels whose
+// handler no running Processor of this node has: their events wait (pending,
+// no attempt spent) until one that has it starts.
+func writeUnhandledGo(w io.Writer, rows []store.UnhandledGo) {
+	for _, r := range rows {
+		fmt.Fprintf(w, "channel %s: no Processor of this node handles go handler '%s'; its %d pending events wait\n",
+			r.Channel, r.Handler, r.Pending)
+	}
+}
+
 // writeBacklog prints, under the stats table, the events each node's
 // publisher has not yet published on NATS, with the age of the oldest
 // (nothing when no publisher ran), then the unpublished log rows that

@@ -28,3 +28,20 @@ func TestStatsPublisherLag(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^unpublished events deleted by retention \(node 1\): 5002, ids 10\.\.5011, the last \S+ ago; see pgrelay\.log_dropped$`, out)
 }
+
+// `pgrelay stats` says why a go channel's events wait: no Processor of the
+// node has its handler.
+func TestStatsUnhandledGoChannels(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.Exec("SELECT pgrelay.register('charge_card', 'charge', p_kind := 'go')")
+	d.Exec("SELECT pgrelay.register('refund_card', 'refund', p_kind := 'go')")
+	d.Exec("SELECT pgrelay.notify('charge_card', 'c1'), pgrelay.notify('charge_card', 'c2')")
+	// A running Processor that has 'refund'.
+	d.Exec("INSERT INTO pgrelay.processors (processor_id, node_id, mode) VALUES (1, 0, 'single')")
+	d.Exec("SELECT pgrelay._go_handlers_set(1, ARRAY['refund'])")
+	code, out, errOut := cliMain("stats", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^channel charge_card: no Processor of this node handles go handler 'charge'; its 2 pending events wait$`, out)
+	assert.NotContains(t, out, "'refund'")
+}

@@ -246,7 +246,7 @@ CREATE TABLE pgrelay.channels (
     publish_errors text DEFAULT 'class'::text NOT NULL,
     CONSTRAINT channels_attempts CHECK ((max_attempts > 0)),
     CONSTRAINT channels_expire_after CHECK (((expire_after IS NULL) OR (expire_after > '00:00:00'::interval))),
-    CONSTRAINT channels_kind CHECK ((kind = ANY (ARRAY['sql'::text, 'email'::text, 'nats'::text]))),
+    CONSTRAINT channels_kind CHECK ((kind = ANY (ARRAY['sql'::text, 'email'::text, 'nats'::text, 'go'::text]))),
     CONSTRAINT channels_mode CHECK ((concurrency_mode = ANY (ARRAY['none'::text, 'channel'::text, 'payload'::text]))),
     CONSTRAINT channels_name CHECK ((channel ~ '^[A-Za-z0-9_-]{1,100}$'::text)),
     CONSTRAINT channels_retry_delay CHECK ((retry_delay >= '00:00:00'::interval)),
@@ -276,8 +276,8 @@ BEGIN
     RAISE EXCEPTION 'pgrelay: channel name % is invalid: use 1 to 100 letters, digits, "_" or "-"',
       pg_catalog.quote_literal(c.channel) USING ERRCODE = 'PR010';
   END IF;
-  IF c.kind IS NULL OR c.kind NOT IN ('sql', 'email', 'nats') THEN
-    RAISE EXCEPTION 'pgrelay: channel %: unknown kind % (expected sql, email or nats)',
+  IF c.kind IS NULL OR c.kind NOT IN ('sql', 'email', 'nats', 'go') THEN
+    RAISE EXCEPTION 'pgrelay: channel %: unknown kind % (expected sql, email, nats or go)',
       c.channel, COALESCE(pg_catalog.quote_literal(c.kind), 'NULL') USING ERRCODE = 'PR011';
   END IF;
   IF c.concurrency_mode IS NULL OR c.concurrency_mode NOT IN ('none', 'channel', 'payload') THEN
@@ -359,6 +359,14 @@ BEGIN
       RAISE EXCEPTION 'pgrelay: channel %: handler must take exactly one parameter ($1), it takes % (%)',
         c.channel, COALESCE(pg_catalog.cardinality(v_types), 0), pg_catalog.array_to_string(v_types, ', ')
         USING ERRCODE = 'PR017', HINT = 'Example: SELECT app.refresh_view($1)';
+    END IF;
+  ELSIF c.kind = 'go' THEN
+    -- The name of a Go handler: the program embedding the Processor
+    -- registers a function under it (Handle, HandleTx).
+    IF c.handler !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,99}$' THEN
+      RAISE EXCEPTION 'pgrelay: channel %: % is not a valid Go handler name (1 to 100 letters, digits, "_", "." or "-", starting with a letter or "_")',
+        c.channel, pg_catalog.quote_literal(c.handler) USING ERRCODE = 'PR017',
+        HINT = 'Example: charge_card, with Handle("charge_card", ...) in the program.';
     END IF;
   ELSIF c.kind = 'nats' THEN
     IF c.handler !~ '^[^\x01-\x20\x7f.*>]+(\.[^\x01-\x20\x7f.*>]+)*$' THEN
@@ -468,7 +476,8 @@ BEGIN
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
   END IF;
-  SELECT count(*) INTO v_nch FROM pgrelay.channels c WHERE NOT c.paused AND c.kind = ANY (p_kinds)
+  SELECT count(*) INTO v_nch FROM pgrelay.channels c
+   WHERE NOT c.paused AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds)
      AND NOT (p_direct AND c.kind = 'sql');
   IF v_nch = 0 THEN
     RETURN;
@@ -478,7 +487,8 @@ BEGIN
   FOR v_pass IN 1..2 LOOP
     FOR ch IN
       SELECT * FROM pgrelay.channels c
-       WHERE NOT c.paused AND c.kind = ANY (p_kinds) AND (v_pass = 1 OR c.channel = ANY (v_full))
+       WHERE NOT c.paused AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds)
+         AND (v_pass = 1 OR c.channel = ANY (v_full))
          AND NOT (p_direct AND c.kind = 'sql')
        ORDER BY pg_catalog.random()
     LOOP
@@ -631,6 +641,17 @@ $$;
 
 
 ALTER FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) OWNER TO postgres;
+
+--
+-- Name: _claim_kind(text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_kind(p_kind text, p_handler text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (p_kind = 'go'::text) THEN ('go:'::text || p_handler) ELSE p_kind END;
+
+
+ALTER FUNCTION pgrelay._claim_kind(p_kind text, p_handler text) OWNER TO postgres;
 
 --
 -- Name: _claim_lanes_direct(text, boolean, bigint, integer, text, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -941,6 +962,27 @@ CREATE FUNCTION pgrelay._expiry_of(p_expire_after interval, p_enqueued_at timest
 
 
 ALTER FUNCTION pgrelay._expiry_of(p_expire_after interval, p_enqueued_at timestamp with time zone, p_not_before timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _go_handlers_set(bigint, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._go_handlers_set(p_processor bigint, p_handlers text[]) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM pgrelay.go_handlers g
+   WHERE g.processor_id = p_processor
+      OR NOT EXISTS (SELECT FROM pgrelay.processors p WHERE p.processor_id = g.processor_id);
+  INSERT INTO pgrelay.go_handlers (processor_id, handler)
+  SELECT DISTINCT p_processor, h FROM unnest(COALESCE(p_handlers, '{}'::text[])) AS h
+   WHERE h IS NOT NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._go_handlers_set(p_processor bigint, p_handlers text[]) OWNER TO postgres;
 
 --
 -- Name: _heartbeat(bigint, text, text, integer, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1775,6 +1817,30 @@ $_$;
 
 
 ALTER FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) OWNER TO postgres;
+
+--
+-- Name: _retry_after(bigint[], bigint[], interval[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._retry_after(p_ids bigint[], p_origin_ids bigint[], p_delays interval[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  n int;
+BEGIN
+  UPDATE pgrelay.queue q
+     SET not_before = now() + o.delay
+    FROM unnest(p_ids, p_origin_ids, p_delays) AS o(id, origin_id, delay)
+   WHERE q.origin_id = o.origin_id AND q.retry_of = o.id AND q.dispatched_at IS NULL
+     AND o.delay IS NOT NULL AND o.delay >= interval '0';
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._retry_after(p_ids bigint[], p_origin_ids bigint[], p_delays interval[]) OWNER TO postgres;
 
 --
 -- Name: dead_letters; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -2661,6 +2727,27 @@ $$;
 ALTER FUNCTION pgrelay.status(p_id bigint) OWNER TO postgres;
 
 --
+-- Name: unhandled_go_channels(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.unhandled_go_channels() RETURNS TABLE(channel text, handler text, pending bigint)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT c.channel, c.handler,
+         (SELECT count(*) FROM pgrelay.queue q WHERE q.channel = c.channel AND q.dispatched_at IS NULL)
+    FROM pgrelay.channels c
+   WHERE c.kind = 'go'
+     AND NOT EXISTS (SELECT FROM pgrelay.go_handlers g JOIN pgrelay.processors p
+                              ON p.processor_id = g.processor_id
+                      WHERE g.handler = c.handler)
+   ORDER BY c.channel
+$$;
+
+
+ALTER FUNCTION pgrelay.unhandled_go_channels() OWNER TO postgres;
+
+--
 -- Name: unregister(text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -3475,6 +3562,18 @@ CREATE TABLE pgrelay.event_payloads (
 ALTER TABLE pgrelay.event_payloads OWNER TO postgres;
 
 --
+-- Name: go_handlers; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.go_handlers (
+    processor_id bigint NOT NULL,
+    handler text NOT NULL
+);
+
+
+ALTER TABLE pgrelay.go_handlers OWNER TO postgres;
+
+--
 -- Name: log; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -3775,6 +3874,14 @@ ALTER TABLE ONLY pgrelay.dedup_locks
 
 ALTER TABLE ONLY pgrelay.event_payloads
     ADD CONSTRAINT event_payloads_pkey PRIMARY KEY (queue_id);
+
+
+--
+-- Name: go_handlers go_handlers_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.go_handlers
+    ADD CONSTRAINT go_handlers_pkey PRIMARY KEY (processor_id, handler);
 
 
 --
@@ -4164,6 +4271,15 @@ GRANT ALL ON FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leade
 
 
 --
+-- Name: FUNCTION _claim_kind(p_kind text, p_handler text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_kind(p_kind text, p_handler text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_kind(p_kind text, p_handler text) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._claim_kind(p_kind text, p_handler text) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4213,6 +4329,14 @@ REVOKE ALL ON FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload tex
 --
 
 REVOKE ALL ON FUNCTION pgrelay._expiry_of(p_expire_after interval, p_enqueued_at timestamp with time zone, p_not_before timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _go_handlers_set(p_processor bigint, p_handlers text[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._go_handlers_set(p_processor bigint, p_handlers text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._go_handlers_set(p_processor bigint, p_handlers text[]) TO pgrelay_processor;
 
 
 --
@@ -4474,6 +4598,14 @@ GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval,
 
 
 --
+-- Name: FUNCTION _retry_after(p_ids bigint[], p_origin_ids bigint[], p_delays interval[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._retry_after(p_ids bigint[], p_origin_ids bigint[], p_delays interval[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._retry_after(p_ids bigint[], p_origin_ids bigint[], p_delays interval[]) TO pgrelay_processor;
+
+
+--
 -- Name: TABLE dead_letters; Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4665,6 +4797,15 @@ GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_processor;
 
 
 --
+-- Name: FUNCTION unhandled_go_channels(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.unhandled_go_channels() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.unhandled_go_channels() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay.unhandled_go_channels() TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION unregister(p_channel text, p_force boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4843,6 +4984,14 @@ GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
 
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.event_payloads TO pgrelay_processor;
+
+
+--
+-- Name: TABLE go_handlers; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.go_handlers TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.go_handlers TO pgrelay_processor;
 
 
 --

@@ -1,0 +1,59 @@
+package pgrelay_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// A transactional handler whose process is killed (SIGKILL) mid-transaction
+// leaves no effect: its write rolls back with the lost session, the claim is
+// rescued from the dead instance, and the event runs again, once.
+func TestGoHandleTxKilledMidTransaction(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_timeout := '1 minute')")
+	id := notify(t, d, "ship", "order 1")
+
+	// The test binary again, as the child that runTestMain sends to
+	// runKilledChild.
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+d.URL)
+	out, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	t.Cleanup(func() {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "written\n", line)
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE origin_id = $1 AND dispatched_at IS NOT NULL", id),
+		"claimed by the child")
+	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments"), "written, not committed")
+
+	require.NoError(t, child.Process.Kill())
+	_ = child.Wait()
+
+	attempts := make(chan int, 10)
+	startGo(t, d.URL, func(p *pgrelay.Processor) {
+		p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
+			attempts <- ev.Attempt
+			_, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt)
+			return err
+		})
+	})
+	waitEnded(t, d, id)
+	require.Equal(t, []string{"rescued", "succeeded"}, logEvents(t, d, id))
+	require.Equal(t, []int32{2}, testenv.Column[int32](t, d.Pool, "SELECT attempt FROM app.shipments WHERE origin_id = $1", id))
+	require.Len(t, attempts, 1, "ran again once")
+}

@@ -3566,6 +3566,13 @@ CREATE INDEX status_events_node_id ON pgrelay_notifier.status_events USING btree
 
 
 --
+-- Name: status_events_notification; Type: INDEX; Schema: pgrelay_notifier; Owner: postgres
+--
+
+CREATE INDEX status_events_notification ON pgrelay_notifier.status_events USING btree (notification_id, id);
+
+
+--
 -- Name: channels channels_locks; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
@@ -3614,6 +3621,7 @@ GRANT USAGE ON SCHEMA pgrelay TO pgrelay_producer;
 GRANT USAGE ON SCHEMA pgrelay TO pgrelay_processor;
 GRANT USAGE ON SCHEMA pgrelay TO pgrelay_admin;
 GRANT USAGE ON SCHEMA pgrelay TO pgrelay_notifier;
+GRANT USAGE ON SCHEMA pgrelay TO pgrelay_viewer;
 
 
 --
@@ -3624,6 +3632,7 @@ GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_notifier;
 GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_producer;
 GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_processor;
 GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_admin;
+GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_viewer;
 
 
 --
@@ -3679,6 +3688,7 @@ REVOKE ALL ON FUNCTION pgrelay._channel_locks_create() FROM PUBLIC;
 
 GRANT SELECT ON TABLE pgrelay.channels TO pgrelay_admin;
 GRANT SELECT ON TABLE pgrelay.channels TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.channels TO pgrelay_viewer;
 
 
 --
@@ -3813,6 +3823,7 @@ GRANT ALL ON FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with ti
 
 REVOKE ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) TO pgrelay_viewer;
 
 
 --
@@ -3856,6 +3867,7 @@ GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
 
 GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
 
 
 --
@@ -4104,6 +4116,7 @@ GRANT ALL ON FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval
 REVOKE ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_admin;
 GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_viewer;
 
 
 --
@@ -4141,6 +4154,7 @@ GRANT ALL ON FUNCTION pgrelay.publish_backlog(p_cap integer) TO pgrelay_processo
 REVOKE ALL ON FUNCTION pgrelay.queue_stats() FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_admin;
 GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_viewer;
 
 
 --
@@ -4159,6 +4173,7 @@ REVOKE ALL ON FUNCTION pgrelay.status(p_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_producer;
 GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_admin;
 GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_viewer;
 
 
 --
@@ -4333,6 +4348,7 @@ GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
 
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.event_payloads TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_viewer;
 
 
 --
@@ -4341,6 +4357,7 @@ GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.event_payloads TO pgrelay_processor;
 
 GRANT SELECT ON TABLE pgrelay.log TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.log TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.log TO pgrelay_viewer;
 
 
 --
@@ -4357,6 +4374,7 @@ GRANT SELECT,INSERT ON TABLE pgrelay.log_dropped TO pgrelay_processor;
 
 GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_viewer;
 
 
 --
@@ -4365,6 +4383,7 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
 
 GRANT SELECT ON TABLE pgrelay.processors TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.processors TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.processors TO pgrelay_viewer;
 
 
 --
@@ -4389,6 +4408,7 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_pro
 
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_admin;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_viewer;
 
 
 --
@@ -4429,6 +4449,7 @@ GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.wake_slots TO pgrelay_processor;
 
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay_notifier.debug_log TO pgrelay_notifier;
 GRANT SELECT ON TABLE pgrelay_notifier.debug_log TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay_notifier.debug_log TO pgrelay_viewer;
 
 
 --
@@ -4440,12 +4461,97 @@ GRANT SELECT ON TABLE pgrelay_notifier.notifications TO pgrelay_admin;
 
 
 --
+-- Name: COLUMN notifications.notification_id; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(notification_id) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.channel; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(channel) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.to_addrs; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(to_addrs) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.subject; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(subject) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.status; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(status) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.attempts; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(attempts) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.last_error; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(last_error) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.created_at; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(created_at) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.updated_at; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(updated_at) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.sent_at; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(sent_at) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.sending_event; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(sending_event) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.send_in_doubt; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(send_in_doubt) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
 -- Name: TABLE status_events; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
 --
 
 GRANT INSERT ON TABLE pgrelay_notifier.status_events TO pgrelay_notifier;
 GRANT SELECT ON TABLE pgrelay_notifier.status_events TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay_notifier.status_events TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay_notifier.status_events TO pgrelay_viewer;
 
 
 --

@@ -92,6 +92,16 @@ var (
 	ErrPublishHorizonBlind error = newCode(prcodes.PublishHorizonBlind, "publish horizon cannot see other sessions")
 )
 
+// Dead letters (pgrelay.retry, retry_all, discard):
+var (
+	// ErrUnknownDeadLetter (PR050): retry() or discard() of an id that is
+	// not a dead letter (never was, or was retried, discarded or trimmed).
+	ErrUnknownDeadLetter error = newCode(prcodes.UnknownDeadLetter, "not a dead letter")
+	// ErrDeadLetterNodeGone (PR051): retry() of a dead letter pinned to a
+	// decommissioned node, where it could never run; discard it instead.
+	ErrDeadLetterNodeGone error = newCode(prcodes.DeadLetterNodeGone, "dead letter pinned to a decommissioned node")
+)
+
 // The notifier (pgrelay_notifier.send, create_channel, set_status;
 // docs/notifier.md, "What send() refuses"):
 var (
@@ -136,6 +146,7 @@ func sentinels() []error {
 		ErrInvalidExpireAfter, ErrInvalidHandler, ErrInvalidPublishErrors,
 		ErrInvalidNodeID, ErrUnknownMode, ErrNodeAlive, ErrInvalidDeadAfter,
 		ErrClaimTakenBack, ErrLeaseEnded, ErrPublishHorizonBlind,
+		ErrUnknownDeadLetter, ErrDeadLetterNodeGone,
 		ErrNotEmailChannel, ErrNoRecipients, ErrInvalidAddress, ErrInvalidSubject,
 		ErrBodyTooLarge, ErrInvalidHeaders, ErrTooManyRecipients, ErrNullBody,
 		ErrMessageTooLarge, ErrUnknownNotificationStatus, ErrArrayLengthsDiffer,

@@ -44,6 +44,16 @@ const (
 	PublishHorizonBlind = "PR040"
 )
 
+// Dead letters (pgrelay.retry, retry_all, discard).
+const (
+	// UnknownDeadLetter: the id is not a dead letter (never was, or was
+	// retried, discarded or trimmed already).
+	UnknownDeadLetter = "PR050"
+	// DeadLetterNodeGone: retry() of a dead letter pinned to a node that was
+	// decommissioned: the row could never run.
+	DeadLetterNodeGone = "PR051"
+)
+
 // The notifier (pgrelay_notifier.send, create_channel, set_status).
 const (
 	NotEmailChannel           = "PR100"

@@ -762,7 +762,7 @@ BEGIN
                 ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
     RETURNING q.*, o.event AS o_event, o.error AS o_error
   ), d AS (
-    SELECT del.*, c.retry_delay,
+    SELECT del.*, c.retry_delay, c.kind,
            CASE WHEN del.o_event = 'failed' AND del.attempt >= COALESCE(c.max_attempts, 0)
                 THEN 'gave_up' ELSE del.o_event END AS final
       FROM del LEFT JOIN pgrelay.channels c ON c.channel = del.channel
@@ -782,6 +782,16 @@ BEGIN
            now() + pgrelay._backoff(d.retry_delay, d.attempt), d.expires_at
       FROM d
      WHERE d.final = 'failed' AND d.retry_delay IS NOT NULL
+     ORDER BY d.id
+    RETURNING 1
+  ), dl AS (
+    INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
+                                      ended_at, node, run_in_node, notification_id)
+    SELECT d.id, d.origin_id, d.channel, d.payload, d.attempt,
+           CASE WHEN d.o_error IS NULL THEN NULL ELSE pg_catalog.left(d.o_error, 8000) END, d.final,
+           pg_catalog.clock_timestamp(), v_node, d.run_in_node, pgrelay._notification_of(d.kind, d.payload)
+      FROM d
+     WHERE d.final IN ('gave_up', 'expired')
      ORDER BY d.id
     RETURNING 1
   )
@@ -1328,6 +1338,17 @@ $_$;
 ALTER FUNCTION pgrelay._node_setting() OWNER TO postgres;
 
 --
+-- Name: _notification_of(text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._notification_of(p_kind text, p_payload text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((p_kind = 'email'::text) AND (p_payload ~ '^[0-9]{1,18}$'::text)) THEN (p_payload)::bigint ELSE NULL::bigint END;
+
+
+ALTER FUNCTION pgrelay._notification_of(p_kind text, p_payload text) OWNER TO postgres;
+
+--
 -- Name: _notifier_status_batch(integer, bigint, bigint, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1692,7 +1713,18 @@ BEGIN
     DELETE FROM pgrelay.queue q
      USING held
      WHERE q.id = held.id AND held.attempt >= held.max_attempts
-    RETURNING q.id, q.channel, q.payload
+    RETURNING q.id, q.channel, q.payload, q.run_in_node
+  ), dl AS (
+    INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
+                                      ended_at, node, run_in_node, notification_id)
+    SELECT gone.id, held.origin_id, gone.channel, gone.payload, held.attempt,
+           held.why || ' (its last attempt)', 'gave_up', pg_catalog.clock_timestamp(), v_node,
+           gone.run_in_node, pgrelay._notification_of(c.kind, gone.payload)
+      FROM gone
+      JOIN held ON held.id = gone.id
+      LEFT JOIN pgrelay.channels c ON c.channel = gone.channel
+     ORDER BY gone.id
+    RETURNING 1
   ), lg AS (
     INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
     SELECT held.id, held.origin_id, held.channel, held.attempt,
@@ -1729,6 +1761,86 @@ $_$;
 ALTER FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) OWNER TO postgres;
 
 --
+-- Name: dead_letters; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.dead_letters (
+    id bigint NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    attempts integer NOT NULL,
+    last_error text,
+    outcome text NOT NULL,
+    ended_at timestamp with time zone NOT NULL,
+    node integer NOT NULL,
+    run_in_node integer,
+    notification_id bigint,
+    CONSTRAINT dead_letters_outcome CHECK ((outcome = ANY (ARRAY['gave_up'::text, 'expired'::text])))
+);
+
+
+ALTER TABLE pgrelay.dead_letters OWNER TO postgres;
+
+--
+-- Name: _retry_dead(pgrelay.dead_letters); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  ch pgrelay.channels;
+  v_pin int;
+  v_id bigint;
+BEGIN
+  PERFORM pgrelay._lock_channel(dl.channel);
+  SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = dl.channel;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay.retry: dead letter % is of channel %, which is not registered', dl.id,
+      pg_catalog.quote_literal(dl.channel) USING ERRCODE = 'PR001',
+      HINT = 'Register the channel again, or discard the dead letter with pgrelay.discard().';
+  END IF;
+  v_pin := pgrelay._pin_of(ch.node_restricted, COALESCE(dl.run_in_node, v_node));
+  IF v_pin IS NOT NULL AND EXISTS (SELECT FROM pgrelay.nodes x
+                                    WHERE x.node_id = v_pin AND x.decommissioned_at IS NOT NULL) THEN
+    RAISE EXCEPTION 'pgrelay.retry: dead letter % is pinned to node %, which was decommissioned', dl.id, v_pin
+      USING ERRCODE = 'PR051',
+      HINT = 'A row pinned to that node could never run; discard the dead letter with pgrelay.discard().';
+  END IF;
+  v_id := pgrelay._next_id();
+  PERFORM pg_catalog.set_config('pgrelay.stamped', 'on', true);
+  INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, attempt, retry_of,
+                             enqueued_at, not_before, expires_at, lane, phash)
+  VALUES (v_id, dl.origin_id, dl.channel, dl.payload, COALESCE(v_pin, v_node), v_pin, 1, dl.id,
+          now(), now(), pgrelay._expiry_of(ch.expire_after, now(), now()),
+          pgrelay._lane_of(ch.concurrency_mode, dl.payload), pgrelay._phash_of(ch.deduplicate, dl.payload));
+  PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
+  PERFORM pgrelay._wake(ch.channel);
+  IF ch.publish_payload THEN
+    INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, dl.payload)
+    ON CONFLICT (queue_id) DO NOTHING;
+  END IF;
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+  VALUES (v_id, dl.origin_id, dl.channel, 1, 'retried',
+          pg_catalog.format('retried by %s: dead letter %s (%s after %s attempts) enqueued again as %s',
+                            session_user, dl.id, dl.outcome, dl.attempts, v_id),
+          v_node);
+  IF ch.kind = 'email' AND dl.notification_id IS NOT NULL THEN
+    PERFORM pgrelay_notifier.requeue(dl.notification_id, dl.channel,
+      pg_catalog.format('queued again: dead letter %s of event %s was retried by %s', dl.id, dl.origin_id,
+                        session_user));
+  END IF;
+  RETURN v_id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) OWNER TO postgres;
+
+--
 -- Name: _succeed(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1747,6 +1859,29 @@ $$;
 
 
 ALTER FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _trim_dead_letters(interval, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._trim_dead_letters(p_older_than interval, p_batch integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  n int;
+BEGIN
+  DELETE FROM pgrelay.dead_letters d
+   WHERE d.id = ANY (ARRAY(SELECT x.id FROM pgrelay.dead_letters x
+                            WHERE x.ended_at < now() - p_older_than
+                            ORDER BY x.ended_at LIMIT p_batch));
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._trim_dead_letters(p_older_than interval, p_batch integer) OWNER TO postgres;
 
 --
 -- Name: _trim_event_payloads(interval, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1958,7 +2093,7 @@ BEGIN
   WITH d AS (
     DELETE FROM pgrelay.queue q
      WHERE q.run_in_node = p_node
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload,
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload, q.run_in_node,
               pg_catalog.format('%s: a row pinned to it can never run%s', v_why,
                                 CASE WHEN q.dispatched_at IS NOT NULL
                                      THEN pg_catalog.format(' (its processor %s held attempt %s)',
@@ -1968,6 +2103,16 @@ BEGIN
     INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
     SELECT d.id, d.origin_id, d.channel, d.attempt, 'gave_up', d.why
       FROM d ORDER BY d.id
+    RETURNING 1
+  ), dl AS (
+    INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
+                                      ended_at, node, run_in_node, notification_id)
+    SELECT d.id, d.origin_id, d.channel, d.payload, d.attempt, d.why, 'gave_up',
+           pg_catalog.clock_timestamp(), pgrelay._this_node(), d.run_in_node,
+           pgrelay._notification_of(c.kind, d.payload)
+      FROM d
+      LEFT JOIN pgrelay.channels c ON c.channel = d.channel
+     ORDER BY d.id
     RETURNING 1
   )
   SELECT (SELECT count(*) FROM lg), e.ids, e.errors, e.channels, e.events
@@ -2008,6 +2153,34 @@ $_$;
 
 
 ALTER FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval) OWNER TO postgres;
+
+--
+-- Name: discard(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.discard(p_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  dl pgrelay.dead_letters;
+BEGIN
+  DELETE FROM pgrelay.dead_letters d WHERE d.id = p_id RETURNING * INTO dl;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay.discard: % is not a dead letter', COALESCE(p_id::text, 'NULL')
+      USING ERRCODE = 'PR050',
+      HINT = 'pgrelay dead list shows the dead letters; one retried, discarded or past the retention is gone.';
+  END IF;
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
+  VALUES (dl.id, dl.origin_id, dl.channel, dl.attempts, 'discarded',
+          pg_catalog.format('discarded by %s: dead letter %s (%s after %s attempts)',
+                            session_user, dl.id, dl.outcome, dl.attempts));
+  RETURN true;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.discard(p_id bigint) OWNER TO postgres;
 
 --
 -- Name: nodes_overview(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2299,6 +2472,66 @@ $$;
 
 
 ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) OWNER TO postgres;
+
+--
+-- Name: retry(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.retry(p_id bigint) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  dl pgrelay.dead_letters;
+BEGIN
+  DELETE FROM pgrelay.dead_letters d WHERE d.id = p_id RETURNING * INTO dl;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'pgrelay.retry: % is not a dead letter', COALESCE(p_id::text, 'NULL')
+      USING ERRCODE = 'PR050',
+      HINT = 'pgrelay dead list shows the dead letters; one retried, discarded or past the retention is gone.';
+  END IF;
+  RETURN pgrelay._retry_dead(dl);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.retry(p_id bigint) OWNER TO postgres;
+
+--
+-- Name: retry_all(text, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.retry_all(p_channel text, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  dl pgrelay.dead_letters;
+  n bigint := 0;
+BEGIN
+  IF p_channel IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.retry_all: channel must not be NULL' USING ERRCODE = 'PR001';
+  END IF;
+  FOR dl IN
+    WITH x AS (
+      DELETE FROM pgrelay.dead_letters d
+       WHERE d.id IN (SELECT y.id FROM pgrelay.dead_letters y
+                       WHERE y.channel = p_channel AND (p_since IS NULL OR y.ended_at >= p_since)
+                       ORDER BY y.ended_at, y.id
+                         FOR UPDATE SKIP LOCKED)
+      RETURNING d.*
+    )
+    SELECT * FROM x ORDER BY x.ended_at, x.id
+  LOOP
+    PERFORM pgrelay._retry_dead(dl);
+    n := n + 1;
+  END LOOP;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.retry_all(p_channel text, p_since timestamp with time zone) OWNER TO postgres;
 
 --
 -- Name: status(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2818,6 +3051,31 @@ $$;
 ALTER FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) OWNER TO pgrelay_notifier;
 
 --
+-- Name: requeue(bigint, text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier.requeue(p_notification_id bigint, p_channel text, p_reason text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  UPDATE pgrelay_notifier.notifications n
+     SET status = 'queued', sending_event = NULL, send_in_doubt = false,
+         updated_at = pg_catalog.clock_timestamp()
+   WHERE n.notification_id = p_notification_id AND n.channel = p_channel AND n.status = 'failed';
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgrelay_notifier._event(ARRAY[p_notification_id], ARRAY[p_channel], 'queued', NULL);
+  PERFORM pgrelay_notifier.debug_log(p_notification_id, p_reason);
+  RETURN true;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier.requeue(p_notification_id bigint, p_channel text, p_reason text) OWNER TO pgrelay_notifier;
+
+--
 -- Name: send(text, text[], text, text, text, text[], text[], jsonb); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
@@ -3138,7 +3396,7 @@ CREATE TABLE pgrelay.log (
     error text,
     node integer DEFAULT pgrelay._this_node() NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text])))
+    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text])))
 );
 
 
@@ -3376,6 +3634,14 @@ ALTER TABLE ONLY pgrelay.channels
 
 
 --
+-- Name: dead_letters dead_letters_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.dead_letters
+    ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: dedup_locks dedup_locks_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
 --
 
@@ -3493,6 +3759,20 @@ ALTER TABLE ONLY pgrelay_notifier.notifications
 
 ALTER TABLE ONLY pgrelay_notifier.status_events
     ADD CONSTRAINT status_events_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: dead_letters_channel_ended; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX dead_letters_channel_ended ON pgrelay.dead_letters USING btree (channel, ended_at);
+
+
+--
+-- Name: dead_letters_ended; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX dead_letters_ended ON pgrelay.dead_letters USING btree (ended_at);
 
 
 --
@@ -3944,6 +4224,14 @@ GRANT ALL ON FUNCTION pgrelay._node_setting() TO pgrelay_notifier;
 
 
 --
+-- Name: FUNCTION _notification_of(p_kind text, p_payload text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._notification_of(p_kind text, p_payload text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._notification_of(p_kind text, p_payload text) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _notifier_status_batch(p_node integer, p_after bigint, p_before bigint, p_limit integer); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4054,11 +4342,34 @@ GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval,
 
 
 --
+-- Name: TABLE dead_letters; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.dead_letters TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _retry_dead(dl pgrelay.dead_letters); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
 REVOKE ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _trim_dead_letters(p_older_than interval, p_batch integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._trim_dead_letters(p_older_than interval, p_batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._trim_dead_letters(p_older_than interval, p_batch integer) TO pgrelay_processor;
 
 
 --
@@ -4107,6 +4418,14 @@ GRANT ALL ON FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) TO pgrela
 
 REVOKE ALL ON FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION discard(p_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.discard(p_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.discard(p_id bigint) TO pgrelay_admin;
 
 
 --
@@ -4163,6 +4482,22 @@ GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_viewer;
 
 REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION retry(p_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.retry(p_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.retry(p_id bigint) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION retry_all(p_channel text, p_since timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.retry_all(p_channel text, p_since timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.retry_all(p_channel text, p_since timestamp with time zone) TO pgrelay_admin;
 
 
 --
@@ -4291,6 +4626,13 @@ GRANT ALL ON FUNCTION pgrelay_notifier.get_status(p_notification_id bigint) TO p
 
 REVOKE ALL ON FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay_notifier.not_sent(p_notification_id bigint, p_event bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION requeue(p_notification_id bigint, p_channel text, p_reason text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier.requeue(p_notification_id bigint, p_channel text, p_reason text) FROM PUBLIC;
 
 
 --

@@ -21,10 +21,11 @@ GRANT USAGE ON SCHEMA pgrelay, pgrelay_notifier TO pgrelay_viewer;
 -- the queue as its caller; nodes_overview() reads the nodes, the processors
 -- and the queue), a channel's settings, an event's history and its payload
 -- while it is kept (the queue's row, event_payloads), the per-minute counts
--- of the log (read by id: _id_floor turns a time into an id), and the schema's
--- version, which the console checks when it starts.
+-- of the log (read by id: _id_floor turns a time into an id), the dead
+-- letters with their payloads, and the schema's version, which the console
+-- checks when it starts.
 GRANT SELECT ON pgrelay.channels, pgrelay.queue, pgrelay.log, pgrelay.nodes, pgrelay.processors,
-                pgrelay.event_payloads, pgrelay.schema_migrations
+                pgrelay.event_payloads, pgrelay.dead_letters, pgrelay.schema_migrations
   TO pgrelay_viewer;
 GRANT EXECUTE ON FUNCTION
   pgrelay.queue_stats(), pgrelay.nodes_overview(interval), pgrelay.status(bigint),

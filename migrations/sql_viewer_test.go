@@ -29,6 +29,7 @@ func TestRoleViewer(t *testing.T) {
 		"SELECT count(*) FROM pgrelay.nodes",
 		"SELECT count(*) FROM pgrelay.processors",
 		"SELECT count(*) FROM pgrelay.event_payloads",
+		"SELECT count(*) FROM pgrelay.dead_letters",
 		"SELECT count(*) FROM pgrelay.schema_migrations",
 		"SELECT notification_id, channel, to_addrs, subject, status, attempts, last_error, created_at, updated_at, sent_at, sending_event, send_in_doubt FROM pgrelay_notifier.notifications",
 		"SELECT count(*) FROM pgrelay_notifier.status_events",
@@ -48,6 +49,10 @@ func TestRoleViewer(t *testing.T) {
 		"SELECT pgrelay_notifier.cancel(" + itoa(nid) + ")",
 		"SELECT pgrelay_notifier.send('mail', ARRAY['b@example.com'], 'x', 'y')",
 		"SELECT * FROM pgrelay._claim(1, 'single', false, 10, '{sql}')",
+		"SELECT pgrelay.retry(1)",
+		"SELECT pgrelay.retry_all('c')",
+		"SELECT pgrelay.discard(1)",
+		"DELETE FROM pgrelay.dead_letters",
 	} {
 		requireCode(t, execErr(v, sql), insufficientPrivilege, sql)
 	}

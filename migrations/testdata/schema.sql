@@ -4347,6 +4347,7 @@ GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval,
 
 GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.dead_letters TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_viewer;
 
 
 --

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -209,13 +208,12 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		addr := wf.addr
 		if addr == "" {
 			addr = devWebAddr
-			if l, lerr := net.Listen("tcp", addr); lerr != nil {
-				addr = "127.0.0.1:0"
-			} else {
-				_ = l.Close()
-			}
 		}
 		link, stopWeb, err := startWeb(ctx, url, addr, wf, webAuth, f.effectiveDeadAfter(), logger)
+		if err != nil && wf.addr == "" {
+			// 8080 is taken: any free port.
+			link, stopWeb, err = startWeb(ctx, url, "127.0.0.1:0", wf, webAuth, f.effectiveDeadAfter(), logger)
+		}
 		if err != nil {
 			_ = p.Stop(context.WithoutCancel(ctx))
 			return err

@@ -160,7 +160,6 @@ type channelPage struct {
 	Row      channelRow
 	Listed   bool // Row is the overview's (the channel was there when it was read)
 	Failures []store.LogEntry
-	Window   time.Duration
 	Dead     []store.DeadLetter
 }
 
@@ -173,7 +172,7 @@ func (s *Server) channel(w http.ResponseWriter, r *http.Request) {
 		s.dbFail(w, r, err)
 		return
 	}
-	p := channelPage{Settings: set, Window: failureWindow}
+	p := channelPage{Settings: set}
 	o, err := s.getOverview(c)
 	if err != nil {
 		s.dbFail(w, r, err)

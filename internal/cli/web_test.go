@@ -69,3 +69,26 @@ func TestWebRefusesOtherAddressesWithoutAuth(t *testing.T) {
 	require.Contains(t, stderr, "at least 16 characters")
 	require.NotContains(t, stderr, "tooshort-secret")
 }
+
+// pgrelay run --web-addr serves the console beside its Processor, which
+// the console lists.
+func TestRunServesTheConsole(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--web-addr", "127.0.0.1:0", "--web-read-only")
+	link := regexp.MustCompile(`msg="serving the console" url=(http://127\.0\.0\.1:\d+/) read_only=true`)
+	testenv.Eventually(t, 30*time.Second, "run to log the console's URL", func() bool {
+		return link.MatchString(p.stderr.String()) || p.exited()
+	})
+	require.False(t, p.exited(), "run exited: %s", p.stderr.String())
+	resp, err := http.Get(link.FindStringSubmatch(p.stderr.String())[1])
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Regexp(t, `(?s)id="processors".*<td>single</td>`, string(body))
+	require.Contains(t, string(body), "Read-only console")
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(30*time.Second))
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -372,101 +370,18 @@ func NotificationHistory(ctx context.Context, q Querier, id int64) ([]Notificati
 	return out, nil
 }
 
-// DeadLetter is one row of pgrelay.dead_letters: an event that gave up or
-// expired, with its payload.
-type DeadLetter struct {
-	ID             int64 // the queue id of its ended attempt
-	OriginID       int64
-	Channel        string
-	Payload        string
-	Attempts       int
-	LastError      string
-	Outcome        string // gave_up or expired
-	EndedAt        time.Time
-	Node           int
-	RunInNode      *int
-	NotificationID *int64
-}
-
-// DeadFilter selects dead letters: of one channel (all when empty), ended at
-// or after Since (any time when nil).
-type DeadFilter struct {
-	Channel string
-	Since   *time.Time
-}
-
-const deadColumns = `d.id, d.origin_id, d.channel, d.payload, d.attempts, COALESCE(d.last_error, ''), d.outcome,
-	d.ended_at, d.node, d.run_in_node, d.notification_id`
-
-// where is the filter's condition on pgrelay.dead_letters d and its
-// arguments: with a channel, by the (channel, ended_at) index; without, by
-// (ended_at).
-func (f DeadFilter) where() (string, []any) {
-	var conds []string
-	var args []any
-	if f.Channel != "" {
-		args = append(args, f.Channel)
-		conds = append(conds, fmt.Sprintf("d.channel OPERATOR(pg_catalog.=) $%d::pg_catalog.text", len(args)))
-	}
-	if f.Since != nil {
-		args = append(args, *f.Since)
-		conds = append(conds, fmt.Sprintf("d.ended_at OPERATOR(pg_catalog.>=) $%d::pg_catalog.timestamptz", len(args)))
-	}
-	if len(conds) == 0 {
-		return "true", nil
-	}
-	return strings.Join(conds, " AND "), args
-}
-
-func collectDead(rows pgx.Rows) ([]DeadLetter, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetter, error) {
-		var d DeadLetter
-		err := r.Scan(&d.ID, &d.OriginID, &d.Channel, &d.Payload, &d.Attempts, &d.LastError, &d.Outcome,
-			&d.EndedAt, &d.Node, &d.RunInNode, &d.NotificationID)
-		return d, err
-	})
-}
-
-// DeadLetters returns the dead letters f selects, the latest ended first, at
-// most limit.
-func DeadLetters(ctx context.Context, q Querier, f DeadFilter, limit int) ([]DeadLetter, error) {
-	where, args := f.where()
-	args = append(args, limit)
-	rows, err := q.Query(ctx, `SELECT `+deadColumns+` FROM pgrelay.dead_letters d WHERE `+where+`
-		ORDER BY d.ended_at DESC LIMIT $`+strconv.Itoa(len(args))+`::pg_catalog.int4`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("console: read the dead letters (%+v): %w", f, err)
-	}
-	out, err := collectDead(rows)
-	if err != nil {
-		return nil, fmt.Errorf("console: read the dead letters (%+v): %w", f, err)
-	}
-	return out, nil
-}
-
 // DeadLettersOf returns the dead letters of event origin.
 func DeadLettersOf(ctx context.Context, q Querier, origin int64) ([]DeadLetter, error) {
-	rows, err := q.Query(ctx, `SELECT `+deadColumns+` FROM pgrelay.dead_letters d
+	rows, err := q.Query(ctx, `SELECT `+deadLetterColumns+` FROM pgrelay.dead_letters d
 		WHERE d.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 ORDER BY d.id DESC`, origin)
 	if err != nil {
 		return nil, fmt.Errorf("console: read the dead letters of event %d: %w", origin, err)
 	}
-	out, err := collectDead(rows)
+	out, err := pgx.CollectRows(rows, scanDeadLetter)
 	if err != nil {
 		return nil, fmt.Errorf("console: read the dead letters of event %d: %w", origin, err)
 	}
 	return out, nil
-}
-
-// CountDeadLetters counts the dead letters f selects: what retry_all() of
-// the same filter would retry.
-func CountDeadLetters(ctx context.Context, q Querier, f DeadFilter) (int64, error) {
-	var n int64
-	where, args := f.where()
-	if err := q.QueryRow(ctx, `SELECT pg_catalog.count(*) FROM pgrelay.dead_letters d WHERE `+where, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("console: count the dead letters (%+v): %w", f, err)
-	}
-	return n, nil
 }
 
 // DeadCountCap is where DeadLetterCounts stops counting a channel's dead
@@ -491,35 +406,4 @@ func DeadLetterCounts(ctx context.Context, q Querier) (map[string]int64, error) 
 		return nil, fmt.Errorf("console: count the dead letters per channel: %w", err)
 	}
 	return out, nil
-}
-
-// RetryDeadLetter runs pgrelay.retry(id): the dead letter's event is queued
-// again (attempt 1); it returns the new queue row's id.
-func RetryDeadLetter(ctx context.Context, q Querier, id int64) (int64, error) {
-	var n int64
-	if err := q.QueryRow(ctx, "SELECT pgrelay.retry($1::pg_catalog.int8)", id).Scan(&n); err != nil {
-		return 0, fmt.Errorf("retry dead letter %d: %w", id, err)
-	}
-	return n, nil
-}
-
-// RetryAllDeadLetters runs pgrelay.retry_all(channel, since) and returns how
-// many dead letters it queued again (f.Channel is required: PR001).
-func RetryAllDeadLetters(ctx context.Context, q Querier, f DeadFilter) (int64, error) {
-	var n int64
-	if err := q.QueryRow(ctx, "SELECT pgrelay.retry_all($1::pg_catalog.text, $2::pg_catalog.timestamptz)",
-		f.Channel, f.Since).Scan(&n); err != nil {
-		return 0, fmt.Errorf("retry the dead letters (%+v): %w", f, err)
-	}
-	return n, nil
-}
-
-// DiscardDeadLetter runs pgrelay.discard(id): false when there was no such
-// dead letter.
-func DiscardDeadLetter(ctx context.Context, q Querier, id int64) (bool, error) {
-	var ok bool
-	if err := q.QueryRow(ctx, "SELECT pgrelay.discard($1::pg_catalog.int8)", id).Scan(&ok); err != nil {
-		return false, fmt.Errorf("discard dead letter %d: %w", id, err)
-	}
-	return ok, nil
 }

@@ -114,8 +114,7 @@ func TestConsoleStatementsUseIndexes(t *testing.T) {
 	require.EqualValues(t, 4000, dead["c1"])
 	uses(e.plan(), "dead_letters_channel_ended")
 
-	since := time.Now().Add(-time.Hour)
-	for _, f := range []DeadFilter{{Channel: "c2"}, {Channel: "c2", Since: &since}} {
+	for _, f := range []DeadLetterFilter{{Channel: "c2"}, {Channel: "c2", Since: time.Now().Add(-time.Hour)}} {
 		_, err = DeadLetters(ctx, e, f, 100)
 		require.NoError(t, err)
 		// Either index: by channel, or backwards by time while the
@@ -125,7 +124,7 @@ func TestConsoleStatementsUseIndexes(t *testing.T) {
 		require.NoError(t, err)
 		uses(e.plan(), "dead_letters_")
 	}
-	_, err = DeadLetters(ctx, e, DeadFilter{}, 100)
+	_, err = DeadLetters(ctx, e, DeadLetterFilter{}, 100)
 	require.NoError(t, err)
 	uses(e.plan(), "dead_letters_ended")
 

@@ -30,15 +30,15 @@ type deadPage struct {
 var sinceLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339Nano}
 
 // deadFilter reads the channel and since of a query or a form.
-func deadFilter(v url.Values) (store.DeadFilter, error) {
-	f := store.DeadFilter{Channel: strings.TrimSpace(v.Get("channel"))}
+func deadFilter(v url.Values) (store.DeadLetterFilter, error) {
+	f := store.DeadLetterFilter{Channel: strings.TrimSpace(v.Get("channel"))}
 	since := strings.TrimSpace(v.Get("since"))
 	if since == "" {
 		return f, nil
 	}
 	for _, l := range sinceLayouts {
 		if t, err := time.ParseInLocation(l, since, time.UTC); err == nil {
-			f.Since = &t
+			f.Since = t
 			return f, nil
 		}
 	}
@@ -46,12 +46,12 @@ func deadFilter(v url.Values) (store.DeadFilter, error) {
 }
 
 // filterQuery is f as the dead-letter page's query string.
-func filterQuery(f store.DeadFilter) string {
+func filterQuery(f store.DeadLetterFilter) string {
 	v := url.Values{}
 	if f.Channel != "" {
 		v.Set("channel", f.Channel)
 	}
-	if f.Since != nil {
+	if !f.Since.IsZero() {
 		v.Set("since", f.Since.UTC().Format("2006-01-02T15:04:05"))
 	}
 	return v.Encode()
@@ -66,7 +66,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 	c, cancel := ctx(r)
 	defer cancel()
 	p := deadPage{Channel: f.Channel, Listed: deadListed, Back: "/dead?" + filterQuery(f)}
-	if f.Since != nil {
+	if !f.Since.IsZero() {
 		p.Since = f.Since.UTC().Format("2006-01-02T15:04:05")
 	}
 	if p.Count, err = store.CountDeadLetters(c, s.cfg.DB, f); err != nil {
@@ -144,7 +144,7 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 	}
 	c, cancel := ctx(r)
 	defer cancel()
-	if _, err := store.DiscardDeadLetter(c, s.cfg.DB, id); err != nil {
+	if err := store.DiscardDeadLetter(c, s.cfg.DB, id); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
@@ -181,7 +181,7 @@ func (s *Server) retryAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := confirmPage{Channel: f.Channel, Count: n, Query: filterQuery(f)}
-	if f.Since != nil {
+	if !f.Since.IsZero() {
 		p.Since = f.Since.UTC().Format("2006-01-02T15:04:05")
 	}
 	confirm := r.PostForm.Get("confirm")

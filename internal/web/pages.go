@@ -59,6 +59,12 @@ var funcs = template.FuncMap{
 		}
 		return d.String()
 	},
+	"str": func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	},
 	"intp": func(p *int) string {
 		if p == nil {
 			return "-"
@@ -183,7 +189,7 @@ func (s *Server) channel(w http.ResponseWriter, r *http.Request) {
 		s.dbFail(w, r, err)
 		return
 	}
-	if p.Dead, err = store.DeadLetters(c, s.cfg.DB, store.DeadFilter{Channel: name}, 20); err != nil {
+	if p.Dead, err = store.DeadLetters(c, s.cfg.DB, store.DeadLetterFilter{Channel: name}, 20); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -90,6 +91,14 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) []byte {
 	return png
 }
 
+// background is the page body's computed background colour.
+func background(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	c, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
+	require.NoError(t, err)
+	return c
+}
+
 // The console in a real browser: the overview shows the database's counts
 // and follows them live; an event's page shows its failure as text; a dead
 // letter retried from its page runs again on the Processor and succeeds.
@@ -125,6 +134,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	if *updateScreenshot || os.Getenv("PGRELAY_UPDATE_SCREENSHOT") == "1" {
 		require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "console.png"), png, 0o644))
 	}
+	// Light, and dark when the system prefers it.
+	require.Equal(t, "rgb(255, 255, 255)", background(t, ctx))
+	_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+	require.NoError(t, err)
+	require.Equal(t, "rgb(15, 18, 22)", background(t, ctx))
+	screenshot(t, ctx, shots, "overview-dark")
+	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{})
+	require.NoError(t, err)
 
 	// The event's page: its failure, markup and all, as text.
 	event := c.srv.URL + "/events/" + strconv.FormatInt(origin, 10)

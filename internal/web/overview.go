@@ -53,10 +53,12 @@ func (o *overview) channel(name string) (channelRow, bool) {
 // and keeps the per-minute counts of minutes that have settled, so that a
 // reading counts only the log's last few minutes.
 type overviewCache struct {
-	mu      sync.Mutex
-	last    *overview
-	minutes map[time.Time]map[string]store.MinuteCounts // settled minutes
-	settled time.Time                                   // minutes before it are in minutes
+	mu   sync.Mutex
+	last *overview
+	// minutes holds the settled minutes' counts by the minute's Unix time
+	// (not time.Time keys: equal instants in two locations differ as keys).
+	minutes map[int64]map[string]store.MinuteCounts
+	settled time.Time // minutes before it are in minutes
 }
 
 // get returns a reading at most Refresh old, made now if need be (one at a
@@ -113,32 +115,32 @@ func (s *Server) readOverview(ctx context.Context, now time.Time) (*overview, er
 	// dropped.
 	settle := cur.Add(-settleMinutes * time.Minute)
 	if c.minutes == nil {
-		c.minutes = map[time.Time]map[string]store.MinuteCounts{}
+		c.minutes = map[int64]map[string]store.MinuteCounts{}
 	}
-	recent := map[time.Time]map[string]store.MinuteCounts{}
+	recent := map[int64]map[string]store.MinuteCounts{}
 	for _, m := range counts {
-		dst := recent
+		dst, k := recent, m.Minute.Unix()
 		if m.Minute.Before(settle) {
 			dst = c.minutes
 		}
-		if dst[m.Minute] == nil {
-			dst[m.Minute] = map[string]store.MinuteCounts{}
+		if dst[k] == nil {
+			dst[k] = map[string]store.MinuteCounts{}
 		}
-		dst[m.Minute][m.Channel] = m
+		dst[k][m.Channel] = m
 	}
 	if settle.After(c.settled) {
 		c.settled = settle
 	}
-	for m := range c.minutes {
-		if m.Before(first) {
-			delete(c.minutes, m)
+	for k := range c.minutes {
+		if k < first.Unix() {
+			delete(c.minutes, k)
 		}
 	}
 	at := func(m time.Time) map[string]store.MinuteCounts {
 		if m.Before(settle) {
-			return c.minutes[m]
+			return c.minutes[m.Unix()]
 		}
-		return recent[m]
+		return recent[m.Unix()]
 	}
 
 	o := &overview{At: now, Nodes: nodes, Processors: procs, DeadAfter: s.cfg.DeadAfter}

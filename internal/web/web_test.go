@@ -331,3 +331,23 @@ func TestConsoleAsViewer(t *testing.T) {
 	require.Contains(t, body, "pgrelay_admin")
 	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.dead_letters"))
 }
+
+// The overview's charts count the log's last hour per channel: succeeded,
+// and failed attempts (failed, gave_up, expired); older rows are left out.
+func TestConsoleChartsCountTheLastHour(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t, nil)
+	c.Exec("SELECT pgrelay.register('orders', 'SELECT length($1)')")
+	c.Exec(`INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, at)
+		SELECT pgrelay._id_floor(x.at) + g, g, g, 'orders', 1, x.event, 0, x.at
+		  FROM generate_series(1, 10) g,
+		       LATERAL (SELECT CASE WHEN g <= 4 THEN now() - interval '30 minutes'
+		                            WHEN g <= 7 THEN now() - interval '10 minutes'
+		                            ELSE now() - interval '2 hours' END AS at,
+		                       (ARRAY['succeeded', 'succeeded', 'succeeded', 'failed', 'succeeded', 'gave_up',
+		                              'expired', 'succeeded', 'failed', 'failed'])[g] AS event) x`)
+	code, body := c.get("/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `aria-label="orders, last hour per minute: 4 succeeded, 3 failed, busiest minute 4"`)
+	require.Contains(t, body, `aria-label="all channels, last hour per minute: 4 succeeded, 3 failed, busiest minute 4"`)
+}

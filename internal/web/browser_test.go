@@ -120,6 +120,17 @@ func TestConsoleInBrowser(t *testing.T) {
 			c.Count("SELECT count(*) FROM pgrelay.dead_letters") == 1
 	})
 	shots := t.TempDir()
+	// An hour of traffic before this one in the log, for the charts: a
+	// rising and falling rate on ok, a few failures on bad.
+	c.Exec(`INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, at)
+		SELECT pgrelay._id_floor(x.at) + x.off + n, x.m * 10000 + x.off + n, x.m * 10000 + x.off + n,
+		       x.channel, 1, x.event, 0, x.at
+		  FROM (SELECT m, now() - m * interval '1 minute' AS at, ch.channel, ch.event, ch.off,
+		               CASE WHEN ch.channel = 'ok' THEN 30 + (25 * sin(m / 8.0))::int
+		                    WHEN m % 9 = 0 THEN 4 ELSE 0 END AS k
+		          FROM generate_series(1, 59) m,
+		               (VALUES ('ok', 'succeeded', 0), ('bad', 'failed', 1000)) ch(channel, event, off)) x,
+		       LATERAL generate_series(1, x.k) n`)
 
 	// The overview: the paused channel's 7, then 9 once two more arrive,
 	// without a reload.

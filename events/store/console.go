@@ -156,6 +156,19 @@ func Channel(ctx context.Context, q Querier, channel string) (ChannelSettings, e
 	return c, nil
 }
 
+// ChannelNames returns the registered channels' names in order.
+func ChannelNames(ctx context.Context, q Querier) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT c.channel FROM pgrelay.channels c ORDER BY c.channel`)
+	if err != nil {
+		return nil, fmt.Errorf("console: list the channels: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("console: list the channels: %w", err)
+	}
+	return out, nil
+}
+
 // LogEntry is one row of pgrelay.log.
 type LogEntry struct {
 	ID       int64

@@ -77,13 +77,9 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		s.dbFail(w, r, err)
 		return
 	}
-	stats, err := store.QueueStats(c, s.cfg.DB)
-	if err != nil {
+	if p.Channels, err = store.ChannelNames(c, s.cfg.DB); err != nil {
 		s.dbFail(w, r, err)
 		return
-	}
-	for _, st := range stats {
-		p.Channels = append(p.Channels, st.Channel)
 	}
 	s.render(w, r, http.StatusOK, "dead", page{Title: "Dead letters", Nav: "dead", Data: p})
 }

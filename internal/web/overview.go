@@ -2,12 +2,12 @@ package web
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/secret"
 )
 
 // chartMinutes is how far back the overview's charts go: an hour, a bar a
@@ -192,7 +192,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Logger.Error("console: overview", "err", err)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = s.pages["overview"].ExecuteTemplate(w, "live-error", fmt.Sprint(err))
+		_ = s.pages["overview"].ExecuteTemplate(w, "live-error", secret.String(err.Error()))
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

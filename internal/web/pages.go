@@ -7,11 +7,13 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/secret"
 )
 
 // page is what every template gets.
@@ -132,12 +134,20 @@ func (s *Server) dbFail(w http.ResponseWriter, r *http.Request, err error) {
 		s.fail(w, r, http.StatusNotFound, "Not found: "+err.Error()+".")
 	case errors.As(err, &pgErr) && pgErr.Code == "PR050":
 		s.fail(w, r, http.StatusNotFound, pgErr.Message+": retried, discarded or past the retention already.")
+	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "PR"):
+		// pgrelay refused on purpose (an unregistered channel, a node
+		// decommissioned): its message and hint say why and what to do.
+		msg := pgErr.Message + "."
+		if pgErr.Hint != "" {
+			msg += " " + pgErr.Hint
+		}
+		s.fail(w, r, http.StatusConflict, msg)
 	case errors.As(err, &pgErr) && pgErr.Code == "42501":
 		s.fail(w, r, http.StatusForbidden, "The console's database login may not do this: "+pgErr.Message+
 			". Reading needs pgrelay_viewer; retry and discard need pgrelay_admin (docs/dba-guide.md).")
 	default:
 		s.cfg.Logger.Error("console: database", "path", r.URL.Path, "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "The database refused or failed: "+err.Error())
+		s.fail(w, r, http.StatusInternalServerError, "The database refused or failed: "+secret.String(err.Error()))
 	}
 }
 

@@ -351,3 +351,23 @@ func TestConsoleChartsCountTheLastHour(t *testing.T) {
 	require.Contains(t, body, `aria-label="orders, last hour per minute: 4 succeeded, 3 failed, busiest minute 4"`)
 	require.Contains(t, body, `aria-label="all channels, last hour per minute: 4 succeeded, 3 failed, busiest minute 4"`)
 }
+
+// A retry pgrelay refuses (the channel is gone) says why, with pgrelay's
+// hint, as a conflict.
+func TestConsoleRetryRefusedSaysWhy(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t, nil)
+	failingChannels(c.DB)
+	c.Exec("SELECT pgrelay.notify('bad', 'x')")
+	startProcessor(t, c.URL)
+	testenv.Eventually(t, 30*time.Second, "a dead letter", func() bool {
+		return c.Count("SELECT count(*) FROM pgrelay.dead_letters") == 1
+	})
+	dl := testenv.One[int64](t, c.Pool, "SELECT id FROM pgrelay.dead_letters")
+	c.Exec("SELECT pgrelay.unregister('bad')")
+	code, body, _ := c.post("/dead/"+itoa(dl)+"/retry", nil)
+	require.Equal(t, http.StatusConflict, code, body)
+	require.Contains(t, body, "not registered")
+	require.Contains(t, body, "discard the dead letter")
+	require.Equal(t, 1, c.Count("SELECT count(*) FROM pgrelay.dead_letters"))
+}

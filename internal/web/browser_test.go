@@ -141,13 +141,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	run(t, ctx, chromedp.Poll[chromedp.Void](
 		`document.querySelector('#ch-orders td[data-col="pending"]').textContent.trim() === "9"`,
 		chromedp.WithPollingTimeout(20*time.Second)))
+	// A link with the keyboard focus keeps it across a refresh.
+	run(t, ctx, chromedp.Focus(chromedp.CSS(`#ch-orders a[href="/channels/orders"]`)))
+	stamp := text(t, ctx, ".stamp")
+	run(t, ctx, chromedp.Poll[chromedp.Void](`document.querySelector(".stamp").textContent !== `+strconv.Quote(stamp),
+		chromedp.WithPollingTimeout(20*time.Second)))
+	focused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.getAttribute("href") || ""`))
+	require.NoError(t, err)
+	require.Equal(t, "/channels/orders", focused)
 	png := screenshot(t, ctx, shots, "overview")
 	if *updateScreenshot || os.Getenv("PGRELAY_UPDATE_SCREENSHOT") == "1" {
 		require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "console.png"), png, 0o644))
 	}
 	// Light, and dark when the system prefers it.
 	require.Equal(t, "rgb(255, 255, 255)", background(t, ctx))
-	_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
 	require.NoError(t, err)
 	require.Equal(t, "rgb(15, 18, 22)", background(t, ctx))

@@ -74,6 +74,14 @@ var funcs = template.FuncMap{
 		return strconv.Itoa(*p)
 	},
 	"int64": func(i int) int64 { return int64(i) },
+	// after is how long after the history's previous row (i - 1) row i
+	// came: a retry's backoff, an attempt's run.
+	"after": func(h []store.LogEntry, i int) string {
+		if i == 0 {
+			return "-"
+		}
+		return "+" + h[i].At.Sub(h[i-1].At).Round(time.Millisecond).String()
+	},
 	// capped is a count DeadLetterCounts stopped at.
 	"capped": func(n int64) string {
 		if n > store.DeadCountCap {
@@ -229,7 +237,6 @@ type eventPage struct {
 	// dead letter, or event_payloads (channels that publish payloads).
 	Payload     string
 	PayloadFrom string
-	First       time.Time // the first thing known of it: the id's time
 }
 
 func (s *Server) event(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"os"
@@ -8,12 +9,17 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/internal/web"
 )
@@ -370,4 +376,41 @@ func TestConsoleRetryRefusedSaysWhy(t *testing.T) {
 	require.Contains(t, body, "not registered")
 	require.Contains(t, body, "discard the dead letter")
 	require.Equal(t, 1, c.Count("SELECT count(*) FROM pgrelay.dead_letters"))
+}
+
+// countingDB counts the statements that call queue_stats().
+type countingDB struct {
+	store.Querier
+	stats atomic.Int64
+}
+
+func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if strings.Contains(sql, "pgrelay.queue_stats()") {
+		c.stats.Add(1)
+	}
+	return c.Querier.Query(ctx, sql, args...)
+}
+
+// However many pages ask at once, the overview is read from the database
+// at most once a second.
+func TestConsoleSharesOneReadingASecond(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	d.Exec("SELECT pgrelay.register('orders', 'SELECT length($1)')")
+	db := &countingDB{Querier: d.Pool}
+	c := serveOn(t, d, d.Pool, func(cfg *web.Config) { cfg.DB = db })
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			resp, err := http.Get(c.srv.URL + "/live")
+			if assert.NoError(t, err) {
+				_ = resp.Body.Close()
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	require.LessOrEqual(t, db.stats.Load(), int64(1+took/web.Refresh), "40 requests in %s", took)
 }

@@ -24,7 +24,7 @@ export SPOCK_PG_HOME := $(CURDIR)/../shared/spock/pg15-spock
 endif
 endif
 
-.PHONY: dev test build lint deps deps-test install install-service
+.PHONY: dev test build lint deps deps-test deps-browser install install-service
 
 PREFIX     ?= /usr/local
 SYSTEMDDIR ?= /etc/systemd/system
@@ -35,6 +35,10 @@ deps:
 
 deps-test:
 	@./scripts/ensure-postgres.sh --pglogical
+
+# Chromium for the console's browser test (it skips without one).
+deps-browser:
+	@./scripts/ensure-chromium.sh
 
 build:
 	$(GO) build -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pgrelay
@@ -62,8 +66,9 @@ lint:
 
 # ./... includes internal/bench's TestBenchPeerRiver: `pgrelay bench --peer river`
 # at a tiny size and bench/river's own tests (River's module comes from the
-# Go module proxy; -short skips them), and TestIntegritySoakShort: the
-# integrity suite's short form, about a minute (docs/reliability.md).
-test: deps-test lint
+# Go module proxy; -short skips them), TestIntegritySoakShort: the
+# integrity suite's short form, about a minute (docs/reliability.md), and
+# TestConsoleInBrowser: the console in a headless Chromium (deps-browser).
+test: deps-test deps-browser lint
 	$(GO) test $(TESTFLAGS) ./...
 	$(GO) test $(TESTFLAGS) -race -run 'Actor|Race' ./actors/...

@@ -182,8 +182,8 @@ func TestUpDatabasesOfOneClusterAtOnce(t *testing.T) {
 	}
 	var roles int
 	require.NoError(t, conns[0].QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname IN
-	  ('pgrelay_producer', 'pgrelay_processor', 'pgrelay_admin', 'pgrelay_notifier')`).Scan(&roles))
-	require.Equal(t, 4, roles)
+	  ('pgrelay_producer', 'pgrelay_processor', 'pgrelay_admin', 'pgrelay_notifier', 'pgrelay_viewer')`).Scan(&roles))
+	require.Equal(t, 5, roles)
 }
 
 // A database whose record names migrations this pgrelay does not have (one

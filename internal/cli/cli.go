@@ -55,6 +55,7 @@ func commands() []command {
 		{"stats", "show pgrelay.queue_stats() as a table", runStats},
 		{"doctor", "check an installation (roles, grants, search_path, replication, publisher, vacuum) and say how to fix it", runDoctor},
 		{"nodes", "list nodes (heartbeat, mode, leader, pending, pinned); 'nodes decommission N --yes'", runNodes},
+		{"web", "serve the console: queue, nodes, events, dead letters and emails in a browser", runWeb},
 		{"watch", "follow the status events on NATS", runWatch},
 		{"dead", "dead letters (events that gave up or expired): 'dead list', 'dead show ID', 'dead retry', 'dead discard'", runDead},
 		{"bench", "measure throughput and latency: burn-down, enqueue, latency, backlog, channels, ceiling, ...", runBench},

@@ -39,6 +39,9 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	smtpPort := fs.Int("smtp-port", 0, "port of the in-process SMTP catcher on 127.0.0.1 (default: a free port; unused with --smtp-url)")
 	natsPort := fs.Int("nats-port", 0, "port of the in-process NATS server on 127.0.0.1 (default: 4222 when free, else a free port; unused with --nats-url)")
 	refresh := fs.Duration("refresh", time.Second, "live view refresh interval")
+	webOn := fs.Bool("web", true, "serve the console (--web=false: not)")
+	var wf webFlags
+	wf.register(fs, "web-addr", "", "serve the console on this address (default: "+devWebAddr+" when free, else a free port on 127.0.0.1; anything but loopback needs --web-auth)")
 	var f processorFlags
 	f.register(fs, false)
 	f.shutdownTimeout = devShutdownTimeout
@@ -72,6 +75,10 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	}
 	if *rate < 0 || *refresh <= 0 {
 		return &usageError{msg: "--rate must not be negative and --refresh must be positive"}
+	}
+	webAuth, err := wf.check("web-addr")
+	if err != nil {
+		return err
 	}
 	attached := *dbURL != ""
 	if attached && *port != 0 {
@@ -196,6 +203,25 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		}
 		stops = append(stops, stopStep{name: "the metrics server", run: func() { _ = srv.Close() }})
 	}
+	var console string
+	if *webOn {
+		addr := wf.addr
+		if addr == "" {
+			addr = devWebAddr
+		}
+		link, stopWeb, err := startWeb(ctx, url, addr, wf, webAuth, f.effectiveDeadAfter(), logger)
+		if err != nil && wf.addr == "" {
+			// 8080 is taken: any free port.
+			link, stopWeb, err = startWeb(ctx, url, "127.0.0.1:0", wf, webAuth, f.effectiveDeadAfter(), logger)
+		}
+		if err != nil {
+			_ = p.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+		console = link
+		fmt.Fprintf(a.stdout, "console: %s\n", link)
+		stops = append(stops, stopStep{name: "the console", run: stopWeb})
+	}
 	inFlight := p.Metrics().InFlight
 	stops = append(stops, stopStep{name: "the Processor",
 		detail: func() string { return slotsInUse(inFlight) },
@@ -218,7 +244,7 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	}
 
 	view := &devView{out: a.stdout, self: a.self, url: url, tty: isTTY(a.stdout), rate: *rate, demo: demo.v,
-		smtp: catcher, mailDir: mailDir, nats: f.nats.url, inFlight: inFlight}
+		smtp: catcher, mailDir: mailDir, nats: f.nats.url, inFlight: inFlight, console: console}
 	if attached {
 		view.url = secret.String(url)
 		if view.url != url {
@@ -365,6 +391,7 @@ type devView struct {
 	smtp    *devenv.SMTP // the SMTP catcher; nil with --smtp-url
 	mailDir string       // where the catcher keeps its mail
 	nats    string       // the NATS server status events go to
+	console string       // the console's URL ("" when off)
 	self    string       // how to run this binary (app.self)
 	// inFlight is the Processor's slots in use: its claimed events and the
 	// slots its running batches reserve. The table's IN FLIGHT column counts
@@ -403,6 +430,9 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 	fmt.Fprintf(&b, "try:      psql %s -c \"SELECT pgrelay.notify('%s', '{\\\"hello\\\": 1}')\"\n", psqlArg, channel)
 	fmt.Fprintf(&b, "          psql %s -c \"SELECT pgrelay_notifier.send('%s', ARRAY['you@example.com'], 'Hi', 'Hello')\"\n", psqlArg, emailChannel)
 	fmt.Fprintf(&b, "nats:     %s (follow the events: %s)\n", secret.String(v.nats), watchCommand(v.self, v.nats))
+	if v.console != "" {
+		fmt.Fprintf(&b, "console:  %s\n", v.console)
+	}
 	switch {
 	case !v.demo:
 		b.WriteString("demo producer: off (no demo channels: --demo creates them)\n\n")

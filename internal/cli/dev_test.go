@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/mail"
 	"net/url"
 	"os"
@@ -86,6 +88,16 @@ func TestDev(t *testing.T) {
 	assert.Regexp(t, `mail kept in .+/mail \(newest last\):`, p.stdout.String())
 	assert.NotContains(t, out, "\033[", "no terminal escapes when stdout is not a terminal")
 	assert.Regexp(t, `Processor: \d+ slots in use`, out, "the live view shows the Processor's slots in use")
+	// The console, on by default, shows the same database.
+	console := regexp.MustCompile(`(?m)^console:  (http://127\.0\.0\.1:\d+/)$`).FindStringSubmatch(out)
+	require.NotNil(t, console, "the live view names the console")
+	resp, err := http.Get(console[1])
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), `id="ch-demo_orders"`)
 
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err, dbURL)

@@ -305,7 +305,7 @@ func doctorChecks() []doctorCheck {
 }
 
 // pgrelayRoles are the NOLOGIN roles pgrelay migrate creates.
-var pgrelayRoles = []string{"pgrelay_admin", "pgrelay_notifier", "pgrelay_processor", "pgrelay_producer"}
+var pgrelayRoles = []string{"pgrelay_admin", "pgrelay_notifier", "pgrelay_processor", "pgrelay_producer", "pgrelay_viewer"}
 
 func checkRoles(ctx context.Context, n *doctorNode, _ doctorConfig) ([]doctorFinding, error) {
 	rows, err := n.conn.Query(ctx, `SELECT w.name, r.oid IS NOT NULL, COALESCE(r.rolcanlogin, false)

@@ -110,6 +110,14 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 	return cfg
 }
 
+// effectiveDeadAfter is --dead-after, or its default: 10 heartbeats.
+func (f *processorFlags) effectiveDeadAfter() time.Duration {
+	if f.deadAfter > 0 {
+		return f.deadAfter
+	}
+	return 10 * f.heartbeatInterval
+}
+
 // validate checks the flags: the Processor's settings by the Processor's own
 // rules (actors.Config.Validate), then loads the --config file.
 func (f *processorFlags) validate() error {
@@ -141,6 +149,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("run")
 	var f processorFlags
 	f.register(fs, true)
+	var wf webFlags
+	wf.register(fs, "web-addr", "", "serve the console on this address, e.g. 127.0.0.1:8080 (default: off; anything but loopback needs --web-auth)")
 	mkLog := logFlags(fs)
 	if err := a.parse(fs, args); err != nil {
 		return err
@@ -149,6 +159,10 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
 	}
 	if err := f.validate(); err != nil {
+		return err
+	}
+	webAuth, err := wf.check("web-addr")
+	if err != nil {
 		return err
 	}
 	if f.file.holdsCredentials() {
@@ -196,6 +210,14 @@ func runRun(ctx context.Context, a *app, args []string) error {
 			_ = p.Stop(context.WithoutCancel(ctx))
 			return err
 		}
+	}
+	if wf.addr != "" {
+		_, stopWeb, err := startWeb(ctx, f.databaseURL, wf.addr, wf, webAuth, f.effectiveDeadAfter(), logger)
+		if err != nil {
+			_ = p.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+		defer stopWeb()
 	}
 	<-ctx.Done()
 	logger.Info("stopping: finishing in-flight events", "shutdown_timeout", f.shutdownTimeout)

@@ -12,7 +12,7 @@ import (
 // secretFlags are the flags whose values usually hold a password. Each has a
 // companion --<name>-file (and PGRELAY_<NAME>_FILE) that reads the value from
 // a file, so the password shows neither in `ps` nor in the environment.
-func secretFlags() []string { return []string{"database-url", "smtp-url", "nats-url"} }
+func secretFlags() []string { return []string{"database-url", "smtp-url", "nats-url", "web-auth"} }
 
 // addFileFlags registers --<name>-file for every secret flag fs has.
 func addFileFlags(fset *flag.FlagSet) {

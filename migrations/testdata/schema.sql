@@ -4089,6 +4089,13 @@ CREATE INDEX status_events_node_id ON pgrelay_notifier.status_events USING btree
 
 
 --
+-- Name: status_events_notification; Type: INDEX; Schema: pgrelay_notifier; Owner: postgres
+--
+
+CREATE INDEX status_events_notification ON pgrelay_notifier.status_events USING btree (notification_id, id);
+
+
+--
 -- Name: channels channels_locks; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
@@ -4137,6 +4144,7 @@ GRANT USAGE ON SCHEMA pgrelay TO pgrelay_producer;
 GRANT USAGE ON SCHEMA pgrelay TO pgrelay_processor;
 GRANT USAGE ON SCHEMA pgrelay TO pgrelay_admin;
 GRANT USAGE ON SCHEMA pgrelay TO pgrelay_notifier;
+GRANT USAGE ON SCHEMA pgrelay TO pgrelay_viewer;
 
 
 --
@@ -4147,6 +4155,7 @@ GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_notifier;
 GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_producer;
 GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_processor;
 GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_admin;
+GRANT USAGE ON SCHEMA pgrelay_notifier TO pgrelay_viewer;
 
 
 --
@@ -4210,6 +4219,7 @@ REVOKE ALL ON FUNCTION pgrelay._channel_locks_create() FROM PUBLIC;
 
 GRANT SELECT ON TABLE pgrelay.channels TO pgrelay_admin;
 GRANT SELECT ON TABLE pgrelay.channels TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.channels TO pgrelay_viewer;
 
 
 --
@@ -4361,6 +4371,7 @@ GRANT ALL ON FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with ti
 
 REVOKE ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._id_floor(p_at timestamp with time zone) TO pgrelay_viewer;
 
 
 --
@@ -4404,6 +4415,7 @@ GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
 
 GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
 
 
 --
@@ -4611,6 +4623,7 @@ GRANT ALL ON FUNCTION pgrelay._retry_after(p_ids bigint[], p_origin_ids bigint[]
 
 GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.dead_letters TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_viewer;
 
 
 --
@@ -4723,6 +4736,7 @@ GRANT ALL ON FUNCTION pgrelay.discard(p_id bigint) TO pgrelay_admin;
 REVOKE ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_admin;
 GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_viewer;
 
 
 --
@@ -4760,6 +4774,7 @@ GRANT ALL ON FUNCTION pgrelay.publish_backlog(p_cap integer) TO pgrelay_processo
 REVOKE ALL ON FUNCTION pgrelay.queue_stats() FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_admin;
 GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_viewer;
 
 
 --
@@ -4794,6 +4809,7 @@ REVOKE ALL ON FUNCTION pgrelay.status(p_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_producer;
 GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_admin;
 GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_viewer;
 
 
 --
@@ -4984,6 +5000,7 @@ GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
 
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.event_payloads TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_viewer;
 
 
 --
@@ -5000,6 +5017,7 @@ GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.go_handlers TO pgrelay_processor;
 
 GRANT SELECT ON TABLE pgrelay.log TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.log TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.log TO pgrelay_viewer;
 
 
 --
@@ -5016,6 +5034,7 @@ GRANT SELECT,INSERT ON TABLE pgrelay.log_dropped TO pgrelay_processor;
 
 GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_viewer;
 
 
 --
@@ -5024,6 +5043,7 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
 
 GRANT SELECT ON TABLE pgrelay.processors TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.processors TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.processors TO pgrelay_viewer;
 
 
 --
@@ -5048,6 +5068,7 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_pro
 
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_admin;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_viewer;
 
 
 --
@@ -5104,6 +5125,7 @@ GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.wake_slots TO pgrelay_processor;
 
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay_notifier.debug_log TO pgrelay_notifier;
 GRANT SELECT ON TABLE pgrelay_notifier.debug_log TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay_notifier.debug_log TO pgrelay_viewer;
 
 
 --
@@ -5115,12 +5137,97 @@ GRANT SELECT ON TABLE pgrelay_notifier.notifications TO pgrelay_admin;
 
 
 --
+-- Name: COLUMN notifications.notification_id; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(notification_id) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.channel; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(channel) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.to_addrs; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(to_addrs) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.subject; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(subject) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.status; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(status) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.attempts; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(attempts) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.last_error; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(last_error) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.created_at; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(created_at) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.updated_at; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(updated_at) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.sent_at; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(sent_at) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.sending_event; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(sending_event) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
+-- Name: COLUMN notifications.send_in_doubt; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
+--
+
+GRANT SELECT(send_in_doubt) ON TABLE pgrelay_notifier.notifications TO pgrelay_viewer;
+
+
+--
 -- Name: TABLE status_events; Type: ACL; Schema: pgrelay_notifier; Owner: postgres
 --
 
 GRANT INSERT ON TABLE pgrelay_notifier.status_events TO pgrelay_notifier;
 GRANT SELECT ON TABLE pgrelay_notifier.status_events TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay_notifier.status_events TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay_notifier.status_events TO pgrelay_viewer;
 
 
 --

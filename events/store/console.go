@@ -1,0 +1,422 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The statements of the console (pgrelay web): reads only, each by an index
+// (the log by its primary key, whose ids carry their creation time, or by
+// origin_id; the queue as queue_stats() and status() read it), so that a page
+// costs little however large the queue and the log are. The per-channel
+// counts come from queue_stats() and the nodes from nodes_overview().
+
+// ErrNotFound means the channel, event or notification asked for does not
+// exist (or no longer: the log is trimmed).
+var ErrNotFound = errors.New("store: not found")
+
+// ConsoleNode is a row of nodes_overview() with when the node's work was
+// last adopted.
+type ConsoleNode struct {
+	NodeOverview
+	// Adopted: a live node took the node's unrestricted rows since its last
+	// heartbeat.
+	Adopted bool
+}
+
+// ConsoleNodes returns the cluster's nodes as nodes_overview(deadAfter)
+// shows them, with whether each one's work was adopted.
+func ConsoleNodes(ctx context.Context, q Querier, deadAfter time.Duration) ([]ConsoleNode, error) {
+	rows, err := q.Query(ctx, `SELECT o.node_id, o.mode, o.last_seen, o.alive, o.leader, o.processors, o.pending, o.pinned,
+		COALESCE(o.hostname, ''), COALESCE(o.version, ''), o.decommissioned_at IS NOT NULL,
+		COALESCE(n.adopted_at OPERATOR(pg_catalog.>=) n.last_seen, false)
+		FROM pgrelay.nodes_overview($1::pg_catalog.interval) o
+		JOIN pgrelay.nodes n ON n.node_id OPERATOR(pg_catalog.=) o.node_id
+		ORDER BY o.node_id`, deadAfter)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the nodes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConsoleNode, error) {
+		var n ConsoleNode
+		err := r.Scan(&n.Node, &n.Mode, &n.LastSeen, &n.Alive, &n.Leader, &n.Processors, &n.Pending, &n.Pinned,
+			&n.Hostname, &n.Version, &n.Decommissioned, &n.Adopted)
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("console: read the nodes: %w", err)
+	}
+	return out, nil
+}
+
+// ProcessorRow is one running Processor instance (pgrelay.processors).
+type ProcessorRow struct {
+	ID        int64
+	Node      int
+	Mode      string
+	Hostname  string
+	PID       int
+	Version   string
+	StartedAt time.Time
+	LastSeen  time.Time
+}
+
+// Processors returns the Processor instances that have not stopped (a dead
+// one stays until it is rescued), by node.
+func Processors(ctx context.Context, q Querier) ([]ProcessorRow, error) {
+	rows, err := q.Query(ctx, `SELECT p.processor_id, p.node_id, p.mode, COALESCE(p.hostname, ''),
+		COALESCE(p.pid, 0), COALESCE(p.version, ''), p.started_at, p.last_seen
+		FROM pgrelay.processors p ORDER BY p.node_id, p.processor_id`)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the processors: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ProcessorRow, error) {
+		var p ProcessorRow
+		err := r.Scan(&p.ID, &p.Node, &p.Mode, &p.Hostname, &p.PID, &p.Version, &p.StartedAt, &p.LastSeen)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("console: read the processors: %w", err)
+	}
+	return out, nil
+}
+
+// MinuteCounts is one channel's ended attempts in one minute of the log.
+type MinuteCounts struct {
+	Channel   string
+	Minute    time.Time // the minute's start
+	Succeeded int64
+	// Failed counts the attempts that failed: retried (failed), the last
+	// (gave_up) and those that expired before they ran.
+	Failed int64
+}
+
+// LogPerMinute counts the log's succeeded and failed attempts per channel and
+// minute from since on. It reads the log's rows by their ids (an id carries
+// its creation time: _id_floor), so only the rows since then.
+func LogPerMinute(ctx context.Context, q Querier, since time.Time) ([]MinuteCounts, error) {
+	rows, err := q.Query(ctx, `SELECT l.channel, pg_catalog.date_trunc('minute'::pg_catalog.text, l.at) AS minute,
+		pg_catalog.count(*) FILTER (WHERE l.event OPERATOR(pg_catalog.=) 'succeeded'::pg_catalog.text),
+		pg_catalog.count(*) FILTER (WHERE l.event OPERATOR(pg_catalog.=) ANY ('{failed,gave_up,expired}'::pg_catalog.text[]))
+		FROM pgrelay.log l
+		WHERE l.id OPERATOR(pg_catalog.>=) pgrelay._id_floor($1::pg_catalog.timestamptz)
+		  AND l.at OPERATOR(pg_catalog.>=) $1::pg_catalog.timestamptz
+		GROUP BY 1, 2`, since)
+	if err != nil {
+		return nil, fmt.Errorf("console: count the log per minute since %s: %w", since.Format(time.RFC3339), err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (MinuteCounts, error) {
+		var m MinuteCounts
+		err := r.Scan(&m.Channel, &m.Minute, &m.Succeeded, &m.Failed)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("console: count the log per minute since %s: %w", since.Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// ChannelSettings is one row of pgrelay.channels.
+type ChannelSettings struct {
+	Channel        string
+	Kind           string
+	Handler        string
+	Mode           string
+	Deduplicate    bool
+	NodeRestricted bool
+	MaxAttempts    int
+	RetryDelay     time.Duration
+	ExpireAfter    *time.Duration
+	Timeout        time.Duration
+	Paused         bool
+	PublishPayload bool
+	PublishErrors  string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Channel returns channel's settings, ErrNotFound when it is not registered.
+func Channel(ctx context.Context, q Querier, channel string) (ChannelSettings, error) {
+	var c ChannelSettings
+	err := q.QueryRow(ctx, `SELECT c.channel, c.kind, c.handler, c.concurrency_mode, c.deduplicate, c.node_restricted,
+		c.max_attempts, c.retry_delay, c.expire_after, c.timeout, c.paused, c.publish_payload, c.publish_errors,
+		c.created_at, c.updated_at
+		FROM pgrelay.channels c WHERE c.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text`, channel).Scan(
+		&c.Channel, &c.Kind, &c.Handler, &c.Mode, &c.Deduplicate, &c.NodeRestricted, &c.MaxAttempts, &c.RetryDelay,
+		&c.ExpireAfter, &c.Timeout, &c.Paused, &c.PublishPayload, &c.PublishErrors, &c.CreatedAt, &c.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, fmt.Errorf("channel %q: %w", channel, ErrNotFound)
+	}
+	if err != nil {
+		return c, fmt.Errorf("console: read channel %q: %w", channel, err)
+	}
+	return c, nil
+}
+
+// ChannelNames returns the registered channels' names in order.
+func ChannelNames(ctx context.Context, q Querier) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT c.channel FROM pgrelay.channels c ORDER BY c.channel`)
+	if err != nil {
+		return nil, fmt.Errorf("console: list the channels: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("console: list the channels: %w", err)
+	}
+	return out, nil
+}
+
+// LogEntry is one row of pgrelay.log.
+type LogEntry struct {
+	ID       int64
+	QueueID  int64
+	OriginID int64
+	Channel  string
+	Attempt  int
+	Event    string
+	Error    string
+	Node     int
+	At       time.Time
+}
+
+const logColumns = `l.id, l.queue_id, l.origin_id, l.channel, l.attempt, l.event, COALESCE(l.error, ''), l.node, l.at`
+
+func collectLog(rows pgx.Rows) ([]LogEntry, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (LogEntry, error) {
+		var e LogEntry
+		err := r.Scan(&e.ID, &e.QueueID, &e.OriginID, &e.Channel, &e.Attempt, &e.Event, &e.Error, &e.Node, &e.At)
+		return e, err
+	})
+}
+
+// RecentFailures returns channel's latest failed attempts (failed, gave_up,
+// expired) since since, newest first, at most limit. It reads the log
+// backwards by id from now down to since, nothing older.
+func RecentFailures(ctx context.Context, q Querier, channel string, since time.Time, limit int) ([]LogEntry, error) {
+	rows, err := q.Query(ctx, `SELECT `+logColumns+` FROM pgrelay.log l
+		WHERE l.id OPERATOR(pg_catalog.>=) pgrelay._id_floor($2::pg_catalog.timestamptz)
+		  AND l.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text
+		  AND l.event OPERATOR(pg_catalog.=) ANY ('{failed,gave_up,expired}'::pg_catalog.text[])
+		ORDER BY l.id DESC LIMIT $3::pg_catalog.int4`, channel, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the recent failures of channel %q: %w", channel, err)
+	}
+	out, err := collectLog(rows)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the recent failures of channel %q: %w", channel, err)
+	}
+	return out, nil
+}
+
+// EventHistory returns every log row of the event origin (the id notify()
+// returned), oldest first.
+func EventHistory(ctx context.Context, q Querier, origin int64) ([]LogEntry, error) {
+	rows, err := q.Query(ctx, `SELECT `+logColumns+` FROM pgrelay.log l
+		WHERE l.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 ORDER BY l.id`, origin)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the history of event %d: %w", origin, err)
+	}
+	out, err := collectLog(rows)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the history of event %d: %w", origin, err)
+	}
+	return out, nil
+}
+
+// QueuedAttempt is an event's row in the queue: its attempt pending or in
+// flight.
+type QueuedAttempt struct {
+	ID           int64
+	Channel      string
+	Payload      string
+	Attempt      int
+	OwnerNode    int
+	RunInNode    *int
+	EnqueuedAt   time.Time
+	NotBefore    time.Time
+	ExpiresAt    *time.Time
+	DispatchedAt *time.Time
+	DispatchedBy *int64
+}
+
+// EventQueued returns the queue rows of event origin (its first attempt's row
+// by the primary key, its retries' by queue_retry_origin, as status() finds
+// them), the latest attempt first.
+func EventQueued(ctx context.Context, q Querier, origin int64) ([]QueuedAttempt, error) {
+	rows, err := q.Query(ctx, `SELECT q.id, q.channel, q.payload, q.attempt, q.owner_node, q.run_in_node, q.enqueued_at,
+		q.not_before, q.expires_at, q.dispatched_at, q.dispatched_by
+		FROM pgrelay.queue q
+		WHERE (q.id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND q.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8)
+		   OR (q.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND q.retry_of IS NOT NULL)
+		ORDER BY q.attempt DESC`, origin)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the queue rows of event %d: %w", origin, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueuedAttempt, error) {
+		var a QueuedAttempt
+		err := r.Scan(&a.ID, &a.Channel, &a.Payload, &a.Attempt, &a.OwnerNode, &a.RunInNode, &a.EnqueuedAt,
+			&a.NotBefore, &a.ExpiresAt, &a.DispatchedAt, &a.DispatchedBy)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("console: read the queue rows of event %d: %w", origin, err)
+	}
+	return out, nil
+}
+
+// EventStatus returns pgrelay.status(origin): pending, retrying, in_flight,
+// succeeded, gave_up, expired or deduplicated; "" when neither the queue nor
+// the log knows the event.
+func EventStatus(ctx context.Context, q Querier, origin int64) (string, error) {
+	var s *string
+	if err := q.QueryRow(ctx, "SELECT pgrelay.status($1::pg_catalog.int8)", origin).Scan(&s); err != nil {
+		return "", fmt.Errorf("console: status of event %d: %w", origin, err)
+	}
+	if s == nil {
+		return "", nil
+	}
+	return *s, nil
+}
+
+// KeptPayload returns the payload event_payloads keeps of one of the queue
+// rows ids (channels with publish_payload keep them until the log's
+// retention), ok false when it keeps none.
+func KeptPayload(ctx context.Context, q Querier, ids []int64) (payload string, ok bool, err error) {
+	err = q.QueryRow(ctx, `SELECT p.payload FROM pgrelay.event_payloads p
+		WHERE p.queue_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[]) ORDER BY p.queue_id DESC LIMIT 1`, ids).Scan(&payload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("console: read the kept payload of queue rows %v: %w", ids, err)
+	}
+	return payload, true, nil
+}
+
+// NotificationRow is a notification's envelope and state (no body).
+type NotificationRow struct {
+	ID           int64
+	Channel      string
+	To           []string
+	Subject      string
+	Status       string
+	Attempts     int
+	LastError    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	SentAt       *time.Time
+	SendingEvent *int64
+	SendInDoubt  bool
+}
+
+const notificationColumns = `n.notification_id, n.channel, n.to_addrs, n.subject, n.status, n.attempts,
+	COALESCE(n.last_error, ''), n.created_at, n.updated_at, n.sent_at, n.sending_event, n.send_in_doubt`
+
+func scanNotification(r pgx.Row) (NotificationRow, error) {
+	var n NotificationRow
+	err := r.Scan(&n.ID, &n.Channel, &n.To, &n.Subject, &n.Status, &n.Attempts, &n.LastError, &n.CreatedAt,
+		&n.UpdatedAt, &n.SentAt, &n.SendingEvent, &n.SendInDoubt)
+	return n, err
+}
+
+// RecentNotifications returns the latest notifications, newest first, at
+// most limit (by the primary key: ids carry their creation time).
+func RecentNotifications(ctx context.Context, q Querier, limit int) ([]NotificationRow, error) {
+	rows, err := q.Query(ctx, `SELECT `+notificationColumns+` FROM pgrelay_notifier.notifications n
+		ORDER BY n.notification_id DESC LIMIT $1::pg_catalog.int4`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the latest notifications: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NotificationRow, error) { return scanNotification(r) })
+	if err != nil {
+		return nil, fmt.Errorf("console: read the latest notifications: %w", err)
+	}
+	return out, nil
+}
+
+// NotificationOf returns notification id, ErrNotFound when there is none.
+func NotificationOf(ctx context.Context, q Querier, id int64) (NotificationRow, error) {
+	n, err := scanNotification(q.QueryRow(ctx, `SELECT `+notificationColumns+` FROM pgrelay_notifier.notifications n
+		WHERE n.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return n, fmt.Errorf("notification %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return n, fmt.Errorf("console: read notification %d: %w", id, err)
+	}
+	return n, nil
+}
+
+// NotificationEvent is one of a notification's status changes, or a note of
+// its debug log (Status "").
+type NotificationEvent struct {
+	ID      int64
+	Status  string
+	Message string // the status change's error, or the debug note
+	Node    *int
+	At      time.Time
+}
+
+// NotificationHistory returns notification id's status events and debug
+// notes, oldest first, each by its notification's index.
+func NotificationHistory(ctx context.Context, q Querier, id int64) ([]NotificationEvent, error) {
+	rows, err := q.Query(ctx, `SELECT s.id, s.status, COALESCE(s.error, ''), s.node, s.at
+		FROM pgrelay_notifier.status_events s WHERE s.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
+		UNION ALL
+		SELECT d.id, ''::pg_catalog.text, d.message, NULL::pg_catalog.int4, d.at
+		FROM pgrelay_notifier.debug_log d WHERE d.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
+		ORDER BY 5, 1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the history of notification %d: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NotificationEvent, error) {
+		var e NotificationEvent
+		err := r.Scan(&e.ID, &e.Status, &e.Message, &e.Node, &e.At)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("console: read the history of notification %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// DeadLettersOf returns the dead letters of event origin.
+func DeadLettersOf(ctx context.Context, q Querier, origin int64) ([]DeadLetter, error) {
+	rows, err := q.Query(ctx, `SELECT `+deadLetterColumns+` FROM pgrelay.dead_letters d
+		WHERE d.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 ORDER BY d.id DESC`, origin)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the dead letters of event %d: %w", origin, err)
+	}
+	out, err := pgx.CollectRows(rows, scanDeadLetter)
+	if err != nil {
+		return nil, fmt.Errorf("console: read the dead letters of event %d: %w", origin, err)
+	}
+	return out, nil
+}
+
+// DeadCountCap is where DeadLetterCounts stops counting a channel's dead
+// letters: it reads at most this many entries of the channel's index, so
+// that the overview's reading stays cheap every second.
+const DeadCountCap = 10000
+
+// DeadLetterCounts counts the dead letters of each registered channel that
+// has some, up to DeadCountCap+1 (more than the cap).
+func DeadLetterCounts(ctx context.Context, q Querier) (map[string]int64, error) {
+	rows, err := q.Query(ctx, `SELECT c.channel, n.n FROM pgrelay.channels c,
+		LATERAL (SELECT pg_catalog.count(*) AS n FROM (SELECT FROM pgrelay.dead_letters d
+		          WHERE d.channel OPERATOR(pg_catalog.=) c.channel LIMIT $1::pg_catalog.int4) x) n
+		WHERE n.n OPERATOR(pg_catalog.>) 0`, DeadCountCap+1)
+	if err != nil {
+		return nil, fmt.Errorf("console: count the dead letters per channel: %w", err)
+	}
+	out := map[string]int64{}
+	var ch string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&ch, &n}, func() error { out[ch] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("console: count the dead letters per channel: %w", err)
+	}
+	return out, nil
+}

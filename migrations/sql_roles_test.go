@@ -95,6 +95,30 @@ func TestRoleProducer(t *testing.T) {
 	require.Equal(t, 2, d.Count("SELECT count(*) FROM pgrelay.channels"))
 }
 
+// A function of pgrelay's schemas that does not fix its search_path (but an
+// inlined SQL one) runs only inside one that does: no role may execute it,
+// so no login calls it with a search_path of its own choosing.
+func TestUnpinnedFunctionsAreOwnersOnly(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	unpinned := testenv.Column[string](t, d.Pool, `SELECT p.oid::regprocedure::text FROM pg_proc p
+		JOIN pg_language l ON l.oid = p.prolang
+		WHERE p.pronamespace IN ('pgrelay'::regnamespace, 'pgrelay_notifier'::regnamespace) AND l.lanname <> 'sql'
+		  AND NOT EXISTS (SELECT FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%')
+		ORDER BY 1`)
+	require.Equal(t, []string{
+		"pgrelay._check_notify(text)",
+		"pgrelay._enqueue(pgrelay.channels,bigint[],text[],timestamp with time zone)",
+		"pgrelay._enqueue_dedup(pgrelay.channels,text,timestamp with time zone)",
+	}, unpinned)
+	for _, f := range unpinned {
+		for _, role := range []string{"public", "pgrelay_producer", "pgrelay_processor", "pgrelay_admin", "pgrelay_viewer"} {
+			require.False(t, testenv.One[bool](t, d.Pool, "SELECT has_function_privilege($1, $2, 'EXECUTE')", role, f),
+				"%s may execute %s", role, f)
+		}
+	}
+}
+
 func TestRolePublicHasNoAccess(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)

@@ -401,7 +401,6 @@ ALTER FUNCTION pgrelay._check_channel(c pgrelay.channels, p_check_handler boolea
 
 CREATE FUNCTION pgrelay._check_notify(p_channel text) RETURNS pgrelay.channels
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   ch pgrelay.channels;
@@ -879,7 +878,6 @@ ALTER FUNCTION pgrelay._due(p_not_before timestamp with time zone, p_delay inter
 
 CREATE FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone) RETURNS void
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_node int := pgrelay._id_node(p_ids[1]);
@@ -911,7 +909,6 @@ ALTER FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads 
 
 CREATE FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();

@@ -37,6 +37,9 @@ type channelRow struct {
 	// Dead is how many of its events are dead letters.
 	Dead  int64
 	Chart chart
+	// NoHandler names the Go handler of a go channel that no running
+	// Processor of this node has (its events wait), else "".
+	NoHandler string
 }
 
 // channel returns the reading's row of channel name.
@@ -101,6 +104,14 @@ func (s *Server) readOverview(ctx context.Context, now time.Time) (*overview, er
 	if err != nil {
 		return nil, err
 	}
+	unhandled, err := store.UnhandledGoChannels(ctx, s.cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	noHandler := map[string]string{}
+	for _, u := range unhandled {
+		noHandler[u.Channel] = u.Handler
+	}
 	cur := now.Truncate(time.Minute)
 	first := cur.Add(-(chartMinutes - 1) * time.Minute)
 	since := first
@@ -147,7 +158,7 @@ func (s *Server) readOverview(ctx context.Context, now time.Time) (*overview, er
 	o.Totals.Channel = "all channels"
 	var totalSeries [chartMinutes][2]int64
 	for _, st := range stats {
-		row := channelRow{ChannelStats: st, Dead: dead[st.Channel]}
+		row := channelRow{ChannelStats: st, Dead: dead[st.Channel], NoHandler: noHandler[st.Channel]}
 		var series [chartMinutes][2]int64
 		for i := range chartMinutes {
 			mc := at(first.Add(time.Duration(i) * time.Minute))[st.Channel]

@@ -46,6 +46,7 @@ func TestConsolePages(t *testing.T) {
 	c.Exec("SELECT pgrelay.update('orders', p_paused := true)")
 	c.Exec("SELECT pgrelay.register('ledger', 'SELECT length($1)')")
 	c.Exec("SELECT pgrelay.notify('orders', 'o' || g) FROM generate_series(1, 7) g")
+	c.Exec("SELECT pgrelay.register('charge_card', 'charge', p_kind := 'go')")
 	id := testenv.One[int64](t, c.Pool, "SELECT pgrelay.notify('ledger', '{\"n\": 1}')")
 	c.Exec("SELECT pgrelay_notifier.create_channel('mail', 'Shop <shop@example.com>')")
 	nid := testenv.One[int64](t, c.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.com'], 'Your order', 'body')")
@@ -56,6 +57,9 @@ func TestConsolePages(t *testing.T) {
 	require.Equal(t, "1", cell(t, body, "ch-ledger", "pending"))
 	require.Equal(t, "9", cell(t, body, "totals", "pending"), "7 + 1 + the email event")
 	require.Contains(t, body, "paused")
+	require.Contains(t, body, `no running Processor of this node has the Go handler charge: its events wait">no handler charge</span>`,
+		"a go channel no Processor handles says why its events wait")
+	require.NotContains(t, body[strings.Index(body, `id="ch-ledger"`):][:400], "no handler")
 	code, live := c.get("/live")
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "7", cell(t, live, "ch-orders", "pending"))
@@ -313,6 +317,7 @@ func TestConsoleAsViewer(t *testing.T) {
 	origin := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('bad', 'x')")
 	d.Exec("SELECT pgrelay_notifier.create_channel('mail', 'Shop <shop@example.com>')")
 	nid := testenv.One[int64](t, d.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.com'], 'Hi', 'body')")
+	d.Exec("SELECT pgrelay.register('charge_card', 'charge', p_kind := 'go')")
 	startProcessor(t, d.URL)
 	testenv.Eventually(t, 30*time.Second, "a dead letter", func() bool {
 		return d.Count("SELECT count(*) FROM pgrelay.dead_letters") == 1
@@ -332,6 +337,8 @@ func TestConsoleAsViewer(t *testing.T) {
 		code, body := c.get(path)
 		require.Equal(t, http.StatusOK, code, "GET %s: %s", path, body)
 	}
+	_, body := c.get("/")
+	require.Contains(t, body, "no handler charge", "the viewer reads which go channels no Processor handles")
 	code, body, _ := c.post("/dead/"+itoa(dl)+"/retry", nil)
 	require.Equal(t, http.StatusForbidden, code, body)
 	require.Contains(t, body, "pgrelay_admin")

@@ -4816,6 +4816,7 @@ GRANT ALL ON FUNCTION pgrelay.status(p_id bigint) TO pgrelay_viewer;
 REVOKE ALL ON FUNCTION pgrelay.unhandled_go_channels() FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.unhandled_go_channels() TO pgrelay_admin;
 GRANT ALL ON FUNCTION pgrelay.unhandled_go_channels() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay.unhandled_go_channels() TO pgrelay_viewer;
 
 
 --
@@ -5006,6 +5007,7 @@ GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_viewer;
 
 GRANT SELECT ON TABLE pgrelay.go_handlers TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.go_handlers TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.go_handlers TO pgrelay_viewer;
 
 
 --

@@ -264,3 +264,68 @@ func TestGoHandleTxBatchClaimTakenBack(t *testing.T) {
 	require.Equal(t, 4, d.Count("SELECT count(DISTINCT origin_id) FROM app.shipments"))
 	require.Equal(t, 1, tx.distinct(), "the four ran in one transaction")
 }
+
+// A batch the server refuses at COMMIT (a deferred constraint of one
+// handler's write) records nothing: its events run again one per
+// transaction, where the refusal is that event's own failure and the others
+// succeed. A handler that goes on after a failed statement, returning nil,
+// fails its own event (the statement aborted its savepoint).
+func TestGoHandleTxBatchRefusedAtCommit(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("CREATE TABLE app.refs (ref text UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+	d.Exec("INSERT INTO app.refs VALUES ('taken')")
+	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_max_attempts := 1)")
+	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", []string{"a", "taken", "b", "swallowed", "c"})
+	require.NoError(t, err)
+	var tx txids
+	startGo(t, d.URL, func(p *pgrelay.Processor) {
+		p.HandleTx("ship", func(ctx context.Context, t pgx.Tx, ev pgrelay.Event) error {
+			if err := tx.note(ctx, t, ev); err != nil {
+				return err
+			}
+			if ev.Payload == "swallowed" {
+				_, _ = t.Exec(ctx, "SELECT 1/0")
+				return nil
+			}
+			_, err := t.Exec(ctx, "INSERT INTO app.refs VALUES ($1)", ev.Payload)
+			return err
+		})
+	})
+	for _, id := range ids {
+		waitEnded(t, d, id)
+	}
+	require.Equal(t, 1, tx.distinct(), "the first run was one batch")
+	for i, id := range ids {
+		want := []string{"succeeded"}
+		if i == 1 || i == 3 {
+			want = []string{"gave_up"}
+		}
+		require.Equal(t, want, logEvents(t, d, id), "event %d", id)
+	}
+	require.Contains(t, d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1", ids[1]), "commit: ")
+	require.Contains(t, d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1", ids[3]), "aborts its transaction")
+	require.Equal(t, []string{"a", "b", "c", "taken"}, testenv.Column[string](t, d.Pool, "SELECT ref FROM app.refs ORDER BY ref"))
+}
+
+// SQLBatch 1 runs each HandleTx event in a transaction of its own.
+func TestGoHandleTxSQLBatchOneRunsATransactionPerEvent(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go')")
+	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", []string{"a", "b", "c", "d"})
+	require.NoError(t, err)
+	cfg := goConfig(d.URL)
+	cfg.SQLBatch = 1
+	p, err := pgrelay.NewProcessor(cfg)
+	require.NoError(t, err)
+	var tx txids
+	p.HandleTx("ship", tx.note)
+	require.NoError(t, p.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, p.Stop(context.Background())) })
+	for _, id := range ids {
+		waitEnded(t, d, id)
+		require.Equal(t, []string{"succeeded"}, logEvents(t, d, id))
+	}
+	require.Equal(t, len(ids), tx.distinct())
+}

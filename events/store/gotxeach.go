@@ -192,7 +192,7 @@ func (t *eachTx) run(ctx context.Context, timeout time.Duration, fn func(ctx con
 	}
 	if err == nil && t.open && t.Tx.Conn().PgConn().TxStatus() == 'E' {
 		// A statement failed and the handler went on as if not.
-		err = errors.New("a statement of the handler failed, which aborts its transaction, yet it returned nil")
+		err = errSwallowed
 	}
 	return err
 }

@@ -114,13 +114,13 @@ func TestGoHandleTxBatchFailureAndPanicCostTheirOwnAttempt(t *testing.T) {
 
 // A handler of a batch cut by its channel's timeout gives its own event up
 // (max_attempts 1) with its write rolled back, whether it waited on its
-// context or on a statement (which the server stops too); the batch's
-// others commit.
+// context or on a statement (which the server stops too), or returned nil
+// once its context was done; the batch's others commit.
 func TestGoHandleTxBatchTimeout(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_timeout := '300 milliseconds', p_max_attempts := 1)")
-	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", []string{"a", "wait", "b", "sleep", "c"})
+	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", []string{"a", "wait", "b", "sleep", "c", "late"})
 	require.NoError(t, err)
 	var tx txids
 	startGo(t, d.URL, func(p *pgrelay.Processor) {
@@ -138,6 +138,9 @@ func TestGoHandleTxBatchTimeout(t *testing.T) {
 			case "sleep":
 				_, err := t.Exec(ctx, "SELECT pg_catalog.pg_sleep(60) /* pgrelay batch timeout test */")
 				return err
+			case "late":
+				<-ctx.Done()
+				return nil // past its timeout: no success
 			}
 			return nil
 		})
@@ -147,17 +150,19 @@ func TestGoHandleTxBatchTimeout(t *testing.T) {
 	}
 	for i, id := range ids {
 		want := []string{"succeeded"}
-		if i == 1 || i == 3 {
+		if i == 1 || i == 3 || i == 5 {
 			want = []string{"gave_up"}
 		}
 		require.Equal(t, want, logEvents(t, d, id), "event %d", id)
 	}
-	require.Equal(t, "handler timed out after 300ms: context deadline exceeded",
-		d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1", ids[1]))
+	for _, id := range []int64{ids[1], ids[5]} {
+		require.Equal(t, "handler timed out after 300ms: context deadline exceeded",
+			d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1", id))
+	}
 	require.Contains(t, d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1", ids[3]), "handler timed out after 300ms")
 	require.Equal(t, tx.of(ids[0], 1), tx.of(ids[2], 1), "a and b shared the transaction the first timeout rolled back to its savepoint")
 	require.Equal(t, 3, d.Count("SELECT count(*) FROM app.shipments"))
-	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments WHERE origin_id = ANY ($1)", []int64{ids[1], ids[3]}))
+	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments WHERE origin_id = ANY ($1)", []int64{ids[1], ids[3], ids[5]}))
 	// The statement cut by the timeout does not go on on the server.
 	testenv.Eventually(t, 10*time.Second, "the timed out statement to stop", func() bool {
 		return d.Count(`SELECT count(*) FROM pg_catalog.pg_stat_activity

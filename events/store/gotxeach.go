@@ -84,16 +84,18 @@ func (s *Store) RunGoTxEach(ctx context.Context, proc int64, cs []Claimed,
 	defer func() { _ = tx.Rollback(done) }()
 	resets := s.statements.of(pc).resets
 	outs := make([]Outcome, len(cs))
-	ev := &eachTx{Tx: tx, resets: resets}
-	touched := false
+	// held: the savepoint of the last handler that succeeded is not
+	// released yet (the next savepoint releases it, in the same round trip).
+	held := false
 	for i, c := range cs {
 		if ctx.Err() != nil {
 			// Stopping: the events not started go back unrun.
 			outs[i] = Outcome{ID: c.ID, ClaimedAt: c.DispatchedAt, Event: events.Release}
 			continue
 		}
+		// A tx of its own per handler: one kept past its handler fails.
+		ev := &eachTx{Tx: tx, resets: resets, held: held}
 		herr := ev.run(ctx, c.Timeout, func(hctx context.Context) error { return run(hctx, ev, i) })
-		touched = touched || ev.open
 		if herr == nil && pc.IsClosed() {
 			herr = errors.New("the handler's connection was lost")
 		}
@@ -112,9 +114,10 @@ func (s *Store) RunGoTxEach(ctx context.Context, proc int64, cs []Claimed,
 			// transaction cannot go on, and the pool closes the connection.
 			return nil, &ErrHandlerConnLost{K: i, Outcome: outcome(i, herr), Err: fmt.Errorf("%w; %w", herr, err)}
 		}
+		held = ev.held
 		outs[i] = outcome(i, herr)
 	}
-	if touched && ev.held {
+	if held {
 		// What the last handler set (settings, its role) is reset before
 		// the completion: the connection goes back to the pool as it came.
 		if _, err := tx.Exec(done, strings.Join(resets, "; ")); err != nil {
@@ -164,11 +167,13 @@ func cancelOrphan(ctx context.Context, pc *pgconn.PgConn) {
 type eachTx struct {
 	pgx.Tx
 	resets []string
-	// ctx is the running handler's, for the methods that take none.
+	// ctx is the handler's while it runs (nil before and after), for the
+	// methods that take none.
 	ctx context.Context
-	// open: the running handler's savepoint is taken; held: the savepoint
-	// of the last handler that succeeded is not released yet (the next
-	// savepoint releases it, in the same round trip).
+	// open: the handler's savepoint is taken; held: the savepoint of the
+	// last handler that succeeded is not released yet (the handler's
+	// savepoint releases it, in the same round trip; after the handler, its
+	// own when it succeeded).
 	open, held bool
 	// err: taking the savepoint failed.
 	err error
@@ -180,13 +185,18 @@ const (
 	eachRollbackSQL  = "ROLLBACK TO SAVEPOINT pgrelay_event; RELEASE SAVEPOINT pgrelay_event"
 )
 
-// run runs one handler, fn, under timeout.
+// run runs one handler, fn, under timeout: a handler that returns nil once
+// its context is done (past its timeout, or stopped) has not succeeded, as
+// its completion would have failed in a transaction of its own.
 func (t *eachTx) run(ctx context.Context, timeout time.Duration, fn func(ctx context.Context) error) error {
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	t.ctx, t.open, t.err = hctx, false, nil
+	t.ctx = hctx
 	defer func() { t.ctx = nil }()
 	err := fn(hctx)
+	if err == nil {
+		err = hctx.Err()
+	}
 	if err == nil && t.err != nil {
 		err = t.err
 	}

@@ -69,7 +69,7 @@ func (h Go) HandleTxEach(ctx context.Context, evs []Event, call func(i int, fn f
 	}
 	return h.Store.RunGoTxEach(ctx, evs[0].ProcessorID, claims,
 		func(ctx context.Context, tx pgx.Tx, i int) error {
-			return call(i, func() error { return gh.Fn(ctx, tx, evs[i]) })
+			return call(i, func() error { return finished(ctx, gh.Fn(ctx, tx, evs[i])) })
 		}, outcome)
 }
 
@@ -106,7 +106,7 @@ func (h Go) Handle(ctx context.Context, ev Event) (bool, error) {
 	}
 	if gh.Tx {
 		err := h.Store.RunGoTx(ctx, ev.ProcessorID, ev.Claimed, ev.Timeout,
-			func(ctx context.Context, tx pgx.Tx) error { return gh.Fn(ctx, tx, ev) })
+			func(ctx context.Context, tx pgx.Tx) error { return finished(ctx, gh.Fn(ctx, tx, ev)) })
 		return err == nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, ev.Timeout)
@@ -115,6 +115,16 @@ func (h Go) Handle(ctx context.Context, ev Event) (bool, error) {
 		return false, &store.HandlerError{Err: err}
 	}
 	return false, nil
+}
+
+// finished is what a transactional handler that returned err under ctx
+// achieved: returning nil once ctx is done (past its timeout, or stopped)
+// is no success, as its transaction is no longer to commit.
+func finished(ctx context.Context, err error) error {
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // retryAfterError asks for the event's retry after a delay.

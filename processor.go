@@ -38,8 +38,8 @@ type HandlerFunc func(ctx context.Context, ev Event) error
 // TxHandlerFunc is a Go handler that writes to the database: what it writes
 // through tx commits together with the event's success, or not at all
 // (exactly once, as a sql channel's statement). It must not commit or roll
-// back tx. ctx is cancelled at the channel's timeout, counted from when fn
-// is called, and when the Processor stops.
+// back tx. ctx is cancelled at the channel's timeout, counted from when tx
+// began (in a batch, from when fn is called), and when the Processor stops.
 type TxHandlerFunc func(ctx context.Context, tx pgx.Tx, ev Event) error
 
 // Processor is a Processor embedded in a Go program: it claims and runs the

@@ -39,7 +39,7 @@ type HandlerFunc func(ctx context.Context, ev Event) error
 // through tx commits together with the event's success, or not at all
 // (exactly once, as a sql channel's statement). It must not commit or roll
 // back tx. ctx is cancelled at the channel's timeout, counted from when tx
-// began, and when the Processor stops.
+// began (in a batch, from when fn is called), and when the Processor stops.
 type TxHandlerFunc func(ctx context.Context, tx pgx.Tx, ev Event) error
 
 // Processor is a Processor embedded in a Go program: it claims and runs the
@@ -80,7 +80,12 @@ func (p *Processor) Handle(name string, fn HandlerFunc) {
 
 // HandleTx registers fn as the Go handler name, run in the transaction that
 // completes its event: as Handle, but what fn writes through tx commits
-// with the event's success, or not at all.
+// with the event's success, or not at all. The events one claim brings to a
+// 'none' channel (up to Config.SQLBatch) share one transaction and one
+// commit, fn called for each in turn under a savepoint of the event's own,
+// taken when fn first uses tx: an error, a panic or a timeout rolls back to
+// it and costs that event an attempt, the others commit. SQLBatch 1 gives
+// each event a transaction of its own.
 func (p *Processor) HandleTx(name string, fn TxHandlerFunc) {
 	if fn == nil {
 		panic(fmt.Sprintf("pgrelay: HandleTx(%q): nil function", name))
@@ -101,7 +106,7 @@ type TxBatchHandlerFunc func(ctx context.Context, tx pgx.Tx, evs []Event) error
 // HandleTxBatch registers fn as the Go handler name, run on batches: the
 // events of a 'none' channel that one claim brings (up to Config.BatchSize)
 // run in one call and one transaction, with one commit, where HandleTx
-// runs a transaction per event. The batch succeeds or fails as a whole:
+// calls its function once per event. The batch succeeds or fails as a whole:
 // an error (a panic, a timeout) is a failed attempt of each of its events,
 // Permanent gives them all up, RetryAfter delays every retry. In 'channel'
 // and 'payload' modes, which run one event at a time (per lane), evs holds

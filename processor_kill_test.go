@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -56,4 +57,54 @@ func TestGoHandleTxKilledMidTransaction(t *testing.T) {
 	require.Equal(t, []string{"rescued", "succeeded"}, logEvents(t, d, id))
 	require.Equal(t, []int32{2}, testenv.Column[int32](t, d.Pool, "SELECT attempt FROM app.shipments WHERE origin_id = $1", id))
 	require.Len(t, attempts, 1, "ran again once")
+}
+
+// A batch of HandleTx events whose process is killed (SIGKILL) after some
+// of its handlers succeeded leaves no effect: their writes and the
+// completion were to commit together. Every event of the batch is rescued
+// and runs again, once.
+func TestGoHandleTxKilledMidBatch(t *testing.T) {
+	t.Parallel()
+	d := goDB(t)
+	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_timeout := '1 minute')")
+	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", []string{"order 1", "order 2", "order 3"})
+	require.NoError(t, err)
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+d.URL, childEventsEnv+"=3")
+	out, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	t.Cleanup(func() {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "written\n", line, "the third handler ran")
+	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments"), "the two handlers that returned nil did not commit alone")
+	require.Empty(t, testenv.Column[string](t, d.Pool, "SELECT event FROM pgrelay.log"))
+
+	require.NoError(t, child.Process.Kill())
+	_ = child.Wait()
+
+	var mu sync.Mutex
+	ran := map[int64]int{}
+	startGo(t, d.URL, func(p *pgrelay.Processor) {
+		p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
+			mu.Lock()
+			ran[ev.OriginID]++
+			mu.Unlock()
+			_, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt)
+			return err
+		})
+	})
+	for _, id := range ids {
+		waitEnded(t, d, id)
+		require.Equal(t, []string{"rescued", "succeeded"}, logEvents(t, d, id))
+		require.Equal(t, []int32{2}, testenv.Column[int32](t, d.Pool, "SELECT attempt FROM app.shipments WHERE origin_id = $1", id))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[int64]int{ids[0]: 1, ids[1]: 1, ids[2]: 1}, ran, "each ran again once")
 }

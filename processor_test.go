@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -320,21 +322,37 @@ func TestGoHandlerNames(t *testing.T) {
 }
 
 // childEnv names, in a child process of this test binary, the database of
-// TestGoHandleTxKilledMidTransaction.
-const childEnv = "PGRELAY_TEST_KILLED_CHILD_URL"
+// TestGoHandleTxKilledMidTransaction; childEventsEnv how many events its
+// handler writes before it blocks (1 when unset).
+const (
+	childEnv       = "PGRELAY_TEST_KILLED_CHILD_URL"
+	childEventsEnv = "PGRELAY_TEST_KILLED_CHILD_EVENTS"
+)
 
-// runKilledChild is the child of TestGoHandleTxKilledMidTransaction: an
-// embedded Processor whose transactional handler writes, says so on stdout
-// and blocks until the parent kills the process.
+// runKilledChild is the child of TestGoHandleTxKilledMidTransaction and
+// TestGoHandleTxKilledMidBatch: an embedded Processor whose transactional
+// handler writes and, at the last of the events it is told to write, says
+// so on stdout and blocks until the parent kills the process.
 func runKilledChild(url string) {
 	p, err := pgrelay.NewProcessor(goConfig(url))
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
 	}
+	events := 1
+	if v := os.Getenv(childEventsEnv); v != "" {
+		if events, err = strconv.Atoi(v); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(2)
+		}
+	}
+	var written atomic.Int64
 	p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt); err != nil {
 			return err
+		}
+		if written.Add(1) < int64(events) {
+			return nil
 		}
 		fmt.Println("written")
 		select {} // until SIGKILL

@@ -16,10 +16,6 @@ type (
 		ev   handlers.Event
 		took time.Duration // the handler's time (its share of a batch's)
 	}
-	// pumpBatch: start the events queued for a Go batch handler. Sent to
-	// itself when the first of them arrives, it comes after the events of
-	// the same claim already in the mailbox: they run in one batch.
-	pumpBatch struct{}
 )
 
 // channelActor is a channel actor (one per channel, and per concurrency mode) or,
@@ -42,8 +38,6 @@ type channelActor struct {
 	queue    []handlers.Event
 	running  int
 	draining bool
-	// batchDue: a pumpBatch is on its way.
-	batchDue bool
 	// lastActive is when an event last arrived or ended here.
 	lastActive time.Time
 }
@@ -78,19 +72,17 @@ func (e *channelActor) Receive(ctx actor.Context) {
 			lane := laneKey(m.ev.Payload)
 			e.r.route(ctx, lane, func() *actor.Props { return laneActorProps(e.d, lane) }, "lane-",
 				&runEvent{ev: m.ev, key: lane})
-		case !e.serial && e.d.goBatch(m.ev):
+		case !e.serial && e.gathered(m.ev):
+			// Events of a Go batch handler, or of a HandleTx handler run in
+			// batches, wait for the last of their claim's, to run with it.
 			e.queue = append(e.queue, m.ev)
-			if !e.batchDue {
-				e.batchDue = true
-				ctx.Send(ctx.Self(), &pumpBatch{})
+			if m.last {
+				e.pump(ctx)
 			}
 		default:
 			e.queue = append(e.queue, m.ev)
 			e.pump(ctx)
 		}
-	case *pumpBatch:
-		e.batchDue = false
-		e.pump(ctx)
 	case *handlerFinished:
 		e.lastActive = time.Now()
 		if e.running > 0 {
@@ -111,6 +103,9 @@ func (e *channelActor) Receive(ctx actor.Context) {
 		// (protoactor's receive timeout races with the mailbox under -race:
 		// idleness is checked on the parent's tick instead.)
 		e.r.broadcast(ctx, m)
+		// Events that waited for the last of their claim's, which did not
+		// come (the dispatcher failed on it), run now.
+		e.pump(ctx)
 		if len(e.queue) == 0 && e.running == 0 && e.r.empty() &&
 			time.Since(e.lastActive) >= e.d.cfg.IdleTimeout {
 			ctx.Send(ctx.Parent(), &childIdle{key: e.key})
@@ -145,13 +140,28 @@ func (e *channelActor) releaseQueued(ctx actor.Context) {
 	e.queue = nil
 }
 
+// gathered reports whether ev waits for the other events of its claim, to
+// run with them (a Go batch handler, or HandleTx's batches).
+func (e *channelActor) gathered(ev handlers.Event) bool {
+	ok, _ := e.d.goGathered(ev)
+	return ok
+}
+
 func (e *channelActor) pump(ctx actor.Context) {
 	for len(e.queue) > 0 && !e.draining && (!e.serial || e.running == 0) {
-		if e.d.goBatch(e.queue[0]) {
-			evs := e.takeBatch()
+		if ok, most := e.d.goGathered(e.queue[0]); ok {
+			evs := e.takeBatch(most)
 			e.running += len(evs)
 			self := ctx.Self()
-			go runBatch(e.d, evs, self)
+			switch {
+			case e.d.goBatch(evs[0]):
+				go runBatch(e.d, evs, self)
+			case len(evs) > 1:
+				go runTxEach(e.d, evs, self)
+			default:
+				// HandleTx alone: a transaction of its own.
+				go run(e.d, evs[0], self)
+			}
 			continue
 		}
 		ev := e.queue[0]
@@ -163,13 +173,13 @@ func (e *channelActor) pump(ctx actor.Context) {
 }
 
 // takeBatch takes the events at the head of the queue that run in one Go
-// batch: those of the head's handler, up to BatchSize ('none' mode), or the
+// batch: those of the head's handler, up to most ('none' mode), or the
 // head alone (a serialised channel or lane runs one event at a time).
-func (e *channelActor) takeBatch() []handlers.Event {
+func (e *channelActor) takeBatch(most int) []handlers.Event {
 	n := 1
 	if !e.serial {
-		for n < len(e.queue) && n < e.d.cfg.BatchSize && e.queue[n].Handler == e.queue[0].Handler &&
-			e.d.goBatch(e.queue[n]) {
+		for n < len(e.queue) && n < most && e.queue[n].Handler == e.queue[0].Handler &&
+			e.gathered(e.queue[n]) {
 			n++
 		}
 	}

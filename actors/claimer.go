@@ -89,8 +89,9 @@ func (c *claimer) Receive(ctx actor.Context) {
 				// One message per event: should the dispatcher fail on one,
 				// its supervisor ends exactly that one.
 				_, dispatcher, _ := c.d.pids()
-				for _, row := range m.rows {
-					ctx.Send(dispatcher, &dispatchOne{row: row})
+				last := lastOfChannels(m.rows)
+				for i, row := range m.rows {
+					ctx.Send(dispatcher, &dispatchOne{row: row, last: last[row.Channel] == i})
 				}
 			}
 			if len(m.ready) > 0 {
@@ -189,4 +190,17 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 // again: an eighth of the concurrency, at most a batch.
 func claimAtLeast(cfg Config) int {
 	return max(1, min(cfg.BatchSize, cfg.Concurrency/8))
+}
+
+// lastOfChannels is the index in a claim's rows of each channel's last row
+// to run (not expired): the channel actor starts a Go batch once it has it,
+// so that the claim's events of a channel run in one batch.
+func lastOfChannels(rows []store.Claimed) map[string]int {
+	last := make(map[string]int)
+	for i, row := range rows {
+		if !row.Expired {
+			last[row.Channel] = i
+		}
+	}
+	return last
 }

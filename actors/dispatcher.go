@@ -15,13 +15,18 @@ import (
 
 // Messages of the dispatcher and the channel and lane actors.
 type (
-	// dispatchOne: a row the claimer claimed.
-	dispatchOne struct{ row store.Claimed }
+	// dispatchOne: a row the claimer claimed; last: the last row of its
+	// channel in its claim that runs.
+	dispatchOne struct {
+		row  store.Claimed
+		last bool
+	}
 	// runEvent: run one event (parent to child, whose key in the parent's
-	// router is key).
+	// router is key); last: the last of its channel in its claim.
 	runEvent struct {
-		ev  handlers.Event
-		key childKey
+		ev   handlers.Event
+		key  childKey
+		last bool
 	}
 	// eventEnded: one event routed to the child with this key has ended.
 	eventEnded struct{ key childKey }
@@ -154,7 +159,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 			key := channelKey(row.Channel, row.Mode)
 			mode := row.Mode
 			p.r.route(ctx, key, func() *actor.Props { return channelActorProps(p.d, key, mode) },
-				fmt.Sprintf("channel-%d-%s-", p.d.node, row.Channel), &runEvent{ev: ev, key: key})
+				fmt.Sprintf("channel-%d-%s-", p.d.node, row.Channel), &runEvent{ev: ev, key: key, last: m.last})
 		}
 	case *batchReady:
 		if !p.draining {

@@ -27,3 +27,12 @@ func HotPoolConns(p *Processor) int32 { return p.hot.Stat().TotalConns() }
 
 // WakeHint is wakeHint, for the test that ties it to pgrelay._queue_wake.
 var WakeHint = wakeHint
+
+// DispatchPayload returns the payload of a message when it is the
+// dispatcher's dispatchOne, for hooks that pick one event.
+func DispatchPayload(msg any) (string, bool) {
+	if m, ok := msg.(*dispatchOne); ok {
+		return m.row.Payload, true
+	}
+	return "", false
+}

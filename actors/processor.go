@@ -117,6 +117,9 @@ type Config struct {
 	// savepoint. A batch claims its rows by locking them and records their
 	// outcomes in the same transaction: one commit for the batch. 1 runs sql
 	// channels like the others: a claim, then a transaction per event.
+	// It also bounds how many events of one claim of a 'none' go channel a
+	// HandleTx handler runs in one transaction, each under its own
+	// savepoint (1: a transaction per event).
 	SQLBatch int
 	// PollInterval is the fallback poll when no NOTIFY arrives (default 1s); it
 	// also picks up retries whose backoff has passed.

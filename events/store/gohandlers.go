@@ -57,6 +57,9 @@ func (s *Store) RunGoTxBatch(ctx context.Context, proc int64, cs []Claimed, time
 	if err := fn(hctx, handlerTx{tx}); err != nil {
 		return &HandlerError{Err: err}
 	}
+	if conn.Conn().PgConn().TxStatus() == 'E' {
+		return &HandlerError{Err: errSwallowed}
+	}
 	// What the handler set for the session (settings, its role) is reset
 	// before the completion: the connection goes back to the pool as it came.
 	b := &pgx.Batch{}
@@ -132,6 +135,10 @@ func UnhandledGoChannels(ctx context.Context, q Querier) ([]UnhandledGo, error) 
 	}
 	return out, nil
 }
+
+// errSwallowed is the failure of a handler that returned nil after a
+// statement of its transaction failed.
+var errSwallowed = errors.New("a statement of the handler failed, which aborts its transaction, yet it returned nil")
 
 // errHandlerEndsTx is what a Go handler gets when it tries to end its
 // transaction itself.

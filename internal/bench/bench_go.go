@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,8 +17,10 @@ const goBenchHandler = "pgrelay_bench_noop"
 
 // scenarioGo: the burn-down on a channel of kind go, whose no-op handler
 // runs outside the database (Handle), then in the event's completion
-// transaction (HandleTx), then on batches (HandleTxBatch); River's no-op
-// worker is the peer of all three.
+// transaction (HandleTx: the events of a claim in one transaction, a
+// savepoint each, up to --sql-batch), then so with a transaction per event
+// (HandleTx with --sql-batch 1), then on batches (HandleTxBatch); River's
+// no-op worker is the peer of all four.
 func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_go"
 	res := &scenarioResult{Name: "go"}
@@ -30,10 +33,13 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 	variants := []struct {
 		name string
 		h    handlers.GoHandler
+		// single: a transaction per event (SQLBatch 1).
+		single bool
 	}{
-		{"Handle", handlers.GoHandler{Fn: noop}},
-		{"HandleTx", handlers.GoHandler{Fn: noop, Tx: true}},
-		{"HandleTxBatch", handlers.GoHandler{Batch: noopBatch}},
+		{name: "Handle", h: handlers.GoHandler{Fn: noop}},
+		{name: "HandleTx", h: handlers.GoHandler{Fn: noop, Tx: true}},
+		{name: "HandleTx, --sql-batch 1", h: handlers.GoHandler{Fn: noop, Tx: true}, single: true},
+		{name: "HandleTxBatch", h: handlers.GoHandler{Batch: noopBatch}},
 	}
 	var rates []float64
 	for _, v := range variants {
@@ -59,7 +65,10 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 		pre.Counted = false
 		cfg := b.procConfig(b.dbURL, "")
 		cfg.GoHandlers = map[string]handlers.GoHandler{goBenchHandler: v.h}
-		d, err := b.drain(ctx, drainSpec{label: label, profile: "go-" + v.name,
+		if v.single {
+			cfg.SQLBatch = 1
+		}
+		d, err := b.drain(ctx, drainSpec{label: label, profile: "go-" + strings.NewReplacer(", ", "-", " ", "").Replace(v.name),
 			procs: []actors.Config{cfg}, channels: []string{channel}, target: int64(n)})
 		if err != nil {
 			return res, err
@@ -72,6 +81,9 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 		switch {
 		case v.h.Batch != nil:
 			m.Detail = fmt.Sprintf("claim, then a transaction per claimed batch that completes it; %d succeeded log rows checked", n)
+		case v.h.Tx && cfg.SQLBatch > 1:
+			m.Detail = fmt.Sprintf("claim, then one transaction per claim's events (up to --sql-batch %d), a savepoint per event, "+
+				"one _complete and one commit; %d succeeded log rows checked", cfg.SQLBatch, n)
 		case v.h.Tx:
 			m.Detail = fmt.Sprintf("claim, then a transaction per event that completes it; %d succeeded log rows checked", n)
 		default:

@@ -637,8 +637,9 @@ func TestBenchBurnDownProducers(t *testing.T) {
 	assert.Contains(t, errOut, "--mixed-rate must be a positive number")
 }
 
-// The go scenario drains a go channel with a no-op Handle, HandleTx and
-// HandleTxBatch, every event succeeding once.
+// The go scenario drains a go channel with a no-op Handle, HandleTx (in
+// batches, then a transaction per event) and HandleTxBatch, every event
+// succeeding once.
 func TestBenchGo(t *testing.T) {
 	t.Parallel()
 	d := pg.NewDB(t)
@@ -647,9 +648,12 @@ func TestBenchGo(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	doc := parseBench(t, out)
 	burnedDown(t, d, doc.measure(t, "go", "burn-down, no-op Handle", "pgrelay"), 300, "")
-	burnedDown(t, d, doc.measure(t, "go", "burn-down, no-op HandleTx", "pgrelay"), 300, "")
+	tx := doc.measure(t, "go", "burn-down, no-op HandleTx", "pgrelay")
+	burnedDown(t, d, tx, 300, "")
+	assert.Contains(t, tx.Detail, "a savepoint per event")
+	burnedDown(t, d, doc.measure(t, "go", "burn-down, no-op HandleTx, --sql-batch 1", "pgrelay"), 300, "")
 	burnedDown(t, d, doc.measure(t, "go", "burn-down, no-op HandleTxBatch", "pgrelay"), 300, "")
-	assert.Equal(t, 900, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+	assert.Equal(t, 1200, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
 		WHERE channel = 'pgrelay_bench_go' AND event = 'succeeded'`))
 	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.channels WHERE channel = 'pgrelay_bench_go'`))
 }

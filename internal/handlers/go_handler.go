@@ -45,6 +45,34 @@ type Go struct {
 // IsBatch reports whether the Go handler name runs events in batches.
 func (h Go) IsBatch(name string) bool { return h.Handlers[name].Batch != nil }
 
+// IsTx reports whether the Go handler name runs each event in the
+// transaction that completes it (HandleTx).
+func (h Go) IsTx(name string) bool {
+	gh := h.Handlers[name]
+	return gh.Tx && gh.Fn != nil && gh.Batch == nil
+}
+
+// HandleTxEach runs evs (events of one channel, with one HandleTx handler)
+// in one transaction, each under its own savepoint and its channel's
+// timeout, and completes them all in it (store.RunGoTxEach). call runs the
+// handler of evs[i], fn, under the caller's guard (a panic becomes an error).
+// outcome is what to record for evs[i] given its handler's result.
+func (h Go) HandleTxEach(ctx context.Context, evs []Event, call func(i int, fn func() error) error,
+	outcome func(i int, err error) store.Outcome) ([]store.Outcome, error) {
+	gh := h.Handlers[evs[0].Handler]
+	if !h.IsTx(evs[0].Handler) {
+		return nil, fmt.Errorf("no Go transactional handler %q in this Processor", evs[0].Handler)
+	}
+	claims := make([]store.Claimed, len(evs))
+	for i, ev := range evs {
+		claims[i] = ev.Claimed
+	}
+	return h.Store.RunGoTxEach(ctx, evs[0].ProcessorID, claims,
+		func(ctx context.Context, tx pgx.Tx, i int) error {
+			return call(i, func() error { return finished(ctx, gh.Fn(ctx, tx, evs[i])) })
+		}, outcome)
+}
+
 // HandleBatch runs the batch handler of evs (events of one channel, with
 // one handler) in one transaction that completes them all: its writes and
 // every event's success commit together, or nothing does. The channel's
@@ -78,7 +106,7 @@ func (h Go) Handle(ctx context.Context, ev Event) (bool, error) {
 	}
 	if gh.Tx {
 		err := h.Store.RunGoTx(ctx, ev.ProcessorID, ev.Claimed, ev.Timeout,
-			func(ctx context.Context, tx pgx.Tx) error { return gh.Fn(ctx, tx, ev) })
+			func(ctx context.Context, tx pgx.Tx) error { return finished(ctx, gh.Fn(ctx, tx, ev)) })
 		return err == nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, ev.Timeout)
@@ -87,6 +115,16 @@ func (h Go) Handle(ctx context.Context, ev Event) (bool, error) {
 		return false, &store.HandlerError{Err: err}
 	}
 	return false, nil
+}
+
+// finished is what a transactional handler that returned err under ctx
+// achieved: returning nil once ctx is done (past its timeout, or stopped)
+// is no success, as its transaction is no longer to commit.
+func finished(ctx context.Context, err error) error {
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // retryAfterError asks for the event's retry after a delay.

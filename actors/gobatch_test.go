@@ -1,0 +1,60 @@
+package actors_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/internal/handlers"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+)
+
+// The events of a claim of a 'none' go channel whose HandleTx handler runs
+// in batches wait in the channel actor for the claim's last one. Should the
+// dispatcher fail on that one (its event fails, its retry an hour away),
+// the others are not left waiting for it: they run and succeed.
+func TestActorGoTxBatchRunsWhenTheClaimsLastEventIsLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Exec(`SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_retry_delay := '1 hour')`)
+	e.Exec(`SELECT pgrelay.notify_many('ship', ARRAY['a', 'b', 'crash'])`)
+	var mu sync.Mutex
+	txs := map[string]int64{}
+	crashed := make(chan struct{}, 1)
+	e.startProcessor(func(c *actors.Config) {
+		c.GoHandlers = map[string]handlers.GoHandler{"ship": {Tx: true,
+			Fn: func(ctx context.Context, tx pgx.Tx, ev handlers.Event) error {
+				var id int64
+				if err := tx.QueryRow(ctx, "SELECT pg_catalog.txid_current()").Scan(&id); err != nil {
+					return err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if _, ran := txs[ev.Payload]; !ran {
+					txs[ev.Payload] = id
+				}
+				return nil
+			}}}
+		actors.SetTestHook(c, func(name string, msg any) {
+			if p, ok := actors.DispatchPayload(msg); ok && name == "dispatcher" && p == "crash" {
+				select {
+				case crashed <- struct{}{}:
+					panic("dispatcher bug")
+				default: // crash once only
+				}
+			}
+		})
+	})
+	testenv.Eventually(e.T, 20*time.Second, "a and b to succeed", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2
+	})
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%internal error: actor%dispatcher bug%'`))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, txs, 2, "crash did not run")
+}

@@ -1,7 +1,9 @@
 -- The rejoin proof: a node that comes back after being dead or adopted asks
 -- every other node to answer, and claims the unrestricted rows it owns once
 -- every peer has answered (or, for a peer that looks dead here, once
--- --leader-settle has passed, the time rule of before).
+-- --leader-settle has passed, the time rule of before). A node that took the
+-- leader lease asks too, and leads once every live peer answered: a take of
+-- theirs at the same moment has then reached it.
 --
 -- Why an answer proves it: a peer's answer is written after the peer applied
 -- the ask, which the returning node wrote after its first heartbeat. The

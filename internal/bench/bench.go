@@ -50,7 +50,7 @@ func Scenarios() []Scenario {
 		{"email", "emails via pgrelay_notifier.send() to an SMTP catcher: emails/s", false, true, (*bench).scenarioEmail},
 		{"producers", "--producers connections each committing notify() one per transaction: events/s, waits", true, true, (*bench).scenarioProducers},
 		{"latency-load", "latency idle, at --load-rate, and on an idle channel behind a --hol-backlog", true, true, (*bench).scenarioLatencyLoad},
-		{"go", "burn-down on a go channel: a no-op Handle, HandleTx (batched, then --sql-batch 1), HandleTxBatch: events/s", true, true, (*bench).scenarioGo},
+		{"go", "burn-down on a go channel: a no-op Handle, HandleTx (batched, then --sql-batch 1), HandleTxBatch: events/s; then latency at --rate of HandleTx and Handle beside the sql kind's", true, true, (*bench).scenarioGo},
 		{"cluster", "multi-node burn-down on a two-node pglogical cluster: 1 node, 2", false, false, (*bench).scenarioCluster},
 		{"cluster-spock", "the same on a three-node Spock cluster (SPOCK_PG_HOME): 1 node, 2, 3", false, false, (*bench).scenarioClusterSpock},
 		{"soak", "integrity: mixed workload under faults for --duration, then invariants", false, false, (*bench).scenarioSoak},

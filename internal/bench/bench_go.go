@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/handlers"
@@ -20,7 +23,8 @@ const goBenchHandler = "pgrelay_bench_noop"
 // transaction (HandleTx: the events of a claim in one transaction, a
 // savepoint each, up to --sql-batch), then so with a transaction per event
 // (HandleTx with --sql-batch 1), then on batches (HandleTxBatch); River's
-// no-op worker is the peer of all four.
+// no-op worker is the peer of all four. Then the latency of a go channel
+// beside the sql kind's (goLatency).
 func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_go"
 	res := &scenarioResult{Name: "go"}
@@ -91,18 +95,123 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 		}
 		rates = append(rates, m.Rate)
 	}
+	if b.o.Peer != "" {
+		r, err := b.river.run(ctx, b, "burn-down", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.Batch))
+		if err != nil {
+			return res, err
+		}
+		rm := res.add(riverMeasurement("burn-down, no-op worker", r.Events, r.EventsPerSec, r.Seconds, "jobs/s"))
+		rm.Series = r.Series
+		rm.Detail = r.workerSettings() + "; completions from River's event subscription"
+		for i, v := range variants {
+			res.ratio(v.name+"/river", rates[i], rm.Rate, 0)
+		}
+	}
+	return res, b.goLatency(ctx, res)
+}
+
+// goLatency: the latency measurement (see measureLatency) of --latency-events
+// at --rate on the sql kind's channel, then on a go channel whose handler
+// runs with HandleTx, then with Handle, all in this run so that they compare;
+// with --peer river, River's no-op worker follows. The sql kind's and
+// HandleTx's starts are clock_timestamp() in their INSERT (HandleTx's through
+// its tx); Handle's is time.Now() at its entry, kept in memory and written
+// to the bench table once the Processor stopped, so that the handler does
+// nothing else. Both clocks are this machine's, as the enqueue's time is.
+func (b *bench) goLatency(ctx context.Context, res *scenarioResult) error {
+	n := b.o.LatencyEvents
+	starts := &goStarts{at: map[int]time.Time{}}
+	parts := []struct {
+		name  string
+		h     *handlers.GoHandler
+		start string // how the handler's start is taken
+		after func(ctx context.Context) error
+	}{
+		{name: "sql statement", start: "clock_timestamp() in the channel's statement"},
+		{name: "HandleTx", h: &handlers.GoHandler{Fn: latencyTx, Tx: true},
+			start: "clock_timestamp() in the function's INSERT through its tx"},
+		{name: "Handle", h: &handlers.GoHandler{Fn: starts.handle},
+			start: "time.Now() at the function's entry, written to the bench table after the run (the same machine's clock as the enqueue's)",
+			after: func(ctx context.Context) error { return starts.write(ctx, b.pool) }},
+	}
+	lat := map[string]*measurement{}
+	for _, part := range parts {
+		clear(starts.at)
+		run, err := b.measureLatency(ctx, latencySpec{label: "go latency " + part.name, n: n, rate: b.o.Rate,
+			goHandler: part.h, afterStop: part.after})
+		if err != nil {
+			return err
+		}
+		m := res.add(run.measurement("latency, " + part.name))
+		m.Detail = fmt.Sprintf("offered %g/s, enqueued at %.0f/s; handler start: %s; %s",
+			b.o.Rate, run.enqRate, part.start, run.scheduleText())
+		lat[part.name] = m
+	}
+	sql := lat["sql statement"].LatencyMS
+	for _, name := range []string{"HandleTx", "Handle"} {
+		res.ratio("latency p50 "+name+"/sql", lat[name].LatencyMS.P50, sql.P50, 0)
+		res.ratio("latency p99 "+name+"/sql", lat[name].LatencyMS.P99, sql.P99, 0)
+	}
 	if b.o.Peer == "" {
-		return res, nil
+		return nil
 	}
-	r, err := b.river.run(ctx, b, "burn-down", "--events", strconv.Itoa(n), "--insert-batch", strconv.Itoa(b.o.Batch))
+	rm, _, err := b.riverLatency(ctx, "latency, no-op worker", n, b.o.Rate)
 	if err != nil {
-		return res, err
+		return err
 	}
-	rm := res.add(riverMeasurement("burn-down, no-op worker", r.Events, r.EventsPerSec, r.Seconds, "jobs/s"))
-	rm.Series = r.Series
-	rm.Detail = r.workerSettings() + "; completions from River's event subscription"
-	for i, v := range variants {
-		res.ratio(v.name+"/river", rates[i], rm.Rate, 0)
+	res.add(rm)
+	for _, part := range parts {
+		res.ratio("latency p99 "+part.name+"/river", lat[part.name].LatencyMS.P99, rm.LatencyMS.P99, 0)
 	}
-	return res, nil
+	return nil
+}
+
+// latencyTx is the HandleTx handler of goLatency: it records its start as
+// the sql kind's statement does, through its tx.
+func latencyTx(ctx context.Context, tx pgx.Tx, ev handlers.Event) error {
+	k, err := strconv.Atoi(ev.Payload)
+	if err != nil {
+		return fmt.Errorf("bench latency event %d: payload %q: %w", ev.ID, ev.Payload, err)
+	}
+	if _, err := tx.Exec(ctx, latencyInsert, k); err != nil {
+		return fmt.Errorf("bench latency event %d: record its start: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// goStarts are the starts of goLatency's Handle handler, by event number
+// (the payload): the first of each, should one run twice.
+type goStarts struct {
+	mu sync.Mutex
+	at map[int]time.Time
+}
+
+// handle is the Handle handler: it notes the time at its entry.
+func (g *goStarts) handle(_ context.Context, _ pgx.Tx, ev handlers.Event) error {
+	at := time.Now()
+	k, err := strconv.Atoi(ev.Payload)
+	if err != nil {
+		return fmt.Errorf("bench latency event %d: payload %q: %w", ev.ID, ev.Payload, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.at[k]; !ok {
+		g.at[k] = at
+	}
+	return nil
+}
+
+// write copies the starts into the bench table (once the Processor stopped).
+func (g *goStarts) write(ctx context.Context, pool *pgxpool.Pool) error {
+	g.mu.Lock()
+	rows := make([][]any, 0, len(g.at))
+	for k, at := range g.at {
+		rows = append(rows, []any{k, at})
+	}
+	g.mu.Unlock()
+	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"pgrelay_bench", "latency"}, []string{"k", "started_at"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("write the Handle handler's starts to the bench table: %w", err)
+	}
+	return nil
 }

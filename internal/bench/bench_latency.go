@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // The latency measurement that the latency and latency-load scenarios
@@ -32,7 +33,19 @@ type latencySpec struct {
 	// Processor starts: it drains them while the events are measured.
 	backlog        int
 	backlogChannel string
+	// goHandler, when set, makes the latency channel one of kind go with
+	// this handler (registered as goBenchHandler) instead of a sql one whose
+	// statement records the start. It records each event's start in the
+	// bench table itself, or hands it to afterStop.
+	goHandler *handlers.GoHandler
+	// afterStop, when set, runs once the Processor stopped, before the
+	// starts are read: it writes those recorded outside the database.
+	afterStop func(ctx context.Context) error
 }
+
+// latencyInsert records event k's handler start in the bench table: the
+// sql kind's statement, and a HandleTx handler's through its tx.
+const latencyInsert = `INSERT INTO pgrelay_bench.latency (k, started_at) VALUES ($1::int, clock_timestamp())`
 
 // latencyRun is a latency measurement's result.
 type latencyRun struct {
@@ -55,10 +68,11 @@ type latencyRun struct {
 // measureLatency runs one latency measurement: the bench table and the
 // latency channel afresh (and the backlog, pre-inserted, when asked), one
 // Processor, a warm-up event, the open-loop schedule through an insert pool
-// of latencyInsertConns connections, and the log checked afterwards. A
+// of latencyInsertConns connections, and the log checked afterwards. An
 // event's latency is its handler's start (clock_timestamp() in the
-// handler's statement, recorded in the bench's own table) minus the time
-// just after its notify returned. Both clocks are this machine's: the
+// handler's statement, recorded in the bench's own table; for a go channel,
+// what its Go handler recorded there) minus the time just after its notify
+// returned. Both clocks are this machine's: the
 // database must run here. The bench table and the channels are removed
 // afterwards.
 func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyRun, error) {
@@ -96,9 +110,20 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 		}
 		run.backlogPre.Backlog = int64(spec.backlog)
 	}
-	if err := b.resetChannel(ctx, b.pool, channel,
-		`INSERT INTO pgrelay_bench.latency (k, started_at) VALUES ($1::int, clock_timestamp())`, "none"); err != nil {
-		return nil, err
+	cfg := b.procConfig(dbURL, "")
+	if spec.goHandler == nil {
+		if err := b.resetChannel(ctx, b.pool, channel, latencyInsert, "none"); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := unregisterChannels(ctx, b.pool, channel); err != nil {
+			return nil, err
+		}
+		if _, err := b.pool.Exec(ctx, `SELECT pgrelay.register($1, $2, p_kind := 'go', p_concurrency_mode := 'none')`,
+			channel, goBenchHandler); err != nil {
+			return nil, fmt.Errorf("register the bench channel %s: %w", channel, err)
+		}
+		cfg.GoHandlers = map[string]handlers.GoHandler{goBenchHandler: *spec.goHandler}
 	}
 	mark, err := logMark(ctx, b.pool)
 	if err != nil {
@@ -107,7 +132,7 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 	if err := settle(ctx, b.pool); err != nil {
 		return nil, err
 	}
-	p, err := newProcessor(b.procConfig(dbURL, ""))
+	p, err := newProcessor(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +216,11 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pgrelay.queue WHERE channel = $1`,
 			spec.backlogChannel).Scan(&run.backlogLeft); err != nil {
 			return nil, fmt.Errorf("count the backlog's rows: %w", err)
+		}
+	}
+	if spec.afterStop != nil {
+		if err := spec.afterStop(ctx); err != nil {
+			return nil, err
 		}
 	}
 	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n)+1, true); err != nil {

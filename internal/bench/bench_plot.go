@@ -130,6 +130,9 @@ func plotCharts(r *benchReport) []plotChart {
 	if c, ok := latencyChart(r, "latency", "Latency: enqueue commit to handler start (CDF)", false); ok {
 		charts = append(charts, c)
 	}
+	if c, ok := latencyChart(r, "go", "Latency of the go kind beside the sql kind: enqueue commit to handler start (CDF)", true); ok {
+		charts = append(charts, c)
+	}
 	if c, ok := producersChart(r); ok {
 		charts = append(charts, c)
 	}

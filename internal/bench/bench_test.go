@@ -639,12 +639,14 @@ func TestBenchBurnDownProducers(t *testing.T) {
 
 // The go scenario drains a go channel with a no-op Handle, HandleTx (in
 // batches, then a transaction per event) and HandleTxBatch, every event
-// succeeding once.
+// succeeding once; then measures the latency of a HandleTx and a Handle
+// handler beside the sql kind's, each from real handler starts.
 func TestBenchGo(t *testing.T) {
 	t.Parallel()
 	d := pg.NewDB(t)
+	plot := filepath.Join(t.TempDir(), "report.html")
 	code, out, errOut := cliMain("bench", "go", "--database-url", d.URL, "--json", "--events", "300",
-		"--enqueue-batch", "100", "--log-level", "warn")
+		"--enqueue-batch", "100", "--latency-events", "40", "--rate", "100", "--plot", plot, "--log-level", "warn")
 	require.Equal(t, 0, code, errOut)
 	doc := parseBench(t, out)
 	burnedDown(t, d, doc.measure(t, "go", "burn-down, no-op Handle", "pgrelay"), 300, "")
@@ -656,4 +658,24 @@ func TestBenchGo(t *testing.T) {
 	assert.Equal(t, 1200, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
 		WHERE channel = 'pgrelay_bench_go' AND event = 'succeeded'`))
 	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.channels WHERE channel = 'pgrelay_bench_go'`))
+
+	for _, name := range []string{"latency, sql statement", "latency, HandleTx", "latency, Handle"} {
+		latencyOK(t, doc.measure(t, "go", name, "pgrelay"), 40)
+	}
+	assert.Contains(t, doc.measure(t, "go", "latency, Handle", "pgrelay").Detail, "time.Now()")
+	for _, name := range []string{"latency p50 HandleTx/sql", "latency p99 HandleTx/sql",
+		"latency p50 Handle/sql", "latency p99 Handle/sql"} {
+		finite(t, name, doc.ratio(t, "go", name).Value)
+	}
+	// Each kind's 40 events and its warm-up ran on the latency channel, the
+	// sql kind's with its statement, the others in Go; the bench's schema is
+	// gone.
+	assert.Equal(t, 3*41, d.Count(`SELECT count(*) FROM pgrelay.log
+		WHERE channel = 'pgrelay_bench_latency' AND event = 'succeeded'`))
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pg_namespace WHERE nspname = 'pgrelay_bench'`))
+	assert.Zero(t, d.Count(`SELECT count(*) FROM pgrelay.channels`))
+	html, err := os.ReadFile(plot)
+	require.NoError(t, err)
+	assert.Contains(t, string(html), "Latency of the go kind beside the sql kind: enqueue commit to handler start (CDF)")
+	assert.Contains(t, string(html), "pgrelay latency, Handle")
 }

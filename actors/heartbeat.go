@@ -141,6 +141,13 @@ func beatOnce(d *deps, ask bool, readTerm int64) *beatResult {
 			r.err = err
 			return r
 		}
+		if l.Mine {
+			// Known to Stop from here on, which waits for this goroutine
+			// and not for the actor to handle the result (a stop can come
+			// first, and the result is then never handled): a lease taken
+			// is released, not left to run out.
+			d.leaseTerm.Store(l.Term)
+		}
 		r.lease = &l
 	}
 	return r

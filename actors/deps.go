@@ -30,7 +30,10 @@ type deps struct {
 	goHandlers []string
 	// direct: sql channels run in direct and lane batches (batcher), not
 	// through claims.
-	direct    bool
+	direct bool
+	// directGo: GoKind of the Go handlers registered with HandleTx, whose
+	// 'none' go channels run in direct batches (batcher) too.
+	directGo  []string
 	metrics   *Metrics
 	log       *slog.Logger
 	processor int64

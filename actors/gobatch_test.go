@@ -14,8 +14,9 @@ import (
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
-// The events of a claim of a 'none' go channel whose HandleTx handler runs
-// in batches wait in the channel actor for the claim's last one. Should the
+// The events of a claim of a 'none' go channel whose handler takes batches
+// (HandleTxBatch; those of a HandleTx handler run in direct batches, with no
+// claim) wait in the channel actor for the claim's last one. Should the
 // dispatcher fail on that one (its event fails, its retry an hour away),
 // the others are not left waiting for it: they run and succeed.
 func TestActorGoTxBatchRunsWhenTheClaimsLastEventIsLost(t *testing.T) {
@@ -27,16 +28,18 @@ func TestActorGoTxBatchRunsWhenTheClaimsLastEventIsLost(t *testing.T) {
 	txs := map[string]int64{}
 	crashed := make(chan struct{}, 1)
 	e.startProcessor(func(c *actors.Config) {
-		c.GoHandlers = map[string]handlers.GoHandler{"ship": {Tx: true,
-			Fn: func(ctx context.Context, tx pgx.Tx, ev handlers.Event) error {
+		c.GoHandlers = map[string]handlers.GoHandler{"ship": {
+			Batch: func(ctx context.Context, tx pgx.Tx, evs []handlers.Event) error {
 				var id int64
 				if err := tx.QueryRow(ctx, "SELECT pg_catalog.txid_current()").Scan(&id); err != nil {
 					return err
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				if _, ran := txs[ev.Payload]; !ran {
-					txs[ev.Payload] = id
+				for _, ev := range evs {
+					if _, ran := txs[ev.Payload]; !ran {
+						txs[ev.Payload] = id
+					}
 				}
 				return nil
 			}}}

@@ -464,6 +464,17 @@ func (p *Processor) Start(ctx context.Context) error {
 	// Direct batches run the built-in sql handler's statements themselves.
 	_, builtinSQL := reg["sql"].(handlers.SQL)
 	direct := builtinSQL && p.cfg.SQLBatch > 1
+	// So do the 'none' go channels of HandleTx handlers, unless SQLBatch is 1
+	// (a transaction per event): Handle runs outside a transaction,
+	// HandleTxBatch as one call.
+	var directGo []string
+	if gh, ok := reg["go"].(handlers.Go); ok && p.cfg.SQLBatch > 1 {
+		for _, name := range names {
+			if gh.IsTx(name) {
+				directGo = append(directGo, store.GoKind(name))
+			}
+		}
+	}
 
 	if recorded != node {
 		logger.Warn("this database's node id changed: producers' events are stamped with this Processor's node id from now on",
@@ -479,7 +490,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.cancel = cancel
 	undo.push(cancel)
 	p.d = &deps{
-		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, metrics: metrics, log: logger, bus: p.bus,
+		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, directGo: directGo, metrics: metrics, log: logger, bus: p.bus,
 		processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
 		actorIDs: actorIDs{system: system},
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -285,6 +286,45 @@ func invokeTxEach(d *deps, evs []handlers.Event, took []time.Duration) (outs []s
 		}
 		return record(evs[i], k, err)
 	})
+}
+
+// goDirect runs the Go functions of a direct batch of a go channel
+// (store.RunGoDirect): each handler under a guard that turns its panic into
+// its failure and names its timeout; its outcome as invokeTxEach's.
+func goDirect(d *deps) store.GoDirect {
+	event := func(e *store.DirectEvent) handlers.Event {
+		return handlers.Event{Claimed: store.Claimed{ID: e.ID, OriginID: e.OriginID, Channel: e.Channel,
+			Payload: e.Payload, Attempt: e.Attempt, EnqueuedAt: e.EnqueuedAt, Kind: e.Kind, Handler: e.Handler,
+			Mode: "none", Timeout: e.Timeout, MaxAttempts: e.MaxAttempts}, ProcessorID: d.processor}
+	}
+	return store.GoDirect{
+		Run: func(ctx context.Context, tx pgx.Tx, e *store.DirectEvent) (err error) {
+			ev := event(e)
+			defer func() {
+				if r := recover(); r != nil {
+					d.log.Error("handler panicked", "channel", ev.Channel, "id", ev.ID, "panic", r,
+						"stack", string(debug.Stack()))
+					err = fmt.Errorf("handler panicked: %v", r)
+				}
+			}()
+			h, ok := d.handlers["go"].(handlers.Go)
+			if !ok {
+				return fmt.Errorf("no Go handlers in this Processor")
+			}
+			return timedOut(d, ev, h.CallTx(ctx, tx, ev))
+		},
+		Outcome: func(e *store.DirectEvent, err error) store.Outcome {
+			ev := event(e)
+			k := classify(ev, err, d.runCtx.Err() != nil)
+			if k == "" {
+				k = events.Failed // a handler's error is never a claim taken back
+			}
+			if k == events.Failed {
+				d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt, "err", err)
+			}
+			return record(ev, k, err)
+		},
+	}
 }
 
 // isHandlerError reports whether err is a handler's own failure.

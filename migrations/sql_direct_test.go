@@ -24,7 +24,7 @@ func TestDirectClaimAndComplete(t *testing.T) {
 		d.notify("d", string(rune('a'+i)))
 	}
 	d.notify("ser", "x")
-	require.Equal(t, []string{"d", ""}, testenv.Column[string](t, d.Pool, "SELECT * FROM pgrelay._ready_direct('single', false)"),
+	require.Equal(t, []string{"d", ""}, testenv.Column[string](t, d.Pool, "SELECT channel FROM pgrelay._ready_direct('single', false)"),
 		"the 'none' sql channel by name, the serialised ones as ''")
 	a, b := d.Conn(0), d.Conn(0)
 	// Two transactions lock disjoint rows, oldest first.
@@ -86,7 +86,7 @@ func TestDirectClaimRules(t *testing.T) {
 	// A paused channel is not batched.
 	d.Exec("UPDATE pgrelay.channels SET paused = true WHERE channel = 'd'")
 	require.Empty(t, claimOn(0, "single", false, "d"))
-	require.Empty(t, testenv.Column[string](t, d.Pool, "SELECT * FROM pgrelay._ready_direct('single', false)"))
+	require.Empty(t, testenv.Column[string](t, d.Pool, "SELECT channel FROM pgrelay._ready_direct('single', false)"))
 	// Every claim knows the same modes (_claim_scope).
 	requireCode(t, d.Err("SELECT * FROM pgrelay._claim_direct('d', 'cluster', false, NULL, 1)"), "PR021")
 	requireCode(t, d.Err("SELECT * FROM pgrelay._claim_lanes_direct('cluster', false, NULL, 1, NULL, NULL)"), "PR021")

@@ -124,7 +124,7 @@ func (s *Store) RunGoTxEach(ctx context.Context, proc int64, cs []Claimed,
 			return nil, fmt.Errorf("%s: reset the session: %w", what, err)
 		}
 	}
-	n, err := complete(done, tx, proc, outs)
+	n, err := complete(done, tx, &proc, outs)
 	if err != nil {
 		if late(pc, err) {
 			return nil, &ErrBatchLate{Err: fmt.Errorf("recording the outcomes (pgrelay._complete): %w", err)}

@@ -73,6 +73,16 @@ func (h Go) HandleTxEach(ctx context.Context, evs []Event, call func(i int, fn f
 		}, outcome)
 }
 
+// CallTx runs the HandleTx handler of ev with tx, the transaction that
+// completes it (a direct batch's, under ev's savepoint), under ctx, which
+// bounds it: returning nil once ctx is done is no success.
+func (h Go) CallTx(ctx context.Context, tx pgx.Tx, ev Event) error {
+	if !h.IsTx(ev.Handler) {
+		return fmt.Errorf("no Go transactional handler %q in this Processor", ev.Handler)
+	}
+	return finished(ctx, h.Handlers[ev.Handler].Fn(ctx, tx, ev))
+}
+
 // HandleBatch runs the batch handler of evs (events of one channel, with
 // one handler) in one transaction that completes them all: its writes and
 // every event's success commit together, or nothing does. The channel's

@@ -10,8 +10,9 @@
 //	│   │           ready sql channel to its batcher
 //	│   ├── channel actors (one per channel, spawned on demand, stopped when idle)
 //	│   │   └── lane actors (one per payload, in 'payload' mode)
-//	│   ├── batchers (one per 'none' sql channel): direct batches, each one
-//	│   │           transaction that locks, runs and records its events
+//	│   ├── batchers (one per 'none' sql channel, or 'none' go channel of a
+//	│   │           HandleTx handler): direct batches, each one transaction
+//	│   │           that locks, runs and records its events
 //	│   └── lane batcher (the 'channel' and 'payload' sql channels): lane
 //	│               batches, one event per lane in one transaction
 //	├── completer   writes the outcomes of claimed events to the log in batches
@@ -117,9 +118,9 @@ type Config struct {
 	// savepoint. A batch claims its rows by locking them and records their
 	// outcomes in the same transaction: one commit for the batch. 1 runs sql
 	// channels like the others: a claim, then a transaction per event.
-	// It also bounds how many events of one claim of a 'none' go channel a
-	// HandleTx handler runs in one transaction, each under its own
-	// savepoint (1: a transaction per event).
+	// The 'none' go channels of HandleTx handlers run in such direct
+	// batches too, a Go function in place of each statement (1: each event
+	// claimed, in a transaction of its own).
 	SQLBatch int
 	// PollInterval is the fallback poll when no NOTIFY arrives (default 1s); it
 	// also picks up retries whose backoff has passed.

@@ -65,8 +65,9 @@ type DirectEvent struct {
 	retryAfter time.Duration
 }
 
-// DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), or
-// of the heads of serialised lanes (RunLanes).
+// DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), of
+// one 'none' go channel of a HandleTx handler (RunGoDirect), or of the heads
+// of serialised lanes (RunLanes).
 type DirectBatch struct {
 	Scope ClaimScope
 	// Events are the events of every round of the batch, in order: an event

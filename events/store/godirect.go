@@ -30,7 +30,7 @@ type GoDirect struct {
 // GoKind(name) in kinds, runs in the event's transaction (HandleTx): a
 // transaction locks up to limit ready rows of the channel, runs the Go
 // handler of each under a savepoint of its own (taken when the handler first
-// uses its tx, as RunGoTxEach does) and records every outcome with one
+// uses its tx: eachTx) and records every outcome with one
 // pgrelay._complete and one commit. No claim is written: a Processor that
 // dies mid-batch leaves the rows pending, no attempt counted.
 //

@@ -46,13 +46,15 @@ BEGIN
 END
 $$;
 
--- _ready_direct: as in 0001, the 'none' channels of kind sql or go whose
--- _claim_kind is in p_kinds with a row ready for this node, with their kind
--- (a go channel's batch runs Go functions, an sql channel's its statement),
--- and ('', 'sql') when a serialised sql channel has a lane with a row ready
--- (when p_kinds holds 'sql': lane batches are of sql channels only).
-DROP FUNCTION pgrelay._ready_direct(text, bool);
-CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader bool, p_kinds text[] DEFAULT '{sql}')
+-- _ready_direct(p_mode, p_leader, p_kinds): as _ready_direct of 0001, for
+-- the 'none' channels of kind sql or go whose _claim_kind is in p_kinds, with
+-- their kind (a go channel's batch runs Go functions, an sql channel's its
+-- statement), and ('', 'sql') when a serialised sql channel has a lane with a
+-- row ready (when p_kinds holds 'sql': lane batches are of sql channels only).
+-- A new function beside the two-argument one, which Processors of earlier
+-- releases call while they run beside a migrated database: that one now
+-- reads this one.
+CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader bool, p_kinds text[])
 RETURNS TABLE (channel text, kind text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -89,6 +91,16 @@ BEGIN
                     AND c.concurrency_mode IN ('channel', 'payload'))
    LIMIT 1;
 END
+$$;
+
+-- _ready_direct(p_mode, p_leader): the function above for the sql
+-- channels (p_kinds '{sql}'), names only, as in 0001.
+CREATE OR REPLACE FUNCTION pgrelay._ready_direct(p_mode text, p_leader bool)
+RETURNS SETOF text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT r.channel FROM pgrelay._ready_direct(p_mode, p_leader, '{sql}'::text[]) r
 $$;
 
 -- _claim: as in 0004, and it also leaves to direct batches the 'none'

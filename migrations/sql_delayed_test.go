@@ -193,7 +193,7 @@ func TestDirectClaimHonoursDelay(t *testing.T) {
 		return testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify($1, $2, p_delay := '1 hour')", channel, payload)
 	}
 	ready := func() []string {
-		return testenv.Column[string](t, d.Pool, "SELECT channel FROM pgrelay._ready_direct('single', false)")
+		return testenv.Column[string](t, d.Pool, "SELECT * FROM pgrelay._ready_direct('single', false)")
 	}
 	direct := func(q querier) []int64 {
 		return testenv.Column[int64](t, q, "SELECT id FROM pgrelay._claim_direct('n', 'single', false, NULL, 100)")

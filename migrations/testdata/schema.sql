@@ -1650,10 +1650,24 @@ $$;
 ALTER FUNCTION pgrelay._queue_wake_replica() OWNER TO postgres;
 
 --
+-- Name: _ready_direct(text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) RETURNS SETOF text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT r.channel FROM pgrelay._ready_direct(p_mode, p_leader, '{sql}'::text[]) r
+$$;
+
+
+ALTER FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) OWNER TO postgres;
+
+--
 -- Name: _ready_direct(text, boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean, p_kinds text[] DEFAULT '{sql}'::text[]) RETURNS TABLE(channel text, kind text)
+CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean, p_kinds text[]) RETURNS TABLE(channel text, kind text)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4586,6 +4600,14 @@ GRANT ALL ON FUNCTION pgrelay._queue_wake() TO pgrelay_processor;
 
 REVOKE ALL ON FUNCTION pgrelay._queue_wake_replica() FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._queue_wake_replica() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _ready_direct(p_mode text, p_leader boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) TO pgrelay_processor;
 
 
 --

@@ -80,12 +80,14 @@ func (p *Processor) Handle(name string, fn HandlerFunc) {
 
 // HandleTx registers fn as the Go handler name, run in the transaction that
 // completes its event: as Handle, but what fn writes through tx commits
-// with the event's success, or not at all. The events one claim brings to a
-// 'none' channel (up to Config.SQLBatch) share one transaction and one
-// commit, fn called for each in turn under a savepoint of the event's own,
-// taken when fn first uses tx: an error, a panic or a timeout rolls back to
-// it and costs that event an attempt, the others commit. SQLBatch 1 gives
-// each event a transaction of its own.
+// with the event's success, or not at all. The events of a 'none' channel
+// run in direct batches, as a 'none' sql channel's do: a transaction locks
+// up to Config.SQLBatch ready events (no claim is committed first) and
+// calls fn for each in turn under a savepoint of the event's own, taken
+// when fn first uses tx: an error, a panic or a timeout rolls back to it and
+// costs that event an attempt, the others commit with one completion.
+// SQLBatch 1, and the 'channel' and 'payload' modes, claim each event and
+// give it a transaction of its own.
 func (p *Processor) HandleTx(name string, fn TxHandlerFunc) {
 	if fn == nil {
 		panic(fmt.Sprintf("pgrelay: HandleTx(%q): nil function", name))

@@ -66,14 +66,14 @@ func TestGoHandleTxBatchFailureAndPanicCostTheirOwnAttempt(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_retry_delay := '0')")
-	const n = 12 // below the test Processor's concurrency: one claim
+	const n = 8 // a direct batch's first size (it measures its handlers): one batch
 	payloads := make([]string, n)
 	for i := range payloads {
 		payloads[i] = fmt.Sprint(i)
 	}
 	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", payloads)
 	require.NoError(t, err)
-	failing, panicking := ids[3], ids[8]
+	failing, panicking := ids[3], ids[6]
 	var tx txids
 	startGo(t, d.URL, func(p *pgrelay.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, t pgx.Tx, ev pgrelay.Event) error {
@@ -231,43 +231,54 @@ func TestGoHandleTxSerialModesKeepOrderWithBatches(t *testing.T) {
 	require.Len(t, order["ledger"], n)
 }
 
-// A claim taken back while a batch of HandleTx events runs (a rescue: here
-// done by hand) rolls the whole batch back: nothing of it commits, no
-// outcome is recorded for it, and every event runs again.
-func TestGoHandleTxBatchClaimTakenBack(t *testing.T) {
+// The events of a 'none' channel of a HandleTx handler run in direct
+// batches, as those of a 'none' sql channel do: no claim is written (the
+// row's dispatched_at stays NULL until the completion deletes it); the
+// batch's transaction, in which each handler runs, holds the rows locked,
+// and their handlers run in it one after the other.
+func TestGoHandleTxRunsInDirectBatches(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('many', 'ship', p_kind := 'go')")
 	many, err := pgrelay.NotifyMany(context.Background(), d.Pool, "many", []string{"a", "b", "c", "d"})
 	require.NoError(t, err)
-	var took sync.Once
+	var mu sync.Mutex
+	claimed := map[int64]bool{} // by event id: its row had a claim when its handler ran
+	lockedErr := map[int64]string{}
 	var tx txids
 	startGo(t, d.URL, func(p *pgrelay.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, t pgx.Tx, ev pgrelay.Event) error {
 			if err := tx.note(ctx, t, ev); err != nil {
 				return err
 			}
-			if _, err := t.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt); err != nil {
+			var at *time.Time
+			if err := t.QueryRow(ctx, "SELECT dispatched_at FROM pgrelay.queue WHERE id = $1", ev.ID).Scan(&at); err != nil {
 				return err
 			}
-			var err error
-			if ev.Payload == "c" {
-				// The claim of a, which ran already in this transaction.
-				took.Do(func() {
-					_, err = d.Pool.Exec(ctx, `UPDATE pgrelay.queue SET dispatched_at = NULL, dispatched_by = NULL
-						WHERE origin_id = $1`, many[0])
-				})
+			// Another session cannot take the row: the batch holds it.
+			_, lerr := d.Pool.Exec(ctx, "SELECT FROM pgrelay.queue WHERE id = $1 FOR UPDATE NOWAIT", ev.ID)
+			mu.Lock()
+			claimed[ev.ID] = at != nil
+			if lerr != nil {
+				lockedErr[ev.ID] = lerr.Error()
 			}
+			mu.Unlock()
+			_, err := t.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt)
 			return err
 		})
 	})
 	for _, id := range many {
 		waitEnded(t, d, id)
-		require.Equal(t, []string{"succeeded"}, logEvents(t, d, id), "event %d: no outcome for the rolled back batch", id)
+		require.Equal(t, []string{"succeeded"}, logEvents(t, d, id), "event %d", id)
 	}
-	require.Equal(t, 4, d.Count("SELECT count(*) FROM app.shipments"), "the rolled back writes are gone")
-	require.Equal(t, 4, d.Count("SELECT count(DISTINCT origin_id) FROM app.shipments"))
+	require.Equal(t, 4, d.Count("SELECT count(*) FROM app.shipments"))
 	require.Equal(t, 1, tx.distinct(), "the four ran in one transaction")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range many {
+		require.False(t, claimed[id], "event %d: no claim written", id)
+		require.Contains(t, lockedErr[id], "55P03", "event %d: locked by the batch's transaction", id)
+	}
 }
 
 // A batch the server refuses at COMMIT (a deferred constraint of one

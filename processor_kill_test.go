@@ -16,8 +16,9 @@ import (
 )
 
 // A transactional handler whose process is killed (SIGKILL) mid-transaction
-// leaves no effect: its write rolls back with the lost session, the claim is
-// rescued from the dead instance, and the event runs again, once.
+// leaves no effect: its write rolls back with the lost session, and with it
+// the lock that was the event's claim (a direct batch writes none): the
+// event is pending again, no attempt spent, and runs again, once.
 func TestGoHandleTxKilledMidTransaction(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
@@ -38,8 +39,10 @@ func TestGoHandleTxKilledMidTransaction(t *testing.T) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "written\n", line)
-	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE origin_id = $1 AND dispatched_at IS NOT NULL", id),
-		"claimed by the child")
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE origin_id = $1 AND dispatched_at IS NULL", id),
+		"no claim written")
+	require.Zero(t, d.Count("SELECT count(*) FROM (SELECT FROM pgrelay.queue WHERE origin_id = $1 FOR UPDATE SKIP LOCKED) x", id),
+		"locked by the child's batch")
 	require.Zero(t, d.Count("SELECT count(*) FROM app.shipments"), "written, not committed")
 
 	require.NoError(t, child.Process.Kill())
@@ -54,15 +57,17 @@ func TestGoHandleTxKilledMidTransaction(t *testing.T) {
 		})
 	})
 	waitEnded(t, d, id)
-	require.Equal(t, []string{"rescued", "succeeded"}, logEvents(t, d, id))
-	require.Equal(t, []int32{2}, testenv.Column[int32](t, d.Pool, "SELECT attempt FROM app.shipments WHERE origin_id = $1", id))
+	require.Equal(t, []string{"succeeded"}, logEvents(t, d, id))
+	require.Equal(t, []int32{1}, testenv.Column[int32](t, d.Pool, "SELECT attempt FROM app.shipments WHERE origin_id = $1", id),
+		"the killed run spent no attempt")
 	require.Len(t, attempts, 1, "ran again once")
 }
 
 // A batch of HandleTx events whose process is killed (SIGKILL) after some
 // of its handlers succeeded leaves no effect: their writes and the
-// completion were to commit together. Every event of the batch is rescued
-// and runs again, once.
+// completion were to commit together. Every event of the batch is pending
+// again when the session ends (its row locks were the claim), no attempt
+// spent, and runs again, once.
 func TestGoHandleTxKilledMidBatch(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
@@ -101,8 +106,8 @@ func TestGoHandleTxKilledMidBatch(t *testing.T) {
 	})
 	for _, id := range ids {
 		waitEnded(t, d, id)
-		require.Equal(t, []string{"rescued", "succeeded"}, logEvents(t, d, id))
-		require.Equal(t, []int32{2}, testenv.Column[int32](t, d.Pool, "SELECT attempt FROM app.shipments WHERE origin_id = $1", id))
+		require.Equal(t, []string{"succeeded"}, logEvents(t, d, id))
+		require.Equal(t, []int32{1}, testenv.Column[int32](t, d.Pool, "SELECT attempt FROM app.shipments WHERE origin_id = $1", id))
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -540,11 +540,13 @@ func TestGoHandleTxBatch(t *testing.T) {
 // A claim taken back while a transactional handler runs (a rescue: here
 // done by hand) rolls the handler's transaction back: nothing of it
 // commits, no outcome is recorded for the lost claim, and the events run
-// again. In a batch, the batch's other events are released.
+// again. In a batch, the batch's other events are released. (The events of
+// a 'none' channel of a HandleTx handler run in direct batches, which write
+// no claim: 'one' is a serialised channel, whose events are claimed.)
 func TestGoClaimTakenBackRollsBack(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
-	d.Exec("SELECT pgrelay.register('one', 'ship_one', p_kind := 'go')")
+	d.Exec("SELECT pgrelay.register('one', 'ship_one', p_kind := 'go', p_concurrency_mode := 'channel')")
 	d.Exec("SELECT pgrelay.register('many', 'ship_many', p_kind := 'go')")
 	takeBack := func(ctx context.Context, origin int64) error {
 		_, err := d.Pool.Exec(ctx, `UPDATE pgrelay.queue SET dispatched_at = NULL, dispatched_by = NULL

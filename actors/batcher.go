@@ -21,6 +21,7 @@ type (
 	// started after it sees them.
 	batchReady struct {
 		channel string
+		kind    string // the channel's: sql, or go (a HandleTx handler's)
 		seen    time.Time
 	}
 	// batchHint: a notification named a channel by its wakeHint; the
@@ -110,6 +111,23 @@ func (s directBatches) next(int) batchRun {
 	}
 }
 
+// goBatches are the batches of one 'none' go channel whose handler was
+// registered with HandleTx: its Go function in place of a statement.
+type goBatches struct {
+	d       *deps
+	channel string
+}
+
+func (goBatches) target() time.Duration { return batchTarget }
+
+func (s goBatches) next(int) batchRun {
+	return func(ctx context.Context, st *store.Store, scope store.ClaimScope, n int) (*store.DirectBatch, error) {
+		return st.RunGoDirect(ctx, scope, s.channel, s.d.directGo, n, goDirect(s.d))
+	}
+}
+
+func (goBatches) done(*store.DirectBatch) bool { return false }
+
 func (directBatches) done(*store.DirectBatch) bool { return false }
 
 // laneBatches are the lane batcher's batches.
@@ -150,11 +168,14 @@ func (s *laneBatches) done(batch *store.DirectBatch) bool {
 	return len(batch.Events) > 0
 }
 
-func batcherProps(d *deps, key childKey, channel string) *actor.Props {
+func batcherProps(d *deps, key childKey, channel, kind string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		var src batchSource = directBatches{channel: channel}
-		if channel == "" {
+		switch {
+		case channel == "":
 			src = &laneBatches{}
+		case kind == "go":
+			src = goBatches{d: d, channel: channel}
 		}
 		return &batcher{d: d, key: key, channel: channel, src: src}
 	}, actor.WithSupervisor(supervision(d)))

@@ -73,8 +73,8 @@ func (e *channelActor) Receive(ctx actor.Context) {
 			e.r.route(ctx, lane, func() *actor.Props { return laneActorProps(e.d, lane) }, "lane-",
 				&runEvent{ev: m.ev, key: lane})
 		case !e.serial && e.gathered(m.ev):
-			// Events of a Go batch handler, or of a HandleTx handler run in
-			// batches, wait for the last of their claim's, to run with it.
+			// Events of a Go batch handler wait for the last of their
+			// claim's, to run with it.
 			e.queue = append(e.queue, m.ev)
 			if m.last {
 				e.pump(ctx)
@@ -141,7 +141,7 @@ func (e *channelActor) releaseQueued(ctx actor.Context) {
 }
 
 // gathered reports whether ev waits for the other events of its claim, to
-// run with them (a Go batch handler, or HandleTx's batches).
+// run with them (a Go batch handler).
 func (e *channelActor) gathered(ev handlers.Event) bool {
 	ok, _ := e.d.goGathered(ev)
 	return ok
@@ -153,13 +153,9 @@ func (e *channelActor) pump(ctx actor.Context) {
 			evs := e.takeBatch(most)
 			e.running += len(evs)
 			self := ctx.Self()
-			switch {
-			case e.d.goBatch(evs[0]):
+			if e.d.goBatch(evs[0]) {
 				go runBatch(e.d, evs, self)
-			case len(evs) > 1:
-				go runTxEach(e.d, evs, self)
-			default:
-				// HandleTx alone: a transaction of its own.
+			} else {
 				go run(e.d, evs[0], self)
 			}
 			continue

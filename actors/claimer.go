@@ -21,7 +21,7 @@ type (
 	// claimResult: a claim query returned.
 	claimResult struct {
 		rows      []store.Claimed
-		ready     []string // 'none' sql channels with rows ready for batches; "" for lanes
+		ready     []store.Ready // 'none' channels with rows ready for batches; "" for lanes
 		requested int
 		err       error
 		took      time.Duration
@@ -96,8 +96,8 @@ func (c *claimer) Receive(ctx actor.Context) {
 			}
 			if len(m.ready) > 0 {
 				_, dispatcher, _ := c.d.pids()
-				for _, ch := range m.ready {
-					ctx.Send(dispatcher, &batchReady{channel: ch, seen: m.at})
+				for _, r := range m.ready {
+					ctx.Send(dispatcher, &batchReady{channel: r.Channel, kind: r.Kind, seen: m.at})
 				}
 			}
 			if len(m.rows) == m.requested {
@@ -180,7 +180,7 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 	go func() {
 		start := time.Now()
 		qctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		rows, ready, err := d.store.Claim(qctx, d.processor, d.scope(), n, d.kinds, d.direct)
+		rows, ready, err := d.store.Claim(qctx, d.processor, d.scope(), n, d.kinds, d.direct, d.directGo)
 		cancel()
 		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: time.Since(start), at: time.Now()})
 	}()

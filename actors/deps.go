@@ -30,7 +30,10 @@ type deps struct {
 	goHandlers []string
 	// direct: sql channels run in direct and lane batches (batcher), not
 	// through claims.
-	direct    bool
+	direct bool
+	// directGo: GoKind of the Go handlers registered with HandleTx, whose
+	// 'none' go channels run in direct batches (batcher) too.
+	directGo  []string
 	metrics   *Metrics
 	log       *slog.Logger
 	processor int64
@@ -135,25 +138,12 @@ func (d *deps) goBatch(ev handlers.Event) bool {
 	return ok && h.IsBatch(ev.Handler)
 }
 
-// goTxEach reports whether ev runs with others of its claim in one
-// transaction, each under its own savepoint (a Go handler registered with
-// HandleTx, when SQLBatch allows batches).
-func (d *deps) goTxEach(ev handlers.Event) bool {
-	if ev.Kind != "go" || d.cfg.SQLBatch < 2 {
-		return false
-	}
-	h, ok := d.handlers["go"].(handlers.Go)
-	return ok && h.IsTx(ev.Handler)
-}
-
 // goGathered reports whether ev waits for the other events of its claim
-// (goBatch, goTxEach), and how many may run together.
+// (goBatch), and how many may run together.
 func (d *deps) goGathered(ev handlers.Event) (bool, int) {
 	switch {
 	case d.goBatch(ev):
 		return true, d.cfg.BatchSize
-	case d.goTxEach(ev):
-		return true, d.cfg.SQLBatch
 	}
 	return false, 1
 }

@@ -165,7 +165,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		if !p.draining {
 			// "" is the lane batcher's: the serialised sql channels' lanes.
 			key := batcherKey(m.channel)
-			channel := m.channel
+			channel, kind := m.channel, m.kind
 			name := fmt.Sprintf("batch-%d-%s-", p.d.node, channel)
 			if channel == "" {
 				name = fmt.Sprintf("lanes-%d-", p.d.node)
@@ -175,7 +175,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 				}
 				p.hints[wakeHint(p.d.wakeKey, channel)] = channel
 			}
-			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel) }, name, m)
+			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel, kind) }, name, m)
 		}
 	case *batchHint:
 		// Only a running batcher: the notification does not say whether

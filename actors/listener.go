@@ -93,7 +93,7 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig, due chan<- str
 		}
 		armDue(due)
 		claimer, dispatcher, _ := d.pids()
-		if n.Payload != "" && d.direct {
+		if n.Payload != "" && (d.direct || len(d.directGo) > 0) {
 			d.send(dispatcher, &batchHint{hint: n.Payload, seen: time.Now()})
 		}
 		d.send(claimer, &wake{})

@@ -10,8 +10,9 @@
 //	│   │           ready sql channel to its batcher
 //	│   ├── channel actors (one per channel, spawned on demand, stopped when idle)
 //	│   │   └── lane actors (one per payload, in 'payload' mode)
-//	│   ├── batchers (one per 'none' sql channel): direct batches, each one
-//	│   │           transaction that locks, runs and records its events
+//	│   ├── batchers (one per 'none' sql channel, or 'none' go channel of a
+//	│   │           HandleTx handler): direct batches, each one transaction
+//	│   │           that locks, runs and records its events
 //	│   └── lane batcher (the 'channel' and 'payload' sql channels): lane
 //	│               batches, one event per lane in one transaction
 //	├── completer   writes the outcomes of claimed events to the log in batches
@@ -117,9 +118,9 @@ type Config struct {
 	// savepoint. A batch claims its rows by locking them and records their
 	// outcomes in the same transaction: one commit for the batch. 1 runs sql
 	// channels like the others: a claim, then a transaction per event.
-	// It also bounds how many events of one claim of a 'none' go channel a
-	// HandleTx handler runs in one transaction, each under its own
-	// savepoint (1: a transaction per event).
+	// The 'none' go channels of HandleTx handlers run in such direct
+	// batches too, a Go function in place of each statement (1: each event
+	// claimed, in a transaction of its own).
 	SQLBatch int
 	// PollInterval is the fallback poll when no NOTIFY arrives (default 1s); it
 	// also picks up retries whose backoff has passed.
@@ -464,6 +465,17 @@ func (p *Processor) Start(ctx context.Context) error {
 	// Direct batches run the built-in sql handler's statements themselves.
 	_, builtinSQL := reg["sql"].(handlers.SQL)
 	direct := builtinSQL && p.cfg.SQLBatch > 1
+	// So do the 'none' go channels of HandleTx handlers, unless SQLBatch is 1
+	// (a transaction per event): Handle runs outside a transaction,
+	// HandleTxBatch as one call.
+	var directGo []string
+	if gh, ok := reg["go"].(handlers.Go); ok && p.cfg.SQLBatch > 1 {
+		for _, name := range names {
+			if gh.IsTx(name) {
+				directGo = append(directGo, store.GoKind(name))
+			}
+		}
+	}
 
 	if recorded != node {
 		logger.Warn("this database's node id changed: producers' events are stamped with this Processor's node id from now on",
@@ -479,7 +491,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.cancel = cancel
 	undo.push(cancel)
 	p.d = &deps{
-		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, metrics: metrics, log: logger, bus: p.bus,
+		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, directGo: directGo, metrics: metrics, log: logger, bus: p.bus,
 		processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
 		actorIDs: actorIDs{system: system},
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -175,116 +176,43 @@ func record(ev handlers.Event, k events.Kind, err error) store.Outcome {
 	return out
 }
 
-// runTxEach runs events of one channel whose Go handler was registered with
-// HandleTx in one transaction, each under its own savepoint, completed with
-// one pgrelay._complete and one commit (store.RunGoTxEach), and hands on
-// what became of them: a failing, panicking or timed out handler costs its
-// own event an attempt, its writes rolled back to its savepoint, and the
-// others succeed. It never panics.
-func runTxEach(d *deps, evs []handlers.Event, self *actor.PID) {
-	took := make([]time.Duration, len(evs))
-	start := time.Now()
-	outs, err := invokeTxEach(d, evs, took)
-	var lost *store.ErrHandlerConnLost
-	var late *store.ErrBatchLate
-	switch {
-	case err == nil:
-		for i, ev := range evs {
-			finishCommitted(d, ev, outs[i], took[i], self)
-		}
-	case errors.Is(err, store.ErrClaimLost):
-		// Which claim, the completion does not say: the batch rolled back,
-		// and the others, still held, go back unrun.
-		d.log.Warn("a claim of a batch was taken back while its handlers ran; the batch rolled back and its other events are released",
-			"channel", evs[0].Channel, "events", len(evs))
-		for _, ev := range evs {
-			release(d, ev)
-			d.send(self, &handlerFinished{ev: ev})
-		}
-	case errors.As(err, &lost):
-		// That handler's attempt is recorded on its own; the others lost
-		// their work with the transaction and run again, still claimed.
-		ev := evs[lost.K]
-		d.log.Warn("a handler lost its batch's connection; the batch's other events run again",
-			"channel", ev.Channel, "id", ev.ID, "err", lost.Err)
-		d.metrics.HandlerDuration.WithLabelValues(ev.Channel).Observe(took[lost.K].Seconds())
-		d.metrics.outcome(ev.Channel, lost.Outcome.Event.Logged(ev.Attempt, ev.MaxAttempts))
-		out := lost.Outcome
-		finish(d, ev, &out)
-		d.send(self, &handlerFinished{ev: ev, took: took[lost.K]})
-		rest := append(append(make([]handlers.Event, 0, len(evs)-1), evs[:lost.K]...), evs[lost.K+1:]...)
-		if len(rest) > 0 {
-			runTxEach(d, rest, self)
-		}
-	case errors.As(err, &late):
-		// Which event's writes the server refused is not known: each runs
-		// again in a transaction of its own, where a refusal is its own.
-		d.log.Warn("a batch's transaction failed after its handlers ran; its events run again one per transaction",
-			"channel", evs[0].Channel, "events", len(evs), "err", err)
-		for _, ev := range evs {
-			run(d, ev, self)
-		}
-	default:
-		// Nothing recorded: each event's outcome is what this error means
-		// for a handler run alone (a lost connection: released).
-		share := time.Since(start) / time.Duration(len(evs))
-		for _, ev := range evs {
-			finish(d, ev, outcomeOf(d, ev, false, err, share))
-			d.send(self, &handlerFinished{ev: ev, took: share})
-		}
+// goDirect runs the Go functions of a direct batch of a go channel
+// (store.RunGoDirect): each handler under a guard that turns its panic into
+// its failure and names its timeout; its outcome as invokeTxEach's.
+func goDirect(d *deps) store.GoDirect {
+	event := func(e *store.DirectEvent) handlers.Event {
+		return handlers.Event{Claimed: store.Claimed{ID: e.ID, OriginID: e.OriginID, Channel: e.Channel,
+			Payload: e.Payload, Attempt: e.Attempt, EnqueuedAt: e.EnqueuedAt, Kind: e.Kind, Handler: e.Handler,
+			Mode: "none", Timeout: e.Timeout, MaxAttempts: e.MaxAttempts}, ProcessorID: d.processor}
 	}
-}
-
-// finishCommitted counts a committed outcome of runTxEach's and frees its slot.
-func finishCommitted(d *deps, ev handlers.Event, out store.Outcome, took time.Duration, self *actor.PID) {
-	if out.Event == events.Failed {
-		d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt,
-			"took", took, "err", out.Error)
-	}
-	if out.Event != events.Release {
-		d.metrics.HandlerDuration.WithLabelValues(ev.Channel).Observe(took.Seconds())
-	}
-	d.metrics.outcome(ev.Channel, out.Event.Logged(ev.Attempt, ev.MaxAttempts))
-	tellEndedFailing(d, ev, &out)
-	d.slots.free(1)
-	d.send(self, &handlerFinished{ev: ev, took: took})
-}
-
-// invokeTxEach runs runTxEach's batch, each handler under a guard that turns
-// its panic into its failure and names its timeout; took gets each
-// handler's time.
-func invokeTxEach(d *deps, evs []handlers.Event, took []time.Duration) (outs []store.Outcome, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			d.log.Error("a batch panicked", "channel", evs[0].Channel, "events", len(evs), "panic", r,
-				"stack", string(debug.Stack()))
-			outs, err = nil, fmt.Errorf("batch panicked: %v", r)
-		}
-	}()
-	h, ok := d.handlers["go"].(handlers.Go)
-	if !ok {
-		return nil, fmt.Errorf("no Go handlers in this Processor")
-	}
-	ctx, cancel := context.WithCancel(d.runCtx)
-	defer cancel()
-	return h.HandleTxEach(ctx, evs, func(i int, fn func() error) (err error) {
-		start := time.Now()
-		defer func() {
-			if r := recover(); r != nil {
-				d.log.Error("handler panicked", "channel", evs[i].Channel, "id", evs[i].ID, "panic", r,
-					"stack", string(debug.Stack()))
-				err = fmt.Errorf("handler panicked: %v", r)
+	return store.GoDirect{
+		Run: func(ctx context.Context, tx pgx.Tx, e *store.DirectEvent) (err error) {
+			ev := event(e)
+			defer func() {
+				if r := recover(); r != nil {
+					d.log.Error("handler panicked", "channel", ev.Channel, "id", ev.ID, "panic", r,
+						"stack", string(debug.Stack()))
+					err = fmt.Errorf("handler panicked: %v", r)
+				}
+			}()
+			h, ok := d.handlers["go"].(handlers.Go)
+			if !ok {
+				return fmt.Errorf("no Go handlers in this Processor")
 			}
-			took[i] = time.Since(start)
-		}()
-		return timedOut(d, evs[i], fn())
-	}, func(i int, err error) store.Outcome {
-		k := classify(evs[i], err, d.runCtx.Err() != nil)
-		if k == "" {
-			k = events.Failed // a handler's error is never a claim taken back
-		}
-		return record(evs[i], k, err)
-	})
+			return timedOut(d, ev, h.CallTx(ctx, tx, ev))
+		},
+		Outcome: func(e *store.DirectEvent, err error) store.Outcome {
+			ev := event(e)
+			k := classify(ev, err, d.runCtx.Err() != nil)
+			if k == "" {
+				k = events.Failed // a handler's error is never a claim taken back
+			}
+			if k == events.Failed {
+				d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt, "err", err)
+			}
+			return record(ev, k, err)
+		},
+	}
 }
 
 // isHandlerError reports whether err is a handler's own failure.

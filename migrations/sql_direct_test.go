@@ -308,3 +308,49 @@ func TestDirectClaimLanesModes(t *testing.T) {
 	require.Empty(t, heads(n1, "leader", true, 3), "cluster-wide: every unrestricted lane and node 1's pinned lane are busy")
 	require.ElementsMatch(t, []int64{p2}, heads(n2, "leader", false, nil), "node 2's pinned lane is its own")
 }
+
+// Go direct batches: _ready_direct and _claim_direct take the kinds a
+// Processor runs in direct batches ('go:<name>' for a Go handler it has);
+// _claim leaves the 'none' channels of its p_direct_kinds to them, and still
+// claims a serialised go channel of the same handler. The two-argument
+// _ready_direct of earlier releases lists the sql channels only.
+func TestDirectGoKinds(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("s", "")
+	d.Exec("SELECT pgrelay.register('g', 'ship', p_kind := 'go')")
+	d.Exec("SELECT pgrelay.register('other', 'bill', p_kind := 'go')")
+	d.Exec("SELECT pgrelay.register('gser', 'ship', p_kind := 'go', p_concurrency_mode := 'channel')")
+	for _, ch := range []string{"s", "g", "other", "gser"} {
+		d.notify(ch, "x")
+	}
+	type ready struct {
+		Channel string
+		Kind    string
+	}
+	readyOf := func(kinds ...string) []ready {
+		rows, err := d.Pool.Query(bg, "SELECT channel, kind FROM pgrelay._ready_direct('single', false, $1) ORDER BY channel", kinds)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ready])
+		require.NoError(t, err)
+		return out
+	}
+	require.Equal(t, []ready{{"g", "go"}, {"s", "sql"}}, readyOf("sql", "go:ship"),
+		"a serialised go channel is no lane of a lane batch")
+	require.Equal(t, []ready{{"g", "go"}}, readyOf("go:ship"))
+	require.Equal(t, []string{"s"}, testenv.Column[string](t, d.Pool, "SELECT * FROM pgrelay._ready_direct('single', false)"))
+
+	inTx(t, d.Conn(0), func(tx pgx.Tx) {
+		require.Empty(t, testenv.Column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('g', 'single', false, NULL, 10)"),
+			"a go channel is not an sql one")
+		require.Equal(t, []string{"go"}, testenv.Column[string](t, tx,
+			"SELECT kind FROM pgrelay._claim_direct('g', 'single', false, NULL, 10, '{sql,go:ship}')"))
+		require.Empty(t, testenv.Column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('other', 'single', false, NULL, 10, '{go:ship}')"),
+			"a handler the caller does not name")
+	})
+
+	proc := startProcessor(t, d.Pool)
+	got := testenv.Column[string](t, d.Pool, `SELECT channel FROM pgrelay._claim($1, 'single', false, 10,
+		'{sql,go:ship,go:bill}', NULL, true, '{go:ship}') ORDER BY channel`, proc)
+	require.Equal(t, []string{"gser", "other"}, got, "sql and g are left to direct batches")
+}

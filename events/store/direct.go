@@ -53,6 +53,7 @@ type DirectEvent struct {
 	Handler     string
 	Timeout     time.Duration
 	MaxAttempts int
+	Kind        string // the channel's: sql, or go (RunGoDirect)
 
 	// Outcome is what the batch recorded: events.Succeeded, events.Failed
 	// (the log says gave_up at the last attempt), events.Expired, or "" when
@@ -60,10 +61,13 @@ type DirectEvent struct {
 	Outcome events.Kind
 	// Err is the handler's error of a failed event.
 	Err error
+	// retryAfter: a Go handler's RetryAfter, for a failed event.
+	retryAfter time.Duration
 }
 
-// DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), or
-// of the heads of serialised lanes (RunLanes).
+// DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), of
+// one 'none' go channel of a HandleTx handler (RunGoDirect), or of the heads
+// of serialised lanes (RunLanes).
 type DirectBatch struct {
 	Scope ClaimScope
 	// Events are the events of every round of the batch, in order: an event
@@ -119,11 +123,18 @@ func (b *DirectBatch) Last() LaneKey {
 // those events are pending again, no attempt counted. A batch that finds
 // nothing to run returns an empty batch.
 func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string, limit int) (*DirectBatch, error) {
+	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Scope: scope}, s.runRound,
+		claimDirectSQL, directArgs(scope, channel, []string{"sql"}), limit, LaneKey{})
+}
+
+// claimDirectSQL is the claim of a direct batch of one 'none' channel.
+const claimDirectSQL = "SELECT id, origin_id, $1::pg_catalog.text, 0::pg_catalog.int8, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts, kind" +
+	" FROM pgrelay._claim_direct($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.bool, $4::pg_catalog.int8, $5::pg_catalog.int4, $6::pg_catalog.text[])"
+
+// directArgs are claimDirectSQL's arguments for channel, of one of kinds.
+func directArgs(scope ClaimScope, channel string, kinds []string) claimArgs {
 	leader, term := scope.args()
-	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Scope: scope},
-		"SELECT id, origin_id, $1::pg_catalog.text, 0::pg_catalog.int8, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
-			" FROM pgrelay._claim_direct($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.bool, $4::pg_catalog.int8, $5::pg_catalog.int4)",
-		func(n int, _ LaneKey) []any { return []any{channel, scope.Mode, leader, term, n} }, limit, LaneKey{})
+	return func(n int, _ LaneKey) []any { return []any{channel, scope.Mode, leader, term, n, kinds} }
 }
 
 // RunLanes is RunDirect for the serialised sql channels ('channel' and
@@ -134,8 +145,8 @@ func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string,
 // after the other, each under its own savepoint and its channel's timeout.
 func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, limit int) (*DirectBatch, error) {
 	leader, term := scope.args()
-	return s.runBatch(ctx, "lanes", &DirectBatch{Scope: scope},
-		"SELECT id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts"+
+	return s.runBatch(ctx, "lanes", &DirectBatch{Scope: scope}, s.runRound,
+		"SELECT id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts, 'sql'::pg_catalog.text"+
 			" FROM pgrelay._claim_lanes_direct($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.int8, $4::pg_catalog.int4, $5::pg_catalog.text, $6::pg_catalog.int8)",
 		func(n int, after LaneKey) []any {
 			var afterCh *string
@@ -151,6 +162,10 @@ func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, l
 // the lane after (lane batches).
 type claimArgs func(n int, after LaneKey) []any
 
+// roundFunc claims and runs one round of a batch (runRound, or a Go
+// batch's).
+type roundFunc func(ctx context.Context, what string, b *DirectBatch, claim string, args ...any) error
+
 // runBatch runs a batch of up to limit events, in rounds:
 //   - a handler that loses the connection: its event alone is charged, and
 //     the others run again with the same claim (up to maxRounds times);
@@ -160,7 +175,7 @@ type claimArgs func(n int, after LaneKey) []any
 //     run again one per transaction, each claimed alone, so that the event
 //     whose own transaction fails that way is charged a failed attempt and
 //     the others commit.
-func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim string, args claimArgs,
+func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, round roundFunc, claim string, args claimArgs,
 	limit int, after LaneKey) (*DirectBatch, error) {
 	singles := 0 // events left to run one per transaction
 	reruns := 0
@@ -171,7 +186,7 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 			singles--
 		}
 		r := &DirectBatch{Scope: b.Scope}
-		err := s.runRound(ctx, what, r, claim, args(n, after)...)
+		err := round(ctx, what, r, claim, args(n, after)...)
 		var lost *lostHandler
 		var late *lateFailure
 		switch {
@@ -181,7 +196,16 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, claim
 			// pending again and run again below.
 			e := &r.Events[lost.k]
 			cause := &HandlerConnLostError{Err: lost.err}
-			recorded, rerr := s.recordConnLost(ctx, b.Scope, e, lost.at, cause)
+			var recorded bool
+			var rerr error
+			if lost.at == 0 {
+				// A Go handler's: its statement lost the connection (its
+				// deadline closes it), or it left it unusable; charged as a
+				// claimed event's would be.
+				recorded, rerr = s.recordFailed(ctx, b.Scope, e, lost.err)
+			} else {
+				recorded, rerr = s.recordConnLost(ctx, b.Scope, e, lost.at, cause)
+			}
 			switch {
 			case rerr != nil:
 				err = fmt.Errorf("batch of %d events of %s: %w; %w", len(r.Events), what, lost.err, rerr)
@@ -438,7 +462,7 @@ func claimBatch(ctx context.Context, conn *pgxpool.Conn, b *DirectBatch, claim s
 		var e DirectEvent
 		var timeoutMS int64
 		if err := rows.Scan(&e.ID, &e.OriginID, &e.Channel, &e.Lane, &e.Payload, &e.Attempt, &e.EnqueuedAt,
-			&e.Expired, &e.Handler, &timeoutMS, &e.MaxAttempts); err != nil {
+			&e.Expired, &e.Handler, &timeoutMS, &e.MaxAttempts, &e.Kind); err != nil {
 			return err
 		}
 		e.Timeout = time.Duration(timeoutMS) * time.Millisecond

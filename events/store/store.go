@@ -81,14 +81,24 @@ type Claimed struct {
 	MaxAttempts  int
 }
 
+// Ready is a channel with rows ready for a direct batch (Claim): a 'none'
+// channel of kind sql or go, or "" (kind sql) for the lanes of the
+// serialised sql channels.
+type Ready struct {
+	Channel string
+	Kind    string
+}
+
 // Claim claims up to limit ready rows for processor proc (see pgrelay._claim).
 // Only channels of the given kinds are claimed. In leader mode, scope.Term > 0
 // means this node believes it holds the lease with that term; the claim checks
 // it. With direct, the sql channels are left to batches (RunDirect,
-// RunLanes) and ready lists the 'none' sql channels with rows ready, and ""
-// when a serialised sql channel has a lane ready, in the same round trip.
+// RunLanes); so are the 'none' go channels of the kinds directGo (GoKind of
+// the HandleTx handlers: RunGoDirect). ready lists the 'none' channels of
+// those with rows ready, and "" when a serialised sql channel has a lane
+// ready, in the same round trip.
 func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit int, kinds []string,
-	direct bool) (claimed []Claimed, ready []string, err error) {
+	direct bool, directGo []string) (claimed []Claimed, ready []Ready, err error) {
 	leader, term := scope.args()
 	b := &pgx.Batch{}
 	// The statements run in one implicit transaction. Its commit need not
@@ -97,10 +107,16 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 	// claim's commit to disk first.
 	b.Queue("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)")
 	b.Queue(`SELECT * FROM pgrelay._claim($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
-		$4::pg_catalog.int4, $5::pg_catalog.text[], $6::pg_catalog.int8, $7::pg_catalog.bool)`,
-		proc, scope.Mode, leader, limit, kinds, term, direct)
-	if direct {
-		b.Queue("SELECT * FROM pgrelay._ready_direct($1::pg_catalog.text, $2::pg_catalog.bool)", scope.Mode, leader)
+		$4::pg_catalog.int4, $5::pg_catalog.text[], $6::pg_catalog.int8, $7::pg_catalog.bool, $8::pg_catalog.text[])`,
+		proc, scope.Mode, leader, limit, kinds, term, direct, directGo)
+	batched := direct || len(directGo) > 0
+	if batched {
+		kinds := directGo
+		if direct {
+			kinds = append([]string{"sql"}, directGo...)
+		}
+		b.Queue("SELECT channel, kind FROM pgrelay._ready_direct($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.text[])",
+			scope.Mode, leader, kinds)
 	}
 	br := s.hot.SendBatch(ctx, b)
 	defer br.Close()
@@ -122,10 +138,10 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
-	if direct {
+	if batched {
 		rows, err := br.Query()
 		if err == nil {
-			ready, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			ready, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Ready])
 		}
 		if err != nil {
 			// The claim rolled back with it.
@@ -167,7 +183,7 @@ func (s *Store) Complete(ctx context.Context, proc int64, outs []Outcome) (int, 
 	if len(outs) == 0 {
 		return 0, nil
 	}
-	n, err := complete(ctx, s.hot, proc, outs)
+	n, err := complete(ctx, s.hot, &proc, outs)
 	if err != nil {
 		return 0, fmt.Errorf("complete %d outcomes of processor %d: %w", len(outs), proc, err)
 	}
@@ -180,7 +196,10 @@ type batchQuerier interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-func complete(ctx context.Context, q batchQuerier, proc int64, outs []Outcome) (int, error) {
+// complete records outs with pgrelay._complete, and moves the retries of
+// those with a RetryAfter. proc nil: the rows of a direct batch, locked in
+// q's transaction.
+func complete(ctx context.Context, q batchQuerier, proc *int64, outs []Outcome) (int, error) {
 	ids := make([]int64, len(outs))
 	at := make([]time.Time, len(outs))
 	evs := make([]string, len(outs))

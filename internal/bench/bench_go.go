@@ -86,7 +86,7 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 		case v.h.Batch != nil:
 			m.Detail = fmt.Sprintf("claim, then a transaction per claimed batch that completes it; %d succeeded log rows checked", n)
 		case v.h.Tx && cfg.SQLBatch > 1:
-			m.Detail = fmt.Sprintf("claim, then one transaction per claim's events (up to --sql-batch %d), a savepoint per event, "+
+			m.Detail = fmt.Sprintf("direct batches: a transaction locks up to --sql-batch %d events (no claim), a savepoint per event, "+
 				"one _complete and one commit; %d succeeded log rows checked", cfg.SQLBatch, n)
 		case v.h.Tx:
 			m.Detail = fmt.Sprintf("claim, then a transaction per event that completes it; %d succeeded log rows checked", n)

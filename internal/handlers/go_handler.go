@@ -52,25 +52,14 @@ func (h Go) IsTx(name string) bool {
 	return gh.Tx && gh.Fn != nil && gh.Batch == nil
 }
 
-// HandleTxEach runs evs (events of one channel, with one HandleTx handler)
-// in one transaction, each under its own savepoint and its channel's
-// timeout, and completes them all in it (store.RunGoTxEach). call runs the
-// handler of evs[i], fn, under the caller's guard (a panic becomes an error).
-// outcome is what to record for evs[i] given its handler's result.
-func (h Go) HandleTxEach(ctx context.Context, evs []Event, call func(i int, fn func() error) error,
-	outcome func(i int, err error) store.Outcome) ([]store.Outcome, error) {
-	gh := h.Handlers[evs[0].Handler]
-	if !h.IsTx(evs[0].Handler) {
-		return nil, fmt.Errorf("no Go transactional handler %q in this Processor", evs[0].Handler)
+// CallTx runs the HandleTx handler of ev with tx, the transaction that
+// completes it (a direct batch's, under ev's savepoint), under ctx, which
+// bounds it: returning nil once ctx is done is no success.
+func (h Go) CallTx(ctx context.Context, tx pgx.Tx, ev Event) error {
+	if !h.IsTx(ev.Handler) {
+		return fmt.Errorf("no Go transactional handler %q in this Processor", ev.Handler)
 	}
-	claims := make([]store.Claimed, len(evs))
-	for i, ev := range evs {
-		claims[i] = ev.Claimed
-	}
-	return h.Store.RunGoTxEach(ctx, evs[0].ProcessorID, claims,
-		func(ctx context.Context, tx pgx.Tx, i int) error {
-			return call(i, func() error { return finished(ctx, gh.Fn(ctx, tx, evs[i])) })
-		}, outcome)
+	return finished(ctx, h.Handlers[ev.Handler].Fn(ctx, tx, ev))
 }
 
 // HandleBatch runs the batch handler of evs (events of one channel, with

@@ -446,10 +446,10 @@ $$;
 ALTER FUNCTION pgrelay._check_payload(p_channel text, p_payload text) OWNER TO postgres;
 
 --
--- Name: _claim(bigint, text, boolean, integer, text[], bigint, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: _claim(bigint, text, boolean, integer, text[], bigint, boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_bitmapscan TO 'off'
@@ -477,7 +477,8 @@ BEGIN
   END IF;
   SELECT count(*) INTO v_nch FROM pgrelay.channels c
    WHERE NOT c.paused AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds)
-     AND NOT (p_direct AND c.kind = 'sql');
+     AND NOT (p_direct AND c.kind = 'sql')
+     AND NOT COALESCE(c.concurrency_mode = 'none' AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_direct_kinds), false);
   IF v_nch = 0 THEN
     RETURN;
   END IF;
@@ -489,6 +490,7 @@ BEGIN
        WHERE NOT c.paused AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds)
          AND (v_pass = 1 OR c.channel = ANY (v_full))
          AND NOT (p_direct AND c.kind = 'sql')
+         AND NOT COALESCE(c.concurrency_mode = 'none' AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_direct_kinds), false)
        ORDER BY pg_catalog.random()
     LOOP
       EXIT WHEN v_left <= 0;
@@ -603,13 +605,13 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean) OWNER TO postgres;
+ALTER FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) OWNER TO postgres;
 
 --
--- Name: _claim_direct(text, text, boolean, bigint, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: _claim_direct(text, text, boolean, bigint, integer, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) RETURNS TABLE(id bigint, origin_id bigint, payload text, attempt integer, enqueued_at timestamp with time zone, expired boolean, handler text, timeout_ms bigint, max_attempts integer)
+CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, payload text, attempt integer, enqueued_at timestamp with time zone, expired boolean, handler text, timeout_ms bigint, max_attempts integer, kind text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -622,13 +624,14 @@ DECLARE
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   SELECT * INTO ch FROM pgrelay.channels c
-   WHERE c.channel = p_channel AND c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
+   WHERE c.channel = p_channel AND c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
+     AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds);
   IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
   END IF;
   RETURN QUERY
   SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
-         ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
+         ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts, ch.kind
     FROM pgrelay.queue q
    WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now()
      AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
@@ -639,7 +642,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) OWNER TO postgres;
+ALTER FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_kinds text[]) OWNER TO postgres;
 
 --
 -- Name: _claim_kind(text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1651,6 +1654,20 @@ ALTER FUNCTION pgrelay._queue_wake_replica() OWNER TO postgres;
 --
 
 CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) RETURNS SETOF text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT r.channel FROM pgrelay._ready_direct(p_mode, p_leader, '{sql}'::text[]) r
+$$;
+
+
+ALTER FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) OWNER TO postgres;
+
+--
+-- Name: _ready_direct(text, boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean, p_kinds text[]) RETURNS TABLE(channel text, kind text)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1664,17 +1681,21 @@ BEGIN
   -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
   -- otherwise answer the EXISTS with a hash of the whole queue.
   RETURN QUERY
-  SELECT c.channel FROM pgrelay.channels c
+  SELECT c.channel, c.kind FROM pgrelay.channels c
    CROSS JOIN LATERAL (
      SELECT 1 FROM pgrelay.queue q
       WHERE q.channel = c.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
         AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
       ORDER BY q.not_before, q.id
       LIMIT 1) r
-   WHERE c.kind = 'sql' AND c.concurrency_mode = 'none' AND NOT c.paused;
+   WHERE c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
+     AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds);
+  IF NOT 'sql' = ANY (p_kinds) THEN
+    RETURN;
+  END IF;
   -- Any ready lane row will do: a hint, checked by the lane batch itself.
   RETURN QUERY
-  SELECT ''::text FROM pgrelay.queue q
+  SELECT ''::text, 'sql'::text FROM pgrelay.queue q
    WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.not_before <= now()
      AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
      AND EXISTS (SELECT FROM pgrelay.channels c
@@ -1685,7 +1706,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) OWNER TO postgres;
+ALTER FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean, p_kinds text[]) OWNER TO postgres;
 
 --
 -- Name: _record_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -4262,19 +4283,19 @@ REVOKE ALL ON FUNCTION pgrelay._check_payload(p_channel text, p_payload text) FR
 
 
 --
--- Name: FUNCTION _claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION _claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean) TO pgrelay_processor;
+REVOKE ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) TO pgrelay_processor;
 
 
 --
--- Name: FUNCTION _claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION _claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_kinds text[]); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer) TO pgrelay_processor;
+REVOKE ALL ON FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_kinds text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_kinds text[]) TO pgrelay_processor;
 
 
 --
@@ -4587,6 +4608,14 @@ GRANT ALL ON FUNCTION pgrelay._queue_wake_replica() TO pgrelay_processor;
 
 REVOKE ALL ON FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _ready_direct(p_mode text, p_leader boolean, p_kinds text[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean, p_kinds text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean, p_kinds text[]) TO pgrelay_processor;
 
 
 --

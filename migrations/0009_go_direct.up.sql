@@ -1,0 +1,284 @@
+-- Direct batches of go channels: the events of a 'none' go channel whose
+-- handler a Processor runs in the event's transaction (HandleTx) run as those
+-- of a 'none' sql channel do: a transaction locks the ready rows (FOR UPDATE
+-- SKIP LOCKED), runs each Go function under a savepoint of its own and
+-- completes the events (_complete with p_processor NULL), with one commit and
+-- no claim written before. _ready_direct and _claim_direct take the kinds a
+-- Processor runs in direct batches, as _claim's p_kinds: 'sql' and
+-- 'go:<name>' for each such Go handler it has (_claim_kind); _claim leaves
+-- the 'none' channels of those go kinds to the batches (p_direct_kinds).
+-- A Processor that runs no Go handler that way passes none: its sql
+-- channels run as before.
+
+-- _claim_direct: as in 0001, for a 'none' channel of kind sql or go whose
+-- _claim_kind is in p_kinds; the channel's kind comes with each row.
+DROP FUNCTION pgrelay._claim_direct(text, text, bool, bigint, int);
+CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader bool, p_term bigint, p_limit int,
+                                      p_kinds text[] DEFAULT '{sql}')
+RETURNS TABLE (id bigint, origin_id bigint, payload text, attempt int, enqueued_at timestamptz,
+               expired bool, handler text, timeout_ms bigint, max_attempts int, kind text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool;
+  v_own bool;
+  ch pgrelay.channels;
+BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
+  SELECT * INTO ch FROM pgrelay.channels c
+   WHERE c.channel = p_channel AND c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
+     AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds);
+  IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+  SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
+         ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts, ch.kind
+    FROM pgrelay.queue q
+   WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
+   ORDER BY q.not_before, q.id
+   LIMIT p_limit
+     FOR UPDATE OF q SKIP LOCKED;
+END
+$$;
+
+-- _ready_direct(p_mode, p_leader, p_kinds): as _ready_direct of 0001, for
+-- the 'none' channels of kind sql or go whose _claim_kind is in p_kinds, with
+-- their kind (a go channel's batch runs Go functions, an sql channel's its
+-- statement), and ('', 'sql') when a serialised sql channel has a lane with a
+-- row ready (when p_kinds holds 'sql': lane batches are of sql channels only).
+-- A new function beside the two-argument one, which Processors of earlier
+-- releases call while they run beside a migrated database: that one now
+-- reads this one.
+CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader bool, p_kinds text[])
+RETURNS TABLE (channel text, kind text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool;
+  v_own bool;
+BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, NULL) s;
+  -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
+  -- otherwise answer the EXISTS with a hash of the whole queue.
+  RETURN QUERY
+  SELECT c.channel, c.kind FROM pgrelay.channels c
+   CROSS JOIN LATERAL (
+     SELECT 1 FROM pgrelay.queue q
+      WHERE q.channel = c.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+        AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
+      ORDER BY q.not_before, q.id
+      LIMIT 1) r
+   WHERE c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
+     AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds);
+  IF NOT 'sql' = ANY (p_kinds) THEN
+    RETURN;
+  END IF;
+  -- Any ready lane row will do: a hint, checked by the lane batch itself.
+  RETURN QUERY
+  SELECT ''::text, 'sql'::text FROM pgrelay.queue q
+   WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND q.not_before <= now()
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
+     AND EXISTS (SELECT FROM pgrelay.channels c
+                  WHERE c.channel = q.channel AND c.kind = 'sql' AND NOT c.paused
+                    AND c.concurrency_mode IN ('channel', 'payload'))
+   LIMIT 1;
+END
+$$;
+
+-- _ready_direct(p_mode, p_leader): the function above for the sql
+-- channels (p_kinds '{sql}'), names only, as in 0001.
+CREATE OR REPLACE FUNCTION pgrelay._ready_direct(p_mode text, p_leader bool)
+RETURNS SETOF text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT r.channel FROM pgrelay._ready_direct(p_mode, p_leader, '{sql}'::text[]) r
+$$;
+
+-- _claim: as in 0004, and it also leaves to direct batches the 'none'
+-- channels whose _claim_kind is in p_direct_kinds (the Go handlers the
+-- Processor runs in direct batches), with p_direct or not (p_direct: every
+-- sql channel, as before).
+DROP FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint, bool);
+CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader bool, p_limit int,
+                               p_kinds text[] DEFAULT '{sql}', p_term bigint DEFAULT NULL,
+                               p_direct bool DEFAULT false, p_direct_kinds text[] DEFAULT '{}')
+RETURNS TABLE (id bigint, origin_id bigint, channel text, payload text, attempt int,
+               enqueued_at timestamptz, dispatched_at timestamptz, expired bool,
+               kind text, handler text, concurrency_mode text, timeout_ms bigint,
+               max_attempts int)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+-- PL/pgSQL reuses a generic plan once it looks no dearer than the custom ones.
+-- For the lane head query a generic plan guesses a lane of a row or two (the
+-- average over many 'payload' lanes) and may fetch the lane by bitmap and sort
+-- it; for a 'channel' lane, which is the whole channel's backlog, that reads
+-- every pending row of the channel on every claim. Without bitmap scans the
+-- only plans left read queue_lane in order and stop at the head.
+SET enable_bitmapscan = off
+AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool;
+  v_own bool;
+  v_left int := p_limit;
+  v_nch int;
+  v_share int;
+  v_n int;
+  v_got int;
+  v_full text[] := '{}';
+  v_pass int;
+  v_start bigint;
+  v_lanes bigint[];
+  v_lane bigint;
+  ch pgrelay.channels;
+BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
+  IF p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  SELECT count(*) INTO v_nch FROM pgrelay.channels c
+   WHERE NOT c.paused AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds)
+     AND NOT (p_direct AND c.kind = 'sql')
+     AND NOT COALESCE(c.concurrency_mode = 'none' AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_direct_kinds), false);
+  IF v_nch = 0 THEN
+    RETURN;
+  END IF;
+  v_share := GREATEST(1, (p_limit + v_nch - 1) / v_nch);
+
+  FOR v_pass IN 1..2 LOOP
+    FOR ch IN
+      SELECT * FROM pgrelay.channels c
+       WHERE NOT c.paused AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds)
+         AND (v_pass = 1 OR c.channel = ANY (v_full))
+         AND NOT (p_direct AND c.kind = 'sql')
+         AND NOT COALESCE(c.concurrency_mode = 'none' AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_direct_kinds), false)
+       ORDER BY pg_catalog.random()
+    LOOP
+      EXIT WHEN v_left <= 0;
+      IF ch.concurrency_mode = 'none' THEN
+        RETURN QUERY
+        WITH cand AS (
+          SELECT q.id
+            FROM pgrelay.queue q
+           WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
+           ORDER BY q.not_before, q.id
+           LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
+           FOR UPDATE SKIP LOCKED
+        ), upd AS (
+          -- By primary key whatever the plan: a join with cand in a generic plan
+          -- (which guesses LIMIT at a tenth of the channel) hashes a scan of the
+          -- whole queue.
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+           WHERE q.id = ANY (ARRAY(SELECT cand.id FROM cand))
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u
+         ORDER BY u.not_before, u.id;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_left := v_left - v_n;
+        IF v_pass = 1 AND v_n >= v_share THEN
+          v_full := v_full || ch.channel;
+        END IF;
+        CONTINUE;
+      END IF;
+
+      -- Serialised channels: one lane ('channel') or many ('payload').
+      CONTINUE WHEN v_pass = 2;
+      IF ch.concurrency_mode = 'channel' THEN
+        v_lanes := ARRAY[0::bigint];
+      ELSE
+        -- A loose index scan over the distinct lanes with pending rows, from a
+        -- random starting point, wrapping around, visiting a bounded number.
+        v_start := ((pg_catalog.random() - 0.5) * 18000000000000000000.0)::numeric::bigint;
+        WITH RECURSIVE l(lane) AS (
+          (SELECT q.lane FROM pgrelay.queue q
+            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              AND q.lane >= v_start
+            ORDER BY q.lane LIMIT 1)
+          UNION ALL
+          SELECT (SELECT q.lane FROM pgrelay.queue q
+                   WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                     AND q.lane > l.lane
+                   ORDER BY q.lane LIMIT 1)
+            FROM l WHERE l.lane IS NOT NULL
+        )
+        SELECT pg_catalog.array_agg(x.lane) INTO v_lanes
+          FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL LIMIT 2 * v_share + 8) x;
+        IF COALESCE(pg_catalog.cardinality(v_lanes), 0) < 2 * v_share + 8 THEN
+          WITH RECURSIVE l(lane) AS (
+            (SELECT q.lane FROM pgrelay.queue q
+              WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              ORDER BY q.lane LIMIT 1)
+            UNION ALL
+            SELECT (SELECT q.lane FROM pgrelay.queue q
+                     WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                       AND q.lane > l.lane AND q.lane < v_start
+                     ORDER BY q.lane LIMIT 1)
+              FROM l WHERE l.lane IS NOT NULL
+          )
+          SELECT COALESCE(v_lanes, '{}') || COALESCE(pg_catalog.array_agg(x.lane), '{}') INTO v_lanes
+            FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL AND l.lane < v_start
+                   LIMIT 2 * v_share + 8 - COALESCE(pg_catalog.cardinality(v_lanes), 0)) x;
+        END IF;
+      END IF;
+
+      v_n := 0;
+      FOREACH v_lane IN ARRAY COALESCE(v_lanes, '{}') LOOP
+        -- v_left is only brought down after the loop: bound by both here, or
+        -- a serialised channel visited last takes a full share of what is left.
+        EXIT WHEN v_n >= LEAST(v_share, v_left);
+        RETURN QUERY
+        WITH head AS (
+          SELECT h.id FROM pgrelay._lane_head(ch.channel, v_lane, v_node, v_all, v_own) h
+        ), locked AS (
+          -- The head itself, never the next row: a head a producer holds
+          -- (it absorbed a notify) leaves the lane for the next claim.
+          SELECT q.id
+            FROM pgrelay.queue q JOIN head ON q.id = head.id
+           WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+             FOR UPDATE OF q SKIP LOCKED
+        ), upd AS (
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+            FROM locked
+           WHERE q.id = locked.id
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        v_n := v_n + v_got;
+      END LOOP;
+      v_left := v_left - v_n;
+    END LOOP;
+    EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
+  END LOOP;
+END
+$$;
+
+REVOKE ALL ON FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint, bool, text[]),
+  pgrelay._claim_direct(text, text, bool, bigint, int, text[]),
+  pgrelay._ready_direct(text, bool, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint, bool, text[]),
+  pgrelay._claim_direct(text, text, bool, bigint, int, text[]),
+  pgrelay._ready_direct(text, bool, text[])
+  TO pgrelay_processor;

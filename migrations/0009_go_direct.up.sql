@@ -103,8 +103,11 @@ AS $$
   SELECT r.channel FROM pgrelay._ready_direct(p_mode, p_leader, '{sql}'::text[]) r
 $$;
 
--- _claim: as in 0004, and it also leaves to direct batches the 'none'
--- channels whose _claim_kind is in p_direct_kinds (the Go handlers the
+-- _claim: as in 0001, but the channels visited are those whose _claim_kind
+-- is in p_kinds (a Processor passes its kinds, 'sql', 'email', 'nats', and
+-- 'go:<name>' for each Go handler it has; the queue queries are unchanged),
+-- and it leaves to direct batches the 'none' channels whose _claim_kind is
+-- in p_direct_kinds (the Go handlers the
 -- Processor runs in direct batches), with p_direct or not (p_direct: every
 -- sql channel, as before).
 DROP FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint, bool);

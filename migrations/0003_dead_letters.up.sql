@@ -484,12 +484,12 @@ BEGIN
 END
 $$;
 
--- retry: enqueues dead letter p_id again (_retry_dead) and removes it;
--- returns the new queue id. An id that is not a dead letter (never was, or
--- was retried, discarded or trimmed already): PR050. Two calls for one id:
--- the second waits for the first and then raises PR050.
-CREATE FUNCTION pgrelay.retry(p_id bigint) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER
+-- _take_dead_letter: removes dead letter p_id and returns it, for p_caller
+-- (retry, discard). An id that is not a dead letter (never was, or was
+-- retried, discarded or trimmed already): PR050. Two calls for one id: the
+-- second waits for the first and then raises PR050.
+CREATE FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) RETURNS pgrelay.dead_letters
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -497,11 +497,22 @@ DECLARE
 BEGIN
   DELETE FROM pgrelay.dead_letters d WHERE d.id = p_id RETURNING * INTO dl;
   IF NOT FOUND THEN
-    RAISE EXCEPTION 'pgrelay.retry: % is not a dead letter', COALESCE(p_id::text, 'NULL')
+    RAISE EXCEPTION '%: % is not a dead letter', p_caller, COALESCE(p_id::text, 'NULL')
       USING ERRCODE = 'PR050',
       HINT = 'pgrelay dead list shows the dead letters; one retried, discarded or past the retention is gone.';
   END IF;
-  RETURN pgrelay._retry_dead(dl);
+  RETURN dl;
+END
+$$;
+
+-- retry: removes dead letter p_id (_take_dead_letter: PR050 when it is
+-- none) and enqueues it again (_retry_dead); returns the new queue id.
+CREATE FUNCTION pgrelay.retry(p_id bigint) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN pgrelay._retry_dead(pgrelay._take_dead_letter(p_id, 'pgrelay.retry'));
 END
 $$;
 
@@ -546,14 +557,8 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  dl pgrelay.dead_letters;
+  dl pgrelay.dead_letters := pgrelay._take_dead_letter(p_id, 'pgrelay.discard');
 BEGIN
-  DELETE FROM pgrelay.dead_letters d WHERE d.id = p_id RETURNING * INTO dl;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'pgrelay.discard: % is not a dead letter', COALESCE(p_id::text, 'NULL')
-      USING ERRCODE = 'PR050',
-      HINT = 'pgrelay dead list shows the dead letters; one retried, discarded or past the retention is gone.';
-  END IF;
   INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
   VALUES (dl.id, dl.origin_id, dl.channel, dl.attempts, 'discarded',
           pg_catalog.format('discarded by %s: dead letter %s (%s after %s attempts)',
@@ -587,6 +592,7 @@ $$;
 
 REVOKE ALL ON pgrelay.dead_letters FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgrelay._notification_of(text, text), pgrelay._retry_dead(pgrelay.dead_letters),
+                       pgrelay._take_dead_letter(bigint, text),
                        pgrelay.retry(bigint), pgrelay.retry_all(text, timestamptz), pgrelay.discard(bigint),
                        pgrelay._trim_dead_letters(interval, int)
   FROM PUBLIC;

@@ -2037,6 +2037,30 @@ $$;
 ALTER FUNCTION pgrelay._sync_peers(p_term bigint, p_dead_after interval) OWNER TO postgres;
 
 --
+-- Name: _take_dead_letter(bigint, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) RETURNS pgrelay.dead_letters
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  dl pgrelay.dead_letters;
+BEGIN
+  DELETE FROM pgrelay.dead_letters d WHERE d.id = p_id RETURNING * INTO dl;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION '%: % is not a dead letter', p_caller, COALESCE(p_id::text, 'NULL')
+      USING ERRCODE = 'PR050',
+      HINT = 'pgrelay dead list shows the dead letters; one retried, discarded or past the retention is gone.';
+  END IF;
+  RETURN dl;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) OWNER TO postgres;
+
+--
 -- Name: _trim_dead_letters(interval, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2339,14 +2363,8 @@ CREATE FUNCTION pgrelay.discard(p_id bigint) RETURNS boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  dl pgrelay.dead_letters;
+  dl pgrelay.dead_letters := pgrelay._take_dead_letter(p_id, 'pgrelay.discard');
 BEGIN
-  DELETE FROM pgrelay.dead_letters d WHERE d.id = p_id RETURNING * INTO dl;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'pgrelay.discard: % is not a dead letter', COALESCE(p_id::text, 'NULL')
-      USING ERRCODE = 'PR050',
-      HINT = 'pgrelay dead list shows the dead letters; one retried, discarded or past the retention is gone.';
-  END IF;
   INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
   VALUES (dl.id, dl.origin_id, dl.channel, dl.attempts, 'discarded',
           pg_catalog.format('discarded by %s: dead letter %s (%s after %s attempts)',
@@ -2657,16 +2675,8 @@ CREATE FUNCTION pgrelay.retry(p_id bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-DECLARE
-  dl pgrelay.dead_letters;
 BEGIN
-  DELETE FROM pgrelay.dead_letters d WHERE d.id = p_id RETURNING * INTO dl;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'pgrelay.retry: % is not a dead letter', COALESCE(p_id::text, 'NULL')
-      USING ERRCODE = 'PR050',
-      HINT = 'pgrelay dead list shows the dead letters; one retried, discarded or past the retention is gone.';
-  END IF;
-  RETURN pgrelay._retry_dead(dl);
+  RETURN pgrelay._retry_dead(pgrelay._take_dead_letter(p_id, 'pgrelay.retry'));
 END
 $$;
 
@@ -4689,6 +4699,13 @@ GRANT ALL ON FUNCTION pgrelay._sync_ask() TO pgrelay_processor;
 
 REVOKE ALL ON FUNCTION pgrelay._sync_peers(p_term bigint, p_dead_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._sync_peers(p_term bigint, p_dead_after interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _take_dead_letter(p_id bigint, p_caller text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) FROM PUBLIC;
 
 
 --

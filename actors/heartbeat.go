@@ -141,13 +141,15 @@ func beatOnce(d *deps, ask bool, readTerm int64) *beatResult {
 			r.err = err
 			return r
 		}
+		// The lease this node holds (leading or not yet), kept here and only
+		// here: Stop waits for this goroutine, not for the actor to handle
+		// the result (a stop can come first, and the result is then never
+		// handled), and releases it rather than let it run out.
+		held := int64(0)
 		if l.Mine {
-			// Known to Stop from here on, which waits for this goroutine
-			// and not for the actor to handle the result (a stop can come
-			// first, and the result is then never handled): a lease taken
-			// is released, not left to run out.
-			d.leaseTerm.Store(l.Term)
+			held = l.Term
 		}
+		d.leaseTerm.Store(held)
 		r.lease = &l
 	}
 	return r
@@ -275,7 +277,6 @@ func (h *heartbeat) elect(ctx actor.Context, l store.Lease, m *beatResult) {
 			d.log.Warn("lost the leader lease", "term", leading, "leader", l.Leader)
 		}
 		d.leaderTerm.Store(0)
-		d.leaseTerm.Store(0)
 		h.candidate, h.candidateAsk = 0, 0
 	case leading == l.Term:
 		// Renewed.
@@ -283,7 +284,6 @@ func (h *heartbeat) elect(ctx actor.Context, l store.Lease, m *beatResult) {
 		// Took it now, or holds it without having seen the take (a restart):
 		// wait for the lease to settle before leading.
 		d.leaderTerm.Store(0)
-		d.leaseTerm.Store(l.Term)
 		h.candidate, h.candidateAt = l.Term, time.Now()
 		h.candidateAsk, h.wantAsk = 0, true
 		d.log.Info("took the leader lease; waiting for every other node to see it before leading", "term", l.Term,

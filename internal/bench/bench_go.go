@@ -50,7 +50,7 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 		if err := unregisterChannels(ctx, b.pool, channel); err != nil {
 			return res, err
 		}
-		if _, err := b.pool.Exec(ctx, `SELECT pgrelay.register($1, $2, p_kind := 'go')`, channel, goBenchHandler); err != nil {
+		if _, err := b.pool.Exec(ctx, `SELECT pgrelay.register($1::pg_catalog.text, $2::pg_catalog.text, p_kind := 'go'::pg_catalog.text)`, channel, goBenchHandler); err != nil {
 			return res, fmt.Errorf("register the bench channel %s: %w", channel, err)
 		}
 		mark, err := logMark(ctx, b.pool)

@@ -45,7 +45,7 @@ type latencySpec struct {
 
 // latencyInsert records event k's handler start in the bench table: the
 // sql kind's statement, and a HandleTx handler's through its tx.
-const latencyInsert = `INSERT INTO pgrelay_bench.latency (k, started_at) VALUES ($1::int, clock_timestamp())`
+const latencyInsert = `INSERT INTO pgrelay_bench.latency (k, started_at) VALUES ($1::pg_catalog.int4, pg_catalog.clock_timestamp())`
 
 // latencyRun is a latency measurement's result.
 type latencyRun struct {
@@ -119,7 +119,8 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 		if err := unregisterChannels(ctx, b.pool, channel); err != nil {
 			return nil, err
 		}
-		if _, err := b.pool.Exec(ctx, `SELECT pgrelay.register($1, $2, p_kind := 'go', p_concurrency_mode := 'none')`,
+		if _, err := b.pool.Exec(ctx, `SELECT pgrelay.register($1::pg_catalog.text, $2::pg_catalog.text, p_kind := 'go'::pg_catalog.text,
+			p_concurrency_mode := 'none'::pg_catalog.text)`,
 			channel, goBenchHandler); err != nil {
 			return nil, fmt.Errorf("register the bench channel %s: %w", channel, err)
 		}

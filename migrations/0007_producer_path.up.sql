@@ -3,7 +3,7 @@
 -- search_path is fixed (pg_catalog, pg_temp), and no role may execute them
 -- (TestUnpinnedFunctionsAreOwnersOnly). A SET clause costs every call a
 -- save and restore of the setting and a fresh namespace lookup: about 5 % of
--- a notify()'s CPU for these two per call (docs/benchmarks.md, "What a SET
+-- a notify()'s CPU for these three together (docs/benchmarks.md, "What a SET
 -- clause costs a producer"). Every function a role may execute keeps its own.
 ALTER FUNCTION pgrelay._check_notify(text) RESET search_path;
 ALTER FUNCTION pgrelay._enqueue(pgrelay.channels, bigint[], text[], timestamptz) RESET search_path;

@@ -7,18 +7,17 @@ import (
 
 // ArmWakes asks this node's producers for wake-ups again
 // (pgrelay._arm_wakes): the next producer on each slot a notification took
-// sends one. When it armed any slot it returns the snapshot of the
-// transactions in progress once the arming committed (pg_current_snapshot
-// as text), for WakeXidsEnded; "" when nothing needed arming. Both run in
-// autocommit mode on the hot pool, one after the other: the snapshot must
-// come after the commit.
+// sends one. It returns the snapshot of the transactions in progress once
+// the arming committed (pg_current_snapshot as text), for WakeXidsEnded,
+// even when nothing needed arming: an arming supersedes the wait of the one
+// before (see actors' arm), and a transaction that found its slot taken
+// before some other arming (another Processor's, or this one's while the
+// notification was on its way) is still in progress in this snapshot, or
+// has ended. Both run in autocommit mode on the hot pool, one after the
+// other: the snapshot must come after the commit.
 func (s *Store) ArmWakes(ctx context.Context) (snapshot string, err error) {
-	var armed int32
-	if err := s.hot.QueryRow(ctx, "SELECT pgrelay._arm_wakes()").Scan(&armed); err != nil {
+	if _, err := s.hot.Exec(ctx, "SELECT pgrelay._arm_wakes()"); err != nil {
 		return "", fmt.Errorf("arm wake-ups: %w", err)
-	}
-	if armed == 0 {
-		return "", nil
 	}
 	if err := s.hot.QueryRow(ctx, "SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text").Scan(&snapshot); err != nil {
 		return "", fmt.Errorf("arm wake-ups: read the transactions in progress: %w", err)

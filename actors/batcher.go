@@ -25,8 +25,8 @@ type (
 		seen    time.Time
 	}
 	// batchHint: a notification named a channel by its wakeHint; the
-	// channel's batcher, if it has one, gets a batchReady (the claimer's
-	// claim tells it too, a round trip later).
+	// channel's batcher, if it is running, gets a batchReady, else the
+	// claimer a wake (whose claim starts a batcher when one is due).
 	batchHint struct {
 		hint string
 		seen time.Time

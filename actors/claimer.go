@@ -12,8 +12,13 @@ import (
 // Messages of the claimer.
 type (
 	// wake: rows may be ready (NOTIFY, poll, a completion, a rescue). A
-	// poll claims into any free slot, however few.
-	wake struct{ poll bool }
+	// poll claims into any free slot, however few. channel: a notification
+	// named this 'none' channel, claimed by itself (store.ClaimChannel)
+	// unless a claim is running (the next, full, claim takes its rows).
+	wake struct {
+		poll    bool
+		channel string
+	}
 	// slotsFreed: events ended; their slots can be claimed again.
 	slotsFreed struct{}
 	// stopClaiming: stop for good; answered once no claim is in progress.
@@ -68,11 +73,11 @@ func (c *claimer) Receive(ctx actor.Context) {
 			c.retryTimer.Stop()
 		}
 	case *wake:
-		c.maybeClaim(ctx, m.poll)
+		c.maybeClaim(ctx, m.poll, m.channel)
 	case *slotsFreed:
 		// A batcher that found no free slot asks for the next ones.
 		if c.wanted || c.d.slots.wasStarved() {
-			c.maybeClaim(ctx, false)
+			c.maybeClaim(ctx, false, "")
 		}
 	case *claimResult:
 		c.claiming = false
@@ -114,7 +119,7 @@ func (c *claimer) Receive(ctx actor.Context) {
 		}
 		if c.again && m.err == nil {
 			c.again = false
-			c.maybeClaim(ctx, false)
+			c.maybeClaim(ctx, false, "")
 		}
 	case *stopClaiming:
 		c.stopping = true
@@ -137,7 +142,7 @@ func (c *claimer) retryLater(ctx actor.Context) {
 	c.retryTimer = time.AfterFunc(backoff(c.failures), func() { c.d.send(self, &wake{}) })
 }
 
-func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
+func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool, channel string) {
 	if c.stopping {
 		return
 	}
@@ -180,7 +185,14 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool) {
 	go func() {
 		start := time.Now()
 		qctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		rows, ready, err := d.store.Claim(qctx, d.processor, d.scope(), n, d.kinds, d.direct, d.directGo)
+		var rows []store.Claimed
+		var ready []store.Ready
+		var err error
+		if channel != "" {
+			rows, err = d.store.ClaimChannel(qctx, d.processor, d.scope(), n, channel, d.kinds, d.direct, d.directGo)
+		} else {
+			rows, ready, err = d.store.Claim(qctx, d.processor, d.scope(), n, d.kinds, d.direct, d.directGo)
+		}
 		cancel()
 		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: time.Since(start), at: time.Now()})
 	}()

@@ -126,8 +126,28 @@ type dispatcher struct {
 	waiters  []*actor.PID
 	stopTick func()
 	stopIdle func()
-	// hints: the wakeHint of each channel that has had a batcher.
-	hints map[string]string
+	// hints: by its wakeHint, each channel that has had a batcher, or whose
+	// events came from a claim to run in mode 'none'.
+	hints map[string]hinted
+}
+
+// hinted is a channel a notification may name (by its wakeHint): batch, a
+// channel of a batcher's; else one claimed channel by channel
+// (_claim_channel).
+type hinted struct {
+	channel string
+	batch   bool
+}
+
+// hint notes channel under its wakeHint.
+func (p *dispatcher) hint(channel string, batch bool) {
+	if p.d.wakeKey == "" {
+		return
+	}
+	if p.hints == nil {
+		p.hints = map[string]hinted{}
+	}
+	p.hints[wakeHint(p.d.wakeKey, channel)] = hinted{channel: channel, batch: batch}
 }
 
 // wakeHint is what a wake-up carries for channel: md5(key || channel) in
@@ -156,6 +176,9 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		case p.draining:
 			release(p.d, ev)
 		default:
+			if row.Mode == "none" && m.last { // once a channel and claim
+				p.hint(row.Channel, false)
+			}
 			key := channelKey(row.Channel, row.Mode)
 			mode := row.Mode
 			p.r.route(ctx, key, func() *actor.Props { return channelActorProps(p.d, key, mode) },
@@ -169,22 +192,28 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 			name := fmt.Sprintf("batch-%d-%s-", p.d.node, channel)
 			if channel == "" {
 				name = fmt.Sprintf("lanes-%d-", p.d.node)
-			} else if p.d.wakeKey != "" {
-				if p.hints == nil {
-					p.hints = map[string]string{}
-				}
-				p.hints[wakeHint(p.d.wakeKey, channel)] = channel
+			} else {
+				p.hint(channel, true)
 			}
 			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel, kind) }, name, m)
 		}
 	case *batchHint:
 		// Only a running batcher: the notification does not say whether
-		// the channel is a 'none' sql channel; the claim does.
-		channel, known := p.hints[m.hint]
-		if c, ok := p.r.children[batcherKey(channel)]; known && ok && !p.draining {
+		// the channel is a 'none' sql channel; the claim does. A channel
+		// claimed channel by channel is claimed alone (the claimer's full
+		// claim follows the arming); anything else costs a full claim.
+		h, known := p.hints[m.hint]
+		if c, ok := p.r.children[batcherKey(h.channel)]; known && h.batch && ok && !p.draining {
 			c.outstanding++
-			ctx.Send(c.pid, &batchReady{channel: channel, seen: m.seen})
+			ctx.Send(c.pid, &batchReady{channel: h.channel, seen: m.seen})
+			return
 		}
+		claimer, _, _ := p.d.pids()
+		if known && !h.batch {
+			ctx.Send(claimer, &wake{channel: h.channel})
+			return
+		}
+		ctx.Send(claimer, &wake{})
 	case *eventEnded:
 		p.r.ended(m.key)
 	case *childIdle:

@@ -36,3 +36,12 @@ func DispatchPayload(msg any) (string, bool) {
 	}
 	return "", false
 }
+
+// WakeChannel returns the channel of a claimer's wake that asks to claim
+// one channel alone.
+func WakeChannel(msg any) (string, bool) {
+	if m, ok := msg.(*wake); ok && m.channel != "" {
+		return m.channel, true
+	}
+	return "", false
+}

@@ -40,12 +40,15 @@ func (l *listener) Stop() {
 
 // listen holds a connection that LISTENs on "pgrelay" (notify() wakes it) and
 // wakes the claimer on every notification. A notification that names a
-// channel (by its wakeHint: anyone may LISTEN) also goes to that channel's
-// batcher, if it has one, which starts a batch without waiting for the
-// claim; one that names nothing known costs a claim. Producers send a
+// channel (by its wakeHint: anyone may LISTEN) whose batcher is running goes
+// to that batcher instead, which starts a batch without waiting for a claim;
+// one that names nothing running costs a claim. Producers send a
 // notification only when a Processor armed their wake-up slot (see
 // pgrelay.wake_slots), so every notification, and every (re)connection, also
-// has the armer arm the slots again. When the connection breaks it
+// has the armer arm the slots again, after which the armer wakes the claimer
+// (the rows of producers that found their slot taken): so a notification
+// taken by a batcher is still followed by a claim, a few round trips later,
+// when the batch has had the server first. When the connection breaks it
 // reconnects with backoff and wakes the claimer once, to catch up on what it
 // missed; the claimer's poll covers the gap.
 func listen(ctx context.Context, d *deps, cfg *pgxpool.Config) {
@@ -93,8 +96,11 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig, due chan<- str
 		}
 		armDue(due)
 		claimer, dispatcher, _ := d.pids()
-		if n.Payload != "" && (d.direct || len(d.directGo) > 0) {
+		if n.Payload != "" && d.wakeKey != "" {
+			// The dispatcher wakes the claimer unless a running batcher
+			// takes the hint.
 			d.send(dispatcher, &batchHint{hint: n.Payload, seen: time.Now()})
+			continue
 		}
 		d.send(claimer, &wake{})
 	}
@@ -144,9 +150,7 @@ func arm(ctx context.Context, d *deps, due <-chan struct{}) {
 			continue
 		}
 		failures = 0
-		if snapshot != "" {
-			now = awaitArmed(ctx, d, due, snapshot)
-		}
+		now = awaitArmed(ctx, d, due, snapshot)
 	}
 }
 

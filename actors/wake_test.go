@@ -59,3 +59,82 @@ func TestActorWakeUpNotLostWhenTheSlotIsTaken(t *testing.T) {
 		})
 	}
 }
+
+// A notification that a running batcher takes does not wake the claimer
+// itself; the arming it causes does. A producer on another channel whose
+// wake-up slot is the same, which found it taken, has its event claimed
+// without a notification of its own (the poll is an hour).
+func TestActorWakeUpNotLostBehindABatchersNotification(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.Exec(`CREATE TABLE public.ran (payload text)`)
+	e.Exec(`SELECT pgrelay.register('a', 'INSERT INTO public.ran VALUES ($1)')`)
+	var b string
+	require.NoError(t, e.Conn(-1).QueryRow(ctx, `SELECT 'b' || g FROM pg_catalog.generate_series(1, 100000) g
+	  WHERE pgrelay._wake_slot('b' || g) = pgrelay._wake_slot('a') LIMIT 1`).Scan(&b))
+	// A channel the claimer claims: serialised.
+	e.Exec(`SELECT pgrelay.register($1, 'INSERT INTO public.ran VALUES ($1)', p_concurrency_mode := 'channel')`, b)
+	ran := func(p string) func() bool {
+		return func() bool { return e.Count(`SELECT count(*) FROM public.ran WHERE payload = $1`, p) == 1 }
+	}
+	armed := func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.wake_slots WHERE slot = pgrelay._wake_slot('a') AND armed`) == 1
+	}
+	e.startProcessor(func(c *actors.Config) { c.PollInterval, c.IdleTimeout = time.Hour, time.Hour })
+	testenv.Eventually(t, 20*time.Second, "the Processor to listen", func() bool {
+		return e.Count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN pgrelay'`) == 1
+	})
+	e.Exec(`SELECT pgrelay.notify('a', 'warm')`)
+	testenv.Eventually(t, 20*time.Second, "the first event to run (a batcher for a)", ran("warm"))
+	testenv.Eventually(t, 20*time.Second, "the slot armed again", armed)
+
+	ta, err := e.Conn(-1).Begin(ctx)
+	require.NoError(t, err)
+	_, err = ta.Exec(ctx, `SELECT pgrelay.notify('a', 'a1')`)
+	require.NoError(t, err)
+	tb, err := e.Conn(-1).Begin(ctx)
+	require.NoError(t, err)
+	_, err = tb.Exec(ctx, `SELECT pgrelay.notify($1, 'b1')`, b)
+	require.NoError(t, err)
+	require.NoError(t, tb.Commit(ctx))
+	require.NoError(t, ta.Commit(ctx))
+	testenv.Eventually(t, 20*time.Second, "a's event to run", ran("a1"))
+	testenv.Eventually(t, 20*time.Second, "the other channel's event to run without a notification", ran("b1"))
+}
+
+// A notification naming a 'none' channel whose events the Processor claims
+// (here a sql channel with SQLBatch 1; a Go Handle handler's, an email or
+// NATS channel's alike) has the claimer claim that channel alone at once;
+// the full claim follows the arming.
+func TestActorNotificationClaimsItsChannelAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Exec(`CREATE TABLE public.ran (payload text)`)
+	e.Exec(`SELECT pgrelay.register('c', 'INSERT INTO public.ran VALUES ($1)')`)
+	alone := make(chan string, 100)
+	e.startProcessor(func(c *actors.Config) {
+		c.PollInterval, c.SQLBatch = time.Hour, 1
+		actors.SetTestHook(c, func(name string, msg any) {
+			if ch, ok := actors.WakeChannel(msg); ok && name == "claimer" {
+				alone <- ch
+			}
+		})
+	})
+	testenv.Eventually(t, 20*time.Second, "the Processor to listen", func() bool {
+		return e.Count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN pgrelay'`) == 1
+	})
+	ran := func(p string) func() bool {
+		return func() bool { return e.Count(`SELECT count(*) FROM public.ran WHERE payload = $1`, p) == 1 }
+	}
+	e.Exec(`SELECT pgrelay.notify('c', 'warm')`)
+	testenv.Eventually(t, 20*time.Second, "the first event to run", ran("warm"))
+	require.Empty(t, alone, "a channel not yet claimed is claimed with the others")
+	testenv.Eventually(t, 20*time.Second, "the slot armed again", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.wake_slots WHERE slot = pgrelay._wake_slot('c') AND armed`) == 1
+	})
+	e.Exec(`SELECT pgrelay.notify('c', 'next')`)
+	testenv.Eventually(t, 20*time.Second, "the next event to run", ran("next"))
+	testenv.Eventually(t, 20*time.Second, "a claim of the channel alone", func() bool { return len(alone) > 0 })
+	require.Equal(t, "c", <-alone)
+}

@@ -461,3 +461,59 @@ func TestClaimWaitsForAnAbsorbedNotify(t *testing.T) {
 		d.Exec("DELETE FROM pgrelay.queue WHERE channel = $1", ch)
 	}
 }
+
+// _claim_channel: _claim for one 'none' channel that _claim visits, and
+// nothing for any other channel.
+func TestClaimOneChannel(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("a", "")
+	d.register("b", "")
+	d.register("ser", "p_concurrency_mode := 'channel'")
+	d.register("paused", "")
+	d.register("pinned", "p_node_restricted := true")
+	d.Exec("SELECT pgrelay.register('mail', 'default', p_kind := 'email')")
+	d.Exec("SELECT pgrelay.register('g', 'charge', p_kind := 'go')")
+	var a []int64
+	for i := range 3 {
+		a = append(a, d.notify("a", fmt.Sprint(i)))
+	}
+	b := d.notify("b", "x")
+	d.notify("ser", "x")
+	d.notify("paused", "x")
+	d.Exec("SELECT pgrelay.update('paused', p_paused := true)")
+	mail := d.notify("mail", "1")
+	g := d.notify("g", "1")
+	on2 := testenv.One[int64](t, d.Conn(2), "SELECT pgrelay.notify('pinned', 'x')")
+
+	claimOf := func(q querier, channel string, limit int, kinds []string, direct bool, directKinds []string) []int64 {
+		t.Helper()
+		return testenv.Column[int64](t, q, `SELECT id FROM pgrelay._claim_channel(1, 'single', false, $1, $2, $3,
+			p_direct := $4, p_direct_kinds := $5)`, limit, channel, kinds, direct, directKinds)
+	}
+	sql := []string{"sql"}
+	c := d.Conn(-1)
+	inTx(t, c, func(tx pgx.Tx) {
+		require.Equal(t, a[:2], claimOf(tx, "a", 2, sql, false, nil), "the oldest, up to the limit")
+		require.Equal(t, []int64{a[2]}, claimOf(tx, "a", 10, sql, false, nil), "then the rest")
+		require.Empty(t, claimOf(tx, "a", 10, sql, false, nil), "claimed already")
+	})
+	inTx(t, c, func(tx pgx.Tx) {
+		require.Empty(t, claimOf(tx, "a", 10, sql, true, nil), "left to direct batches")
+		require.Empty(t, claimOf(tx, "ser", 10, sql, false, nil), "serialised: _claim's lanes")
+		require.Empty(t, claimOf(tx, "paused", 10, sql, false, nil))
+		require.Empty(t, claimOf(tx, "nope", 10, sql, false, nil))
+		require.Empty(t, claimOf(tx, "a", 0, sql, false, nil))
+		require.Empty(t, claimOf(tx, "mail", 10, sql, false, nil), "not a kind of the Processor's")
+		require.Equal(t, []int64{mail}, claimOf(tx, "mail", 10, []string{"sql", "email"}, false, nil))
+		require.Empty(t, claimOf(tx, "g", 10, []string{"go:charge"}, false, []string{"go:charge"}), "left to direct batches")
+		require.Equal(t, []int64{g}, claimOf(tx, "g", 10, []string{"go:charge"}, false, nil))
+		require.Empty(t, claimOf(tx, "pinned", 10, sql, false, nil), "pinned to node 2")
+	})
+	inTx(t, d.Conn(2), func(tx pgx.Tx) {
+		require.Equal(t, []int64{on2}, claimOf(tx, "pinned", 10, sql, false, nil))
+	})
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND dispatched_at IS NULL", b),
+		"another channel's row is left alone")
+	requireCode(t, d.Err("SELECT * FROM pgrelay._claim_channel(1, 'cluster', false, 10, 'a', '{sql}')"), "PR021")
+}

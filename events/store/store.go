@@ -127,14 +127,7 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
-	claimed, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
-		var c Claimed
-		var timeoutMS int64
-		err := r.Scan(&c.ID, &c.OriginID, &c.Channel, &c.Payload, &c.Attempt, &c.EnqueuedAt,
-			&c.DispatchedAt, &c.Expired, &c.Kind, &c.Handler, &c.Mode, &timeoutMS, &c.MaxAttempts)
-		c.Timeout = time.Duration(timeoutMS) * time.Millisecond
-		return c, err
-	})
+	claimed, err = pgx.CollectRows(rows, scanClaimed)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
@@ -153,6 +146,52 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
 	return claimed, ready, nil
+}
+
+// ClaimChannel claims, as Claim does, up to limit ready rows of channel
+// alone, when Claim would visit it and it is a 'none' channel (see
+// pgrelay._claim_channel); none otherwise. A notification named the channel:
+// its events start without waiting for a claim of every channel.
+func (s *Store) ClaimChannel(ctx context.Context, proc int64, scope ClaimScope, limit int, channel string,
+	kinds []string, direct bool, directGo []string) ([]Claimed, error) {
+	leader, term := scope.args()
+	b := &pgx.Batch{}
+	// As Claim's: its commit need not wait for the disk.
+	b.Queue("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)")
+	b.Queue(`SELECT * FROM pgrelay._claim_channel($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
+		$4::pg_catalog.int4, $5::pg_catalog.text, $6::pg_catalog.text[], $7::pg_catalog.int8, $8::pg_catalog.bool,
+		$9::pg_catalog.text[])`,
+		proc, scope.Mode, leader, limit, channel, kinds, term, direct, directGo)
+	br := s.hot.SendBatch(ctx, b)
+	defer br.Close()
+	claimed, err := func() ([]Claimed, error) {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, scanClaimed)
+	}()
+	if err == nil {
+		// The claim is only made once its transaction commits, at the end.
+		err = br.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim up to %d rows of channel %s for processor %d: %w", limit, channel, proc, err)
+	}
+	return claimed, nil
+}
+
+// scanClaimed scans a row of pgrelay._claim (or _claim_channel).
+func scanClaimed(r pgx.CollectableRow) (Claimed, error) {
+	var c Claimed
+	var timeoutMS int64
+	err := r.Scan(&c.ID, &c.OriginID, &c.Channel, &c.Payload, &c.Attempt, &c.EnqueuedAt,
+		&c.DispatchedAt, &c.Expired, &c.Kind, &c.Handler, &c.Mode, &timeoutMS, &c.MaxAttempts)
+	c.Timeout = time.Duration(timeoutMS) * time.Millisecond
+	return c, err
 }
 
 // Outcome ends one claim.

@@ -476,9 +476,7 @@ BEGIN
     RETURN;
   END IF;
   SELECT count(*) INTO v_nch FROM pgrelay.channels c
-   WHERE NOT c.paused AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds)
-     AND NOT (p_direct AND c.kind = 'sql')
-     AND NOT COALESCE(c.concurrency_mode = 'none' AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_direct_kinds), false);
+   WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds);
   IF v_nch = 0 THEN
     RETURN;
   END IF;
@@ -487,38 +485,15 @@ BEGIN
   FOR v_pass IN 1..2 LOOP
     FOR ch IN
       SELECT * FROM pgrelay.channels c
-       WHERE NOT c.paused AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds)
+       WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds)
          AND (v_pass = 1 OR c.channel = ANY (v_full))
-         AND NOT (p_direct AND c.kind = 'sql')
-         AND NOT COALESCE(c.concurrency_mode = 'none' AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_direct_kinds), false)
        ORDER BY pg_catalog.random()
     LOOP
       EXIT WHEN v_left <= 0;
       IF ch.concurrency_mode = 'none' THEN
         RETURN QUERY
-        WITH cand AS (
-          SELECT q.id
-            FROM pgrelay.queue q
-           WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-             AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
-           ORDER BY q.not_before, q.id
-           LIMIT CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END
-           FOR UPDATE SKIP LOCKED
-        ), upd AS (
-          -- By primary key whatever the plan: a join with cand in a generic plan
-          -- (which guesses LIMIT at a tenth of the channel) hashes a scan of the
-          -- whole queue.
-          UPDATE pgrelay.queue q
-             SET dispatched_at = now(), dispatched_by = p_processor
-           WHERE q.id = ANY (ARRAY(SELECT cand.id FROM cand))
-          RETURNING q.*
-        )
-        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
-               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
-               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
-               ch.max_attempts
-          FROM upd u
-         ORDER BY u.not_before, u.id;
+        SELECT * FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own,
+                                          CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END);
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_left := v_left - v_n;
         IF v_pass = 1 AND v_n >= v_share THEN
@@ -606,6 +581,35 @@ $$;
 
 
 ALTER FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) OWNER TO postgres;
+
+--
+-- Name: _claim_channel(bigint, text, boolean, integer, text, text[], bigint, boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_all bool;
+  v_own bool;
+  ch pgrelay.channels;
+BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
+  SELECT * INTO ch FROM pgrelay.channels c
+   WHERE c.channel = p_channel AND c.concurrency_mode = 'none'
+     AND pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds);
+  IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+  SELECT * FROM pgrelay._claim_none(p_processor, ch, pgrelay._this_node(), v_all, v_own, p_limit);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) OWNER TO postgres;
 
 --
 -- Name: _claim_direct(text, text, boolean, bigint, integer, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -737,6 +741,46 @@ $$;
 ALTER FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) OWNER TO postgres;
 
 --
+-- Name: _claim_none(bigint, pgrelay.channels, integer, boolean, boolean, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_limit integer) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH cand AS (
+    SELECT q.id
+      FROM pgrelay.queue q
+     WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+       AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)
+     ORDER BY q.not_before, q.id
+     LIMIT p_limit
+     FOR UPDATE SKIP LOCKED
+  ), upd AS (
+    -- By primary key whatever the plan: a join with cand in a generic plan
+    -- (which guesses LIMIT at a tenth of the channel) hashes a scan of the
+    -- whole queue.
+    UPDATE pgrelay.queue q
+       SET dispatched_at = now(), dispatched_by = p_processor
+     WHERE q.id = ANY (ARRAY(SELECT cand.id FROM cand))
+    RETURNING q.*
+  )
+  SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+         u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+         ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+         ch.max_attempts
+    FROM upd u
+   ORDER BY u.not_before, u.id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_limit integer) OWNER TO postgres;
+
+--
 -- Name: _claim_scope(text, boolean, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -757,6 +801,17 @@ $$;
 
 
 ALTER FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) OWNER TO postgres;
+
+--
+-- Name: _claim_visits(pgrelay.channels, text[], boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direct boolean, p_direct_kinds text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((NOT (c).paused) AND (pgrelay._claim_kind((c).kind, (c).handler) = ANY (p_kinds)) AND (NOT (p_direct AND ((c).kind = 'sql'::text))) AND (NOT COALESCE((((c).concurrency_mode = 'none'::text) AND (pgrelay._claim_kind((c).kind, (c).handler) = ANY (p_direct_kinds))), false)));
+
+
+ALTER FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direct boolean, p_direct_kinds text[]) OWNER TO postgres;
 
 --
 -- Name: _complete(bigint, bigint[], timestamp with time zone[], text[], text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -4301,6 +4356,14 @@ GRANT ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader b
 
 
 --
+-- Name: FUNCTION _claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_kinds text[]); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4326,11 +4389,27 @@ GRANT ALL ON FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean,
 
 
 --
+-- Name: FUNCTION _claim_none(p_processor bigint, ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_limit integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_limit integer) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
 REVOKE ALL ON FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _claim_visits(c pgrelay.channels, p_kinds text[], p_direct boolean, p_direct_kinds text[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direct boolean, p_direct_kinds text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direct boolean, p_direct_kinds text[]) TO pgrelay_processor;
 
 
 --

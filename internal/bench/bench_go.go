@@ -113,14 +113,17 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 // goLatency: the latency measurement (see measureLatency) of --latency-events
 // at --rate on the sql kind's channel, then on a go channel whose handler
 // runs with HandleTx, then with Handle, all in this run so that they compare;
-// with --peer river, River's no-op worker follows. The sql kind's and
-// HandleTx's starts are clock_timestamp() in their INSERT (HandleTx's through
-// its tx); Handle's is time.Now() at its entry, kept in memory and written
-// to the bench table once the Processor stopped, so that the handler does
-// nothing else. Both clocks are this machine's, as the enqueue's time is.
+// with --peer river, River's no-op worker follows. The sql kind's start is
+// clock_timestamp() in its statement; a Go function's (HandleTx's and
+// Handle's) is time.Now() at its entry, kept in memory and written to the
+// bench table once the Processor stopped, so that the function does nothing
+// else (a write through HandleTx's tx would be a round trip after its
+// start). Both clocks are this machine's, as the enqueue's time is.
 func (b *bench) goLatency(ctx context.Context, res *scenarioResult) error {
 	n := b.o.LatencyEvents
 	starts := &goStarts{at: map[int]time.Time{}}
+	write := func(ctx context.Context) error { return starts.write(ctx, b.pool) }
+	const goStart = "time.Now() at the function's entry, written to the bench table after the run (the same machine's clock as the enqueue's)"
 	parts := []struct {
 		name  string
 		h     *handlers.GoHandler
@@ -128,11 +131,8 @@ func (b *bench) goLatency(ctx context.Context, res *scenarioResult) error {
 		after func(ctx context.Context) error
 	}{
 		{name: "sql statement", start: "clock_timestamp() in the channel's statement"},
-		{name: "HandleTx", h: &handlers.GoHandler{Fn: latencyTx, Tx: true},
-			start: "clock_timestamp() in the function's INSERT through its tx"},
-		{name: "Handle", h: &handlers.GoHandler{Fn: starts.handle},
-			start: "time.Now() at the function's entry, written to the bench table after the run (the same machine's clock as the enqueue's)",
-			after: func(ctx context.Context) error { return starts.write(ctx, b.pool) }},
+		{name: "HandleTx", h: &handlers.GoHandler{Fn: starts.handle, Tx: true}, start: goStart, after: write},
+		{name: "Handle", h: &handlers.GoHandler{Fn: starts.handle}, start: goStart, after: write},
 	}
 	lat := map[string]*measurement{}
 	for _, part := range parts {
@@ -166,27 +166,15 @@ func (b *bench) goLatency(ctx context.Context, res *scenarioResult) error {
 	return nil
 }
 
-// latencyTx is the HandleTx handler of goLatency: it records its start as
-// the sql kind's statement does, through its tx.
-func latencyTx(ctx context.Context, tx pgx.Tx, ev handlers.Event) error {
-	k, err := strconv.Atoi(ev.Payload)
-	if err != nil {
-		return fmt.Errorf("bench latency event %d: payload %q: %w", ev.ID, ev.Payload, err)
-	}
-	if _, err := tx.Exec(ctx, latencyInsert, k); err != nil {
-		return fmt.Errorf("bench latency event %d: record its start: %w", ev.ID, err)
-	}
-	return nil
-}
-
-// goStarts are the starts of goLatency's Handle handler, by event number
+// goStarts are the starts of goLatency's Go functions, by event number
 // (the payload): the first of each, should one run twice.
 type goStarts struct {
 	mu sync.Mutex
 	at map[int]time.Time
 }
 
-// handle is the Handle handler: it notes the time at its entry.
+// handle is the function (of HandleTx or Handle): it notes the time at
+// its entry.
 func (g *goStarts) handle(_ context.Context, _ pgx.Tx, ev handlers.Event) error {
 	at := time.Now()
 	k, err := strconv.Atoi(ev.Payload)

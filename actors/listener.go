@@ -134,6 +134,13 @@ func arm(ctx context.Context, d *deps, due <-chan struct{}) {
 			case <-ctx.Done():
 				return
 			case <-due:
+				// The batch or claim the notification started has the
+				// server first.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(armAfterNotification):
+				}
 			case <-retry:
 			}
 		}
@@ -182,6 +189,15 @@ func awaitArmed(ctx context.Context, d *deps, due <-chan struct{}, snapshot stri
 		wait = min(2*wait, d.cfg.PollInterval)
 	}
 }
+
+// armAfterNotification is how long the armer waits after a notification
+// before it arms the slots (a notification that came during a wait for
+// transactions is armed for at once): the batch or claim the notification
+// started runs first, not beside the arming and the claim that follows it,
+// on a server with few cores (docs/benchmarks.md). Until the slot is armed its producers send nothing: their events are claimed after
+// the arming (those in progress then once they end), a millisecond later at
+// most.
+const armAfterNotification = time.Millisecond
 
 // armCheckFirst is how long the armer waits before it first checks again
 // for the transactions in progress at an arming: about a commit's time, as

@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ArmWakes asks this node's producers for wake-ups again
@@ -13,14 +16,57 @@ import (
 // before (see actors' arm), and a transaction that found its slot taken
 // before some other arming (another Processor's, or this one's while the
 // notification was on its way) is still in progress in this snapshot, or
-// has ended. Both run in autocommit mode on the hot pool, one after the
-// other: the snapshot must come after the commit.
+// has ended. The snapshot must come after the arming's commit: the two are
+// two transactions, sent in one round trip (a pipeline with a Sync after
+// each).
 func (s *Store) ArmWakes(ctx context.Context) (snapshot string, err error) {
-	if _, err := s.hot.Exec(ctx, "SELECT pgrelay._arm_wakes()"); err != nil {
+	conn, err := s.hot.Acquire(ctx)
+	if err != nil {
 		return "", fmt.Errorf("arm wake-ups: %w", err)
 	}
-	if err := s.hot.QueryRow(ctx, "SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text").Scan(&snapshot); err != nil {
-		return "", fmt.Errorf("arm wake-ups: read the transactions in progress: %w", err)
+	defer conn.Release()
+	p := conn.Conn().PgConn().StartPipeline(ctx)
+	p.SendQueryParams("SELECT pgrelay._arm_wakes()", nil, nil, nil, nil)
+	p.SendPipelineSync()
+	p.SendQueryParams("SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text", nil, nil, nil, nil)
+	p.SendPipelineSync()
+	snapshot, err = armResults(p)
+	if cerr := p.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("arm wake-ups: %w", err)
+	}
+	return snapshot, nil
+}
+
+// armResults reads ArmWakes' pipeline: the arming, then the snapshot.
+func armResults(p *pgconn.Pipeline) (snapshot string, err error) {
+	if err := p.Flush(); err != nil {
+		return "", err
+	}
+	for syncs := 0; syncs < 2; {
+		r, err := p.GetResults()
+		if err != nil {
+			return "", err
+		}
+		switch r := r.(type) {
+		case nil:
+			return "", errors.New("the pipeline ended before its last sync")
+		case *pgconn.ResultReader:
+			res := r.Read()
+			if res.Err != nil {
+				return "", res.Err
+			}
+			if syncs == 1 && len(res.Rows) == 1 {
+				snapshot = string(res.Rows[0][0])
+			}
+		case *pgconn.PipelineSync:
+			syncs++
+		}
+	}
+	if snapshot == "" {
+		return "", errors.New("no snapshot read")
 	}
 	return snapshot, nil
 }

@@ -147,16 +147,14 @@ CREATE FUNCTION pgrelay._arm_wakes() RETURNS integer
     AS $$
 DECLARE
   v_armed int;
-  v_more int;
 BEGIN
   UPDATE pgrelay.wake_slots w SET armed = true WHERE NOT w.armed;
   GET DIAGNOSTICS v_armed = ROW_COUNT;
-  IF (SELECT pg_catalog.count(*) FROM pgrelay.wake_slots) < 1024 THEN
+  IF v_armed = 0 AND NOT EXISTS (SELECT FROM pgrelay.wake_slots) THEN
     INSERT INTO pgrelay.wake_slots (slot, armed)
     SELECT g.s, true FROM pg_catalog.generate_series(0, 1023) AS g(s)
     ON CONFLICT (slot) DO NOTHING;
-    GET DIAGNOSTICS v_more = ROW_COUNT;
-    v_armed := v_armed + v_more;
+    GET DIAGNOSTICS v_armed = ROW_COUNT;
   END IF;
   RETURN v_armed;
 END

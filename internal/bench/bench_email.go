@@ -77,9 +77,13 @@ func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	m.Detail = fmt.Sprintf("%d sent, %d failed", sent, failed)
 	if catcher != nil {
 		m.Detail += fmt.Sprintf("; SMTP catcher: %d messages over %d SMTP sessions", catcher.Count(), catcher.Sessions())
-	} else if t, err := email.ParseTarget(c.SMTPURL); err == nil {
+	} else {
 		// An SMTP server of the operator's (--smtp-url): named without
 		// credentials, with its pool size.
+		t, err := email.ParseTarget(c.SMTPURL)
+		if err != nil {
+			return res, fmt.Errorf("name the SMTP server: %w", err)
+		}
 		m.Detail += fmt.Sprintf("; SMTP server %s (pool %d)", t, t.PoolSize)
 	}
 	return res, nil

@@ -71,7 +71,14 @@ func (w *spockWatch) check(t *testing.T, scenario string, explain map[string]str
 // up to now (nodes in down are stopped).
 func (w *spockWatch) sync(down ...int) {
 	w.t.Helper()
-	require.NoError(w.t, w.c.Sync(context.Background(), time.Minute, down...))
+	ctx := context.Background()
+	if err := w.c.Sync(ctx, time.Minute, down...); err != nil {
+		// Say why: a transaction that fails to apply disables its
+		// subscription (exception_behaviour sub_disable) and is logged.
+		h, herr := w.c.Health(ctx)
+		w.t.Fatalf("%v\n  spock.exception_log: %q\n  not replicating: %q\n  (reading them: %v)",
+			err, h.Exceptions, h.NotReplicating, herr)
+	}
 }
 
 // The cluster scenarios on a real three-node pgEdge Spock cluster with its

@@ -108,8 +108,10 @@ func TestUnpinnedFunctionsAreOwnersOnly(t *testing.T) {
 		ORDER BY 1`)
 	require.Equal(t, []string{
 		"pgrelay._check_notify(text)",
+		"pgrelay._due(timestamp with time zone,interval)",
 		"pgrelay._enqueue(pgrelay.channels,bigint[],text[],timestamp with time zone)",
 		"pgrelay._enqueue_dedup(pgrelay.channels,text,timestamp with time zone)",
+		"pgrelay._lock_channel(text)",
 	}, unpinned)
 	for _, f := range unpinned {
 		for _, role := range []string{"public", "pgrelay_producer", "pgrelay_processor", "pgrelay_admin", "pgrelay_viewer"} {

@@ -902,7 +902,6 @@ ALTER FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_a
 
 CREATE FUNCTION pgrelay._due(p_not_before timestamp with time zone, p_delay interval) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_due timestamptz;
@@ -1287,7 +1286,6 @@ ALTER FUNCTION pgrelay._lease_release(p_term bigint) OWNER TO postgres;
 
 CREATE FUNCTION pgrelay._lock_channel(p_channel text) RETURNS void
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   v_start int := pg_catalog.pg_backend_pid() % 64;

@@ -38,11 +38,12 @@ func (l *listener) Stop() {
 	<-l.done
 }
 
-// listen holds a connection that LISTENs on "pgrelay" (notify() wakes it) and
-// wakes the claimer on every notification. A notification that names a
-// channel (by its wakeHint: anyone may LISTEN) whose batcher is running goes
-// to that batcher instead, which starts a batch without waiting for a claim;
-// one that names nothing running costs a claim. Producers send a
+// listen holds a connection that LISTENs on "pgrelay" (notify() wakes it)
+// and wakes the claimer on each notification. One that names a channel (by
+// its wakeHint: anyone may LISTEN) goes to the dispatcher instead: to the
+// channel's batcher if it is running, which starts a batch without waiting
+// for a claim; to the claimer as a claim of that channel alone if its events
+// are claimed in mode 'none'; else to the claimer. Producers send a
 // notification only when a Processor armed their wake-up slot (see
 // pgrelay.wake_slots), so every notification, and every (re)connection, also
 // has the armer arm the slots again, after which the armer wakes the claimer
@@ -194,9 +195,9 @@ func awaitArmed(ctx context.Context, d *deps, due <-chan struct{}, snapshot stri
 // before it arms the slots (a notification that came during a wait for
 // transactions is armed for at once): the batch or claim the notification
 // started runs first, not beside the arming and the claim that follows it,
-// on a server with few cores (docs/benchmarks.md). Until the slot is armed its producers send nothing: their events are claimed after
-// the arming (those in progress then once they end), a millisecond later at
-// most.
+// on a server with few cores (docs/benchmarks.md). Until the slot is armed
+// its producers send nothing: their events are claimed after the arming
+// (those in progress then once they end), a millisecond later at most.
 const armAfterNotification = time.Millisecond
 
 // armCheckFirst is how long the armer waits before it first checks again

@@ -246,8 +246,17 @@ func TestMultiMasterCluster(t *testing.T) {
 		// Dedup is per node: one row pinned to each.
 		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 1`))
 		require.Equal(t, 1, n1.count(`SELECT count(*) FROM pgrelay.queue WHERE channel = 'mv' AND run_in_node = 2`))
-		// Leader mode on both: each node runs its own refresh, once.
-		p1, p2 := n1.run("leader"), n2.run("leader")
+		// Leader mode on both: each node runs its own refresh, once. Node 1
+		// has had no Processor since the leader scenario killed it: it looks
+		// dead, and a node 2 that started first would adopt its unrestricted
+		// rows (the held one) before node 1's first heartbeat arrived. Node 2
+		// starts once it sees node 1 alive.
+		p1 := n1.run("leader")
+		testenv.Eventually(t, 30*time.Second, "node 1 alive on node 2", func() bool {
+			return n2.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = 1 AND last_seen > now() - $1::interval`,
+				mmDeadAfter.String()) == 1
+		})
+		p2 := n2.run("leader")
 		testenv.Eventually(t, time.Minute, "a refresh on each node", func() bool {
 			return n1.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv'`) == 1 &&
 				n2.count(`SELECT count(*) FROM app.ran WHERE channel = 'mv'`) == 1

@@ -114,8 +114,16 @@ func TestActorPayloadModeSerialPerPayloadParallelAcross(t *testing.T) {
 func payloadModeSerial(t *testing.T, sqlBatch int) {
 	e := newEnv(t)
 	e.Exec(orderedSchema)
+	// The run's span is the whole handler's (ordered() alone records its own
+	// 2 ms): two payloads' handlers overlap when they run at once, not only
+	// when their last 2 ms happen to.
 	e.Exec(`CREATE OR REPLACE FUNCTION public.slow(p text) RETURNS void LANGUAGE plpgsql AS $$
-	BEGIN PERFORM pg_sleep(0.05); PERFORM public.ordered(p, 'payload:' || p); END $$`)
+	DECLARE s timestamptz := clock_timestamp();
+	BEGIN
+	  PERFORM pg_sleep(0.05);
+	  PERFORM public.ordered(p, 'payload:' || p);
+	  UPDATE runs SET started = s WHERE seq = currval('runs_seq_seq');
+	END $$`)
 	e.Exec(`SELECT pgrelay.register('perkey', 'SELECT public.slow($1)', p_concurrency_mode := 'payload')`)
 	var ps []string
 	for i := range 40 {

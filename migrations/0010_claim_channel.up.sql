@@ -66,8 +66,10 @@ $$;
 -- channels of p_direct_kinds, the Go handlers the Processor runs in direct
 -- batches); a 'none' channel's rows are claimed by _claim_none. The queue
 -- queries are unchanged.
-DROP FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint, bool);
-CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader bool, p_limit int,
+-- (A database migrated while 0009 still held this function has the new
+-- signature already, and not the old one: hence IF EXISTS and OR REPLACE.)
+DROP FUNCTION IF EXISTS pgrelay._claim(bigint, text, bool, int, text[], bigint, bool);
+CREATE OR REPLACE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader bool, p_limit int,
                                p_kinds text[] DEFAULT '{sql}', p_term bigint DEFAULT NULL,
                                p_direct bool DEFAULT false, p_direct_kinds text[] DEFAULT '{}')
 RETURNS TABLE (id bigint, origin_id bigint, channel text, payload text, attempt int,

@@ -138,8 +138,8 @@ func TestExplainHotStatementsUseIndexes(t *testing.T) {
 	require.Contains(t, plan, "queue_retry_origin")
 }
 
-// The plans _claim really runs, custom and generic, captured by auto_explain
-// (as notices) on a large queue.
+// The plans _claim (and _claim_channel, for a 'none' channel) really runs,
+// custom and generic, captured by auto_explain (as notices) on a large queue.
 func TestExplainClaimPlans(t *testing.T) {
 	t.Parallel()
 	d := bigQueue(t)
@@ -166,7 +166,9 @@ func TestExplainClaimPlans(t *testing.T) {
 		require.NoError(t, err, s)
 	}
 
-	claimOnly := func(channel, planMode string) []string {
+	// claimOnly claims from channel alone (the others paused), with
+	// _claim, or with _claim_channel when alone.
+	claimOnly := func(channel, planMode string, alone bool) []string {
 		t.Helper()
 		_, err := c.Exec(bg, "SET plan_cache_mode = "+planMode)
 		require.NoError(t, err)
@@ -176,7 +178,16 @@ func TestExplainClaimPlans(t *testing.T) {
 		inTx(t, c, func(tx pgx.Tx) {
 			_, err := tx.Exec(bg, "UPDATE pgrelay.channels SET paused = (channel <> $1)", channel)
 			require.NoError(t, err)
-			got := claim(t, tx, 1, 20)
+			var got []claimedRow
+			if alone {
+				rows, err := tx.Query(bg, `SELECT id, origin_id, channel, payload, attempt, dispatched_at, expired
+					FROM pgrelay._claim_channel(1, 'single', false, 20, $1, '{sql}')`, channel)
+				require.NoError(t, err)
+				got, err = pgx.CollectRows(rows, pgx.RowToStructByPos[claimedRow])
+				require.NoError(t, err)
+			} else {
+				got = claim(t, tx, 1, 20)
+			}
 			require.NotEmpty(t, got, channel)
 			for _, g := range got {
 				require.Equal(t, channel, g.Channel)
@@ -194,13 +205,14 @@ func TestExplainClaimPlans(t *testing.T) {
 		return plans
 	}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		for _, ch := range []string{"none", "ser", "pay"} {
-			for _, plan := range claimOnly(ch, mode) {
+		for _, ch := range []string{"none", "ser", "pay", "none alone"} {
+			channel, alone := strings.CutSuffix(ch, " alone")
+			for _, plan := range claimOnly(channel, mode, alone) {
 				require.NotContains(t, plan, "Seq Scan on queue", "%s, %s:\n%s", ch, mode, plan)
 				require.NotContains(t, plan, "Bitmap Heap Scan on queue", "%s, %s:\n%s", ch, mode, plan)
 				require.NotRegexp(t, `Sort Key: q(_\d+)?\.origin_id`, plan, "%s, %s: the lane is sorted:\n%s", ch, mode, plan)
 				require.NotRegexp(t, notInlined, plan, "%s, %s: the row rule is inlined", ch, mode)
-				switch ch {
+				switch channel {
 				case "none":
 					require.Contains(t, plan, "queue_ready", "%s, %s:\n%s", ch, mode, plan)
 				default:

@@ -127,9 +127,11 @@ func TestActorNotificationClaimsItsChannelAlone(t *testing.T) {
 	ran := func(p string) func() bool {
 		return func() bool { return e.Count(`SELECT count(*) FROM public.ran WHERE payload = $1`, p) == 1 }
 	}
+	// The first event makes the channel known: its rows came from a claim.
+	// (Its own notification may reach the dispatcher after that claim, on a
+	// loaded machine, and already claim the channel alone.)
 	e.Exec(`SELECT pgrelay.notify('c', 'warm')`)
 	testenv.Eventually(t, 20*time.Second, "the first event to run", ran("warm"))
-	require.Empty(t, alone, "a channel not yet claimed is claimed with the others")
 	testenv.Eventually(t, 20*time.Second, "the slot armed again", func() bool {
 		return e.Count(`SELECT count(*) FROM pgrelay.wake_slots WHERE slot = pgrelay._wake_slot('c') AND armed`) == 1
 	})

@@ -358,9 +358,9 @@ func TestActorNATSHandlerNATSDown(t *testing.T) {
 	})
 	n.Shutdown()
 	// The events come once the Processor knows NATS is gone: one published
-	// while its connection still looked up would fail with whatever the
-	// dying connection said (a timeout), not with the not-connected error
-	// this test is about.
+	// while its connection still looked up could fail with whatever the
+	// dying connection said, not with the not-connected error this test is
+	// about.
 	testenv.Eventually(e.T, 30*time.Second, "the Processor to see NATS down", func() bool {
 		return testutil.ToFloat64(p.Metrics().Events.Connected) == 0
 	})

@@ -47,11 +47,8 @@ func (b *bench) scenarioGo(ctx context.Context) (*scenarioResult, error) {
 	}
 	var rates []float64
 	for _, v := range variants {
-		if err := unregisterChannels(ctx, b.pool, channel); err != nil {
+		if err := b.resetChannel(ctx, b.pool, channel, "go", goBenchHandler, "none"); err != nil {
 			return res, err
-		}
-		if _, err := b.pool.Exec(ctx, `SELECT pgrelay.register($1::pg_catalog.text, $2::pg_catalog.text, p_kind := 'go'::pg_catalog.text)`, channel, goBenchHandler); err != nil {
-			return res, fmt.Errorf("register the bench channel %s: %w", channel, err)
 		}
 		mark, err := logMark(ctx, b.pool)
 		if err != nil {

@@ -44,7 +44,7 @@ type latencySpec struct {
 }
 
 // latencyInsert records event k's handler start in the bench table: the
-// sql kind's statement, and a HandleTx handler's through its tx.
+// sql kind's statement (a Go function's start is written after the run).
 const latencyInsert = `INSERT INTO pgrelay_bench.latency (k, started_at) VALUES ($1::pg_catalog.int4, pg_catalog.clock_timestamp())`
 
 // latencyRun is a latency measurement's result.
@@ -112,17 +112,12 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 	}
 	cfg := b.procConfig(dbURL, "")
 	if spec.goHandler == nil {
-		if err := b.resetChannel(ctx, b.pool, channel, latencyInsert, "none"); err != nil {
+		if err := b.resetChannel(ctx, b.pool, channel, "sql", latencyInsert, "none"); err != nil {
 			return nil, err
 		}
 	} else {
-		if err := unregisterChannels(ctx, b.pool, channel); err != nil {
+		if err := b.resetChannel(ctx, b.pool, channel, "go", goBenchHandler, "none"); err != nil {
 			return nil, err
-		}
-		if _, err := b.pool.Exec(ctx, `SELECT pgrelay.register($1::pg_catalog.text, $2::pg_catalog.text, p_kind := 'go'::pg_catalog.text,
-			p_concurrency_mode := 'none'::pg_catalog.text)`,
-			channel, goBenchHandler); err != nil {
-			return nil, fmt.Errorf("register the bench channel %s: %w", channel, err)
 		}
 		cfg.GoHandlers = map[string]handlers.GoHandler{goBenchHandler: *spec.goHandler}
 	}

@@ -138,7 +138,7 @@ func (b *bench) scenarioProducers(ctx context.Context) (*scenarioResult, error) 
 // runProducers is one run of n producers in variant v on dbURL.
 func (b *bench) runProducers(ctx context.Context, n int, v producerVariant, dbURL string) (*measurement, error) {
 	label := fmt.Sprintf("producers %d, %s", n, v.name)
-	if err := b.resetChannel(ctx, b.pool, producersChannel, noopHandler, "none"); err != nil {
+	if err := b.resetChannel(ctx, b.pool, producersChannel, "sql", noopHandler, "none"); err != nil {
 		return nil, err
 	}
 	mark, err := logMark(ctx, b.pool)

@@ -26,12 +26,13 @@ const (
 )
 
 // resetChannel force-unregisters channel when it exists (discarding its
-// queued rows) and registers it afresh with handler in mode.
-func (b *bench) resetChannel(ctx context.Context, pool *pgxpool.Pool, channel, handler, mode string) error {
+// queued rows) and registers it afresh: of kind, with handler, in mode.
+func (b *bench) resetChannel(ctx context.Context, pool *pgxpool.Pool, channel, kind, handler, mode string) error {
 	if err := unregisterChannels(ctx, pool, channel); err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, `SELECT pgrelay.register($1, $2, p_concurrency_mode := $3)`, channel, handler, mode); err != nil {
+	if _, err := pool.Exec(ctx, `SELECT pgrelay.register($1::pg_catalog.text, $2::pg_catalog.text,
+		p_kind := $3::pg_catalog.text, p_concurrency_mode := $4::pg_catalog.text)`, channel, handler, kind, mode); err != nil {
 		return fmt.Errorf("register the bench channel %s: %w", channel, err)
 	}
 	return nil

@@ -41,7 +41,7 @@ func cleanup(ctx context.Context, f func(ctx context.Context) error) error {
 // documented way) and settles the queue. The enqueue is reported, not
 // counted.
 func (b *bench) preinsert(ctx context.Context, label, channel string, n int) (mark int64, pre *measurement, err error) {
-	if err := b.resetChannel(ctx, b.pool, channel, noopHandler, "none"); err != nil {
+	if err := b.resetChannel(ctx, b.pool, channel, "sql", noopHandler, "none"); err != nil {
 		return 0, nil, err
 	}
 	if mark, err = logMark(ctx, b.pool); err != nil {
@@ -140,7 +140,7 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	res := &scenarioResult{Name: "enqueue"}
 	n := b.o.Events
 	singles := min(n, singleNotifyMax)
-	if err := b.resetChannel(ctx, b.pool, channel, noopHandler, "none"); err != nil {
+	if err := b.resetChannel(ctx, b.pool, channel, "sql", noopHandler, "none"); err != nil {
 		return nil, err
 	}
 	// No Processor runs: the rows are discarded with the channel.

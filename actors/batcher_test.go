@@ -592,7 +592,7 @@ func TestActorPoisonInCompletion(t *testing.T) {
 }
 
 // A wake-up names its channel by md5(wake_key || channel), computed by
-// pgrelay._queue_wake; the dispatcher finds the channel's batcher by the
+// pgrelay._wake; the dispatcher finds the channel's batcher by the
 // same digest.
 func TestWakeHintMatchesTheDatabase(t *testing.T) {
 	t.Parallel()

@@ -151,7 +151,7 @@ func (p *dispatcher) hint(channel string, batch bool) {
 }
 
 // wakeHint is what a wake-up carries for channel: md5(key || channel) in
-// hex, as pgrelay._queue_wake computes it.
+// hex, as pgrelay._wake computes it.
 func wakeHint(key, channel string) string {
 	sum := md5.Sum([]byte(key + channel))
 	return hex.EncodeToString(sum[:])

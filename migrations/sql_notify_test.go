@@ -781,8 +781,8 @@ func TestProducerFunctionsStampWithoutTheRowTrigger(t *testing.T) {
 		return testenv.One[int64](t, tx, `SELECT COALESCE((SELECT calls FROM pg_stat_xact_user_functions
 			WHERE funcid = $1::regprocedure), 0)`, fn)
 	}
-	fns := []string{"pgrelay._queue_before_insert()", "pgrelay._this_node()", "pgrelay._queue_keep_payloads()",
-		"pgrelay._queue_wake()", "pgrelay._wake(text)"}
+	fns := []string{"pgrelay._queue_before_insert()", "pgrelay._this_node()", "pgrelay._queue_after_insert()",
+		"pgrelay._wake(text)"}
 	mark := func(tx pgx.Tx) {
 		for _, fn := range fns {
 			base[fn] = read(tx, fn)
@@ -799,14 +799,14 @@ func TestProducerFunctionsStampWithoutTheRowTrigger(t *testing.T) {
 
 		require.Len(t, testenv.Column[int64](t, tx, "SELECT pgrelay.notify_many('pin', ARRAY['b', 'c', 'd', 'e'])"), 4)
 		require.Zero(t, calls(tx, "pgrelay._queue_before_insert()"), "notify_many(): no row trigger")
-		require.Zero(t, calls(tx, "pgrelay._queue_wake()"), "the producer functions wake without the statement trigger")
+		require.Zero(t, calls(tx, "pgrelay._queue_after_insert()"), "the producer functions wake without the statement trigger")
 		require.EqualValues(t, 2, calls(tx, "pgrelay._wake(text)"), "one wake-up per call")
 		require.LessOrEqual(t, calls(tx, "pgrelay._this_node()"), int64(3), "notify_many(): the node is read per call, not per row")
 
 		// A direct insert is stamped by the trigger.
 		id = testenv.One[int64](t, tx, "INSERT INTO pgrelay.queue (channel, payload, run_in_node) VALUES ('pin', 'f', 7) RETURNING id")
 		require.EqualValues(t, 1, calls(tx, "pgrelay._queue_before_insert()"))
-		require.EqualValues(t, 1, calls(tx, "pgrelay._queue_wake()"), "a direct insert wakes by the trigger")
+		require.EqualValues(t, 1, calls(tx, "pgrelay._queue_after_insert()"), "a direct insert wakes by the trigger")
 		require.Equal(t, "3/3/3", testenv.One[string](t, tx,
 			"SELECT concat_ws('/', (id >> 12) & 1023, owner_node, run_in_node) FROM pgrelay.queue WHERE id = $1", id))
 		// Every row carries the same derived columns, however it came in.
@@ -822,12 +822,22 @@ func TestProducerFunctionsStampWithoutTheRowTrigger(t *testing.T) {
 		mark(tx)
 		testenv.One[int64](t, tx, "SELECT pgrelay.notify('kept', 'a')")
 		require.Len(t, testenv.Column[int64](t, tx, "SELECT pgrelay.notify_many('kept', ARRAY['b', 'c'])"), 2)
-		require.Zero(t, calls(tx, "pgrelay._queue_keep_payloads()"))
+		require.Zero(t, calls(tx, "pgrelay._queue_after_insert()"))
 		testenv.One[int64](t, tx, "INSERT INTO pgrelay.queue (channel, payload) VALUES ('kept', 'd') RETURNING id")
-		require.EqualValues(t, 1, calls(tx, "pgrelay._queue_keep_payloads()"))
+		require.EqualValues(t, 1, calls(tx, "pgrelay._queue_after_insert()"))
 		require.Equal(t, "a,b,c,d", testenv.One[string](t, tx, `SELECT string_agg(e.payload, ',' ORDER BY e.payload)
 			FROM pgrelay.event_payloads e JOIN pgrelay.queue q ON q.id = e.queue_id`))
 	})
+}
+
+// Every insert into the queue reads the WHEN clause of each of its statement
+// triggers again, also when (the producer functions' inserts) none fires:
+// the queue has one, which both keeps payloads and wakes.
+func TestQueueHasOneStatementTrigger(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	require.Equal(t, []string{"queue_after_insert"}, testenv.Column[string](t, d.Pool, `SELECT tgname::text FROM pg_trigger
+		WHERE tgrelid = 'pgrelay.queue'::regclass AND NOT tgisinternal AND tgtype & 1 = 0 ORDER BY 1`))
 }
 
 // The setting that lets the producer functions' rows pass the row trigger

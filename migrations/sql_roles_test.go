@@ -6,6 +6,7 @@ package migrations_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -119,6 +120,27 @@ func TestUnpinnedFunctionsAreOwnersOnly(t *testing.T) {
 				"%s may execute %s", role, f)
 		}
 	}
+}
+
+// A SQL function of pgrelay's schemas that fixes no search_path has its body
+// bound when it was created (RETURN or BEGIN ATOMIC): what it names was
+// resolved then, under the migrations' search_path, never under a caller's.
+// Such a function can be inlined into its caller; one with a SET clause
+// cannot, and runs as a function call of its own each time.
+func TestSQLHelpersAreBoundOrPinned(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	require.Empty(t, testenv.Column[string](t, d.Pool, `SELECT p.oid::regprocedure::text FROM pg_proc p
+		JOIN pg_language l ON l.oid = p.prolang
+		WHERE p.pronamespace IN ('pgrelay'::regnamespace, 'pgrelay_notifier'::regnamespace) AND l.lanname = 'sql'
+		  AND p.prosqlbody IS NULL
+		  AND NOT EXISTS (SELECT FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%')
+		ORDER BY 1`))
+	// notify() takes an id from _next_id(), inlined: the plan calls what
+	// _next_id() calls.
+	plan := strings.Join(testenv.Column[string](t, d.Pool, "EXPLAIN (VERBOSE, COSTS OFF) SELECT pgrelay._next_id()"), "\n")
+	require.Contains(t, plan, "_next_id_at(")
+	require.NotContains(t, plan, "_next_id()")
 }
 
 func TestRolePublicHasNoAccess(t *testing.T) {

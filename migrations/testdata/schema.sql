@@ -1120,16 +1120,66 @@ CREATE FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p
 ALTER FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
 
 --
+-- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v bigint := pg_catalog.nextval('pgrelay._id_seq');
+  t bigint := p_ms << 12;
+  v_moved bool := false;
+BEGIN
+  IF v < t - 409600 THEN
+    BEGIN
+      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
+      IF FOUND THEN
+        v := pg_catalog.nextval('pgrelay._id_seq');
+        IF v < t - 409600 THEN
+          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+          v := t;
+        END IF;
+        v_moved := true;
+      ELSE
+        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = 'PR099';
+    EXCEPTION WHEN SQLSTATE 'PR099' THEN
+      NULL;
+    END;
+    IF NOT v_moved THEN
+      v := pg_catalog.nextval('pgrelay._id_seq');
+      IF v < t - 409600 THEN
+        BEGIN
+          PERFORM FROM pgrelay.this_node n FOR UPDATE;
+          v := pg_catalog.nextval('pgrelay._id_seq');
+          IF v < t - 409600 THEN
+            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+            v := t;
+          END IF;
+          RAISE EXCEPTION USING ERRCODE = 'PR099';
+        EXCEPTION WHEN SQLSTATE 'PR099' THEN
+          NULL;
+        END;
+      END IF;
+    END IF;
+  END IF;
+  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
+
+--
 -- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
 CREATE FUNCTION pgrelay._next_id() RETURNS bigint
     LANGUAGE sql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-  SELECT pgrelay._next_id_at(
-    (pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000))::bigint - 1767225600000)
-$$;
+    RETURN pgrelay._next_id_at(((floor((EXTRACT(epoch FROM clock_timestamp()) * (1000)::numeric)))::bigint - '1767225600000'::bigint));
 
 
 ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
@@ -1339,60 +1389,6 @@ $$;
 ALTER FUNCTION pgrelay._lock_channel_exclusive(p_channel text) OWNER TO postgres;
 
 --
--- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  v bigint := pg_catalog.nextval('pgrelay._id_seq');
-  t bigint := p_ms << 12;
-  v_moved bool := false;
-BEGIN
-  IF v < t - 409600 THEN
-    BEGIN
-      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
-      IF FOUND THEN
-        v := pg_catalog.nextval('pgrelay._id_seq');
-        IF v < t - 409600 THEN
-          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-          v := t;
-        END IF;
-        v_moved := true;
-      ELSE
-        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
-      END IF;
-      RAISE EXCEPTION USING ERRCODE = 'PR099';
-    EXCEPTION WHEN SQLSTATE 'PR099' THEN
-      NULL;
-    END;
-    IF NOT v_moved THEN
-      v := pg_catalog.nextval('pgrelay._id_seq');
-      IF v < t - 409600 THEN
-        BEGIN
-          PERFORM FROM pgrelay.this_node n FOR UPDATE;
-          v := pg_catalog.nextval('pgrelay._id_seq');
-          IF v < t - 409600 THEN
-            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-            v := t;
-          END IF;
-          RAISE EXCEPTION USING ERRCODE = 'PR099';
-        EXCEPTION WHEN SQLSTATE 'PR099' THEN
-          NULL;
-        END;
-      END IF;
-    END IF;
-  END IF;
-  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
-
---
 -- Name: _next_ids(integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1588,6 +1584,43 @@ $$;
 ALTER FUNCTION pgrelay._publish_horizon() OWNER TO postgres;
 
 --
+-- Name: _queue_after_insert(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._queue_after_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_first text;
+  v_last text;
+  v_channel text;
+BEGIN
+  INSERT INTO pgrelay.event_payloads (queue_id, payload)
+  SELECT n.id, n.payload
+    FROM new_rows n
+    JOIN pgrelay.channels c ON c.channel = n.channel
+   WHERE c.publish_payload
+  ON CONFLICT (queue_id) DO NOTHING;
+  SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
+  IF v_first IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF v_first = v_last THEN
+    PERFORM pgrelay._wake(v_first);
+  ELSE
+    FOR v_channel IN SELECT DISTINCT n.channel FROM new_rows n LOOP
+      PERFORM pgrelay._wake(v_channel);
+    END LOOP;
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._queue_after_insert() OWNER TO postgres;
+
+--
 -- Name: _queue_before_insert(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1629,59 +1662,6 @@ $$;
 
 
 ALTER FUNCTION pgrelay._queue_before_insert() OWNER TO postgres;
-
---
--- Name: _queue_keep_payloads(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._queue_keep_payloads() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-  INSERT INTO pgrelay.event_payloads (queue_id, payload)
-  SELECT n.id, n.payload
-    FROM new_rows n
-    JOIN pgrelay.channels c ON c.channel = n.channel
-   WHERE c.publish_payload
-  ON CONFLICT (queue_id) DO NOTHING;
-  RETURN NULL;
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._queue_keep_payloads() OWNER TO postgres;
-
---
--- Name: _queue_wake(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._queue_wake() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  v_first text;
-  v_last text;
-  v_channel text;
-BEGIN
-  SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
-  IF v_first IS NULL THEN
-    RETURN NULL;
-  END IF;
-  IF v_first = v_last THEN
-    PERFORM pgrelay._wake(v_first);
-  ELSE
-    FOR v_channel IN SELECT DISTINCT n.channel FROM new_rows n LOOP
-      PERFORM pgrelay._wake(v_channel);
-    END LOOP;
-  END IF;
-  RETURN NULL;
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._queue_wake() OWNER TO postgres;
 
 --
 -- Name: _queue_wake_replica(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -4184,26 +4164,19 @@ ALTER TABLE pgrelay.channels ENABLE ALWAYS TRIGGER channels_locks;
 
 
 --
+-- Name: queue queue_after_insert; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER queue_after_insert AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_after_insert();
+
+
+--
 -- Name: queue queue_before_insert; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
 CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue FOR EACH ROW WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_before_insert();
 
 ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
-
-
---
--- Name: queue queue_keep_payloads; Type: TRIGGER; Schema: pgrelay; Owner: postgres
---
-
-CREATE TRIGGER queue_keep_payloads AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_keep_payloads();
-
-
---
--- Name: queue queue_wake; Type: TRIGGER; Schema: pgrelay; Owner: postgres
---
-
-CREATE TRIGGER queue_wake AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_wake();
 
 
 --
@@ -4493,6 +4466,15 @@ GRANT ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node inte
 
 
 --
+-- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
+
+
+--
 -- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4564,15 +4546,6 @@ REVOKE ALL ON FUNCTION pgrelay._lock_channel(p_channel text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBLIC;
-
-
---
--- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
 
 
 --
@@ -4656,27 +4629,19 @@ GRANT ALL ON FUNCTION pgrelay._publish_horizon() TO pgrelay_processor;
 
 
 --
+-- Name: FUNCTION _queue_after_insert(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._queue_after_insert() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._queue_after_insert() TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _queue_before_insert(); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
 REVOKE ALL ON FUNCTION pgrelay._queue_before_insert() FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._queue_before_insert() TO pgrelay_processor;
-
-
---
--- Name: FUNCTION _queue_keep_payloads(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._queue_keep_payloads() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._queue_keep_payloads() TO pgrelay_processor;
-
-
---
--- Name: FUNCTION _queue_wake(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._queue_wake() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._queue_wake() TO pgrelay_processor;
 
 
 --

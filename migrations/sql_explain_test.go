@@ -140,21 +140,27 @@ func TestExplainHotStatementsUseIndexes(t *testing.T) {
 
 // The plans _claim (and _claim_channel, for a 'none' channel) really runs,
 // custom and generic, captured by auto_explain (as notices) on a large queue.
-func TestExplainClaimPlans(t *testing.T) {
-	t.Parallel()
-	d := bigQueue(t)
-	cfg, err := pgx.ParseConfig(d.URL)
+// explained is a session whose statements' plans, nested ones included,
+// auto_explain sends it as notices.
+type explained struct {
+	*pgx.Conn
+	mu      sync.Mutex
+	notices []string
+}
+
+func explainedConn(t *testing.T, url string) *explained {
+	t.Helper()
+	e := &explained{}
+	cfg, err := pgx.ParseConfig(url)
 	require.NoError(t, err)
-	var mu sync.Mutex
-	var notices []string
 	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		notices = append(notices, n.Message)
-		mu.Unlock()
+		e.mu.Lock()
+		e.notices = append(e.notices, n.Message)
+		e.mu.Unlock()
 	}
-	c, err := pgx.ConnectConfig(bg, cfg)
+	e.Conn, err = pgx.ConnectConfig(bg, cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(bg) })
+	t.Cleanup(func() { _ = e.Close(bg) })
 	for _, s := range []string{
 		"LOAD 'auto_explain'",
 		"SET auto_explain.log_min_duration = 0",
@@ -162,9 +168,25 @@ func TestExplainClaimPlans(t *testing.T) {
 		"SET auto_explain.log_level = notice",
 		"SET client_min_messages = notice",
 	} {
-		_, err := c.Exec(bg, s)
+		_, err := e.Exec(bg, s)
 		require.NoError(t, err, s)
 	}
+	return e
+}
+
+// plans returns the plans logged since the last call.
+func (e *explained) plans() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.notices
+	e.notices = nil
+	return p
+}
+
+func TestExplainClaimPlans(t *testing.T) {
+	t.Parallel()
+	d := bigQueue(t)
+	c := explainedConn(t, d.URL)
 
 	// claimOnly claims from channel alone (the others paused), with
 	// _claim, or with _claim_channel when alone.
@@ -172,10 +194,8 @@ func TestExplainClaimPlans(t *testing.T) {
 		t.Helper()
 		_, err := c.Exec(bg, "SET plan_cache_mode = "+planMode)
 		require.NoError(t, err)
-		mu.Lock()
-		notices = nil
-		mu.Unlock()
-		inTx(t, c, func(tx pgx.Tx) {
+		c.plans()
+		inTx(t, c.Conn, func(tx pgx.Tx) {
 			_, err := tx.Exec(bg, "UPDATE pgrelay.channels SET paused = (channel <> $1)", channel)
 			require.NoError(t, err)
 			var got []claimedRow
@@ -193,10 +213,8 @@ func TestExplainClaimPlans(t *testing.T) {
 				require.Equal(t, channel, g.Channel)
 			}
 		})
-		mu.Lock()
-		defer mu.Unlock()
 		var plans []string
-		for _, n := range notices {
+		for _, n := range c.plans() {
 			if strings.Contains(n, "pgrelay.queue") && !strings.Contains(n, "Function Scan on _claim") {
 				plans = append(plans, n)
 			}
@@ -221,4 +239,54 @@ func TestExplainClaimPlans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// _complete reaches the rows it ends by their key, also with the plan
+// PL/pgSQL cached while the queue was nearly empty (a Processor that starts
+// idle) and then runs against a large queue, with dead rows between
+// autovacuum's visits: a sequential scan there read the whole queue for
+// every batch of outcomes.
+func TestExplainCompletePlans(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	d.register("other", "")
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b', 'c', 'd', 'e', 'f'])")
+	d.Exec("ANALYZE pgrelay.queue")
+	c := explainedConn(t, d.URL)
+	_, err := c.Exec(bg, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	// Outcomes of every kind but release (which needs a claim), then a
+	// release beside a success.
+	end := func() []string {
+		t.Helper()
+		inTx(t, c.Conn, func(tx pgx.Tx) {
+			rows := claim(t, tx, 1, 2)
+			require.Len(t, rows, 2)
+			require.Equal(t, 2, completeAll(t, tx, 1, outcome{c: rows[0], event: "succeeded"}, outcome{c: rows[1], event: "release"}))
+			rows = claim(t, tx, 1, 2)
+			require.NotEmpty(t, rows)
+			msg := "boom"
+			require.Equal(t, 1, completeAll(t, tx, 1, outcome{c: rows[0], event: "failed", err: &msg}))
+		})
+		var plans []string
+		for _, p := range c.plans() {
+			if strings.Contains(p, "on queue q") {
+				plans = append(plans, p)
+			}
+		}
+		require.NotEmpty(t, plans, "auto_explain logged the completion's statements")
+		return plans
+	}
+	end() // the plans are made on the small queue
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('other', array_agg(g::text)) FROM generate_series(1, 20000) g")
+	deletes := 0
+	for _, plan := range end() {
+		require.NotContains(t, plan, "Seq Scan on queue", plan)
+		if strings.Contains(plan, "Delete on queue") {
+			require.Contains(t, plan, "queue_pkey", plan)
+			deletes++
+		}
+	}
+	require.Equal(t, 2, deletes, "both completions' deletes were logged")
 }

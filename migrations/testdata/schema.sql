@@ -451,6 +451,7 @@ CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_bitmapscan TO 'off'
+    SET enable_seqscan TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -587,6 +588,7 @@ ALTER FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean,
 CREATE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -616,6 +618,7 @@ ALTER FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader 
 CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, payload text, attempt integer, enqueued_at timestamp with time zone, expired boolean, handler text, timeout_ms bigint, max_attempts integer, kind text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -665,6 +668,7 @@ CREATE FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_ter
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_bitmapscan TO 'off'
+    SET enable_seqscan TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -745,6 +749,7 @@ ALTER FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term
 CREATE FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_limit integer) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 #variable_conflict use_column
 BEGIN
@@ -818,6 +823,7 @@ ALTER FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direc
 CREATE FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();
@@ -1701,6 +1707,7 @@ ALTER FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) OWNER TO pos
 CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean, p_kinds text[]) RETURNS TABLE(channel text, kind text)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE

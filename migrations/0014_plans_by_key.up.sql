@@ -6,10 +6,13 @@
 -- scanned every row and every dead row. Without sequential scans the only
 -- plans left reach the queue by its indexes (queue_ready, queue_lane,
 -- queue_pkey), whatever the statistics say (TestExplainCompletePlans).
-ALTER FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint, bool, text[]) SET enable_seqscan = off;
-ALTER FUNCTION pgrelay._claim_none(bigint, pgrelay.channels, int, bool, bool, int) SET enable_seqscan = off;
-ALTER FUNCTION pgrelay._claim_channel(bigint, text, bool, int, text, text[], bigint, bool, text[]) SET enable_seqscan = off;
-ALTER FUNCTION pgrelay._claim_direct(text, text, bool, bigint, int, text[]) SET enable_seqscan = off;
-ALTER FUNCTION pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint) SET enable_seqscan = off;
-ALTER FUNCTION pgrelay._ready_direct(text, bool, text[]) SET enable_seqscan = off;
-ALTER FUNCTION pgrelay._complete(bigint, bigint[], timestamptz[], text[], text[]) SET enable_seqscan = off;
+-- JIT goes with it: a statement left with no plan but a disabled one (a
+-- table without a usable index, such as this_node) is costed far above
+-- jit_above_cost, and was compiled on every call (70 ms each).
+ALTER FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint, bool, text[]) SET enable_seqscan = off SET jit = off;
+ALTER FUNCTION pgrelay._claim_none(bigint, pgrelay.channels, int, bool, bool, int) SET enable_seqscan = off SET jit = off;
+ALTER FUNCTION pgrelay._claim_channel(bigint, text, bool, int, text, text[], bigint, bool, text[]) SET enable_seqscan = off SET jit = off;
+ALTER FUNCTION pgrelay._claim_direct(text, text, bool, bigint, int, text[]) SET enable_seqscan = off SET jit = off;
+ALTER FUNCTION pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint) SET enable_seqscan = off SET jit = off;
+ALTER FUNCTION pgrelay._ready_direct(text, bool, text[]) SET enable_seqscan = off SET jit = off;
+ALTER FUNCTION pgrelay._complete(bigint, bigint[], timestamptz[], text[], text[]) SET enable_seqscan = off SET jit = off;

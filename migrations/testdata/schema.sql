@@ -452,6 +452,7 @@ CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_bitmapscan TO 'off'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -589,6 +590,7 @@ CREATE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -619,6 +621,7 @@ CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader bool
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -669,6 +672,7 @@ CREATE FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_ter
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_bitmapscan TO 'off'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -750,6 +754,7 @@ CREATE FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_n
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 BEGIN
@@ -824,6 +829,7 @@ CREATE FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();
@@ -1708,6 +1714,7 @@ CREATE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean, p_kinds tex
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE

@@ -49,8 +49,7 @@ DECLARE
   n int := 0;
 BEGIN
   SELECT min(x.node_id) INTO v_adopter FROM pgrelay.nodes x
-   WHERE x.node_id >= 0 AND x.last_seen >= now() - p_dead_after AND x.mode <> 'single'
-     AND x.decommissioned_at IS NULL;
+   WHERE pgrelay._may_adopt(x) AND x.last_seen >= now() - p_dead_after;
   IF v_adopter IS DISTINCT FROM v_node THEN
     RETURN 0;
   END IF;
@@ -131,7 +130,7 @@ CREATE FUNCTION pgrelay._adopters() RETURNS integer[]
     AS $$
   SELECT COALESCE(pg_catalog.array_agg(n.node_id ORDER BY n.node_id), '{}')
     FROM pgrelay.nodes n
-   WHERE n.node_id >= 0 AND n.decommissioned_at IS NULL AND n.mode <> 'single'
+   WHERE pgrelay._may_adopt(n)
 $$;
 
 
@@ -1401,6 +1400,40 @@ $$;
 ALTER FUNCTION pgrelay._lock_channel_exclusive(p_channel text) OWNER TO postgres;
 
 --
+-- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.nodes (
+    node_id integer NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL,
+    mode text NOT NULL,
+    hostname text,
+    version text,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    leader_node integer,
+    term bigint,
+    lease_until timestamp with time zone,
+    taken_at timestamp with time zone,
+    adopted_at timestamp with time zone,
+    decommissioned_at timestamp with time zone,
+    CONSTRAINT nodes_id CHECK (((node_id >= '-1'::integer) AND (node_id <= 1023)))
+);
+
+
+ALTER TABLE pgrelay.nodes OWNER TO postgres;
+
+--
+-- Name: _may_adopt(pgrelay.nodes); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._may_adopt(n pgrelay.nodes) RETURNS boolean
+    LANGUAGE sql STABLE
+    RETURN (((n).node_id >= 0) AND ((n).decommissioned_at IS NULL) AND ((n).mode <> 'single'::text));
+
+
+ALTER FUNCTION pgrelay._may_adopt(n pgrelay.nodes) OWNER TO postgres;
+
+--
 -- Name: _next_ids(integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2377,8 +2410,7 @@ BEGIN
   END LOOP;
 
   SELECT min(x.node_id) INTO v_adopter FROM pgrelay.nodes x
-   WHERE x.node_id >= 0 AND x.node_id <> p_node AND x.last_seen >= now() - p_dead_after
-     AND x.mode <> 'single' AND x.decommissioned_at IS NULL;
+   WHERE pgrelay._may_adopt(x) AND x.node_id <> p_node AND x.last_seen >= now() - p_dead_after;
   IF v_adopter IS NOT NULL THEN
     SELECT COALESCE(pg_catalog.array_agg(p.processor_id), '{}') INTO v_procs
       FROM pgrelay.processors p WHERE p.node_id = p_node;
@@ -3686,29 +3718,6 @@ CREATE TABLE pgrelay.log_dropped (
 ALTER TABLE pgrelay.log_dropped OWNER TO postgres;
 
 --
--- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.nodes (
-    node_id integer NOT NULL,
-    last_seen timestamp with time zone DEFAULT now() NOT NULL,
-    mode text NOT NULL,
-    hostname text,
-    version text,
-    started_at timestamp with time zone DEFAULT now() NOT NULL,
-    leader_node integer,
-    term bigint,
-    lease_until timestamp with time zone,
-    taken_at timestamp with time zone,
-    adopted_at timestamp with time zone,
-    decommissioned_at timestamp with time zone,
-    CONSTRAINT nodes_id CHECK (((node_id >= '-1'::integer) AND (node_id <= 1023)))
-);
-
-
-ALTER TABLE pgrelay.nodes OWNER TO postgres;
-
---
 -- Name: processors; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4563,6 +4572,23 @@ REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBL
 
 
 --
+-- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_viewer;
+
+
+--
+-- Name: FUNCTION _may_adopt(n pgrelay.nodes); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._may_adopt(n pgrelay.nodes) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._may_adopt(n pgrelay.nodes) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _next_ids(p_n integer); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5125,15 +5151,6 @@ GRANT SELECT ON TABLE pgrelay.log TO pgrelay_viewer;
 
 GRANT SELECT ON TABLE pgrelay.log_dropped TO pgrelay_admin;
 GRANT SELECT,INSERT ON TABLE pgrelay.log_dropped TO pgrelay_processor;
-
-
---
--- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.nodes TO pgrelay_processor;
-GRANT SELECT ON TABLE pgrelay.nodes TO pgrelay_viewer;
 
 
 --

@@ -138,8 +138,6 @@ func TestExplainHotStatementsUseIndexes(t *testing.T) {
 	require.Contains(t, plan, "queue_retry_origin")
 }
 
-// The plans _claim (and _claim_channel, for a 'none' channel) really runs,
-// custom and generic, captured by auto_explain (as notices) on a large queue.
 // explained is a session whose statements' plans, nested ones included,
 // auto_explain sends it as notices.
 type explained struct {
@@ -183,6 +181,8 @@ func (e *explained) plans() []string {
 	return p
 }
 
+// The plans _claim (and _claim_channel, for a 'none' channel) really runs,
+// custom and generic, captured by auto_explain (as notices) on a large queue.
 func TestExplainClaimPlans(t *testing.T) {
 	t.Parallel()
 	d := bigQueue(t)
@@ -241,11 +241,11 @@ func TestExplainClaimPlans(t *testing.T) {
 	}
 }
 
-// _complete reaches the rows it ends by their key, also with the plan
-// PL/pgSQL cached while the queue was nearly empty (a Processor that starts
-// idle) and then runs against a large queue, with dead rows between
-// autovacuum's visits: a sequential scan there read the whole queue for
-// every batch of outcomes.
+// The claim and _complete reach their rows by the queue's indexes, also with
+// the plans PL/pgSQL cached while the queue was nearly empty (a Processor
+// that starts idle) and then runs against a large queue, dead rows included
+// between autovacuum's visits: a sequential scan there read the whole queue
+// for every claim and every batch of outcomes.
 func TestExplainCompletePlans(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
@@ -259,8 +259,8 @@ func TestExplainCompletePlans(t *testing.T) {
 		_, err := c.Exec(bg, s)
 		require.NoError(t, err, s)
 	}
-	// Outcomes of every kind but release (which needs a claim), then a
-	// release beside a success.
+	// A success beside a release, then a failure (whose retry goes back
+	// into the queue).
 	end := func() []string {
 		t.Helper()
 		inTx(t, c.Conn, func(tx pgx.Tx) {

@@ -9,8 +9,11 @@
 -- JIT goes with it: a statement left with no plan but a disabled one (a
 -- table without a usable index, such as this_node) is costed far above
 -- jit_above_cost, and was compiled on every call (70 ms each).
+-- _claim_none, which _claim calls for each channel it visits, has no
+-- settings of its own: it runs with those of its callers (_claim,
+-- _claim_channel), and a SET clause would save and restore them on every
+-- channel of every claim.
 ALTER FUNCTION pgrelay._claim(bigint, text, bool, int, text[], bigint, bool, text[]) SET enable_seqscan = off SET jit = off;
-ALTER FUNCTION pgrelay._claim_none(bigint, pgrelay.channels, int, bool, bool, int) SET enable_seqscan = off SET jit = off;
 ALTER FUNCTION pgrelay._claim_channel(bigint, text, bool, int, text, text[], bigint, bool, text[]) SET enable_seqscan = off SET jit = off;
 ALTER FUNCTION pgrelay._claim_direct(text, text, bool, bigint, int, text[]) SET enable_seqscan = off SET jit = off;
 ALTER FUNCTION pgrelay._claim_lanes_direct(text, bool, bigint, int, text, bigint) SET enable_seqscan = off SET jit = off;

@@ -297,3 +297,54 @@ func TestExplainCompletePlans(t *testing.T) {
 	}
 	require.Equal(t, 2, deletes, "both completions' deletes were logged")
 }
+
+// A batch of successes — nearly every batch — deletes its rows and logs
+// them without reading their channels: only a failure needs the channel's
+// attempts, a retry its delay, a dead letter its kind.
+func TestExplainCompleteReadsChannelsForFailuresOnly(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', array_agg(g::text)) FROM generate_series(1, 40) g")
+	c := explainedConn(t, d.URL)
+	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "SET auto_explain.log_analyze = on"} {
+		_, err := c.Exec(bg, s)
+		require.NoError(t, err, s)
+	}
+	// completion is the analyzed plan of the statement that deletes the
+	// claimed rows, completed with event.
+	completion := func(event string) string {
+		t.Helper()
+		c.plans()
+		inTx(t, c.Conn, func(tx pgx.Tx) {
+			rows := claim(t, tx, 1, 10)
+			require.Len(t, rows, 10)
+			outs := make([]outcome, len(rows))
+			msg := "boom"
+			for i, r := range rows {
+				outs[i] = outcome{c: r, event: event}
+				if event == "failed" {
+					outs[i].err = &msg
+				}
+			}
+			require.Equal(t, len(rows), completeAll(t, tx, 1, outs...))
+		})
+		for _, p := range c.plans() {
+			if strings.Contains(p, "Delete on queue") {
+				return p
+			}
+		}
+		require.Fail(t, "auto_explain logged no completion")
+		return ""
+	}
+	channelScans := regexp.MustCompile(`(?m)^.* on channels c\w*\s.*$`)
+	for range 3 { // past the custom plans PL/pgSQL tries first
+		plan := completion("succeeded")
+		for _, scan := range channelScans.FindAllString(plan, -1) {
+			require.Contains(t, scan, "(never executed)", "a success read its channel:\n%s", plan)
+		}
+	}
+	// Not vacuous: failures read it.
+	plan := completion("failed")
+	require.Regexp(t, `on channels c\w*\s.*actual time`, plan)
+}

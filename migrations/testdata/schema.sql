@@ -861,12 +861,21 @@ BEGIN
      WHERE q.id = o.id
        AND CASE WHEN p_processor IS NULL THEN q.dispatched_at IS NULL
                 ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
-    RETURNING q.*, o.event AS o_event, o.error AS o_error
+    -- What a retry or a dead letter takes from the row, only for an
+    -- outcome that can make one.
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, o.event AS o_event, o.error AS o_error,
+              CASE WHEN o.event <> 'succeeded' THEN q.payload END AS payload,
+              CASE WHEN o.event <> 'succeeded' THEN q.enqueued_at END AS enqueued_at,
+              CASE WHEN o.event <> 'succeeded' THEN q.expires_at END AS expires_at,
+              CASE WHEN o.event <> 'succeeded' THEN q.run_in_node END AS run_in_node
   ), d AS (
-    SELECT del.*, c.retry_delay, c.kind,
-           CASE WHEN del.o_event = 'failed' AND del.attempt >= COALESCE(c.max_attempts, 0)
+    -- The channel's attempts, read for a failure only.
+    SELECT del.*,
+           CASE WHEN del.o_event = 'failed'
+                 AND del.attempt >= COALESCE((SELECT c.max_attempts FROM pgrelay.channels c
+                                               WHERE c.channel = del.channel), 0)
                 THEN 'gave_up' ELSE del.o_event END AS final
-      FROM del LEFT JOIN pgrelay.channels c ON c.channel = del.channel
+      FROM del
   ), ids AS (
     SELECT pgrelay._next_ids((SELECT count(*) FROM d)::int) AS a
   ), lg AS (
@@ -880,9 +889,9 @@ BEGIN
     INSERT INTO pgrelay.queue (origin_id, channel, payload, attempt, retry_of, enqueued_at,
                                not_before, expires_at)
     SELECT d.origin_id, d.channel, d.payload, d.attempt + 1, d.id, d.enqueued_at,
-           now() + pgrelay._backoff(d.retry_delay, d.attempt), d.expires_at
-      FROM d
-     WHERE d.final = 'failed' AND d.retry_delay IS NOT NULL
+           now() + pgrelay._backoff(c.retry_delay, d.attempt), d.expires_at
+      FROM d JOIN pgrelay.channels c ON c.channel = d.channel
+     WHERE d.final = 'failed' AND c.retry_delay IS NOT NULL
      ORDER BY d.id
     RETURNING 1
   ), dl AS (
@@ -890,8 +899,8 @@ BEGIN
                                       ended_at, node, run_in_node, notification_id)
     SELECT d.id, d.origin_id, d.channel, d.payload, d.attempt,
            CASE WHEN d.o_error IS NULL THEN NULL ELSE pg_catalog.left(d.o_error, 8000) END, d.final,
-           pg_catalog.clock_timestamp(), v_node, d.run_in_node, pgrelay._notification_of(d.kind, d.payload)
-      FROM d
+           pg_catalog.clock_timestamp(), v_node, d.run_in_node, pgrelay._notification_of(c.kind, d.payload)
+      FROM d LEFT JOIN pgrelay.channels c ON c.channel = d.channel
      WHERE d.final IN ('gave_up', 'expired')
      ORDER BY d.id
     RETURNING 1

@@ -193,7 +193,7 @@ func (e *sqlError) Unwrap() []error { return []error{e.sentinel, e.err} }
 // errors of pgrelay's SQL functions called without this package (register(),
 // update(), ...):
 //
-//	_, err := pool.Exec(ctx, "SELECT pgrelay.register($1, $2)", name, handler)
+//	_, err := pool.Exec(ctx, "SELECT pgrelay.register($1::text, $2::text)", name, handler)
 //	if errors.Is(pgrelay.Classify(err), pgrelay.ErrChannelExists) { ... }
 //
 // The errors this package returns are classified already.

@@ -58,7 +58,7 @@ func (b *bench) clusterScenario(ctx context.Context, name string, cfg devenv.Clu
 			return nil, err
 		}
 	}
-	if _, err := pools[0].Exec(ctx, `SELECT pgrelay.register($1, $2)`, channel, noopHandler); err != nil {
+	if _, err := pools[0].Exec(ctx, `SELECT pgrelay.register($1::pg_catalog.text, $2::pg_catalog.text)`, channel, noopHandler); err != nil {
 		return nil, fmt.Errorf("register the bench channel: %w", err)
 	}
 	for i, pool := range pools[1:] {

@@ -35,7 +35,7 @@ func (b *bench) scenarioEmail(ctx context.Context) (*scenarioResult, error) {
 	defer func() {
 		_ = cleanup(ctx, func(ctx context.Context) error { return unregisterChannels(ctx, b.pool, channel) })
 	}()
-	if _, err := b.pool.Exec(ctx, `SELECT pgrelay_notifier.create_channel($1, 'bench@pgrelay.localhost')`, channel); err != nil {
+	if _, err := b.pool.Exec(ctx, `SELECT pgrelay_notifier.create_channel($1::pg_catalog.text, 'bench@pgrelay.localhost'::pg_catalog.text)`, channel); err != nil {
 		return nil, fmt.Errorf("create the bench channel: %w", err)
 	}
 	var startID int64

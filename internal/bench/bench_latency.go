@@ -145,7 +145,7 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 
 	// One warm-up event, not counted, so that the first measured one does not
 	// pay for the Processor's start (River's harness does the same).
-	if _, err := b.pool.Exec(ctx, `SELECT pgrelay.notify($1, '-1')`, channel); err != nil {
+	if _, err := b.pool.Exec(ctx, `SELECT pgrelay.notify($1::pg_catalog.text, '-1'::pg_catalog.text)`, channel); err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
 	if _, err := b.follow(ctx, follow{label: spec.label + ": warm-up", target: 1, done: succ.value, lost: gave.value,
@@ -172,7 +172,7 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 	// measure is the relay's, not the time the server takes to start the
 	// producer's backends.
 	if err := openAll(ctx, ins, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `SELECT pgrelay.notify($1, '-2')`, channel)
+		_, err := tx.Exec(ctx, `SELECT pgrelay.notify($1::pg_catalog.text, '-2'::pg_catalog.text)`, channel)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("connect the insert pool: %w", err)
@@ -185,7 +185,7 @@ func (b *bench) measureLatency(ctx context.Context, spec latencySpec) (*latencyR
 	defer stopProf()
 	inserted, start, err := b.openLoop(ctx, fmt.Sprintf("%s: enqueue at %g/s", spec.label, spec.rate), n, spec.rate,
 		func(ctx context.Context, i int) error {
-			if _, err := ins.Exec(ctx, `SELECT pgrelay.notify($1, $2)`, channel, strconv.Itoa(i)); err != nil {
+			if _, err := ins.Exec(ctx, `SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text)`, channel, strconv.Itoa(i)); err != nil {
 				return fmt.Errorf("notify: %w", err)
 			}
 			return nil

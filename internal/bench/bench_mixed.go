@@ -83,7 +83,7 @@ func produceMixed(ctx, stopped context.Context, c *pgx.Conn, channel string, id 
 			return nil
 		case <-t.C:
 		}
-		_, err := c.Exec(ctx, `SELECT pgrelay.notify($1, $2)`, channel, "live-"+strconv.Itoa(id)+"-"+strconv.Itoa(k))
+		_, err := c.Exec(ctx, `SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text)`, channel, "live-"+strconv.Itoa(id)+"-"+strconv.Itoa(k))
 		if err != nil {
 			return fmt.Errorf("producer %d: notify: %w", id, err)
 		}

@@ -154,7 +154,7 @@ func (b *bench) runProducers(ctx context.Context, n int, v producerVariant, dbUR
 	}
 	defer pool.Close()
 	if err := openAll(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `SELECT pgrelay.notify($1, '-')`, producersChannel)
+		_, err := tx.Exec(ctx, `SELECT pgrelay.notify($1::pg_catalog.text, '-'::pg_catalog.text)`, producersChannel)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("connect the producers: %w", err)
@@ -181,7 +181,7 @@ func (b *bench) runProducers(ctx context.Context, n int, v producerVariant, dbUR
 	waits := b.sampleWaits(ctx, producerApp)
 	took, lat, err := b.produce(ctx, label, pool, n, b.o.ProducerDuration,
 		func(ctx context.Context, tx pgx.Tx, g, i int) error {
-			_, err := tx.Exec(ctx, `SELECT pgrelay.notify($1, $2)`, producersChannel, strconv.Itoa(g)+"-"+strconv.Itoa(i))
+			_, err := tx.Exec(ctx, `SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text)`, producersChannel, strconv.Itoa(g)+"-"+strconv.Itoa(i))
 			return err
 		})
 	shares, werr := waits()

@@ -175,7 +175,7 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	defer conn.Release()
 	single := func(ctx context.Context, from, k int) error {
 		for i := from; i < from+k; i++ {
-			if _, err := conn.Exec(ctx, `SELECT pgrelay.notify($1, $2)`, channel, "s"+strconv.Itoa(i)); err != nil {
+			if _, err := conn.Exec(ctx, `SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text)`, channel, "s"+strconv.Itoa(i)); err != nil {
 				return fmt.Errorf("notify: %w", err)
 			}
 		}

@@ -597,7 +597,7 @@ func (e *soakEnv) produceTx(ctx context.Context, ops []soakOp) error {
 					op.payload).Scan(&version); err != nil {
 					return err
 				}
-				if err := tx.QueryRow(cctx, `SELECT pgrelay.notify($1, $2)`, op.channel, op.payload).Scan(&id); err != nil {
+				if err := tx.QueryRow(cctx, `SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text)`, op.channel, op.payload).Scan(&id); err != nil {
 					return err
 				}
 			case soakMail:
@@ -613,7 +613,7 @@ func (e *soakEnv) produceTx(ctx context.Context, ops []soakOp) error {
 					return err
 				}
 			default:
-				if err := tx.QueryRow(cctx, `SELECT pgrelay.notify($1, $2)`, op.channel, op.payload).Scan(&id); err != nil {
+				if err := tx.QueryRow(cctx, `SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text)`, op.channel, op.payload).Scan(&id); err != nil {
 					return err
 				}
 			}

@@ -2,10 +2,13 @@
 -- statement, and joined each row with its channel, though a success — nearly
 -- every outcome — needs neither: only a retry and a dead letter read the
 -- payload and the row's times, only a failure the channel's attempts, only a
--- retry its delay, only a dead letter its kind. The same statement now reads
--- each where it is needed; what it does is unchanged (TestSQLComplete*,
--- TestExplainCompleteReadsChannelsForFailuresOnly). The SET clauses are
--- 0014's: CREATE OR REPLACE takes a function's settings from its definition.
+-- retry its delay, only a dead letter its kind. The statement now reads each
+-- where it is needed (TestExplainCompleteReadsChannelsForFailuresOnly). A
+-- direct batch whose events all succeeded, nearly every batch, takes a
+-- statement of its own that only deletes and logs
+-- (TestCompleteDirectSuccessesLogAsTheGeneralPathDoes). What either writes
+-- is unchanged. The SET clauses are 0014's: CREATE OR REPLACE takes a
+-- function's settings from its definition.
 
 CREATE OR REPLACE FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamptz[],
                                   p_events text[], p_errors text[])
@@ -20,6 +23,26 @@ DECLARE
   v_released int;
   v_done int;
 BEGIN
+  -- A direct batch of successes, nearly every batch: its rows, locked in
+  -- the caller's transaction, are deleted and logged; nothing to release,
+  -- retry or bury. The general statement below does the same for them.
+  IF p_processor IS NULL AND 'succeeded' = ALL (p_events)
+     AND (p_errors IS NULL OR pg_catalog.cardinality(pg_catalog.array_remove(p_errors, NULL)) = 0) THEN
+    WITH del AS (
+      DELETE FROM pgrelay.queue q
+       WHERE q.id = ANY (p_ids) AND q.dispatched_at IS NULL
+      RETURNING q.id, q.origin_id, q.channel, q.attempt
+    ), ids AS (
+      SELECT pgrelay._next_ids((SELECT count(*) FROM del)::int) AS a
+    )
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
+    SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, 'succeeded', v_node
+      FROM (SELECT del.*, pg_catalog.row_number() OVER (ORDER BY del.id) AS rn FROM del) x, ids
+     ORDER BY x.id;
+    GET DIAGNOSTICS v_done = ROW_COUNT;
+    RETURN v_done;
+  END IF;
+
   -- Only when there is something to release: the planner, which expects one
   -- row of the processor's in flight, would join every one of them (often
   -- ~1000) with the whole batch.

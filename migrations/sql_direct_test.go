@@ -7,6 +7,7 @@ package migrations_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -353,4 +354,60 @@ func TestDirectGoKinds(t *testing.T) {
 	got := testenv.Column[string](t, d.Pool, `SELECT channel FROM pgrelay._claim($1, 'single', false, 10,
 		'{sql,go:ship,go:bill}', NULL, true, '{go:ship}') ORDER BY channel`, proc)
 	require.Equal(t, []string{"gser", "other"}, got, "sql and g are left to direct batches")
+}
+
+// A direct batch whose events all succeeded takes _complete's statement for
+// successes alone; its log rows are those the general statement writes for
+// the successes of a batch with another outcome.
+func TestCompleteDirectSuccessesLogAsTheGeneralPathDoes(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("d", "")
+	for i := range 6 {
+		d.notify("d", fmt.Sprint("p", i))
+	}
+	c := explainedConn(t, d.URL)
+	// complete claims three rows and completes them with events, returning
+	// the plans of the completion's statements.
+	complete := func(events ...string) (ids []int64, plans []string) {
+		t.Helper()
+		c.plans()
+		inTxCommit(t, c.Conn, func(tx pgx.Tx) {
+			ids = testenv.Column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('d', 'single', false, NULL, 3)")
+			require.Len(t, ids, 3)
+			require.Equal(t, 3, testenv.One[int](t, tx, "SELECT pgrelay._complete(NULL, $1, NULL, $2, NULL)", ids, events))
+		})
+		return ids, c.plans()
+	}
+	general := func(plans []string) bool {
+		for _, p := range plans {
+			if strings.Contains(p, "Insert on dead_letters") {
+				return true
+			}
+		}
+		return false
+	}
+	fast, plans := complete("succeeded", "succeeded", "succeeded")
+	require.False(t, general(plans), "a batch of successes ran the general statement")
+	mixed, plans := complete("succeeded", "expired", "succeeded")
+	require.True(t, general(plans))
+
+	// What a success's log row holds, and whether the log ids follow the
+	// queue ids.
+	logged := func(ids []int64) []string {
+		t.Helper()
+		return testenv.Column[string](t, d.Pool, `SELECT format('%s %s %s %s %s %s', l.channel, l.attempt, l.event,
+				COALESCE(l.error, '-'), l.node = pgrelay._this_node(), l.origin_id = l.queue_id)
+			  FROM pgrelay.log l WHERE l.queue_id = ANY ($1) AND l.event = 'succeeded' ORDER BY l.id`, ids)
+	}
+	inOrder := func(ids []int64) bool {
+		return testenv.One[bool](t, d.Pool, `SELECT bool_and(queue_id > prev) FROM (
+			SELECT queue_id, lag(queue_id, 1, 0::bigint) OVER (ORDER BY id) AS prev
+			  FROM pgrelay.log WHERE queue_id = ANY ($1)) s`, ids)
+	}
+	require.Equal(t, []string{"d 1 succeeded - t t", "d 1 succeeded - t t", "d 1 succeeded - t t"}, logged(fast))
+	require.Equal(t, logged(fast)[:2], logged(mixed))
+	require.True(t, inOrder(fast))
+	require.True(t, inOrder(mixed))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = ANY ($1) OR id = ANY ($2)", fast, mixed))
 }

@@ -833,6 +833,26 @@ DECLARE
   v_released int;
   v_done int;
 BEGIN
+  -- A direct batch of successes, nearly every batch: its rows, locked in
+  -- the caller's transaction, are deleted and logged; nothing to release,
+  -- retry or bury. The general statement below does the same for them.
+  IF p_processor IS NULL AND 'succeeded' = ALL (p_events)
+     AND (p_errors IS NULL OR pg_catalog.cardinality(pg_catalog.array_remove(p_errors, NULL)) = 0) THEN
+    WITH del AS (
+      DELETE FROM pgrelay.queue q
+       WHERE q.id = ANY (p_ids) AND q.dispatched_at IS NULL
+      RETURNING q.id, q.origin_id, q.channel, q.attempt
+    ), ids AS (
+      SELECT pgrelay._next_ids((SELECT count(*) FROM del)::int) AS a
+    )
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
+    SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, 'succeeded', v_node
+      FROM (SELECT del.*, pg_catalog.row_number() OVER (ORDER BY del.id) AS rn FROM del) x, ids
+     ORDER BY x.id;
+    GET DIAGNOSTICS v_done = ROW_COUNT;
+    RETURN v_done;
+  END IF;
+
   -- Only when there is something to release: the planner, which expects one
   -- row of the processor's in flight, would join every one of them (often
   -- ~1000) with the whole batch.

@@ -260,7 +260,7 @@ func TestExplainCompletePlans(t *testing.T) {
 		require.NoError(t, err, s)
 	}
 	// A success beside a release, then a failure (whose retry goes back
-	// into the queue).
+	// into the queue), then a direct batch of successes (its own statement).
 	end := func() []string {
 		t.Helper()
 		inTx(t, c.Conn, func(tx pgx.Tx) {
@@ -271,6 +271,9 @@ func TestExplainCompletePlans(t *testing.T) {
 			require.NotEmpty(t, rows)
 			msg := "boom"
 			require.Equal(t, 1, completeAll(t, tx, 1, outcome{c: rows[0], event: "failed", err: &msg}))
+			ids := testenv.Column[int64](t, tx, "SELECT id FROM pgrelay._claim_direct('c', 'single', false, NULL, 2)")
+			require.Len(t, ids, 2)
+			require.Equal(t, 2, testenv.One[int](t, tx, "SELECT pgrelay._complete(NULL, $1, NULL, '{succeeded,succeeded}', NULL)", ids))
 		})
 		var plans []string
 		for _, p := range c.plans() {
@@ -295,7 +298,7 @@ func TestExplainCompletePlans(t *testing.T) {
 			deletes++
 		}
 	}
-	require.Equal(t, 2, deletes, "both completions' deletes were logged")
+	require.Equal(t, 3, deletes, "the three completions' deletes were logged")
 }
 
 // A batch of successes — nearly every batch — deletes its rows and logs

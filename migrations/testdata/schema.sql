@@ -838,9 +838,13 @@ BEGIN
   -- retry or bury. The general statement below does the same for them.
   IF p_processor IS NULL AND 'succeeded' = ALL (p_events)
      AND (p_errors IS NULL OR pg_catalog.cardinality(pg_catalog.array_remove(p_errors, NULL)) = 0) THEN
+    -- Unclaimed rows only, tested as num_nulls() so that the planner cannot
+    -- match queue_ready's predicate (dispatched_at IS NULL): a plan made on
+    -- a small queue walked that whole index instead of the ids' keys
+    -- (TestExplainCompletePlans).
     WITH del AS (
       DELETE FROM pgrelay.queue q
-       WHERE q.id = ANY (p_ids) AND q.dispatched_at IS NULL
+       WHERE q.id = ANY (p_ids) AND pg_catalog.num_nulls(q.dispatched_at) = 1
       RETURNING q.id, q.origin_id, q.channel, q.attempt
     ), ids AS (
       SELECT pgrelay._next_ids((SELECT count(*) FROM del)::int) AS a

@@ -100,32 +100,17 @@ type Ready struct {
 func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit int, kinds []string,
 	direct bool, directGo []string) (claimed []Claimed, ready []Ready, err error) {
 	leader, term := scope.args()
-	var then func(*pgx.Batch)
-	var read func(pgx.BatchResults) error
+	var readyArgs []any
 	if direct || len(directGo) > 0 {
 		kinds := directGo
 		if direct {
 			kinds = append([]string{"sql"}, directGo...)
 		}
-		then = func(b *pgx.Batch) {
-			b.Queue("SELECT channel, kind FROM pgrelay._ready_direct($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.text[])",
-				scope.Mode, leader, kinds)
-		}
-		read = func(br pgx.BatchResults) error {
-			rows, err := br.Query()
-			if err == nil {
-				ready, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Ready])
-			}
-			if err != nil {
-				// The claim rolls back with it.
-				return fmt.Errorf("list channels ready for batches: %w", err)
-			}
-			return nil
-		}
+		readyArgs = []any{scope.Mode, leader, kinds}
 	}
-	claimed, err = s.claim(ctx, `SELECT * FROM pgrelay._claim($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
+	claimed, ready, err = s.claim(ctx, `SELECT * FROM pgrelay._claim($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
 		$4::pg_catalog.int4, $5::pg_catalog.text[], $6::pg_catalog.int8, $7::pg_catalog.bool, $8::pg_catalog.text[])`,
-		[]any{proc, scope.Mode, leader, limit, kinds, term, direct, directGo}, then, read)
+		[]any{proc, scope.Mode, leader, limit, kinds, term, direct, directGo}, readyArgs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
@@ -139,53 +124,59 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 func (s *Store) ClaimChannel(ctx context.Context, proc int64, scope ClaimScope, limit int, channel string,
 	kinds []string, direct bool, directGo []string) ([]Claimed, error) {
 	leader, term := scope.args()
-	claimed, err := s.claim(ctx, `SELECT * FROM pgrelay._claim_channel($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
+	claimed, _, err := s.claim(ctx, `SELECT * FROM pgrelay._claim_channel($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
 		$4::pg_catalog.int4, $5::pg_catalog.text, $6::pg_catalog.text[], $7::pg_catalog.int8, $8::pg_catalog.bool,
 		$9::pg_catalog.text[])`,
-		[]any{proc, scope.Mode, leader, limit, channel, kinds, term, direct, directGo}, nil, nil)
+		[]any{proc, scope.Mode, leader, limit, channel, kinds, term, direct, directGo}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim up to %d rows of channel %s for processor %d: %w", limit, channel, proc, err)
 	}
 	return claimed, nil
 }
 
-// claim runs the claim statement sql (rows of scanClaimed), then what then
-// queues, whose results read takes, in one implicit transaction, and
-// returns the claimed rows once it committed. The commit need not wait for
-// the disk: a claim lost in a crash leaves its rows pending, and whatever
-// the claim leads to commits later, durably, which writes the claim's
-// commit to disk first.
-func (s *Store) claim(ctx context.Context, sql string, args []any, then func(*pgx.Batch),
-	read func(pgx.BatchResults) error) ([]Claimed, error) {
+// claim runs the claim statement sql (rows of scanClaimed) and, unless
+// readyArgs is nil, pgrelay._ready_direct with them, in one implicit
+// transaction, and returns the claimed rows and the ready channels once it
+// committed. The commit need not wait for the disk: a claim lost in a crash
+// leaves its rows pending, and whatever the claim leads to commits later,
+// durably, which writes the claim's commit to disk first.
+func (s *Store) claim(ctx context.Context, sql string, args, readyArgs []any) ([]Claimed, []Ready, error) {
 	b := &pgx.Batch{}
 	b.Queue("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)")
 	b.Queue(sql, args...)
-	if then != nil {
-		then(b)
+	if readyArgs != nil {
+		b.Queue("SELECT channel, kind FROM pgrelay._ready_direct($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.text[])",
+			readyArgs...)
 	}
 	br := s.hot.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	claimed, err := pgx.CollectRows(rows, scanClaimed)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if read != nil {
-		if err := read(br); err != nil {
-			return nil, err
+	var ready []Ready
+	if readyArgs != nil {
+		rows, err := br.Query()
+		if err == nil {
+			ready, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Ready])
+		}
+		if err != nil {
+			// The claim rolls back with it.
+			return nil, nil, fmt.Errorf("list channels ready for batches: %w", err)
 		}
 	}
 	// The claim is only made once its transaction commits, at the end.
 	if err := br.Close(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return claimed, nil
+	return claimed, ready, nil
 }
 
 // scanClaimed scans a row of pgrelay._claim (or _claim_channel).

@@ -55,20 +55,22 @@ func TestActorAtLeastOnce10000(t *testing.T) {
 }
 
 // orderedSchema creates a handler that records the order events ran in and
-// any overlap: a handler that finds another of its channel (or payload) still
-// running records it in overlapped. The handler's transaction-level advisory
-// lock is held until its transaction (handler + completion) commits.
+// the span each ran for; overlapped lists the runs of one key (a channel, a
+// payload) whose spans intersect: two handlers of the key that ran at once.
+// Spans, not a lock the handler holds: a transaction's effects (the deleted
+// row that lets the next event be claimed) are visible before its locks are
+// released, so the next handler could find an advisory lock of one that had
+// finished and committed still held.
 const orderedSchema = `
-CREATE TABLE runs (seq bigserial PRIMARY KEY, payload text, origin_id bigint, started timestamptz, finished timestamptz);
-CREATE TABLE overlapped (payload text);
+CREATE TABLE runs (seq bigserial PRIMARY KEY, payload text, key text, origin_id bigint, started timestamptz, finished timestamptz);
+CREATE VIEW overlapped AS
+  SELECT b.payload FROM runs a JOIN runs b ON a.key = b.key AND a.seq < b.seq
+   WHERE b.started < a.finished AND a.started < b.finished;
 CREATE FUNCTION public.ordered(p text, key text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE s timestamptz := clock_timestamp();
 BEGIN
-  IF NOT pg_try_advisory_xact_lock(hashtext(key)) THEN
-    INSERT INTO overlapped VALUES (p);
-  END IF;
   PERFORM pg_sleep(0.002);
-  INSERT INTO runs (payload, started, finished) VALUES (p, s, clock_timestamp());
+  INSERT INTO runs (payload, key, started, finished) VALUES (p, key, s, clock_timestamp());
 END $$;
 `
 

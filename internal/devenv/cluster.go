@@ -394,9 +394,17 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 				WHERE (SELECT status FROM pglogical.show_subscription_status() LIMIT 1) <> 'replicating'`
 			if c.engine == Spock {
 				// A Spock apply worker whose first connection failed may
-				// stay down: restart it.
-				nudge = `SELECT spock.sub_disable(subscription_name::name, true), spock.sub_enable(subscription_name::name, true)
-					FROM spock.sub_show_status() WHERE status = 'down'`
+				// stay down: restart it — only when no apply worker of the
+				// subscription runs. Disabling does not wait for a running
+				// worker to exit: enabled again at once, the subscription
+				// got a second worker beside one still connecting, which
+				// failed on the replication origin the first held ("already
+				// active for PID ...") and left the status down.
+				nudge = `SELECT spock.sub_disable(s.subscription_name::name, true), spock.sub_enable(s.subscription_name::name, true)
+					FROM spock.sub_show_status() s JOIN spock.subscription sub ON sub.sub_name = s.subscription_name
+					WHERE s.status = 'down' AND NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a
+						WHERE a.backend_type = pg_catalog.format('spock apply %s:%s',
+							(SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()), sub.sub_id))`
 			}
 			for n := 1; n <= c.N(); n++ {
 				_ = c.nodes[n-1].Exec(ctx, ClusterDB, nudge)

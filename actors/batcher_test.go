@@ -473,11 +473,14 @@ func TestActorPoisonAtCommit(t *testing.T) {
 	}
 }
 
-// Every handler starts from a clean session: what a handler sets — a
-// session setting (set_config(…, false)), a transaction-local one
-// (set_config(…, true), SET LOCAL) or its role — reaches neither the next
-// handler of its batch (same transaction) nor the next user of its pooled
-// connection; in direct batches, lane batches and on the classic path.
+// No handler's settings or role reach another channel's handler or
+// pgrelay's own statements: what a handler of channel a sets — a session
+// setting (set_config(…, false)), a transaction-local one (set_config(…,
+// true)), its search_path, its role and session authorization — is never seen
+// by a handler of channel b, run in the same lane batch, the next batch on
+// the same pooled connection or the classic path; and a role without any
+// right on pgrelay's schema, which a's handlers leave set, never reaches the
+// claim or the completion (every event succeeds, each recorded once).
 func TestActorHandlerSessionIsClean(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -486,24 +489,29 @@ func TestActorHandlerSessionIsClean(t *testing.T) {
 	}{
 		{"direct batch", "none", 0},
 		{"lane batch", "payload", 0},
+		// One lane a channel: a lane batch holds the heads of both.
+		{"lane batch across channels", "channel", 0},
 		{"classic", "none", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.Exec(`CREATE TABLE seen (payload text, app text, app_local text, search_path text, usr text,
+			e.Exec(`CREATE TABLE seen (channel text, payload text, app text, app_local text, search_path text, usr text,
 			  timeout text, work_mem text)`)
-			// A role of this test's own (roles are the cluster's).
+			// A role of this test's own (roles are the cluster's), with no
+			// right on pgrelay's schema or functions.
 			var role string
 			require.NoError(t, e.Pool.QueryRow(context.Background(), `SELECT current_database() || '_handler'`).Scan(&role))
 			e.Exec(`CREATE ROLE ` + role)
-			e.Exec(`GRANT pgrelay_processor TO ` + role)
 			e.Exec(`GRANT INSERT ON public.seen TO ` + role)
+			e.Exec(`CREATE FUNCTION public.look(c text, p text) RETURNS void LANGUAGE sql AS $$
+			  INSERT INTO public.seen VALUES (c, p, current_setting('app.leak', true), current_setting('app.local', true),
+			    current_setting('search_path'), current_user::text, current_setting('statement_timeout'),
+			    current_setting('work_mem'))
+			$$`)
 			e.Exec(`CREATE FUNCTION public.work(p text, r text) RETURNS void LANGUAGE plpgsql AS $$
 			BEGIN
-			  INSERT INTO public.seen VALUES (p, current_setting('app.leak', true), current_setting('app.local', true),
-			    current_setting('search_path'), current_user::text, current_setting('statement_timeout'),
-			    current_setting('work_mem'));
+			  PERFORM public.look('a', p);
 			  PERFORM set_config('app.leak', p, false);
 			  PERFORM set_config('app.local', p, true);
 			  PERFORM set_config('search_path', 'pg_temp, public', false);
@@ -513,28 +521,66 @@ func TestActorHandlerSessionIsClean(t *testing.T) {
 			  PERFORM set_config('session_authorization', r, false);
 			  PERFORM set_config('role', r, false);
 			END $$`)
-			e.Exec(`SELECT pgrelay.register('s', 'SELECT public.work($1, ''`+role+`'')', p_timeout := '7 seconds',
+			e.Exec(`SELECT pgrelay.register('a', 'SELECT public.work($1, ''`+role+`'')', p_timeout := '7 seconds',
 			  p_concurrency_mode := $1)`, tc.mode)
-			e.Exec(`SELECT pgrelay.notify_many('s', ARRAY(SELECT g::text FROM generate_series(1, 200) g))`)
+			e.Exec(`SELECT pgrelay.register('b', 'SELECT public.look(''b'', $1)', p_timeout := '9 seconds',
+			  p_concurrency_mode := $1)`, tc.mode)
+			// The two channels' events interleaved, so that lane batches mix them.
+			e.Exec(`SELECT pgrelay.notify(CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g::text) FROM generate_series(1, 400) g`)
 			e.startProcessor(func(c *actors.Config) {
 				c.Concurrency, c.SQLBatch = 4, 50
 				if tc.sqlBatch > 0 {
 					c.SQLBatch = tc.sqlBatch
 				}
 			})
-			testenv.Eventually(e.T, 60*time.Second, "200 successes", func() bool {
-				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 200
+			testenv.Eventually(e.T, 60*time.Second, "400 successes", func() bool {
+				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 400
 			})
-			require.Equal(t, 200, e.Count(`SELECT count(DISTINCT payload) FROM seen`))
+			require.Equal(t, 400, e.Count(`SELECT count(DISTINCT payload) FROM seen`))
 			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
-			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE COALESCE(app, '') <> ''`), "a session setting leaked")
-			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE COALESCE(app_local, '') <> ''`), "a local setting leaked")
-			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE search_path <> '"$user", public'`), "search_path leaked")
-			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE work_mem <> '4MB'`), "work_mem leaked")
-			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE usr <> session_user`), "the role or the session authorization leaked")
-			require.Zero(t, e.Count(`SELECT count(*) FROM seen WHERE timeout <> '7s'`), "every handler ran under its timeout")
+			b := `SELECT count(*) FROM seen WHERE channel = 'b' AND `
+			require.Equal(t, 200, e.Count(`SELECT count(*) FROM seen WHERE channel = 'b'`))
+			require.Zero(t, e.Count(b+`COALESCE(app, '') <> ''`), "a session setting reached another channel's handler")
+			require.Zero(t, e.Count(b+`COALESCE(app_local, '') <> ''`), "a local setting reached another channel's handler")
+			require.Zero(t, e.Count(b+`search_path <> '"$user", public'`), "search_path reached another channel's handler")
+			require.Zero(t, e.Count(b+`work_mem <> '4MB'`), "work_mem reached another channel's handler")
+			require.Zero(t, e.Count(b+`usr <> session_user`), "the role or the session authorization reached another channel's handler")
+			require.Zero(t, e.Count(b+`timeout <> '9s'`), "every handler of b ran under b's timeout")
 		})
 	}
+}
+
+// A handler that turns statement_timeout off (its own setting, which the
+// next handler of its channel's batch inherits) does not let that handler
+// run past the channel's timeout: the Processor cancels a statement past it
+// itself, and the attempt fails as a timed out handler's does.
+func TestActorHandlerTimeoutBackstop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Exec(`CREATE FUNCTION public.tt(p text) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+	  IF p = 'off' THEN
+	    PERFORM set_config('statement_timeout', '0', false);
+	  ELSIF p = 'slow' THEN
+	    PERFORM pg_sleep(3600);
+	  END IF;
+	END $$`)
+	e.Exec(`SELECT pgrelay.register('t', 'SELECT public.tt($1)', p_timeout := '1 second', p_max_attempts := 1)`)
+	// One batch, in this order: the timeout is off when 'slow' starts.
+	ids := e.IDs(`SELECT pgrelay.notify_many('t', ARRAY['off', 'slow', 'after'])`)
+	require.Len(t, ids, 3)
+	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 8, 50 })
+	testenv.Eventually(e.T, 60*time.Second, "the slow handler cut and the others run", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`) == 3
+	})
+	event := func(id int64) string {
+		return e.Text(`SELECT string_agg(event, ',' ORDER BY id) FROM pgrelay.log WHERE origin_id = $1`, id)
+	}
+	require.Equal(t, "succeeded", event(ids[0]))
+	require.Equal(t, "gave_up", event(ids[1]))
+	require.Equal(t, "succeeded", event(ids[2]))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE origin_id = $1
+	  AND error LIKE '%past its channel''s timeout%'`, ids[1]), "the Processor cancelled the handler past its timeout")
 }
 
 // An event whose success cannot be recorded (the completion fails for it: a

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -579,7 +580,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	}
 	ids, evs, errs = append(ids, '}'), append(evs, '}'), append(errs, '}')
 	resets := ps.of(conn.Conn().PgConn()).resets
-	stmts := make([]statement, 0, 6+len(run)*(4+len(resets)))
+	stmts := make([]statement, 0, 8+2*len(resets)+len(run)*3)
 	exec := func(sql string, args [][]byte, oids []uint32) {
 		stmts = append(stmts, statement{sql: sql, args: args, oids: oids})
 	}
@@ -592,24 +593,33 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	}
 	// One backing array for the handlers' parameters.
 	payloads := make([][]byte, len(run))
+	var channel string
+	var timeoutSet int64
 	for j, i := range run {
 		e := &b.Events[i]
+		if j > 0 && e.Channel != channel {
+			// Another channel's handler comes next: nothing the handlers of
+			// the one before set — settings, role — reaches it.
+			for _, r := range resets {
+				exec(r, nil, nil)
+			}
+			timeoutSet = 0
+		}
+		channel = e.Channel
 		// The timeout is set before the savepoint, so that rolling back to
-		// it keeps the timeout in force; for every event, since the reset
-		// after the previous handler undid it.
+		// it keeps the timeout in force; once a channel, since a handler
+		// that changes it is cut by the pipeline's backstop (readPipeline).
 		timeout := max(e.Timeout.Milliseconds(), 1)
-		exec("SET LOCAL statement_timeout = "+strconv.FormatInt(timeout, 10), nil, nil)
+		if timeout != timeoutSet {
+			exec("SET LOCAL statement_timeout = "+strconv.FormatInt(timeout, 10), nil, nil)
+			timeoutSet = timeout
+		}
 		exec(savepointSQL, nil, nil)
 		// $1 is declared text, as register() checked it with PREPARE (text).
 		payloads[j] = text(e.Payload)
 		stmts = append(stmts, statement{sql: e.Handler, args: payloads[j : j+1 : j+1], oids: textOID,
 			timeoutMS: timeout, handler: j + 1})
 		exec(releaseSQL, nil, nil)
-		// What the handler set — session or transaction-local settings, its
-		// role — reaches neither the next handler nor the completion.
-		for _, r := range resets {
-			exec(r, nil, nil)
-		}
 	}
 	// What fails from here on is no handler's own error.
 	tailAt := len(stmts)
@@ -617,7 +627,12 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		clocks[1] = len(stmts)
 		exec(now, nil, nil)
 	}
-	// Reset even when nothing runs: a handler's failure skipped the last reset.
+	// What the handlers set reaches neither pgrelay's statements nor the
+	// connection's next user; reset even when nothing runs, as an earlier
+	// pipeline of this batch ran handlers.
+	for _, r := range resets {
+		exec(r, nil, nil)
+	}
 	exec(resetTimeoutSQL, nil, nil)
 	if term, ok := b.Scope.fence(); ok {
 		exec(fenceSQL, [][]byte{text(strconv.FormatInt(term, 10))}, int8OID)
@@ -630,7 +645,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	if err != nil {
 		return -1, nil, err
 	}
-	res := readPipeline(pc.ExecBatch(ctx, pb), clocks)
+	res := readPipeline(pc.ExecBatch(ctx, pb), clocks, backstop{pc: pc, stmts: stmts})
 	failed, err := res.failed, res.err
 	if err == nil && res.n != n {
 		err = fmt.Errorf("expected %d results, got %d", n, res.n)
@@ -655,6 +670,10 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	}
 	if failed >= 0 && failed < n && stmts[failed].handler > 0 {
 		j := stmts[failed].handler - 1
+		if res.cut {
+			err = fmt.Errorf("the handler ran past its channel's timeout (%s), which a handler of its batch had changed: the Processor cancelled it: %w",
+				time.Duration(stmts[failed].timeoutMS)*time.Millisecond, err)
+		}
 		// The server's clock before the handlers: a handler that loses the
 		// connection is only to blame if the server has run since.
 		b.clock = 0
@@ -684,12 +703,16 @@ type pipelineResults struct {
 	// clock and clockErr are the readings of the clock statements.
 	clock    [2]int64
 	clockErr [2]error
+	// cut: the backstop cancelled the statement that was running.
+	cut bool
 }
 
 // readPipeline reads the results of a pipeline whose clock statements are
-// at clocks (-1: none), and closes it.
-func readPipeline(mrr *pgconn.MultiResultReader, clocks [2]int) pipelineResults {
+// at clocks (-1: none), and closes it. bs cancels the pipeline should its
+// handlers run past their timeouts.
+func readPipeline(mrr *pgconn.MultiResultReader, clocks [2]int, bs backstop) pipelineResults {
 	r := pipelineResults{failed: -1}
+	stop := bs.arm()
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
 		k := -1
@@ -725,7 +748,51 @@ func readPipeline(mrr *pgconn.MultiResultReader, clocks [2]int) pipelineResults 
 			r.failed = r.n // a server error before the next statement's result began
 		}
 	}
+	r.cut = stop()
 	return r
+}
+
+// backstop cancels a pipeline whose handlers run past their timeouts. The
+// server's statement_timeout, set once a channel in a batch, cuts each
+// handler first; but a handler may change that setting for the handlers of
+// its channel that follow it in the batch. The server sends a pipeline's
+// results only at its end, so the Processor cannot time each handler; it
+// cancels whatever statement runs once the pipeline has run for the sum of
+// its handlers' timeouts and backstopMargin.
+type backstop struct {
+	pc    *pgconn.PgConn
+	stmts []statement
+}
+
+// backstopMargin is how long past the sum of its handlers' timeouts a
+// pipeline runs before the Processor cancels it.
+const backstopMargin = time.Second
+
+// arm starts the backstop of a pipeline just sent. stop ends it and reports
+// whether it cancelled a statement.
+func (bs backstop) arm() (stop func() bool) {
+	budget := backstopMargin
+	handlers := false
+	for _, st := range bs.stmts {
+		if st.handler > 0 {
+			handlers = true
+			budget += time.Duration(st.timeoutMS) * time.Millisecond
+		}
+	}
+	if bs.pc == nil || !handlers {
+		return func() bool { return false }
+	}
+	var fired atomic.Bool
+	t := time.AfterFunc(budget, func() {
+		fired.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), directClaimTimeout)
+		defer cancel()
+		_ = bs.pc.CancelRequest(ctx)
+	})
+	return func() bool {
+		t.Stop()
+		return fired.Load()
+	}
 }
 
 // tailName names a statement of a batch's tail in a late failure.

@@ -91,7 +91,9 @@ func (s *Store) runGoRound(ctx context.Context, g GoDirect, what string, b *Dire
 	rctx, rcancel := context.WithTimeout(ctx, batchBudget(b.Events))
 	defer rcancel()
 	resets := s.statements.of(pc).resets
-	held := false
+	// held: the last handler's savepoint is held; used: a handler's work
+	// (and what it set) stays in the transaction.
+	held, used := false, false
 	ran := 0
 	hstart := time.Now()
 	for i := range b.Events {
@@ -103,7 +105,7 @@ func (s *Store) runGoRound(ctx context.Context, g GoDirect, what string, b *Dire
 		if ctx.Err() != nil {
 			continue // stopping: left pending, unrun
 		}
-		ev := &eachTx{Tx: tx, resets: resets, held: held}
+		ev := &eachTx{Tx: tx, held: held}
 		herr := ev.run(rctx, e.Timeout, func(hctx context.Context) error { return g.Run(hctx, ev, e) })
 		if herr == nil && pc.IsClosed() {
 			herr = errors.New("the handler's connection was lost")
@@ -127,6 +129,7 @@ func (s *Store) runGoRound(ctx context.Context, g GoDirect, what string, b *Dire
 			return &lostHandler{k: i, err: fmt.Errorf("%w; %w", herr, err)}
 		}
 		held = ev.held
+		used = used || held
 		ran++
 		out := g.Outcome(e, herr)
 		if out.Event == events.Release {
@@ -140,7 +143,7 @@ func (s *Store) runGoRound(ctx context.Context, g GoDirect, what string, b *Dire
 	if ran > 0 {
 		b.HandlerTime, b.Timed = time.Since(hstart), ran
 	}
-	if err := b.completeGo(done, tx, resets, held); err != nil {
+	if err := b.completeGo(done, tx, resets, used); err != nil {
 		b.forgetAll()
 		var pgErr *pgconn.PgError
 		if ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code != prcodes.LeaseEnded && !sessionGone(pc, err) {
@@ -152,9 +155,10 @@ func (s *Store) runGoRound(ctx context.Context, g GoDirect, what string, b *Dire
 }
 
 // completeGo records the outcomes of a Go batch's events that have one in
-// tx and commits: the session reset first when the last handler's
-// savepoint is held (what it set goes no further), the leader's fence.
-func (b *DirectBatch) completeGo(ctx context.Context, tx pgx.Tx, resets []string, held bool) error {
+// tx and commits: the session reset first when a handler's work stays in
+// the transaction (what the handlers set goes no further), the leader's
+// fence.
+func (b *DirectBatch) completeGo(ctx context.Context, tx pgx.Tx, resets []string, used bool) error {
 	outs := make([]Outcome, 0, len(b.Events))
 	for _, e := range b.Events {
 		if e.Outcome == "" {
@@ -167,7 +171,7 @@ func (b *DirectBatch) completeGo(ctx context.Context, tx pgx.Tx, resets []string
 		outs = append(outs, o)
 	}
 	pre := &pgx.Batch{}
-	if held {
+	if used {
 		for _, r := range resets {
 			pre.Queue(r)
 		}

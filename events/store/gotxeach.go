@@ -27,7 +27,6 @@ func cancelOrphan(ctx context.Context, pc *pgconn.PgConn) {
 // completion commits it).
 type eachTx struct {
 	pgx.Tx
-	resets []string
 	// ctx is the handler's while it runs (nil before and after), for the
 	// methods that take none.
 	ctx context.Context
@@ -87,12 +86,14 @@ func (t *eachTx) end(ctx context.Context, failed bool) error {
 }
 
 // begin are the statements that take the running handler's savepoint: the
-// last one's settings reset and its savepoint released first.
+// last one's released first. What the handlers of a batch set reaches the
+// next handler of the batch, of the same channel; the batch's completion
+// resets the session (completeGo).
 func (t *eachTx) begin() []string {
 	if !t.held {
 		return []string{eachSavepointSQL}
 	}
-	return append(append(make([]string, 0, len(t.resets)+2), t.resets...), eachReleaseSQL, eachSavepointSQL)
+	return []string{eachReleaseSQL, eachSavepointSQL}
 }
 
 // savepoint takes the running handler's savepoint, once.

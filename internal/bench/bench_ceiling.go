@@ -30,10 +30,11 @@ const (
 // log rows (ids drawn in one _next_ids call), COMMIT, and in the same
 // pipeline BEGIN and the claim of the next --ceiling-claim rows FOR UPDATE
 // SKIP LOCKED. Every statement is prepared once per connection.
-// --ceiling-reset adds what a Processor's batch sends around each handler
-// besides the savepoint: the channel's statement_timeout before it, and the
-// clean session after it (RESET ALL, RESET ROLE, and RESET SESSION
-// AUTHORIZATION on a superuser login).
+// --ceiling-reset adds what a Processor's batch sends besides the
+// savepoints: the channel's statement_timeout before the first handler, and
+// the clean session after the last (RESET ALL, RESET ROLE, and RESET
+// SESSION AUTHORIZATION on a superuser login, then the timeout off), before
+// the completion.
 func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 	const channel = "pgrelay_bench_ceiling"
 	res := &scenarioResult{Name: "ceiling"}
@@ -71,14 +72,14 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 		// connections have theirs.
 		var reset []string
 		if b.o.CeilingReset {
-			// What a Processor's batch sends around each handler besides
-			// the savepoint: the channel's timeout, and the clean session
-			// after it.
-			reset = []string{"RESET ALL", "RESET ROLE"}
+			// What a Processor's batch sends besides the savepoints: the
+			// channel's timeout before the first handler, and the clean
+			// session after the last.
+			reset = []string{fmt.Sprintf("SET LOCAL statement_timeout = %d", max(timeoutMS, 1)), "RESET ALL", "RESET ROLE"}
 			if c.PgConn().ParameterStatus("is_superuser") == "on" {
-				reset = []string{"RESET ALL", "RESET SESSION AUTHORIZATION", "RESET ROLE"}
+				reset = append(reset[:2:2], "RESET SESSION AUTHORIZATION", "RESET ROLE")
 			}
-			reset = append(reset, fmt.Sprintf("SET LOCAL statement_timeout = %d", max(timeoutMS, 1)))
+			reset = append(reset, "SET LOCAL statement_timeout = 0")
 		}
 		loopSQL[c] = reset
 		for _, sql := range append([]string{bareClaim, bareComplete, handler, "SAVEPOINT pgrelay_event", "RELEASE SAVEPOINT pgrelay_event"}, reset...) {
@@ -134,7 +135,7 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 	m.Series = fw.series
 	what := "a savepoint per handler"
 	if b.o.CeilingReset {
-		what = "per handler a savepoint, the timeout and the session reset"
+		what = "a savepoint per handler, the timeout and the session reset per batch"
 	}
 	m.Detail = fmt.Sprintf("%d connections; claim %d FOR UPDATE SKIP LOCKED, %s, one DELETE+log INSERT per batch, the next claim pipelined after COMMIT; %d log rows checked",
 		loops, claim, what, n)
@@ -177,8 +178,8 @@ type bareLoop struct {
 	channel, handler string
 	node             int32
 	claim            int
-	// reset: the session reset after each handler, then the timeout for
-	// the next (--ceiling-reset; its last statement is the timeout).
+	// reset: the timeout before a batch's first handler, then the session
+	// reset after its last (--ceiling-reset).
 	reset []string
 	// done counts the committed events; last is the time of the last
 	// commit (unix nanoseconds).
@@ -206,13 +207,15 @@ func (l *bareLoop) run(ctx context.Context) (err error) {
 		ids := l.ids
 		b := &pgx.Batch{}
 		if len(l.reset) > 0 {
-			b.Queue(l.reset[len(l.reset)-1]) // the first handler's timeout
+			b.Queue(l.reset[0]) // the channel's timeout
 		}
 		for _, p := range l.payloads {
 			b.Queue("SAVEPOINT pgrelay_event")
 			b.Queue(l.handler, p)
 			b.Queue("RELEASE SAVEPOINT pgrelay_event")
-			for _, r := range l.reset {
+		}
+		if len(l.reset) > 0 {
+			for _, r := range l.reset[1:] {
 				b.Queue(r)
 			}
 		}

@@ -64,7 +64,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&o.PerChannel, "events-per-channel", 20, "channels: events per channel")
 	fs.IntVar(&o.CeilingLoops, "ceiling-loops", 0, "ceiling: connections, each looping on one transaction at a time (default: the fastest found, see docs/benchmarks.md)")
 	fs.IntVar(&o.CeilingClaim, "ceiling-claim", 0, "ceiling: rows each transaction claims (default: the fastest found)")
-	fs.BoolVar(&o.CeilingReset, "ceiling-reset", false, "ceiling: also send, around each handler, the channel's statement_timeout and the session reset a Processor's batch sends")
+	fs.BoolVar(&o.CeilingReset, "ceiling-reset", false, "ceiling: also send what a Processor's batch sends besides the savepoints: the channel's statement_timeout before the first handler, the session reset after the last")
 	fs.IntVar(&o.MixedProducers, "mixed-producers", 0, "burn-down: also enqueue with this many producers while the backlog drains (notify(), one event per transaction), until as many events completed as were pre-inserted; the rate counts every event (0: none)")
 	fs.Float64Var(&o.MixedRate, "mixed-rate", 2000, "burn-down with --mixed-producers: the producers' events per second, in all")
 	fs.StringVar(&o.Peer, "peer", "", "also run burn-down, enqueue, latency, producers, latency-load and go with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")

@@ -21,7 +21,7 @@ type page struct {
 	Title    string
 	Nav      string // the navigation entry of the page
 	ReadOnly bool
-	Notice   string // what an action just did
+	Notice   string // what an action just did (its redirect's notice cookie)
 	Data     any
 }
 
@@ -118,7 +118,7 @@ func ago(t time.Time) string {
 func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name string, p page) {
 	p.ReadOnly = s.cfg.ReadOnly
 	if p.Notice == "" {
-		p.Notice = r.URL.Query().Get("done")
+		p.Notice = s.takeNotice(w, r)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

@@ -62,6 +62,7 @@ type Server struct {
 	pages   map[string]*template.Template
 	handler http.Handler
 	over    overviewCache
+	notices notices
 }
 
 // New returns the console over cfg.DB.
@@ -75,7 +76,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, pages: map[string]*template.Template{}}
+	s := &Server{cfg: cfg, pages: map[string]*template.Template{}, notices: newNotices()}
 	for _, p := range []string{"overview", "channel", "event", "dead", "confirm", "emails", "email", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html",
 			"templates/live.html", "templates/"+p+".html")

@@ -73,7 +73,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		s.dbFail(w, r, err)
 		return
 	}
-	if p.Letters, err = store.DeadLetters(c, s.cfg.DB, f, deadListed); err != nil {
+	if p.Letters, err = store.ConsoleDeadLetters(c, s.cfg.DB, f, deadListed, listChars+1); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}

@@ -96,6 +96,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /channels/{channel}", s.channel)
 	mux.HandleFunc("GET /events", s.findEvent)
 	mux.HandleFunc("GET /events/{id}", s.event)
+	mux.HandleFunc("GET /events/{id}/payload", s.payload)
 	mux.HandleFunc("GET /dead", s.deadLetters)
 	mux.HandleFunc("POST /dead/{id}/retry", s.action(s.retry))
 	mux.HandleFunc("POST /dead/{id}/discard", s.action(s.discard))

@@ -34,14 +34,15 @@ func chromium() string {
 }
 
 // browser starts a headless Chromium for t, with a fresh profile and
-// nothing that reaches the network on its own, closed when t ends.
-func browser(t *testing.T) context.Context {
+// nothing that reaches the network on its own (and opts), closed when t
+// ends.
+func browser(t *testing.T, opts ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path := chromium()
 	if path == "" {
 		t.Skip("browser test skipped: no chromium found (apt-get install chromium; make test installs it when root)")
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	all := append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
 		chromedp.NoSandbox,
@@ -54,7 +55,8 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
-	)
+	}, opts...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), all...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
 	// The first run starts the browser, with no timeout on its context.

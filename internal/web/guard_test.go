@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -93,6 +95,27 @@ func TestConsoleRefusesForeignHostWithoutAuth(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer 0123456789abcdef-token")
 	code, _ = authed.do(r)
 	require.Equal(t, http.StatusOK, code)
+
+	// In a browser: a name of the attacker's that resolves to 127.0.0.1
+	// (as DNS rebinding makes it) gets the refusal, and its page's own
+	// same-origin POST discards nothing.
+	t.Run("chromium", func(t *testing.T) {
+		ctx := browser(t, chromedp.Flag("host-resolver-rules", "MAP rebind.attacker.example 127.0.0.1"))
+		run(t, ctx, chromedp.Navigate(c.srv.URL+"/dead"), chromedp.WaitVisible(chromedp.CSS("#dead-"+itoa(dl))))
+		run(t, ctx, chromedp.Navigate("http://rebind.attacker.example:"+port+"/dead"),
+			chromedp.WaitReady(chromedp.CSS("body")))
+		body := text(t, ctx, "body")
+		require.Contains(t, body, "is not this console's name")
+		require.NotContains(t, body, "secret payload")
+		c2, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		status, err := chromedp.Run(c2, chromedp.Evaluate[int](`fetch("/dead/`+itoa(dl)+`/discard", {method: "POST",
+			headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "back=/dead"}).then(r => r.status)`,
+			chromedp.EvalAwaitPromise))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusMisdirectedRequest, status)
+		require.Equal(t, 1, c.Count("SELECT count(*) FROM pgrelay.dead_letters"), "nothing discarded")
+	})
 
 	code, body, _ := c.post("/dead/"+itoa(dl)+"/discard", nil)
 	require.Equal(t, http.StatusSeeOther, code, body)

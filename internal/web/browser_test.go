@@ -72,12 +72,18 @@ func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.
 	require.NoError(t, chromedp.Do(c, actions...))
 }
 
-// text returns the text of the first element sel matches.
+// text returns the text of the first element sel matches, once there is
+// one. It reads the element in one evaluation: the overview replaces its
+// live part every second, and a node found in one call may be gone by the
+// next.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(c, chromedp.Text(chromedp.CSS(sel)))
+	_, err := chromedp.Run(c, chromedp.WaitReady(chromedp.CSS(sel)))
+	require.NoError(t, err, sel)
+	s, err := chromedp.Run(c, chromedp.Evaluate[string](`(() => { const e = document.querySelector(`+
+		strconv.Quote(sel)+`); return e ? e.innerText : "no element " + `+strconv.Quote(sel)+` })()`))
 	require.NoError(t, err, sel)
 	return s
 }

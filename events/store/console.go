@@ -14,6 +14,14 @@ import (
 // origin_id; the queue as queue_stats() and status() read it), so that a page
 // costs little however large the queue and the log are. The per-channel
 // counts come from queue_stats() and the nodes from nodes_overview().
+//
+// Texts a producer or a handler wrote (payloads, errors, email recipients)
+// come cut in SQL to the number of characters the page asks for (substr
+// reads only the start of a long value), and lists of them are bounded in
+// rows: whatever the database holds, a page reads and shows a bounded
+// amount. Each takes chars, the most characters of each such text (0: the
+// whole text), and pages ask one more than they show to know whether a
+// text was cut.
 
 // ErrNotFound means the channel, event or notification asked for does not
 // exist (or no longer: the log is trimmed).
@@ -119,6 +127,13 @@ func LogPerMinute(ctx context.Context, q Querier, since time.Time) ([]MinuteCoun
 	return out, nil
 }
 
+// cut is the SQL of column expr cut to $n characters (the whole of it when
+// $n is 0).
+func cut(expr, n string) string {
+	return `CASE WHEN ` + n + `::pg_catalog.int4 OPERATOR(pg_catalog.>) 0 THEN pg_catalog.substr(` + expr +
+		`, 1, ` + n + `::pg_catalog.int4) ELSE ` + expr + ` END`
+}
+
 // ChannelSettings is one row of pgrelay.channels.
 type ChannelSettings struct {
 	Channel        string
@@ -138,13 +153,14 @@ type ChannelSettings struct {
 	UpdatedAt      time.Time
 }
 
-// Channel returns channel's settings, ErrNotFound when it is not registered.
-func Channel(ctx context.Context, q Querier, channel string) (ChannelSettings, error) {
+// Channel returns channel's settings (the handler cut to chars),
+// ErrNotFound when it is not registered.
+func Channel(ctx context.Context, q Querier, channel string, chars int) (ChannelSettings, error) {
 	var c ChannelSettings
-	err := q.QueryRow(ctx, `SELECT c.channel, c.kind, c.handler, c.concurrency_mode, c.deduplicate, c.node_restricted,
+	err := q.QueryRow(ctx, `SELECT c.channel, c.kind, `+cut("c.handler", "$2")+`, c.concurrency_mode, c.deduplicate, c.node_restricted,
 		c.max_attempts, c.retry_delay, c.expire_after, c.timeout, c.paused, c.publish_payload, c.publish_errors,
 		c.created_at, c.updated_at
-		FROM pgrelay.channels c WHERE c.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text`, channel).Scan(
+		FROM pgrelay.channels c WHERE c.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text`, channel, chars).Scan(
 		&c.Channel, &c.Kind, &c.Handler, &c.Mode, &c.Deduplicate, &c.NodeRestricted, &c.MaxAttempts, &c.RetryDelay,
 		&c.ExpireAfter, &c.Timeout, &c.Paused, &c.PublishPayload, &c.PublishErrors, &c.CreatedAt, &c.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -182,7 +198,11 @@ type LogEntry struct {
 	At       time.Time
 }
 
-const logColumns = `l.id, l.queue_id, l.origin_id, l.channel, l.attempt, l.event, COALESCE(l.error, ''), l.node, l.at`
+// logColumns are a log row's columns, its error cut to $n characters.
+func logColumns(n string) string {
+	return `l.id, l.queue_id, l.origin_id, l.channel, l.attempt, l.event, COALESCE(` + cut("l.error", n) +
+		`, ''), l.node, l.at`
+}
 
 func collectLog(rows pgx.Rows) ([]LogEntry, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (LogEntry, error) {
@@ -193,14 +213,15 @@ func collectLog(rows pgx.Rows) ([]LogEntry, error) {
 }
 
 // RecentFailures returns channel's latest failed attempts (failed, gave_up,
-// expired) since since, newest first, at most limit. It reads the log
-// backwards by id from now down to since, nothing older.
-func RecentFailures(ctx context.Context, q Querier, channel string, since time.Time, limit int) ([]LogEntry, error) {
-	rows, err := q.Query(ctx, `SELECT `+logColumns+` FROM pgrelay.log l
+// expired) since since, newest first, at most limit, each error cut to
+// chars. It reads the log backwards by id from now down to since, nothing
+// older.
+func RecentFailures(ctx context.Context, q Querier, channel string, since time.Time, limit, chars int) ([]LogEntry, error) {
+	rows, err := q.Query(ctx, `SELECT `+logColumns("$4")+` FROM pgrelay.log l
 		WHERE l.id OPERATOR(pg_catalog.>=) pgrelay._id_floor($2::pg_catalog.timestamptz)
 		  AND l.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text
 		  AND l.event OPERATOR(pg_catalog.=) ANY ('{failed,gave_up,expired}'::pg_catalog.text[])
-		ORDER BY l.id DESC LIMIT $3::pg_catalog.int4`, channel, since, limit)
+		ORDER BY l.id DESC LIMIT $3::pg_catalog.int4`, channel, since, limit, chars)
 	if err != nil {
 		return nil, fmt.Errorf("console: read the recent failures of channel %q: %w", channel, err)
 	}
@@ -211,19 +232,50 @@ func RecentFailures(ctx context.Context, q Querier, channel string, since time.T
 	return out, nil
 }
 
-// EventHistory returns every log row of the event origin (the id notify()
-// returned), oldest first.
-func EventHistory(ctx context.Context, q Querier, origin int64) ([]LogEntry, error) {
-	rows, err := q.Query(ctx, `SELECT `+logColumns+` FROM pgrelay.log l
-		WHERE l.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 ORDER BY l.id`, origin)
+// EventHistory returns the latest limit log rows of the event origin (the
+// id notify() returned), oldest first, each error cut to chars, and how many
+// rows the log holds of it (an event may have had max_attempts attempts, up
+// to 1 000).
+func EventHistory(ctx context.Context, q Querier, origin int64, limit, chars int) ([]LogEntry, int64, error) {
+	var total int64
+	if err := q.QueryRow(ctx, `SELECT pg_catalog.count(*) FROM pgrelay.log l
+		WHERE l.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8`, origin).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("console: count the history of event %d: %w", origin, err)
+	}
+	rows, err := q.Query(ctx, `SELECT * FROM (SELECT `+logColumns("$3")+` FROM pgrelay.log l
+		WHERE l.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 ORDER BY l.id DESC LIMIT $2::pg_catalog.int4) h
+		ORDER BY h.id`, origin, limit, chars)
 	if err != nil {
-		return nil, fmt.Errorf("console: read the history of event %d: %w", origin, err)
+		return nil, 0, fmt.Errorf("console: read the history of event %d: %w", origin, err)
 	}
 	out, err := collectLog(rows)
 	if err != nil {
-		return nil, fmt.Errorf("console: read the history of event %d: %w", origin, err)
+		return nil, 0, fmt.Errorf("console: read the history of event %d: %w", origin, err)
 	}
-	return out, nil
+	return out, total, nil
+}
+
+// LastError is the error of an event's latest log row that has one.
+type LastError struct {
+	LogID int64
+	Text  string // cut to the characters asked for
+	Bytes int64  // the whole error's length
+}
+
+// EventLastError returns the error of event origin's latest log row with
+// one, cut to chars; ok false when no row has one.
+func EventLastError(ctx context.Context, q Querier, origin int64, chars int) (e LastError, ok bool, err error) {
+	err = q.QueryRow(ctx, `SELECT l.id, `+cut("l.error", "$2")+`, pg_catalog.octet_length(l.error)
+		FROM pgrelay.log l
+		WHERE l.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND l.error IS NOT NULL
+		ORDER BY l.id DESC LIMIT 1`, origin, chars).Scan(&e.LogID, &e.Text, &e.Bytes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, false, nil
+	}
+	if err != nil {
+		return e, false, fmt.Errorf("console: read the last error of event %d: %w", origin, err)
+	}
+	return e, true, nil
 }
 
 // QueuedAttempt is an event's row in the queue: its attempt pending or in
@@ -231,7 +283,6 @@ func EventHistory(ctx context.Context, q Querier, origin int64) ([]LogEntry, err
 type QueuedAttempt struct {
 	ID           int64
 	Channel      string
-	Payload      string
 	Attempt      int
 	OwnerNode    int
 	RunInNode    *int
@@ -244,9 +295,9 @@ type QueuedAttempt struct {
 
 // EventQueued returns the queue rows of event origin (its first attempt's row
 // by the primary key, its retries' by queue_retry_origin, as status() finds
-// them), the latest attempt first.
+// them), the latest attempt first; EventPayload reads the payload.
 func EventQueued(ctx context.Context, q Querier, origin int64) ([]QueuedAttempt, error) {
-	rows, err := q.Query(ctx, `SELECT q.id, q.channel, q.payload, q.attempt, q.owner_node, q.run_in_node, q.enqueued_at,
+	rows, err := q.Query(ctx, `SELECT q.id, q.channel, q.attempt, q.owner_node, q.run_in_node, q.enqueued_at,
 		q.not_before, q.expires_at, q.dispatched_at, q.dispatched_by
 		FROM pgrelay.queue q
 		WHERE (q.id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND q.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8)
@@ -257,7 +308,7 @@ func EventQueued(ctx context.Context, q Querier, origin int64) ([]QueuedAttempt,
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueuedAttempt, error) {
 		var a QueuedAttempt
-		err := r.Scan(&a.ID, &a.Channel, &a.Payload, &a.Attempt, &a.OwnerNode, &a.RunInNode, &a.EnqueuedAt,
+		err := r.Scan(&a.ID, &a.Channel, &a.Attempt, &a.OwnerNode, &a.RunInNode, &a.EnqueuedAt,
 			&a.NotBefore, &a.ExpiresAt, &a.DispatchedAt, &a.DispatchedBy)
 		return a, err
 	})
@@ -281,26 +332,51 @@ func EventStatus(ctx context.Context, q Querier, origin int64) (string, error) {
 	return *s, nil
 }
 
-// KeptPayload returns the payload event_payloads keeps of one of the queue
-// rows ids (channels with publish_payload keep them until the log's
-// retention), ok false when it keeps none.
-func KeptPayload(ctx context.Context, q Querier, ids []int64) (payload string, ok bool, err error) {
-	err = q.QueryRow(ctx, `SELECT p.payload FROM pgrelay.event_payloads p
-		WHERE p.queue_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[]) ORDER BY p.queue_id DESC LIMIT 1`, ids).Scan(&payload)
+// Payload is an event's payload where the console finds it.
+type Payload struct {
+	Text  string // cut to the characters asked for
+	Bytes int64  // the whole payload's length
+	From  string // "the queue", "the dead letters" or "event_payloads"
+}
+
+// EventPayload returns event origin's payload, cut to chars, from where it
+// is kept: its latest queue row, else its latest dead letter, else
+// event_payloads (channels with publish_payload keep them until the log's
+// retention); ok false when none keeps it. Each is read by an index: the
+// queue's as EventQueued, the dead letters' by origin_id, event_payloads'
+// by the queue ids of the event's log rows.
+func EventPayload(ctx context.Context, q Querier, origin int64, chars int) (p Payload, ok bool, err error) {
+	err = q.QueryRow(ctx, `SELECT `+cut("x.payload", "$2")+`, pg_catalog.octet_length(x.payload), x.src FROM (
+		  (SELECT q.payload, 1 AS o, 'the queue'::pg_catalog.text AS src FROM pgrelay.queue q
+		    WHERE (q.id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND q.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8)
+		       OR (q.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND q.retry_of IS NOT NULL)
+		    ORDER BY q.attempt DESC LIMIT 1)
+		  UNION ALL
+		  (SELECT d.payload, 2, 'the dead letters'::pg_catalog.text FROM pgrelay.dead_letters d
+		    WHERE d.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 ORDER BY d.id DESC LIMIT 1)
+		  UNION ALL
+		  (SELECT p.payload, 3, 'event_payloads'::pg_catalog.text FROM pgrelay.event_payloads p
+		    WHERE p.queue_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT l.queue_id FROM pgrelay.log l
+		            WHERE l.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8))
+		    ORDER BY p.queue_id DESC LIMIT 1)
+		) x ORDER BY x.o LIMIT 1`, origin, chars).Scan(&p.Text, &p.Bytes, &p.From)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", false, nil
+		return p, false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("console: read the kept payload of queue rows %v: %w", ids, err)
+		return p, false, fmt.Errorf("console: read the payload of event %d: %w", origin, err)
 	}
-	return payload, true, nil
+	return p, true, nil
 }
 
 // NotificationRow is a notification's envelope and state (no body).
 type NotificationRow struct {
-	ID           int64
-	Channel      string
-	To           []string
+	ID      int64
+	Channel string
+	// To is the recipients joined by ", " (cut to the characters asked
+	// for); Recipients how many there are.
+	To           string
+	Recipients   int
 	Subject      string
 	Status       string
 	Attempts     int
@@ -312,21 +388,27 @@ type NotificationRow struct {
 	SendInDoubt  bool
 }
 
-const notificationColumns = `n.notification_id, n.channel, n.to_addrs, n.subject, n.status, n.attempts,
-	COALESCE(n.last_error, ''), n.created_at, n.updated_at, n.sent_at, n.sending_event, n.send_in_doubt`
+// notificationColumns are a notification's columns, its recipients,
+// subject and last error cut to $n characters.
+func notificationColumns(n string) string {
+	return `n.notification_id, n.channel, ` + cut(`pg_catalog.array_to_string(n.to_addrs, ', '::pg_catalog.text)`, n) +
+		`, pg_catalog.cardinality(n.to_addrs), ` + cut("n.subject", n) + `, n.status, n.attempts,
+	COALESCE(` + cut("n.last_error", n) + `, ''), n.created_at, n.updated_at, n.sent_at, n.sending_event, n.send_in_doubt`
+}
 
 func scanNotification(r pgx.Row) (NotificationRow, error) {
 	var n NotificationRow
-	err := r.Scan(&n.ID, &n.Channel, &n.To, &n.Subject, &n.Status, &n.Attempts, &n.LastError, &n.CreatedAt,
-		&n.UpdatedAt, &n.SentAt, &n.SendingEvent, &n.SendInDoubt)
+	err := r.Scan(&n.ID, &n.Channel, &n.To, &n.Recipients, &n.Subject, &n.Status, &n.Attempts, &n.LastError,
+		&n.CreatedAt, &n.UpdatedAt, &n.SentAt, &n.SendingEvent, &n.SendInDoubt)
 	return n, err
 }
 
 // RecentNotifications returns the latest notifications, newest first, at
-// most limit (by the primary key: ids carry their creation time).
-func RecentNotifications(ctx context.Context, q Querier, limit int) ([]NotificationRow, error) {
-	rows, err := q.Query(ctx, `SELECT `+notificationColumns+` FROM pgrelay_notifier.notifications n
-		ORDER BY n.notification_id DESC LIMIT $1::pg_catalog.int4`, limit)
+// most limit (by the primary key: ids carry their creation time), their
+// texts cut to chars.
+func RecentNotifications(ctx context.Context, q Querier, limit, chars int) ([]NotificationRow, error) {
+	rows, err := q.Query(ctx, `SELECT `+notificationColumns("$2")+` FROM pgrelay_notifier.notifications n
+		ORDER BY n.notification_id DESC LIMIT $1::pg_catalog.int4`, limit, chars)
 	if err != nil {
 		return nil, fmt.Errorf("console: read the latest notifications: %w", err)
 	}
@@ -337,10 +419,11 @@ func RecentNotifications(ctx context.Context, q Querier, limit int) ([]Notificat
 	return out, nil
 }
 
-// NotificationOf returns notification id, ErrNotFound when there is none.
-func NotificationOf(ctx context.Context, q Querier, id int64) (NotificationRow, error) {
-	n, err := scanNotification(q.QueryRow(ctx, `SELECT `+notificationColumns+` FROM pgrelay_notifier.notifications n
-		WHERE n.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8`, id))
+// NotificationOf returns notification id, its texts cut to chars,
+// ErrNotFound when there is none.
+func NotificationOf(ctx context.Context, q Querier, id int64, chars int) (NotificationRow, error) {
+	n, err := scanNotification(q.QueryRow(ctx, `SELECT `+notificationColumns("$2")+` FROM pgrelay_notifier.notifications n
+		WHERE n.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8`, id, chars))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return n, fmt.Errorf("notification %d: %w", id, ErrNotFound)
 	}
@@ -360,17 +443,29 @@ type NotificationEvent struct {
 	At      time.Time
 }
 
-// NotificationHistory returns notification id's status events and debug
-// notes, oldest first, each by its notification's index.
-func NotificationHistory(ctx context.Context, q Querier, id int64) ([]NotificationEvent, error) {
-	rows, err := q.Query(ctx, `SELECT s.id, s.status, COALESCE(s.error, ''), s.node, s.at
-		FROM pgrelay_notifier.status_events s WHERE s.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
-		UNION ALL
-		SELECT d.id, ''::pg_catalog.text, d.message, NULL::pg_catalog.int4, d.at
-		FROM pgrelay_notifier.debug_log d WHERE d.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
-		ORDER BY 5, 1`, id)
+// NotificationHistory returns the latest limit of notification id's status
+// events and debug notes, oldest first, each message cut to chars and each
+// read by its notification's index, and how many there are.
+func NotificationHistory(ctx context.Context, q Querier, id int64, limit, chars int) ([]NotificationEvent, int64, error) {
+	var total int64
+	if err := q.QueryRow(ctx, `SELECT (SELECT pg_catalog.count(*) FROM pgrelay_notifier.status_events s
+		  WHERE s.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8)
+		+ (SELECT pg_catalog.count(*) FROM pgrelay_notifier.debug_log d
+		  WHERE d.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8)`, id).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("console: count the history of notification %d: %w", id, err)
+	}
+	rows, err := q.Query(ctx, `SELECT * FROM (
+		  (SELECT s.id, s.status, COALESCE(`+cut("s.error", "$3")+`, ''), s.node, s.at
+		    FROM pgrelay_notifier.status_events s WHERE s.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
+		    ORDER BY s.id DESC LIMIT $2::pg_catalog.int4)
+		  UNION ALL
+		  (SELECT d.id, ''::pg_catalog.text, `+cut("d.message", "$3")+`, NULL::pg_catalog.int4, d.at
+		    FROM pgrelay_notifier.debug_log d WHERE d.notification_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
+		    ORDER BY d.id DESC LIMIT $2::pg_catalog.int4)
+		  ORDER BY 5 DESC, 1 DESC LIMIT $2::pg_catalog.int4) h
+		ORDER BY 5, 1`, id, limit, chars)
 	if err != nil {
-		return nil, fmt.Errorf("console: read the history of notification %d: %w", id, err)
+		return nil, 0, fmt.Errorf("console: read the history of notification %d: %w", id, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NotificationEvent, error) {
 		var e NotificationEvent
@@ -378,15 +473,43 @@ func NotificationHistory(ctx context.Context, q Querier, id int64) ([]Notificati
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("console: read the history of notification %d: %w", id, err)
+		return nil, 0, fmt.Errorf("console: read the history of notification %d: %w", id, err)
+	}
+	return out, total, nil
+}
+
+// deadLetterColumnsCut are deadLetterColumns with the payload and the last
+// error cut to $n characters.
+func deadLetterColumnsCut(n string) string {
+	return `d.id, d.origin_id, d.channel, ` + cut("d.payload", n) + `, d.attempts, ` + cut("d.last_error", n) +
+		`, d.outcome, d.ended_at, d.node, d.run_in_node, d.notification_id`
+}
+
+// ConsoleDeadLetters is DeadLetters with each payload and error cut to
+// chars.
+func ConsoleDeadLetters(ctx context.Context, q Querier, f DeadLetterFilter, limit, chars int) ([]DeadLetter, error) {
+	channel, since := f.args()
+	rows, err := q.Query(ctx, `SELECT `+deadLetterColumnsCut("$4")+` FROM pgrelay.dead_letters d
+		WHERE ($1::pg_catalog.text IS NULL OR d.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text)
+		  AND ($2::pg_catalog.timestamptz IS NULL OR d.ended_at OPERATOR(pg_catalog.>=) $2::pg_catalog.timestamptz)
+		ORDER BY d.ended_at DESC, d.id DESC
+		LIMIT $3::pg_catalog.int8`, channel, since, int64(limit), chars)
+	if err != nil {
+		return nil, fmt.Errorf("console: list dead letters: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanDeadLetter)
+	if err != nil {
+		return nil, fmt.Errorf("console: list dead letters: %w", err)
 	}
 	return out, nil
 }
 
-// DeadLettersOf returns the dead letters of event origin.
-func DeadLettersOf(ctx context.Context, q Querier, origin int64) ([]DeadLetter, error) {
-	rows, err := q.Query(ctx, `SELECT `+deadLetterColumns+` FROM pgrelay.dead_letters d
-		WHERE d.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 ORDER BY d.id DESC`, origin)
+// DeadLettersOf returns the latest limit dead letters of event origin, each
+// payload and error cut to chars.
+func DeadLettersOf(ctx context.Context, q Querier, origin int64, limit, chars int) ([]DeadLetter, error) {
+	rows, err := q.Query(ctx, `SELECT `+deadLetterColumnsCut("$3")+` FROM pgrelay.dead_letters d
+		WHERE d.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 ORDER BY d.id DESC LIMIT $2::pg_catalog.int4`,
+		origin, limit, chars)
 	if err != nil {
 		return nil, fmt.Errorf("console: read the dead letters of event %d: %w", origin, err)
 	}

@@ -43,6 +43,13 @@ func (e *explaining) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 	return e.q.QueryRow(ctx, sql, args...)
 }
 
+// all returns the plans of the statements run since the last call.
+func (e *explaining) all() string {
+	p := strings.Join(e.plans, "\n")
+	e.plans = nil
+	return p
+}
+
 // plan returns the plan of the one statement run since the last call.
 func (e *explaining) plan() string {
 	e.t.Helper()
@@ -99,15 +106,31 @@ func TestConsoleStatementsUseIndexes(t *testing.T) {
 	require.NoError(t, err)
 	uses(e.plan(), "log_pkey")
 
-	failures, err := RecentFailures(ctx, e, "c4", time.Now().Add(-time.Hour), 20)
+	failures, err := RecentFailures(ctx, e, "c4", time.Now().Add(-time.Hour), 20, 201)
 	require.NoError(t, err)
 	require.Len(t, failures, 20)
 	uses(e.plan(), "log_pkey")
 
-	history, err := EventHistory(ctx, e, 42)
+	history, total, err := EventHistory(ctx, e, 42, 50, 501)
 	require.NoError(t, err)
 	require.NotEmpty(t, history)
+	require.EqualValues(t, 3, total)
+	uses(e.all(), "log_origin")
+	_, ok, err := EventLastError(ctx, e, 42, 65537)
+	require.NoError(t, err)
+	require.True(t, ok)
 	uses(e.plan(), "log_origin")
+	_, _, err = EventPayload(ctx, e, 42, 65537)
+	require.NoError(t, err)
+	// The dead letters have no index by origin_id (as DeadLettersOf):
+	// the queue, the log and event_payloads are read by theirs.
+	plan := e.plan()
+	for _, ix := range []string{"log_origin", "event_payloads_pkey", "queue_pkey", "queue_retry_origin"} {
+		require.Contains(t, plan, ix, plan)
+	}
+	require.NotContains(t, plan, "Seq Scan on log", plan)
+	require.NotContains(t, plan, "Seq Scan on queue", plan)
+	require.NotContains(t, plan, "Seq Scan on event_payloads", plan)
 
 	dead, err := DeadLetterCounts(ctx, e)
 	require.NoError(t, err)
@@ -127,9 +150,12 @@ func TestConsoleStatementsUseIndexes(t *testing.T) {
 	_, err = DeadLetters(ctx, e, DeadLetterFilter{}, 100)
 	require.NoError(t, err)
 	uses(e.plan(), "dead_letters_ended")
+	_, err = ConsoleDeadLetters(ctx, e, DeadLetterFilter{}, 100, 201)
+	require.NoError(t, err)
+	uses(e.plan(), "dead_letters_ended")
 
-	notes, err := NotificationHistory(ctx, e, 123)
+	notes, _, err := NotificationHistory(ctx, e, 123, 100, 501)
 	require.NoError(t, err)
 	require.NotEmpty(t, notes)
-	uses(e.plan(), "status_events_notification", "debug_log_notification")
+	uses(e.all(), "status_events_notification", "debug_log_notification")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,6 +27,7 @@ type webFlags struct {
 	addr     string
 	auth     string
 	readOnly bool
+	hosts    string // --web-allowed-hosts, comma-separated
 }
 
 // register adds the flags; addrFlag names the address's flag ("addr" on
@@ -33,6 +35,7 @@ type webFlags struct {
 func (w *webFlags) register(fs *flag.FlagSet, addrFlag, def, usage string) {
 	fs.StringVar(&w.addr, addrFlag, def, usage)
 	fs.StringVar(&w.auth, "web-auth", "", "ask the console's visitors for token:SECRET (the password of HTTP basic auth, any user name, or a Bearer token) or a user of basic:FILE (user:bcrypt-hash lines, htpasswd -B); required for an address other than loopback")
+	fs.StringVar(&w.hosts, "web-allowed-hosts", "", "without --web-auth, the Host names the console answers to besides localhost, 127.0.0.0/8 and [::1] (comma-separated, e.g. console.example.org for a proxy that passes Host on); any other Host is refused (421), against DNS rebinding")
 	fs.BoolVar(&w.readOnly, "web-read-only", false, "the console shows everything but retries and discards nothing: its actions are hidden and refused")
 }
 
@@ -55,6 +58,17 @@ func (w *webFlags) check(addrFlag string) (*web.Auth, error) {
 	return auth, nil
 }
 
+// allowedHosts is --web-allowed-hosts as a list.
+func (w *webFlags) allowedHosts() []string {
+	var out []string
+	for _, h := range strings.Split(w.hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // startWeb serves the console on addr over the database at url until ctx
 // ends. It returns the console's URL and a function that waits for it to
 // stop and closes its connections.
@@ -70,7 +84,8 @@ func startWeb(ctx context.Context, url, addr string, w webFlags, auth *web.Auth,
 	if err != nil {
 		return "", nil, fmt.Errorf("console: connect to the database: %w", err)
 	}
-	srv, err := web.New(web.Config{DB: pool, Auth: auth, ReadOnly: w.readOnly, DeadAfter: deadAfter, Logger: logger})
+	srv, err := web.New(web.Config{DB: pool, Auth: auth, AllowedHosts: w.allowedHosts(), ReadOnly: w.readOnly,
+		DeadAfter: deadAfter, Logger: logger})
 	if err != nil {
 		pool.Close()
 		return "", nil, err
@@ -93,7 +108,7 @@ func startWeb(ctx context.Context, url, addr string, w webFlags, auth *web.Auth,
 
 // runWeb serves the console:
 //
-//	pgrelay web --database-url URL [--addr 127.0.0.1:8080] [--web-auth ...] [--web-read-only]
+//	pgrelay web --database-url URL [--addr 127.0.0.1:8080] [--web-auth ...] [--web-allowed-hosts NAMES] [--web-read-only]
 func runWeb(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("web")
 	url := fs.String("database-url", "", "PostgreSQL URL of any node (required); its login needs pgrelay_viewer, and pgrelay_admin for retry and discard")

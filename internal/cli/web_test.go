@@ -71,11 +71,13 @@ func TestWebRefusesOtherAddressesWithoutAuth(t *testing.T) {
 }
 
 // pgrelay run --web-addr serves the console beside its Processor, which
-// the console lists.
+// the console lists; without --web-auth it answers to loopback names and
+// those of --web-allowed-hosts (here from the environment) only.
 func TestRunServesTheConsole(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	p := startCLI(t, nil, "run", "--database-url", d.URL, "--web-addr", "127.0.0.1:0", "--web-read-only")
+	p := startCLI(t, []string{"PGRELAY_WEB_ALLOWED_HOSTS=console.example.org, other.example"},
+		"run", "--database-url", d.URL, "--web-addr", "127.0.0.1:0", "--web-read-only")
 	link := regexp.MustCompile(`msg="serving the console" url=(http://127\.0\.0\.1:\d+/) read_only=true`)
 	testenv.Eventually(t, 30*time.Second, "run to log the console's URL", func() bool {
 		return link.MatchString(p.stderr.String()) || p.exited()
@@ -89,6 +91,16 @@ func TestRunServesTheConsole(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Regexp(t, `(?s)id="processors".*<td>single</td>`, string(body))
 	require.Contains(t, string(body), "Read-only console")
+	for host, want := range map[string]int{"console.example.org": http.StatusOK, "Other.Example.:8080": http.StatusOK,
+		"localhost": http.StatusOK, "rebind.example.net": http.StatusMisdirectedRequest} {
+		r, err := http.NewRequest(http.MethodGet, link.FindStringSubmatch(p.stderr.String())[1]+"static/style.css", nil)
+		require.NoError(t, err)
+		r.Host = host
+		resp, err := http.DefaultClient.Do(r)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, host)
+	}
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(30*time.Second))
 }

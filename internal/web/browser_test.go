@@ -34,14 +34,15 @@ func chromium() string {
 }
 
 // browser starts a headless Chromium for t, with a fresh profile and
-// nothing that reaches the network on its own, closed when t ends.
-func browser(t *testing.T) context.Context {
+// nothing that reaches the network on its own (and opts), closed when t
+// ends.
+func browser(t *testing.T, opts ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path := chromium()
 	if path == "" {
 		t.Skip("browser test skipped: no chromium found (apt-get install chromium; make test installs it when root)")
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	all := append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
 		chromedp.NoSandbox,
@@ -54,7 +55,8 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
-	)
+	}, opts...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), all...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
 	// The first run starts the browser, with no timeout on its context.
@@ -70,12 +72,18 @@ func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.
 	require.NoError(t, chromedp.Do(c, actions...))
 }
 
-// text returns the text of the first element sel matches.
+// text returns the text of the first element sel matches, once there is
+// one. It reads the element in one evaluation: the overview replaces its
+// live part every second, and a node found in one call may be gone by the
+// next.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(c, chromedp.Text(chromedp.CSS(sel)))
+	_, err := chromedp.Run(c, chromedp.WaitReady(chromedp.CSS(sel)))
+	require.NoError(t, err, sel)
+	s, err := chromedp.Run(c, chromedp.Evaluate[string](`(() => { const e = document.querySelector(`+
+		strconv.Quote(sel)+`); return e ? e.innerText : "no element " + `+strconv.Quote(sel)+` })()`))
 	require.NoError(t, err, sel)
 	return s
 }

@@ -73,7 +73,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		s.dbFail(w, r, err)
 		return
 	}
-	if p.Letters, err = store.DeadLetters(c, s.cfg.DB, f, deadListed); err != nil {
+	if p.Letters, err = store.ConsoleDeadLetters(c, s.cfg.DB, f, deadListed, listChars+1); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
@@ -101,8 +101,8 @@ func (s *Server) action(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // back redirects to the form's back (a path of the console), else the
-// dead-letter page, saying what was done.
-func back(w http.ResponseWriter, r *http.Request, done string) {
+// dead-letter page, where the notice says what was done.
+func (s *Server) back(w http.ResponseWriter, r *http.Request, done string) {
 	to := r.PostForm.Get("back")
 	if !strings.HasPrefix(to, "/") || strings.HasPrefix(to, "//") || strings.Contains(to, "\\") {
 		to = "/dead"
@@ -111,9 +111,7 @@ func back(w http.ResponseWriter, r *http.Request, done string) {
 	if err != nil {
 		u = &url.URL{Path: "/dead"}
 	}
-	q := u.Query()
-	q.Set("done", done)
-	u.RawQuery = q.Encode()
+	s.setNotice(w, done)
 	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }
 
@@ -130,7 +128,7 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.cfg.Logger.Info("console: dead letter retried", "dead_letter", id, "queue_id", n)
-	back(w, r, fmt.Sprintf("Dead letter %d queued again as %d.", id, n))
+	s.back(w, r, fmt.Sprintf("Dead letter %d queued again as %d.", id, n))
 }
 
 func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
@@ -145,7 +143,7 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.cfg.Logger.Info("console: dead letter discarded", "dead_letter", id)
-	back(w, r, fmt.Sprintf("Dead letter %d discarded.", id))
+	s.back(w, r, fmt.Sprintf("Dead letter %d discarded.", id))
 }
 
 // confirmPage asks to confirm a bulk retry of Count dead letters.
@@ -197,5 +195,5 @@ func (s *Server) retryAll(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.Logger.Info("console: dead letters retried", "channel", f.Channel, "since", p.Since, "retried", done)
 	r.PostForm.Set("back", "/dead?"+p.Query)
-	back(w, r, fmt.Sprintf("%d dead letters queued again.", done))
+	s.back(w, r, fmt.Sprintf("%d dead letters queued again.", done))
 }

@@ -129,3 +129,12 @@ func poolOn(t *testing.T, url string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// readAll reads and closes resp's body.
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}

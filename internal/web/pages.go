@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,8 +22,41 @@ type page struct {
 	Title    string
 	Nav      string // the navigation entry of the page
 	ReadOnly bool
-	Notice   string // what an action just did
+	Notice   string // what an action just did (its redirect's notice cookie)
 	Data     any
+}
+
+// What a page shows of the texts that producers and handlers write
+// (payloads, errors, recipients), so that no response of the console passes
+// 1 MiB whatever the database holds. Escaping makes a character at most 5
+// bytes (`&#34;`): the event's page, the largest, is at most 64 Ki
+// characters of payload and as many of its last error (320 KiB each), 50
+// history rows of 500 characters (125 KB) and 10 dead letters in short.
+const (
+	listChars    = 200      // a payload, error, subject or recipients in a list
+	historyChars = 500      // each error or note of a history
+	historyRows  = 50       // the latest rows of an event's or an email's history
+	pageChars    = 64 << 10 // a payload or last error on its event's page
+	detailChars  = 16 << 10 // an email's recipients, subject and error; a channel's handler
+	deadOfEvent  = 10       // the dead letters an event's page lists
+)
+
+// clipped is a text cut to a page's bound.
+type clipped struct {
+	Text string
+	Cut  bool // the text goes on
+}
+
+// clip cuts s (read with one character more than shown) to n characters.
+func clip(s string, n int) clipped {
+	i := 0
+	for at := range s {
+		if i == n {
+			return clipped{Text: s[:at], Cut: true}
+		}
+		i++
+	}
+	return clipped{Text: s}
 }
 
 // pageTimeout bounds a page's statements.
@@ -74,6 +108,12 @@ var funcs = template.FuncMap{
 		return strconv.Itoa(*p)
 	},
 	"int64": func(i int) int64 { return int64(i) },
+	// The bounds of the texts, by where they are shown.
+	"cutList":    func(s string) clipped { return clip(s, listChars) },
+	"cutHistory": func(s string) clipped { return clip(s, historyChars) },
+	"cutPage":    func(s string) clipped { return clip(s, pageChars) },
+	"cutDetail":  func(s string) clipped { return clip(s, detailChars) },
+	"pageChars":  func() int { return pageChars },
 	// after is how long after the history's previous row (i - 1) row i
 	// came: a retry's backoff, an attempt's run.
 	"after": func(h []store.LogEntry, i int) string {
@@ -118,7 +158,7 @@ func ago(t time.Time) string {
 func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name string, p page) {
 	p.ReadOnly = s.cfg.ReadOnly
 	if p.Notice == "" {
-		p.Notice = r.URL.Query().Get("done")
+		p.Notice = s.takeNotice(w, r)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -191,7 +231,7 @@ func (s *Server) channel(w http.ResponseWriter, r *http.Request) {
 	c, cancel := ctx(r)
 	defer cancel()
 	name := r.PathValue("channel")
-	set, err := store.Channel(c, s.cfg.DB, name)
+	set, err := store.Channel(c, s.cfg.DB, name, detailChars+1)
 	if err != nil {
 		s.dbFail(w, r, err)
 		return
@@ -203,11 +243,11 @@ func (s *Server) channel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Row, p.Listed = o.channel(name)
-	if p.Failures, err = store.RecentFailures(c, s.cfg.DB, name, time.Now().Add(-failureWindow), 20); err != nil {
+	if p.Failures, err = store.RecentFailures(c, s.cfg.DB, name, time.Now().Add(-failureWindow), 20, listChars+1); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
-	if p.Dead, err = store.DeadLetters(c, s.cfg.DB, store.DeadLetterFilter{Channel: name}, 20); err != nil {
+	if p.Dead, err = store.ConsoleDeadLetters(c, s.cfg.DB, store.DeadLetterFilter{Channel: name}, 20, listChars+1); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
@@ -230,13 +270,19 @@ type eventPage struct {
 	ID      int64
 	Channel string
 	Status  string
-	History []store.LogEntry
+	History []store.LogEntry // the latest historyRows
+	Rows    int64            // of HistoryRows in the log
 	Queued  []store.QueuedAttempt
 	Dead    []store.DeadLetter
-	// Payload is the event's payload where it is kept: its queue row, a
-	// dead letter, or event_payloads (channels that publish payloads).
-	Payload     string
-	PayloadFrom string
+	// Payload is the event's payload where it is kept (HasPayload): its
+	// queue row, a dead letter, or event_payloads (channels that publish
+	// payloads), at most pageChars of it.
+	Payload    store.Payload
+	HasPayload bool
+	// LastError is its latest error, at most pageChars of it, shown on its
+	// own when the history cuts it (HasLastError).
+	LastError    store.LastError
+	HasLastError bool
 }
 
 func (s *Server) event(w http.ResponseWriter, r *http.Request) {
@@ -248,7 +294,7 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	p := eventPage{ID: id}
 	var err error
-	if p.History, err = store.EventHistory(c, s.cfg.DB, id); err != nil {
+	if p.History, p.Rows, err = store.EventHistory(c, s.cfg.DB, id, historyRows, historyChars+1); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
@@ -256,7 +302,7 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request) {
 		s.dbFail(w, r, err)
 		return
 	}
-	if p.Dead, err = store.DeadLettersOf(c, s.cfg.DB, id); err != nil {
+	if p.Dead, err = store.DeadLettersOf(c, s.cfg.DB, id, deadOfEvent, listChars+1); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
@@ -271,28 +317,56 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case len(p.Queued) > 0:
-		p.Channel, p.Payload, p.PayloadFrom = p.Queued[0].Channel, p.Queued[0].Payload, "the queue"
+		p.Channel = p.Queued[0].Channel
 	case len(p.Dead) > 0:
-		p.Channel, p.Payload, p.PayloadFrom = p.Dead[0].Channel, p.Dead[0].Payload, "the dead letters"
+		p.Channel = p.Dead[0].Channel
 	default:
 		p.Channel = p.History[0].Channel
-		ids := make([]int64, len(p.History))
-		for i, e := range p.History {
-			ids[i] = e.QueueID
-		}
-		pl, kept, err := store.KeptPayload(c, s.cfg.DB, ids)
-		if err != nil {
-			s.dbFail(w, r, err)
-			return
-		}
-		if kept {
-			p.Payload, p.PayloadFrom = pl, "event_payloads"
-		}
 	}
+	if p.Payload, p.HasPayload, err = store.EventPayload(c, s.cfg.DB, id, pageChars+1); err != nil {
+		s.dbFail(w, r, err)
+		return
+	}
+	if p.LastError, p.HasLastError, err = store.EventLastError(c, s.cfg.DB, id, pageChars+1); err != nil {
+		s.dbFail(w, r, err)
+		return
+	}
+	// A text of at most historyChars bytes has at most as many characters:
+	// the history shows it whole.
+	p.HasLastError = p.HasLastError && p.LastError.Bytes > historyChars
 	if p.Status == "" && len(p.Dead) > 0 {
 		p.Status = "dead letter"
 	}
 	s.render(w, r, http.StatusOK, "event", page{Title: fmt.Sprintf("Event %d", id), Data: p})
+}
+
+// payload serves an event's whole payload as a download: its page shows
+// pageChars of it.
+func (s *Server) payload(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.pathID(w, r)
+	if !ok {
+		return
+	}
+	c, cancel := ctx(r)
+	defer cancel()
+	p, kept, err := store.EventPayload(c, s.cfg.DB, id, 0)
+	if err != nil {
+		s.dbFail(w, r, err)
+		return
+	}
+	if !kept {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("No payload of event %d is kept: neither the queue nor "+
+			"the dead letters nor event_payloads hold it.", id))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="event-%d-payload.txt"`, id))
+	h.Set("Content-Length", strconv.Itoa(len(p.Text)))
+	h.Set("Cache-Control", "no-store")
+	if _, err := io.WriteString(w, p.Text); err != nil {
+		s.cfg.Logger.Debug("console: send a payload", "event", id, "err", err)
+	}
 }
 
 // emailsPage lists the latest notifications.
@@ -305,7 +379,7 @@ func (s *Server) emails(w http.ResponseWriter, r *http.Request) {
 	c, cancel := ctx(r)
 	defer cancel()
 	const limit = 50
-	ns, err := store.RecentNotifications(c, s.cfg.DB, limit)
+	ns, err := store.RecentNotifications(c, s.cfg.DB, limit, listChars+1)
 	if err != nil {
 		s.dbFail(w, r, err)
 		return
@@ -313,10 +387,12 @@ func (s *Server) emails(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "emails", page{Title: "Emails", Nav: "emails", Data: emailsPage{Notifications: ns, Limit: limit}})
 }
 
-// emailPage is one notification and its history.
+// emailPage is one notification and its history (the latest historyRows
+// of Rows).
 type emailPage struct {
 	N       store.NotificationRow
 	History []store.NotificationEvent
+	Rows    int64
 }
 
 func (s *Server) email(w http.ResponseWriter, r *http.Request) {
@@ -326,15 +402,15 @@ func (s *Server) email(w http.ResponseWriter, r *http.Request) {
 	}
 	c, cancel := ctx(r)
 	defer cancel()
-	n, err := store.NotificationOf(c, s.cfg.DB, id)
+	n, err := store.NotificationOf(c, s.cfg.DB, id, detailChars+1)
 	if err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
-	h, err := store.NotificationHistory(c, s.cfg.DB, id)
+	h, rows, err := store.NotificationHistory(c, s.cfg.DB, id, historyRows, historyChars+1)
 	if err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "email", page{Title: fmt.Sprintf("Email %d", id), Nav: "emails", Data: emailPage{N: n, History: h}})
+	s.render(w, r, http.StatusOK, "email", page{Title: fmt.Sprintf("Email %d", id), Nav: "emails", Data: emailPage{N: n, History: h, Rows: rows}})
 }

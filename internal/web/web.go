@@ -4,7 +4,8 @@
 // reads through events/store only (pgrelay_viewer may run it); its actions
 // (retry and discard dead letters) are POSTs that need pgrelay_admin,
 // refused cross-origin (http.CrossOriginProtection) and hidden and refused
-// with Config.ReadOnly.
+// with Config.ReadOnly. Without Config.Auth it answers only to loopback Host
+// names and Config.AllowedHosts.
 package web
 
 import (
@@ -43,6 +44,9 @@ type Config struct {
 	DB store.Querier
 	// Auth, when set, is asked of every request.
 	Auth *Auth
+	// AllowedHosts are the names, besides loopback ones, that a request's
+	// Host may give when Auth is nil (--web-allowed-hosts).
+	AllowedHosts []string
 	// ReadOnly hides the actions and refuses their POSTs.
 	ReadOnly bool
 	// DeadAfter: a node silent this long is shown dead (default 10 s, as
@@ -58,6 +62,7 @@ type Server struct {
 	pages   map[string]*template.Template
 	handler http.Handler
 	over    overviewCache
+	notices notices
 }
 
 // New returns the console over cfg.DB.
@@ -71,7 +76,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, pages: map[string]*template.Template{}}
+	s := &Server{cfg: cfg, pages: map[string]*template.Template{}, notices: newNotices()}
 	for _, p := range []string{"overview", "channel", "event", "dead", "confirm", "emails", "email", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html",
 			"templates/live.html", "templates/"+p+".html")
@@ -91,6 +96,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /channels/{channel}", s.channel)
 	mux.HandleFunc("GET /events", s.findEvent)
 	mux.HandleFunc("GET /events/{id}", s.event)
+	mux.HandleFunc("GET /events/{id}/payload", s.payload)
 	mux.HandleFunc("GET /dead", s.deadLetters)
 	mux.HandleFunc("POST /dead/{id}/retry", s.action(s.retry))
 	mux.HandleFunc("POST /dead/{id}/discard", s.action(s.discard))
@@ -107,6 +113,9 @@ func New(cfg Config) (*Server, error) {
 			"The console's actions are taken only from its own pages.")
 	}))
 	s.handler = cfg.Auth.wrap(csrf.Handler(mux))
+	if cfg.Auth == nil {
+		s.handler = guardHost(s.handler, cfg.AllowedHosts)
+	}
 	return s, nil
 }
 
@@ -148,6 +157,42 @@ func IsLoopback(host string) bool {
 	}
 	ip := net.ParseIP(strings.Trim(host, "[]"))
 	return ip != nil && ip.IsLoopback()
+}
+
+// guardHost serves only the requests whose Host names this machine's
+// loopback or one of allowed: without auth, a page that DNS rebinding
+// pointed at the console (its own name, now resolving to 127.0.0.1) would
+// otherwise read and act with the console's rights, same-origin for the
+// browser and so past http.CrossOriginProtection.
+func guardHost(h http.Handler, allowed []string) http.Handler {
+	names := make(map[string]bool, len(allowed))
+	for _, a := range allowed {
+		if n := HostName(a); n != "" {
+			names[n] = true
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := HostName(r.Host); n == "" || !(IsLoopback(n) || names[n]) {
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, fmt.Sprintf("pgrelay console: refused: Host %q is not this console's name. Without "+
+				"--web-auth it answers only to localhost, 127.0.0.0/8, [::1] and the names of --web-allowed-hosts.",
+				r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// HostName is the name of host (a Host header or a name of
+// --web-allowed-hosts) as the console compares it: without its port and
+// IPv6 brackets, without a trailing dot, in lower case.
+func HostName(host string) string {
+	host = strings.TrimSpace(host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	return strings.ToLower(host)
 }
 
 // Listen starts serving h on addr until ctx ends, then shuts the server

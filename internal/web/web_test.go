@@ -127,7 +127,7 @@ func TestConsoleDeadLettersAndEscaping(t *testing.T) {
 	// Retry one: back to the page it came from, the event queued again.
 	code, _, loc := c.post("/dead/"+itoa(dl)+"/retry", url.Values{"back": {"/events/" + itoa(first)}})
 	require.Equal(t, http.StatusSeeOther, code)
-	require.True(t, strings.HasPrefix(loc, "/events/"+itoa(first)+"?done="), loc)
+	require.Equal(t, "/events/"+itoa(first), loc)
 	require.Equal(t, 1, c.Count("SELECT count(*) FROM pgrelay.log WHERE origin_id = $1 AND event = 'retried'", first))
 	code, body, _ = c.post("/dead/"+itoa(dl)+"/retry", nil)
 	require.Equal(t, http.StatusNotFound, code, "no longer a dead letter: %s", body)
@@ -142,7 +142,7 @@ func TestConsoleDeadLettersAndEscaping(t *testing.T) {
 	other := testenv.One[int64](t, c.Pool, "SELECT id FROM pgrelay.dead_letters ORDER BY id LIMIT 1")
 	code, _, loc = c.post("/dead/"+itoa(other)+"/discard", url.Values{"back": {"//evil.example/"}})
 	require.Equal(t, http.StatusSeeOther, code)
-	require.True(t, strings.HasPrefix(loc, "/dead?done="), "an address outside the console is not followed: %s", loc)
+	require.Equal(t, "/dead", loc, "an address outside the console is not followed")
 	require.Zero(t, c.Count("SELECT count(*) FROM pgrelay.dead_letters WHERE id = $1", other))
 
 	// Bulk: the first POST shows the count, a stale count is refused, the

@@ -102,9 +102,12 @@ func (w *pubWorker) publish(ctx context.Context) (r roundResult) {
 	r.state = statePublishing
 	r.err = w.step(ctx, &r)
 	// The backlog is measured whatever happened with NATS (that is when it
-	// matters), unless the session broke.
+	// matters), unless the session broke. A round without NATS touches the
+	// database only here: a broken session found here is the round's error,
+	// so that the next round opens another.
 	if r.err == nil || !(errors.Is(r.err, errSession) || store.IsConnError(r.err)) {
-		if berr := w.measureBacklog(ctx, &r, r.err == nil && !r.more); r.err == nil {
+		if berr := w.measureBacklog(ctx, &r, r.err == nil && !r.more); berr != nil &&
+			(r.err == nil || errors.Is(r.err, bus.ErrNotConnected)) {
 			r.err = berr
 		}
 	}

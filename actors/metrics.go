@@ -61,7 +61,9 @@ func (m *Metrics) outcome(channel string, k events.Kind) {
 	}
 }
 
-// NewMetrics creates the collectors and registers them on reg (when not nil).
+// NewMetrics creates the collectors and registers them on reg (when not nil),
+// but for Events: a Processor registers those only when it has NATS (an
+// idle pgrelay_nats_connected 0 would look like an outage).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -86,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "pgrelay", Name: "rescued_total", Help: "Claims of dead or stuck Processors taken back by this one.",
 		}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "pgrelay", Name: "in_flight", Help: "Slots in use: events claimed by this Processor and not yet finished, plus the slots its running direct and lane batches reserve (one per event each may take, up to --sql-batch) until they commit.",
+			Namespace: "pgrelay", Name: "processor_slots_in_use", Help: "This Processor's slots in use (of --concurrency): events claimed by this Processor and not yet finished, plus the slots its running direct and lane batches reserve (one per event each may take, up to --sql-batch) until they commit.",
 		}),
 		ClaimLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "pgrelay", Name: "claim_duration_seconds", Help: "Time a claim query takes.",
@@ -106,22 +108,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		ChannelActors: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "pgrelay", Name: "channel_actors", Help: "Channel and lane actors alive (idle ones are stopped).",
 		}),
-		DBErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "pgrelay", Name: "db_errors_total", Help: "Database errors by operation.",
-		}, []string{"op"}),
+		DBErrors: NewDBErrors(dbErrorOps()...),
 		LogUnpublishedDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "pgrelay", Name: "log_unpublished_dropped_total",
 			Help: "Log rows this Processor's janitor deleted before the NATS publisher of their node had published them (older than --log-retention-unpublished); recorded in pgrelay.log_dropped.",
 		}),
 		Events: newEventMetrics(),
 	}
-	for _, op := range dbErrorOps() {
-		m.DBErrors.WithLabelValues(op)
-	}
 	if reg != nil {
-		for _, c := range append([]prometheus.Collector{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired,
+		for _, c := range []prometheus.Collector{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired,
 			m.Released, m.Rescued, m.InFlight, m.ClaimLatency, m.HandlerDuration, m.CompleteLatency,
-			m.PendingOutcomes, m.DBErrors, m.ChannelActors, m.LogUnpublishedDropped}, m.Events.collectors()...) {
+			m.PendingOutcomes, m.DBErrors, m.ChannelActors, m.LogUnpublishedDropped} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -151,11 +148,11 @@ func newEventMetrics() *EventMetrics {
 		}, []string{"source"}),
 		PublishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "pgrelay", Name: "events_publish_errors_total",
-			Help: "Publishing rounds that failed (NATS or database errors); they are retried.",
+			Help: "Publishing rounds that failed (NATS unreachable, a publish unacknowledged, a database error); they are retried.",
 		}),
 		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "pgrelay", Name: "events_backlog",
-			Help: "Events of this node not yet published on NATS, by source (counted up to 100001).",
+			Help: "Events of this node not yet published on NATS, by source (counted up to 100001); reported by the Processor that publishes, source notifier where an email channel exists (or its events wait).",
 		}, []string{"source"}),
 		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "pgrelay", Name: "events_lag_seconds",
@@ -179,7 +176,13 @@ func newEventMetrics() *EventMetrics {
 	}
 }
 
-func (m *EventMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Published, m.PublishErrors, m.Backlog, m.Lag, m.Oversize, m.Duplicates,
-		m.Connected, m.HandlerTooLarge}
+// register registers the collectors on reg.
+func (m *EventMetrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.Published, m.PublishErrors, m.Backlog, m.Lag, m.Oversize, m.Duplicates,
+		m.Connected, m.HandlerTooLarge} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

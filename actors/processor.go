@@ -250,9 +250,9 @@ type Processor struct {
 	listen  *listener          // nil until the tree is up
 	stopped sync.Once
 	stopErr error
-	closers []io.Closer       // handlers holding connections of their own
-	backlog *backlogCollector // registered on cfg.Registerer while the pools are open
-	bus     *bus.Conn         // nil without NATS
+	closers []io.Closer        // handlers holding connections of their own
+	backlog *DatabaseCollector // registered on cfg.Registerer while the pools are open
+	bus     *bus.Conn          // nil without NATS
 }
 
 // New fills in cfg's defaults, validates it and prepares a Processor; it
@@ -395,8 +395,14 @@ func (p *Processor) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgrelay: register metrics: %w", err)
 	}
+	if p.cfg.Registerer != nil && p.cfg.natsOn() {
+		if err := metrics.Events.register(p.cfg.Registerer); err != nil {
+			return fmt.Errorf("pgrelay: register metrics: %w", err)
+		}
+	}
 	if p.cfg.Registerer != nil {
-		backlog := newBacklogCollector(bg, metrics, p.cfg.Logger)
+		backlog := NewDatabaseCollector(DatabaseCollectorConfig{DB: bg, DeadAfter: p.cfg.DeadAfter,
+			Errors: metrics.DBErrors, Channel: metrics.initChannel, Logger: p.cfg.Logger})
 		if err := p.cfg.Registerer.Register(backlog); err != nil {
 			return fmt.Errorf("pgrelay: register metrics: %w", err)
 		}

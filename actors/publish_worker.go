@@ -102,9 +102,12 @@ func (w *pubWorker) publish(ctx context.Context) (r roundResult) {
 	r.state = statePublishing
 	r.err = w.step(ctx, &r)
 	// The backlog is measured whatever happened with NATS (that is when it
-	// matters), unless the session broke.
+	// matters), unless the session broke. A round without NATS touches the
+	// database only here: a broken session found here is the round's error,
+	// so that the next round opens another.
 	if r.err == nil || !(errors.Is(r.err, errSession) || store.IsConnError(r.err)) {
-		if berr := w.measureBacklog(ctx, &r, r.err == nil && !r.more); r.err == nil {
+		if berr := w.measureBacklog(ctx, &r, r.err == nil && !r.more); berr != nil &&
+			(r.err == nil || errors.Is(r.err, bus.ErrNotConnected)) {
 			r.err = berr
 		}
 	}
@@ -115,8 +118,9 @@ func (w *pubWorker) publish(ctx context.Context) (r roundResult) {
 func (w *pubWorker) step(ctx context.Context, r *roundResult) error {
 	bc := w.d.bus
 	if !bc.Connected() {
+		// A failed round like any other: counted, retried with backoff.
 		r.state = stateNoNATS
-		return nil
+		return fmt.Errorf("publisher: %w", bus.ErrNotConnected)
 	}
 	// The generation is read before the set-up: a (re)connection that is
 	// reported meanwhile sets it up again.
@@ -207,7 +211,8 @@ func (w *pubWorker) open(ctx context.Context) error {
 const backlogEvery = time.Second
 
 // measureBacklog refreshes the backlog of every source, at most every
-// backlogEvery unless force.
+// backlogEvery unless force. The notifier's source is reported where the
+// notifier is used: an email channel exists, or its events wait.
 func (w *pubWorker) measureBacklog(ctx context.Context, r *roundResult, force bool) error {
 	if !force && time.Since(w.backlogAt) < backlogEvery {
 		return nil
@@ -217,6 +222,15 @@ func (w *pubWorker) measureBacklog(ctx context.Context, r *roundResult, force bo
 		n, err := store.Backlog(ctx, w.conn, w.node, src.name, src.cursor)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errSession, err)
+		}
+		if src.name == events.SourceNotifier && n == 0 {
+			used, err := store.EmailChannelsExist(ctx, w.conn)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errSession, err)
+			}
+			if !used {
+				continue
+			}
 		}
 		r.backlog[src.name] = n
 		oldest, err := store.OldestUnpublished(ctx, w.conn, w.node, src.name, src.cursor)

@@ -2,9 +2,13 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/pgrelay/pgrelay/events"
+	"github.com/pgrelay/pgrelay/events/bus"
 )
 
 // Messages of the publisher.
@@ -96,8 +100,11 @@ func (p *publisher) Receive(ctx actor.Context) {
 	}
 }
 
-// record counts a round's outcome and logs what changed. A failure that
-// repeats is logged once a minute, not at every retry.
+// record counts a round's outcome and logs what changed. A round that could
+// not publish (NATS away included) is a publish error; a failure that
+// repeats is logged once a minute, not at every retry, and NATS away is
+// logged as the state "waiting for NATS" (the bus logs why). That
+// publishing resumed is logged after a round that published.
 func (p *publisher) record(r roundResult) {
 	m := p.d.metrics.Events
 	for src, n := range r.published {
@@ -107,11 +114,21 @@ func (p *publisher) record(r roundResult) {
 		m.Oversize.WithLabelValues(src).Add(float64(n))
 	}
 	m.Duplicates.Add(float64(r.duplicates))
-	for src, n := range r.backlog {
-		m.Backlog.WithLabelValues(src).Set(float64(n))
-	}
-	for src, d := range r.lag {
-		m.Lag.WithLabelValues(src).Set(d.Seconds())
+	// A source left out of a measurement is not reported (the notifier's
+	// where it is not used), and a standby reports none: another Processor
+	// of the node publishes, and a value of this one's would stay as it was
+	// when it last published.
+	if r.backlog != nil || r.state == stateStandby {
+		for _, src := range []string{events.SourceLog, events.SourceNotifier} {
+			n, ok := r.backlog[src]
+			if !ok {
+				m.Backlog.DeleteLabelValues(src)
+				m.Lag.DeleteLabelValues(src)
+				continue
+			}
+			m.Backlog.WithLabelValues(src).Set(float64(n))
+			m.Lag.WithLabelValues(src).Set(r.lag[src].Seconds())
+		}
 	}
 	if p.d.bus.Connected() {
 		m.Connected.Set(1)
@@ -120,22 +137,38 @@ func (p *publisher) record(r roundResult) {
 	}
 	if r.err != nil {
 		m.PublishErrors.Inc()
+	}
+	switch {
+	case errors.Is(r.err, bus.ErrNotConnected):
+		p.lastErr = r.err.Error()
+		p.setState(stateNoNATS, r.stream)
+	case r.err != nil:
 		msg := r.err.Error()
 		if msg != p.lastErr || time.Since(p.lastLog) > time.Minute {
 			p.d.log.Error("publishing events to NATS failed; retrying (dispatch goes on, the events wait in the log)",
 				"err", r.err)
 			p.lastErr, p.lastLog = msg, time.Now()
 		}
+	default:
+		if p.lastErr != "" && r.state == statePublishing {
+			p.d.log.Info("publishing events to NATS again")
+			p.lastErr = ""
+		}
+		p.setState(r.state, r.stream)
+	}
+}
+
+// setState logs a change of the publisher's state.
+func (p *publisher) setState(state, stream string) {
+	if state == "" || state == p.state {
 		return
 	}
-	if p.lastErr != "" {
-		p.d.log.Info("publishing events to NATS again")
-		p.lastErr = ""
+	if stream != "" {
+		p.d.log.Info("event publisher: "+state, "stream", stream)
+	} else {
+		p.d.log.Info("event publisher: " + state)
 	}
-	if r.state != p.state {
-		p.d.log.Info("event publisher: "+r.state, "stream", r.stream)
-		p.state = r.state
-	}
+	p.state = state
 }
 
 // roundResult is what one round did.

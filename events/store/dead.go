@@ -171,3 +171,37 @@ func (s *Store) TrimDeadLetters(ctx context.Context, olderThan time.Duration, ba
 	}
 	return int(n), nil
 }
+
+// DeadLetterStat is one registered channel's dead letters.
+type DeadLetterStat struct {
+	Channel string
+	// Count is counted up to DeadCountCap+1 (more than the cap).
+	Count int64
+	// Oldest is when the oldest dead letter's event ended (nil when none).
+	Oldest *time.Time
+}
+
+// DeadLetterStats returns every registered channel's dead letters (zero
+// when none), in channel order: two reads of the index on (channel,
+// ended_at) per channel, the count capped as DeadLetterCounts'.
+func DeadLetterStats(ctx context.Context, q Querier) ([]DeadLetterStat, error) {
+	rows, err := q.Query(ctx, `SELECT c.channel, n.n,
+		  (SELECT pg_catalog.min(d.ended_at) FROM pgrelay.dead_letters d
+		    WHERE d.channel OPERATOR(pg_catalog.=) c.channel)
+		FROM pgrelay.channels c,
+		LATERAL (SELECT pg_catalog.count(*) AS n FROM (SELECT FROM pgrelay.dead_letters d
+		          WHERE d.channel OPERATOR(pg_catalog.=) c.channel LIMIT $1::pg_catalog.int4) x) n
+		ORDER BY c.channel`, DeadCountCap+1)
+	if err != nil {
+		return nil, fmt.Errorf("count the dead letters per channel: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetterStat, error) {
+		var s DeadLetterStat
+		err := r.Scan(&s.Channel, &s.Count, &s.Oldest)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count the dead letters per channel: %w", err)
+	}
+	return out, nil
+}

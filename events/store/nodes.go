@@ -98,3 +98,25 @@ func RecordNodeID(ctx context.Context, q Querier) error {
 	}
 	return nil
 }
+
+// ProcessorsAlive counts, for every node that is not decommissioned, its
+// Processors whose heartbeat (pgrelay.processors.last_seen) is younger than
+// deadAfter: 0 for a node none of whose Processors runs.
+func ProcessorsAlive(ctx context.Context, q Querier, deadAfter time.Duration) (map[int]int64, error) {
+	rows, err := q.Query(ctx, `SELECT n.node_id,
+		  (SELECT pg_catalog.count(*) FROM pgrelay.processors p
+		    WHERE p.node_id OPERATOR(pg_catalog.=) n.node_id
+		      AND p.last_seen OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) $1::pg_catalog.interval))
+		FROM pgrelay.nodes n
+		WHERE n.node_id OPERATOR(pg_catalog.>=) 0 AND n.decommissioned_at IS NULL`, deadAfter)
+	if err != nil {
+		return nil, fmt.Errorf("count the live Processors per node: %w", err)
+	}
+	out := map[int]int64{}
+	var node int
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&node, &n}, func() error { out[node] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("count the live Processors per node: %w", err)
+	}
+	return out, nil
+}

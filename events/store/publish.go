@@ -317,3 +317,14 @@ func (s *Store) TrimEventPayloads(ctx context.Context, olderThan, unpublishedMax
 	}
 	return n, nil
 }
+
+// EmailChannelsExist reports whether an email channel is registered: the
+// notifier is used.
+func EmailChannelsExist(ctx context.Context, c Querier) (bool, error) {
+	var ok bool
+	if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgrelay.channels c
+		WHERE c.kind OPERATOR(pg_catalog.=) 'email'::pg_catalog.text)`).Scan(&ok); err != nil {
+		return false, fmt.Errorf("look for email channels: %w", err)
+	}
+	return ok, nil
+}

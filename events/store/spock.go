@@ -28,18 +28,31 @@ type SpockReplication struct {
 	Latest                string
 }
 
-// SpockStatus reads this node's Spock subscriptions, their lag and the
-// apply exceptions; ok is false when the database has no Spock node.
-func SpockStatus(ctx context.Context, q Querier) (s SpockReplication, ok bool, err error) {
+// SpockSchema returns the schema of the spock extension, "" when the
+// database has none.
+func SpockSchema(ctx context.Context, q Querier) (string, error) {
 	var schema string
 	if err := q.QueryRow(ctx, `SELECT COALESCE((SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension x
 		  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) x.extnamespace
 		 WHERE x.extname OPERATOR(pg_catalog.=) 'spock'::pg_catalog.name), ''::pg_catalog.text)`).Scan(&schema); err != nil {
-		return s, false, fmt.Errorf("spock status: %w", err)
+		return "", fmt.Errorf("spock status: %w", err)
 	}
-	if schema == "" {
-		return s, false, nil
+	return schema, nil
+}
+
+// SpockStatus reads this node's Spock subscriptions, their lag and the
+// apply exceptions; ok is false when the database has no Spock node.
+func SpockStatus(ctx context.Context, q Querier) (s SpockReplication, ok bool, err error) {
+	schema, err := SpockSchema(ctx, q)
+	if err != nil || schema == "" {
+		return s, false, err
 	}
+	return SpockStatusIn(ctx, q, schema)
+}
+
+// SpockStatusIn is SpockStatus with the extension's schema known
+// (SpockSchema, not ""); ok is false when the database is no Spock node.
+func SpockStatusIn(ctx context.Context, q Querier, schema string) (s SpockReplication, ok bool, err error) {
 	ext := pgx.Identifier{schema}.Sanitize()
 	var local *string
 	if err := q.QueryRow(ctx, `SELECT (SELECT n.node_name::pg_catalog.text FROM `+ext+`.local_node l

@@ -196,7 +196,7 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		return err
 	}
 	if f.metricsAddr != "" {
-		srv, err := serveMetrics(f.metricsAddr, reg, p, logger)
+		srv, err := serveMetrics(f.metricsAddr, reg, p.Ping, logger)
 		if err != nil {
 			_ = p.Stop(context.WithoutCancel(ctx))
 			return err

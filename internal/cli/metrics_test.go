@@ -24,10 +24,14 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 	d.Exec(`SELECT pgrelay.register('quiet', 'SELECT $1')`)
 	d.Exec(`SELECT pgrelay.update('quiet', p_paused := true)`)
 	d.Exec(`SELECT pgrelay.notify_many('quiet', ARRAY['a', 'b'])`)
+	// A channel whose one event becomes a dead letter.
+	d.Exec(`SELECT pgrelay.register('bad', 'SELECT 1/0', p_max_attempts := 1)`)
+	d.Exec(`SELECT pgrelay.notify('bad', 'x')`)
 	p := startCLI(t, nil, "run", "--database-url", d.URL, "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
 	get := metricsServer(t, p)
-	testenv.Eventually(t, 30*time.Second, "the event to succeed", func() bool {
-		return d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1
+	testenv.Eventually(t, 30*time.Second, "the events to end", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1 &&
+			d.Count(`SELECT count(*) FROM pgrelay.dead_letters`) == 1
 	})
 	code, body := get("/healthz")
 	require.Equal(t, 200, code)
@@ -38,7 +42,7 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 		code, body = get("/metrics")
 		require.Equal(t, 200, code)
 		return strings.Contains(body, `pgrelay_succeeded_total{channel="m"} 1`) &&
-			strings.Contains(body, "pgrelay_in_flight 0")
+			strings.Contains(body, "pgrelay_processor_slots_in_use 0")
 	})
 	require.Contains(t, body, "pgrelay_claim_duration_seconds_bucket")
 	// Counters exist at zero for every registered channel and every
@@ -62,10 +66,26 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 		`pgrelay_queue_paused{channel="quiet"} 1`,
 		`pgrelay_queue_paused{channel="m"} 0`,
 		`pgrelay_queue_oldest_pending_age_seconds{channel="m"} 0`,
+		// The dead letters, per registered channel (0 when none).
+		`pgrelay_dead_letters{channel="bad"} 1`,
+		`pgrelay_dead_letters{channel="m"} 0`,
+		`pgrelay_dead_letters_oldest_age_seconds{channel="m"} 0`,
+		// This Processor heartbeats: its node has one live Processor.
+		`pgrelay_processors_alive{node="0"} 1`,
 	} {
 		require.Contains(t, body, want)
 	}
 	require.Regexp(t, `pgrelay_queue_oldest_pending_age_seconds\{channel="quiet"\} [0-9.e+-]+`, body)
+	require.Regexp(t, `pgrelay_dead_letters_oldest_age_seconds\{channel="bad"\} [0-9.e+-]+`, body)
+	// The slots of this Processor are not named like the database's
+	// in-flight events (pgrelay_queue_in_flight).
+	require.NotRegexp(t, `(?m)^pgrelay_in_flight `, body)
+	// Nothing about Spock on a database without it, and no NATS metrics
+	// without --nats-url (pgrelay_nats_connected 0 would look like an
+	// outage).
+	require.NotContains(t, body, `op="spock_status"`)
+	require.NotContains(t, body, "pgrelay_nats_")
+	require.NotContains(t, body, "pgrelay_events_")
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(30*time.Second))
 }
@@ -93,4 +113,54 @@ func metricsServer(t *testing.T, p *proc) func(path string) (int, string) {
 		require.NoError(t, err)
 		return resp.StatusCode, string(b)
 	}
+}
+
+// pgrelay web --metrics-addr serves the database's gauges with no Processor
+// running: after the only Processor is killed (SIGKILL, no goodbye), the
+// backlog still shows, and the node's live Processors drop to 0 once its
+// heartbeat is older than --dead-after.
+func TestWebServesDatabaseMetricsWithoutProcessor(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.Exec(`SELECT pgrelay.register('w', 'SELECT $1')`)
+	d.Exec(`SELECT pgrelay.register('bad', 'SELECT 1/0', p_max_attempts := 1)`)
+	d.Exec(`SELECT pgrelay.notify('bad', 'x')`)
+	run := startCLI(t, nil, "run", "--database-url", d.URL, "--heartbeat-interval", "200ms", "--dead-after", "2s")
+	testenv.Eventually(t, 30*time.Second, "the dead letter", func() bool {
+		return d.Count(`SELECT count(*) FROM pgrelay.dead_letters`) == 1
+	})
+	web := startCLI(t, nil, "web", "--database-url", d.URL, "--addr", "127.0.0.1:0",
+		"--metrics-addr", "127.0.0.1:0", "--dead-after", "2s", "--log-level", "info")
+	get := metricsServer(t, web)
+	testenv.Eventually(t, 30*time.Second, "one live Processor", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, `pgrelay_processors_alive{node="0"} 1`)
+	})
+	run.signal(syscall.SIGKILL)
+	require.Equal(t, -1, run.wait(30*time.Second))
+	d.Exec(`SELECT pgrelay.notify_many('w', $1)`, []string{"a", "b", "c"})
+	var body string
+	testenv.Eventually(t, 30*time.Second, "no live Processor", func() bool {
+		_, body = get("/metrics")
+		return strings.Contains(body, `pgrelay_processors_alive{node="0"} 0`)
+	})
+	for _, want := range []string{
+		`pgrelay_queue_pending{channel="w"} 3`,
+		`pgrelay_queue_paused{channel="w"} 0`,
+		`pgrelay_dead_letters{channel="bad"} 1`,
+		`pgrelay_dead_letters{channel="w"} 0`,
+		`pgrelay_db_errors_total{op="queue_stats"} 0`,
+	} {
+		require.Contains(t, body, want)
+	}
+	require.Regexp(t, `pgrelay_queue_oldest_pending_age_seconds\{channel="w"\} [0-9.e+-]+`, body)
+	// Only the database's gauges: the Processor's own metrics belong to
+	// Processors.
+	require.NotContains(t, body, "pgrelay_succeeded_total")
+	require.NotContains(t, body, "pgrelay_processor_slots_in_use")
+	code, health := get("/healthz")
+	require.Equal(t, 200, code)
+	require.Equal(t, "ok\n", health)
+	web.signal(syscall.SIGTERM)
+	require.Equal(t, 0, web.wait(30*time.Second))
 }

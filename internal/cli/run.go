@@ -205,7 +205,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	var srv *http.Server
 	if f.metricsAddr != "" {
-		srv, err = serveMetrics(f.metricsAddr, reg, p, logger)
+		srv, err = serveMetrics(f.metricsAddr, reg, p.Ping, logger)
 		if err != nil {
 			_ = p.Stop(context.WithoutCancel(ctx))
 			return err
@@ -234,14 +234,15 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	return err
 }
 
-// serveMetrics serves /metrics and /healthz (200 while the database answers).
-func serveMetrics(addr string, reg *prometheus.Registry, p *actors.Processor, logger *slog.Logger) (*http.Server, error) {
+// serveMetrics serves /metrics and /healthz (200 while ping, of the
+// database, answers).
+func serveMetrics(addr string, reg *prometheus.Registry, ping func(context.Context) error, logger *slog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := p.Ping(ctx); err != nil {
+		if err := ping(ctx); err != nil {
 			// The detail (a database error, a host name) goes to the log,
 			// not to whoever can reach the port.
 			logger.Warn("healthz: unavailable", "err", err)

@@ -90,7 +90,7 @@ func (s *stopper) stop(steps ...stopStep) error {
 }
 
 // slotsInUse says how many of the Processor's slots are in use (its
-// pgrelay_in_flight gauge), or why that cannot be read.
+// pgrelay_processor_slots_in_use gauge), or why that cannot be read.
 func slotsInUse(g prometheus.Gauge) string {
 	var m dto.Metric
 	if err := g.Write(&m); err != nil {

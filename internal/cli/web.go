@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/web"
 )
@@ -106,15 +109,16 @@ func startWeb(ctx context.Context, url, addr string, w webFlags, auth *web.Auth,
 	return link, func() { stop(); <-done; pool.Close() }, nil
 }
 
-// runWeb serves the console:
+// runWeb serves the console, and with --metrics-addr the database's gauges:
 //
-//	pgrelay web --database-url URL [--addr 127.0.0.1:8080] [--web-auth ...] [--web-allowed-hosts NAMES] [--web-read-only]
+//	pgrelay web --database-url URL [--addr 127.0.0.1:8080] [--web-auth ...] [--web-allowed-hosts NAMES] [--web-read-only] [--metrics-addr ADDR]
 func runWeb(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("web")
 	url := fs.String("database-url", "", "PostgreSQL URL of any node (required); its login needs pgrelay_viewer, and pgrelay_admin for retry and discard")
 	var w webFlags
 	w.register(fs, "addr", devWebAddr, "serve the console on this address (anything but loopback needs --web-auth)")
-	deadAfter := fs.Duration("dead-after", 10*time.Second, "a node silent this long is shown dead")
+	deadAfter := fs.Duration("dead-after", 10*time.Second, "a node or Processor silent this long is shown dead")
+	metricsAddr := fs.String("metrics-addr", "", "serve the database's Prometheus gauges (backlog, dead letters, live Processors) at /metrics, and /healthz, on this address, e.g. :9188, whether or not a Processor runs (default: off)")
 	mkLog := logFlags(fs)
 	if err := a.parse(fs, args); err != nil {
 		return err
@@ -142,8 +146,51 @@ func runWeb(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer stop()
+	if *metricsAddr != "" {
+		stopMetrics, err := serveDatabaseMetrics(ctx, *url, *metricsAddr, *deadAfter, logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	fmt.Fprintf(a.stdout, "console: %s\n", link)
 	<-ctx.Done()
-	stop()
 	return nil
+}
+
+// metricsConns is the most database connections the database's gauges
+// use: a scrape reads on one.
+const metricsConns = 2
+
+// serveDatabaseMetrics serves the database's gauges (actors.DatabaseCollector)
+// on addr, with the Go runtime's and the process's, and /healthz, over a
+// pool of its own on the database at url. It returns a function that stops
+// the server and closes the pool.
+func serveDatabaseMetrics(ctx context.Context, url, addr string, deadAfter time.Duration, logger *slog.Logger) (func(), error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: invalid --database-url: %w", err)
+	}
+	store.PinSearchPath(cfg.ConnConfig)
+	cfg.MaxConns = metricsConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: connect to the database: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	errs := actors.NewDBErrors("queue_stats")
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), errs,
+		actors.NewDatabaseCollector(actors.DatabaseCollectorConfig{DB: pool, DeadAfter: deadAfter, Errors: errs, Logger: logger}))
+	srv, err := serveMetrics(addr, reg, pool.Ping, logger)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		pool.Close()
+	}, nil
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/handlers"
 	"github.com/pgrelay/pgrelay/internal/handlers/email"
+	"github.com/pgrelay/pgrelay/internal/version"
 )
 
 // maxHotConns bounds the hot-path pool (plus a few for claims and
@@ -192,7 +193,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the Processor's metrics (default: none).
 	Registerer prometheus.Registerer
-	// Version is reported in pgrelay.processors.
+	// Version is the release this Processor reports: in pgrelay.processors
+	// (the console, pgrelay nodes), in the pgrelay_build_info metric and
+	// to NATS (default: pgrelay's release, internal/version).
 	Version string
 
 	// testHook, when set (by tests only), sees every message an actor
@@ -221,6 +224,7 @@ func (c *Config) defaults() {
 	setDefault(&c.DeadLetterRetention, DefaultDeadLetterRetention)
 	setDefault(&c.JanitorInterval, time.Minute)
 	setDefault(&c.IdleTimeout, 30*time.Second)
+	setDefault(&c.Version, version.Release)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -396,6 +400,9 @@ func (p *Processor) Start(ctx context.Context) error {
 		return fmt.Errorf("pgrelay: register metrics: %w", err)
 	}
 	if p.cfg.Registerer != nil {
+		if err := p.cfg.Registerer.Register(newBuildInfo(p.cfg.Version)); err != nil {
+			return fmt.Errorf("pgrelay: register metrics: %w", err)
+		}
 		backlog := newBacklogCollector(bg, metrics, p.cfg.Logger)
 		if err := p.cfg.Registerer.Register(backlog); err != nil {
 			return fmt.Errorf("pgrelay: register metrics: %w", err)

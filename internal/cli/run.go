@@ -92,7 +92,6 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		DeadLetterRetention:     f.deadRetention,
 		Logger:                  logger,
 		Registerer:              reg,
-		Version:                 Version,
 	}
 	if f.nodeID != -1 { // -1: the server's setting
 		n := f.nodeID

@@ -16,9 +16,12 @@
 //	│   └── lane batcher (the 'channel' and 'payload' sql channels): lane
 //	│               batches, one event per lane in one transaction
 //	├── completer   writes the outcomes of claimed events to the log in batches
-//	├── heartbeat   keeps this instance alive in pgrelay.processors, rescues
-//	│               claims of dead instances, adopts dead nodes' work and
-//	│               (leader mode) holds the leader lease
+//	├── heartbeat   keeps this instance and its node alive in
+//	│               pgrelay.processors and pgrelay.nodes; answers other
+//	│               nodes' asks
+//	├── rescuer     rescues claims of dead instances, adopts dead nodes'
+//	│               work, ends a rejoin
+//	├── leader      (leader mode) holds the leader lease: the election
 //	├── janitor     trims pgrelay.log past its retention
 //	└── publisher   publishes the log's events on NATS (only with NATS)
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/web"
 )
@@ -99,7 +100,7 @@ func runWeb(ctx context.Context, a *app, args []string) error {
 	url := fs.String("database-url", "", "PostgreSQL URL of any node (required); its login needs pgrelay_viewer, and pgrelay_admin for retry and discard")
 	var w webFlags
 	w.register(fs, "addr", devWebAddr, "serve the console on this address (anything but loopback needs --web-auth)")
-	deadAfter := fs.Duration("dead-after", 10*time.Second, "a node silent this long is shown dead")
+	deadAfter := fs.Duration("dead-after", actors.Defaults().DeadAfter, "a node silent this long is shown dead")
 	mkLog := logFlags(fs)
 	if err := a.parse(fs, args); err != nil {
 		return err

@@ -9,10 +9,8 @@
 
 GO      ?= go
 BIN     := bin/pgrelay
-# The release is the newest v* tag (with -N-gHASH past it); the commit is read
-# from the build's VCS stamp by `pgrelay version`.
-VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/pgrelay/pgrelay/internal/cli.Version=$(VERSION)
+# The release is internal/version.Release, set in the source at each release;
+# the commit is read from the build's VCS stamp by `pgrelay version`.
 # Tests are sized for a 2-core machine: two packages at a time.
 TESTFLAGS ?= -count=1 -p 2 -timeout 15m
 # The cluster tests run on pgEdge Spock too when a PostgreSQL built with it is
@@ -46,7 +44,7 @@ deps-promtool:
 	@./scripts/ensure-promtool.sh
 
 build:
-	$(GO) build -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pgrelay
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/pgrelay
 
 # DESTDIR is prepended for packaging (make install DESTDIR=pkgroot).
 install: build

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/handlers"
-	"github.com/pgrelay/pgrelay/migrations"
 )
 
 // Config configures a Processor embedded in a program: the settings of
@@ -163,26 +162,12 @@ func (p *Processor) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Before the Processor counts as started: after a refusal, migrate
-	// and Start again.
-	if err := requireSchema(ctx, cfg.DatabaseURL); err != nil {
+	// It counts as started once it has: after a refusal (an older schema),
+	// migrate and Start again.
+	if err := running.Start(ctx); err != nil {
 		return err
 	}
 	p.running = running
-	return running.Start(ctx)
-}
-
-// requireSchema checks, as `pgrelay run` does, that the database's schema is
-// the one this package needs.
-func requireSchema(ctx context.Context, url string) error {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return fmt.Errorf("pgrelay: connect: %w", err)
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if err := migrations.RequireLatest(ctx, conn); err != nil {
-		return fmt.Errorf("pgrelay: %w", err)
-	}
 	return nil
 }
 

@@ -18,7 +18,7 @@ import (
 // connections, and three parts with owners of their own: the slots (the
 // claimer and the batchers take them, the events' ends free them), the
 // actor ids (set by the relay) and the node's leadership (kept by the
-// heartbeat). Its other fields are set before the tree starts and not
+// rescuer and the leader actor). Its other fields are set before the tree starts and not
 // changed after.
 type deps struct {
 	cfg      Config
@@ -95,10 +95,11 @@ func (a *actorIDs) notifySlotsFreed() {
 }
 
 // leadership is this node's standing in multi-node and leader modes, kept by
-// the heartbeat and read by the claimer and the batchers.
+// the rescuer (the rejoin) and the leader actor (the lease) and read by the
+// claimer and the batchers.
 type leadership struct {
 	// rejoining: the node had been dead or adopted when this Processor
-	// started, and claims only rows pinned to it until the heartbeat ends the
+	// started, and claims only rows pinned to it until the rescuer ends the
 	// rejoin (its peers answered, or the time rule: rejoinUntil, set before
 	// the tree starts).
 	rejoining   atomic.Bool
@@ -107,7 +108,7 @@ type leadership struct {
 	// settling: Stop releases it.
 	leaseTerm atomic.Int64
 	// leaderTerm is the lease term this node leads with in leader mode, 0
-	// when it is not the leader. Set by the heartbeat actor, read by the
+	// when it is not the leader. Set by the leader actor, read by the
 	// claimer, which passes it to the claim (the database fences stale terms).
 	leaderTerm atomic.Int64
 }

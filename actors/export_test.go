@@ -2,7 +2,7 @@ package actors
 
 // SetTestHook installs a function that sees every message an actor receives
 // before the actor does ("relay", "dispatcher", "claimer", "completer",
-// "heartbeat", "batcher", "publisher", or a channel actor's concurrency mode:
+// "heartbeat", "rescuer", "leader", "batcher", "publisher", or a channel actor's concurrency mode:
 // "none", "channel", "payload", "lane"). A panic in it is a panic of that
 // actor.
 func SetTestHook(c *Config, h func(actor string, msg any)) { c.testHook = h }

@@ -53,16 +53,16 @@ type NATSConfig struct {
 // natsOn reports whether NATS is configured.
 func (c *Config) natsOn() bool { return c.NATS != nil && strings.TrimSpace(c.NATS.URL) != "" }
 
-// natsDefaults fills in the NATS settings' defaults.
-func (c *Config) natsDefaults() {
+// natsDefaults fills in the NATS settings' defaults (d: Defaults().NATS).
+func (c *Config) natsDefaults(d NATSConfig) {
 	if !c.natsOn() {
 		return
 	}
 	n := *c.NATS // a copy: the caller's struct stays as given
 	c.NATS = &n
-	setDefault(&n.Stream, bus.DefaultStream)
-	setDefault(&n.PublishBatch, 500)
-	setDefault(&n.PublishInterval, 200*time.Millisecond)
+	setDefault(&n.Stream, d.Stream)
+	setDefault(&n.PublishBatch, d.PublishBatch)
+	setDefault(&n.PublishInterval, d.PublishInterval)
 }
 
 // startNATS connects to NATS (an unreachable server is retried in the

@@ -16,9 +16,12 @@
 //	│   └── lane batcher (the 'channel' and 'payload' sql channels): lane
 //	│               batches, one event per lane in one transaction
 //	├── completer   writes the outcomes of claimed events to the log in batches
-//	├── heartbeat   keeps this instance alive in pgrelay.processors, rescues
-//	│               claims of dead instances, adopts dead nodes' work and
-//	│               (leader mode) holds the leader lease
+//	├── heartbeat   keeps this instance and its node alive in
+//	│               pgrelay.processors and pgrelay.nodes; answers other
+//	│               nodes' asks
+//	├── rescuer     rescues claims of dead instances, adopts dead nodes'
+//	│               work, ends a rejoin
+//	├── leader      (leader mode) holds the leader lease: the election
 //	├── janitor     trims pgrelay.log past its retention
 //	└── publisher   publishes the log's events on NATS (only with NATS)
 //
@@ -47,6 +50,7 @@ import (
 	"github.com/pgrelay/pgrelay/events/store"
 	"github.com/pgrelay/pgrelay/internal/handlers"
 	"github.com/pgrelay/pgrelay/internal/handlers/email"
+	"github.com/pgrelay/pgrelay/migrations"
 )
 
 // maxHotConns bounds the hot-path pool (plus a few for claims and
@@ -64,20 +68,6 @@ const (
 	minTotalConns = bgConns + listenConns + publishConns + minHotConns
 )
 
-// DefaultMaxConnections is the default of Config.MaxConnections: two
-// Processors and an application fit PostgreSQL's default max_connections
-// (100) with room to spare.
-const DefaultMaxConnections = 24
-
-// DefaultLogRetentionUnpublished is the default cap on how long unpublished
-// log rows are kept (Config.LogRetentionUnpublished): a NATS outage of up to
-// 30 days loses no status event.
-const DefaultLogRetentionUnpublished = 30 * 24 * time.Hour
-
-// DefaultDeadLetterRetention is how long dead letters are kept by default
-// (Config.DeadLetterRetention).
-const DefaultDeadLetterRetention = 14 * 24 * time.Hour
-
 // Modes a Processor runs in.
 const (
 	// ModeSingle: one primary (or several Processors on one database); every
@@ -92,7 +82,7 @@ const (
 	ModeLeader = "leader"
 )
 
-// Config configures a Processor. Zero values mean the documented defaults.
+// Config configures a Processor. Zero values mean the defaults (Defaults).
 type Config struct {
 	// DatabaseURL is the PostgreSQL connection URL (required).
 	DatabaseURL string
@@ -107,7 +97,7 @@ type Config struct {
 	// BatchSize is the most rows one claim takes (default 100).
 	BatchSize int
 	// MaxConnections is the most database connections the Processor opens
-	// (default DefaultMaxConnections, at least 10): 4 background, 1 for
+	// (default 24, at least 10): 4 background, 1 for
 	// LISTEN, 1 for the NATS publisher when there is NATS, the rest for the
 	// hot pool (claims, batches, handlers, completions), which never grows
 	// past min(Concurrency, 64) + 4.
@@ -192,7 +182,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the Processor's metrics (default: none).
 	Registerer prometheus.Registerer
-	// Version is reported in pgrelay.processors.
+	// Version is the release this Processor reports: in pgrelay.processors
+	// (the console, pgrelay nodes), in the pgrelay_build_info metric and
+	// to NATS (default: pgrelay's release, internal/version).
 	Version string
 
 	// testHook, when set (by tests only), sees every message an actor
@@ -200,31 +192,31 @@ type Config struct {
 	testHook func(actor string, msg any)
 }
 
-// defaults fills in the defaults of zero settings.
+// defaults fills in the defaults of zero settings (Defaults).
 func (c *Config) defaults() {
-	if c.Mode == "" {
-		c.Mode = ModeSingle
-	}
-	setDefault(&c.Concurrency, 1000)
-	setDefault(&c.BatchSize, 100)
-	setDefault(&c.MaxConnections, DefaultMaxConnections)
-	setDefault(&c.SQLBatch, 500)
-	setDefault(&c.PollInterval, time.Second)
-	setDefault(&c.HeartbeatInterval, time.Second)
-	setDefault(&c.DeadAfter, 10*c.HeartbeatInterval)
-	setDefault(&c.LeaseGrace, time.Minute)
-	setDefault(&c.LeaderSettle, 2*time.Second)
-	setDefault(&c.ShutdownTimeout, 30*time.Second)
-	setDefault(&c.LogRetention, 7*24*time.Hour)
-	setDefault(&c.LogRetentionUnpublished, DefaultLogRetentionUnpublished)
+	d := Defaults()
+	setDefault(&c.Mode, d.Mode)
+	setDefault(&c.Concurrency, d.Concurrency)
+	setDefault(&c.BatchSize, d.BatchSize)
+	setDefault(&c.MaxConnections, d.MaxConnections)
+	setDefault(&c.SQLBatch, d.SQLBatch)
+	setDefault(&c.PollInterval, d.PollInterval)
+	setDefault(&c.HeartbeatInterval, d.HeartbeatInterval)
+	setDefault(&c.DeadAfter, deadAfterBeats*c.HeartbeatInterval)
+	setDefault(&c.LeaseGrace, d.LeaseGrace)
+	setDefault(&c.LeaderSettle, d.LeaderSettle)
+	setDefault(&c.ShutdownTimeout, d.ShutdownTimeout)
+	setDefault(&c.LogRetention, d.LogRetention)
+	setDefault(&c.LogRetentionUnpublished, d.LogRetentionUnpublished)
 	c.LogRetentionUnpublished = max(c.LogRetentionUnpublished, c.LogRetention)
-	setDefault(&c.DeadLetterRetention, DefaultDeadLetterRetention)
-	setDefault(&c.JanitorInterval, time.Minute)
-	setDefault(&c.IdleTimeout, 30*time.Second)
+	setDefault(&c.DeadLetterRetention, d.DeadLetterRetention)
+	setDefault(&c.JanitorInterval, d.JanitorInterval)
+	setDefault(&c.IdleTimeout, d.IdleTimeout)
+	setDefault(&c.Version, d.Version)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.natsDefaults()
+	c.natsDefaults(*d.NATS)
 }
 
 func (c *Config) emailConfig() email.Config {
@@ -345,7 +337,9 @@ func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	return nil
 }
 
-// Start connects, registers the instance and starts the actor tree. It
+// Start checks that the database's pgrelay schema is the one this version
+// needs (migrations.RequireLatest: run `pgrelay migrate`, or migrations.Up,
+// first), connects, registers the instance and starts the actor tree. It
 // returns once the Processor is claiming.
 func (p *Processor) Start(ctx context.Context) error {
 	// Each resource is pushed on undo as it is acquired. A Start that fails
@@ -375,6 +369,16 @@ func (p *Processor) Start(ctx context.Context) error {
 	hotCfg.MinConns = min(warmHotConns, hotCfg.MaxConns)
 	stmts := &store.Statements{}
 	hotCfg.AfterConnect = stmts.Warm
+	bg, err := pgxpool.NewWithConfig(ctx, bgCfg)
+	if err != nil {
+		return fmt.Errorf("pgrelay: connect: %w", err)
+	}
+	undo.push(bg.Close)
+	// The schema first: the hot connections prepare pgrelay's statements,
+	// which an older schema may not have.
+	if err := migrations.RequireLatest(ctx, bg); err != nil {
+		return fmt.Errorf("pgrelay: %w", err)
+	}
 	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
 	if err != nil {
 		return fmt.Errorf("pgrelay: connect: %w", err)
@@ -383,11 +387,6 @@ func (p *Processor) Start(ctx context.Context) error {
 	if err := warm(ctx, hot, int(hotCfg.MinConns)); err != nil {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
-	bg, err := pgxpool.NewWithConfig(ctx, bgCfg)
-	if err != nil {
-		return fmt.Errorf("pgrelay: connect: %w", err)
-	}
-	undo.push(bg.Close)
 	p.hot, p.bg = hot, bg
 	st := store.New(hot, bg, stmts)
 
@@ -401,6 +400,9 @@ func (p *Processor) Start(ctx context.Context) error {
 		}
 	}
 	if p.cfg.Registerer != nil {
+		if err := p.cfg.Registerer.Register(newBuildInfo(p.cfg.Version)); err != nil {
+			return fmt.Errorf("pgrelay: register metrics: %w", err)
+		}
 		backlog := NewDatabaseCollector(DatabaseCollectorConfig{DB: bg, DeadAfter: p.cfg.DeadAfter,
 			Errors: metrics.DBErrors, Channel: metrics.initChannel, Logger: p.cfg.Logger})
 		if err := p.cfg.Registerer.Register(backlog); err != nil {

@@ -88,6 +88,10 @@ func (r *relay) Receive(ctx actor.Context) {
 		claimer := spawn(claimerProps(r.d), "claimer")
 		r.d.setPIDs(claimer, dispatcher, completer)
 		spawn(heartbeatProps(r.d), "heartbeat")
+		spawn(rescuerProps(r.d), "rescuer")
+		if r.d.cfg.Mode == ModeLeader {
+			spawn(leaderProps(r.d), "leader")
+		}
 		spawn(janitorProps(r.d), "janitor")
 		if r.d.bus != nil {
 			spawn(publisherProps(r.d), "publisher")

@@ -96,7 +96,7 @@ func survivesRestart(t *testing.T, sqlBatch int) {
 	})
 }
 
-// The claimer, the completer and the heartbeat are restarted after they
+// The claimer, the completer, the heartbeat and the rescuer are restarted after they
 // fail, each time after a longer backoff (failures × 100 ms within the
 // supervisor's window), and go on working: events are claimed, outcomes
 // written (an outcome lost with a crashed completer is rescued once its claim
@@ -112,6 +112,7 @@ func TestActorSupervisorRestartsCoreActors(t *testing.T) {
 		{"completer", "*actors.outcome", true},
 		{"completer", "*actors.flushDone", false},
 		{"heartbeat", "*actors.beat", false},
+		{"rescuer", "*actors.rescueTick", false},
 	} {
 		t.Run(tc.actor+" "+tc.msg, func(t *testing.T) {
 			t.Parallel()

@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg Config, list []Scenario) error {
 func (b *bench) run(ctx context.Context, list []Scenario) error {
 	defer b.river.close()
 	rep := &benchReport{
-		Version:    b.proc.Version,
+		Version:    b.proc.WithDefaults().Version,
 		CPUs:       runtime.NumCPU(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Go:         runtime.Version(),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/version"
 )
 
 // benchDoc is the --json document of pgrelay bench, as far as the tests
@@ -605,7 +606,9 @@ func TestBenchCeilingShape(t *testing.T) {
 	code, out, errOut := cliMain("bench", "ceiling", "--database-url", d.URL, "--events", "503", "--json",
 		"--ceiling-loops", "3", "--ceiling-claim", "17", "--ceiling-reset", "--log-level", "warn")
 	require.Equal(t, 0, code, errOut)
-	m := parseBench(t, out).measure(t, "ceiling", "burn-down", "bare loop")
+	doc := parseBench(t, out)
+	assert.Equal(t, version.Release, doc.Version, "the report names the release")
+	m := doc.measure(t, "ceiling", "burn-down", "bare loop")
 	burnedDown(t, d, m, 503, "pgrelay_bench_ceiling")
 	assert.Contains(t, m.Detail, "3 connections; claim 17 ")
 	assert.Contains(t, m.Detail, "the timeout and the session reset")

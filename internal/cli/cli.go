@@ -17,14 +17,11 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/mod/module"
 	"golang.org/x/term"
 
 	"github.com/pgrelay/pgrelay/internal/secret"
+	"github.com/pgrelay/pgrelay/internal/version"
 )
-
-// Version is set at build time (-ldflags "-X .../internal/cli.Version=...").
-var Version = "dev"
 
 // command is one subcommand.
 type command struct {
@@ -258,7 +255,7 @@ func runVersion(_ context.Context, a *app, args []string) error {
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout, versionLine(Version, buildInfo()))
+	fmt.Fprintln(a.stdout, versionLine(version.Release, buildInfo()))
 	return nil
 }
 
@@ -296,20 +293,14 @@ func buildInfo() *debug.BuildInfo {
 }
 
 // versionLine tells the release and the commit a binary was built from:
-// "pgrelay v0.1.0 (commit 0123abcd4567, 2026-12-01T10:00:00Z)". The release is
-// what the build stamped (make: the newest v* tag), else the module version
-// Go records (`go install …@v0.1.0`, a tagged checkout), else "dev"; the commit comes from the Go
-// toolchain's VCS stamp (builds inside a git checkout), "+modified" when the
-// tree had uncommitted changes.
+// "pgrelay v0.2.0 (commit 0123abcd4567, 2026-12-01T10:00:00Z)". The release is
+// the source's (internal/version); the commit comes from the Go toolchain's
+// VCS stamp (builds inside a git checkout), "+modified" when the tree had
+// uncommitted changes.
 func versionLine(release string, bi *debug.BuildInfo) string {
 	var rev, at string
 	var modified bool
 	if bi != nil {
-		// Go stamps a pseudo-version (v0.0.0-<time>-<hash>) when no tag
-		// names the commit: that is no release.
-		if v := bi.Main.Version; release == "dev" && v != "" && v != "(devel)" && !module.IsPseudoVersion(strings.TrimSuffix(v, "+dirty")) {
-			release = bi.Main.Version
-		}
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":

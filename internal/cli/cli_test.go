@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgrelay/pgrelay/internal/cli"
+	"github.com/pgrelay/pgrelay/internal/version"
 	"github.com/pgrelay/pgrelay/migrations"
 )
 
@@ -24,7 +24,7 @@ func TestVersion(t *testing.T) {
 	assert.Equal(t, 0, code)
 	// A test binary carries no VCS stamp: the line says so rather than
 	// inventing a commit (versionLine's own test covers stamped builds).
-	assert.Equal(t, "pgrelay "+cli.Version+" (commit unknown: built outside a git checkout)\n", out)
+	assert.Equal(t, "pgrelay "+version.Release+" (commit unknown: built outside a git checkout)\n", out)
 	assert.Empty(t, errOut)
 
 	code, _, errOut = cliMain("version", "extra")

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/version"
 )
 
 // pgrelay run --metrics-addr serves /metrics and /healthz.
@@ -86,6 +87,13 @@ func TestRunServesMetricsAndHealthz(t *testing.T) {
 	require.NotContains(t, body, `op="spock_status"`)
 	require.NotContains(t, body, "pgrelay_nats_")
 	require.NotContains(t, body, "pgrelay_events_")
+	// The release, as the source names it: in the metrics, in
+	// pgrelay.processors (the console's) and in pgrelay nodes.
+	require.Contains(t, body, `pgrelay_build_info{version="`+version.Release+`"} 1`)
+	require.Equal(t, version.Release, d.Text(`SELECT version FROM pgrelay.processors`))
+	code, out, errOut := cliMain("nodes", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, " "+version.Release+"\n")
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(30*time.Second))
 }

@@ -42,8 +42,9 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&n.maxAge, "nats-max-age", 0, "max age of the stream's messages (default: 168h for a new stream, an existing stream's own)")
 	fs.StringVar(&n.retention, "nats-retention", "", "retention of the stream: limits or interest (default: limits for a new stream, an existing stream's own)")
 	fs.Int64Var(&n.maxBytes, "nats-max-bytes", 0, "max size of the stream in bytes, oldest messages removed first (default: none for a new stream, an existing stream's own)")
-	fs.IntVar(&n.batch, "nats-publish-batch", 500, "most events published per round (1-4000)")
-	fs.DurationVar(&n.interval, "nats-publish-interval", 200*time.Millisecond, "how often the publisher looks for new events once caught up")
+	d := actors.Defaults().NATS
+	fs.IntVar(&n.batch, "nats-publish-batch", d.PublishBatch, "most events published per round (1-4000)")
+	fs.DurationVar(&n.interval, "nats-publish-interval", d.PublishInterval, "how often the publisher looks for new events once caught up")
 }
 
 // config is the Processor's NATS configuration: the flags as given, its URL

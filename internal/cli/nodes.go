@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -24,7 +25,7 @@ func runNodes(ctx context.Context, a *app, args []string) error {
 	}
 	fs := a.newFlags("nodes")
 	url := fs.String("database-url", "", "PostgreSQL URL of any node (required)")
-	deadAfter := fs.Duration("dead-after", 10*time.Second, "a node silent this long is shown dead")
+	deadAfter := fs.Duration("dead-after", actors.Defaults().DeadAfter, "a node silent this long is shown dead")
 	watch := fs.Duration("watch", 0, "show the nodes and the replication again every this long, until interrupted (e.g. 1s)")
 	limit := fs.Int("limit", 0, "with --watch: exit after this many views (default: until interrupted)")
 	if err := a.parse(fs, args); err != nil {

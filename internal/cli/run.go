@@ -49,25 +49,26 @@ type processorFlags struct {
 }
 
 func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
+	d := actors.Defaults() // the Processor's defaults are the flags'
 	if withDB {
 		fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL, e.g. postgres://user:pass@host:5432/db (required)")
 	}
-	fs.StringVar(&f.mode, "mode", "single", "dispatch mode: single (one primary), multi-node (every node dispatches its own rows) or leader (the lease holder dispatches all unrestricted rows)")
+	fs.StringVar(&f.mode, "mode", d.Mode, "dispatch mode: single (one primary), multi-node (every node dispatches its own rows) or leader (the lease holder dispatches all unrestricted rows)")
 	fs.IntVar(&f.nodeID, "node-id", -1, "set pg_relay.node_id (0-1023) on the Processor's sessions (default: the server's setting)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address, e.g. :9187 (default: off)")
-	fs.IntVar(&f.concurrency, "concurrency", 1000, "most events in flight at once (claimed, running, or held by a batch of sql events until it commits)")
-	fs.IntVar(&f.batchSize, "batch-size", 100, "most rows one claim takes")
-	fs.IntVar(&f.maxConnections, "max-connections", actors.DefaultMaxConnections, "most database connections this Processor opens (at least 10): 4 background, 1 LISTEN, 1 NATS publisher, the rest for claims, batches and handlers")
-	fs.IntVar(&f.sqlBatch, "sql-batch", 500, "most events of a sql batch: one transaction that locks the events (of one 'none' channel, or the heads of many 'channel'/'payload' lanes), runs each under a savepoint and completes them (1: a claim, then a transaction per event)")
-	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "fallback poll when no NOTIFY arrives (also picks up due retries)")
-	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", time.Second, "how often this instance marks itself alive")
+	fs.IntVar(&f.concurrency, "concurrency", d.Concurrency, "most events in flight at once (claimed, running, or held by a batch of sql events until it commits)")
+	fs.IntVar(&f.batchSize, "batch-size", d.BatchSize, "most rows one claim takes")
+	fs.IntVar(&f.maxConnections, "max-connections", d.MaxConnections, "most database connections this Processor opens (at least 10): 4 background, 1 LISTEN, 1 NATS publisher, the rest for claims, batches and handlers")
+	fs.IntVar(&f.sqlBatch, "sql-batch", d.SQLBatch, "most events of a sql batch: one transaction that locks the events (of one 'none' channel, or the heads of many 'channel'/'payload' lanes), runs each under a savepoint and completes them (1: a claim, then a transaction per event)")
+	fs.DurationVar(&f.pollInterval, "poll-interval", d.PollInterval, "fallback poll when no NOTIFY arrives (also picks up due retries)")
+	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", d.HeartbeatInterval, "how often this instance marks itself alive")
 	fs.DurationVar(&f.deadAfter, "dead-after", 0, "an instance or node silent this long is dead: its claims are rescued, its work adopted; also the leader lease's length (default 10 × heartbeat-interval)")
-	fs.DurationVar(&f.leaderSettle, "leader-settle", 2*time.Second, "leader mode: after taking the lease, lead once every live node has answered and, for nodes that look dead, this long has passed (must exceed the replication lag); multi-node and leader: a node that was dead or adopted dispatches only its pinned rows until every live node has answered and, for nodes that look dead, this long after it starts (must exceed twice the lag)")
-	fs.DurationVar(&f.leaseGrace, "lease-grace", time.Minute, "a claim held longer than its channel's timeout plus this is rescued")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight handlers may finish before they are cancelled")
-	fs.DurationVar(&f.logRetention, "log-retention", 7*24*time.Hour, "delete pgrelay.log rows older than this (rows the NATS publisher of their node has not published: see --log-retention-unpublished)")
-	fs.DurationVar(&f.logUnpublished, "log-retention-unpublished", actors.DefaultLogRetentionUnpublished, "keep log rows that the NATS publisher of their node has not published at most this long (at least --log-retention); older ones are deleted all the same, logged as an error and recorded in pgrelay.log_dropped")
-	fs.DurationVar(&f.deadRetention, "dead-letter-retention", actors.DefaultDeadLetterRetention, "delete dead letters (events that ended gave_up or expired, kept with their payloads for 'pgrelay dead retry') this long after they ended")
+	fs.DurationVar(&f.leaderSettle, "leader-settle", d.LeaderSettle, "leader mode: after taking the lease, lead once every live node has answered and, for nodes that look dead, this long has passed (must exceed the replication lag); multi-node and leader: a node that was dead or adopted dispatches only its pinned rows until every live node has answered and, for nodes that look dead, this long after it starts (must exceed twice the lag)")
+	fs.DurationVar(&f.leaseGrace, "lease-grace", d.LeaseGrace, "a claim held longer than its channel's timeout plus this is rescued")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGTERM/SIGINT, how long in-flight handlers may finish before they are cancelled")
+	fs.DurationVar(&f.logRetention, "log-retention", d.LogRetention, "delete pgrelay.log rows older than this (rows the NATS publisher of their node has not published: see --log-retention-unpublished)")
+	fs.DurationVar(&f.logUnpublished, "log-retention-unpublished", d.LogRetentionUnpublished, "keep log rows that the NATS publisher of their node has not published at most this long (at least --log-retention); older ones are deleted all the same, logged as an error and recorded in pgrelay.log_dropped")
+	fs.DurationVar(&f.deadRetention, "dead-letter-retention", d.DeadLetterRetention, "delete dead letters (events that ended gave_up or expired, kept with their payloads for 'pgrelay dead retry') this long after they ended")
 	fs.StringVar(&f.smtpURL, "smtp-url", "", "SMTP server of email channels: smtp://user:pass@host:port (STARTTLS when offered) or smtps://... (implicit TLS), options in docs/notifier.md (default: email channels stay pending)")
 	f.nats.register(fs)
 	fs.StringVar(&f.configFile, "config", "", "JSON configuration file: SMTP servers per channel and more (docs/notifier.md)")
@@ -92,7 +93,6 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		DeadLetterRetention:     f.deadRetention,
 		Logger:                  logger,
 		Registerer:              reg,
-		Version:                 Version,
 	}
 	if f.nodeID != -1 { // -1: the server's setting
 		n := f.nodeID
@@ -110,12 +110,10 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 	return cfg
 }
 
-// effectiveDeadAfter is --dead-after, or its default: 10 heartbeats.
+// effectiveDeadAfter is --dead-after, or its default (10 heartbeats), as
+// the Processor fills it in.
 func (f *processorFlags) effectiveDeadAfter() time.Duration {
-	if f.deadAfter > 0 {
-		return f.deadAfter
-	}
-	return 10 * f.heartbeatInterval
+	return f.config(nil, nil).WithDefaults().DeadAfter
 }
 
 // validate checks the flags: the Processor's settings by the Processor's own
@@ -267,10 +265,10 @@ func serveMetrics(addr string, reg *prometheus.Registry, ping func(context.Conte
 
 // startChecks runs run's checks before the Processor starts, on one
 // session that is closed before it starts: it fails with a clear message
-// when the database cannot be reached or is not migrated to this version's
-// schema; it warns, without stopping, when pgrelay's tables are not
-// replicated (multi-node and leader modes) or the Processor's connections
-// may not fit.
+// when the database cannot be reached; it warns, without stopping, when
+// pgrelay's tables are not replicated (multi-node and leader modes) or the
+// Processor's connections may not fit. The schema's version is the
+// Processor's own check, at its start.
 func startChecks(ctx context.Context, url, mode string, planned int, logger *slog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -279,9 +277,6 @@ func startChecks(ctx context.Context, url, mode string, planned int, logger *slo
 		return fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := schemaUpToDate(cctx, conn); err != nil {
-		return err
-	}
 	if mode == "multi-node" || mode == "leader" {
 		warnUnreplicated(cctx, conn, mode, logger)
 	}

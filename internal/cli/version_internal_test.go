@@ -23,24 +23,22 @@ func TestVersionLine(t *testing.T) {
 	}
 	rev := "5a9ab90c0ffee0123456789abcdef0123456789a"
 	for _, tc := range []struct {
-		name, release string
-		bi            *debug.BuildInfo
-		want          string
+		name string
+		bi   *debug.BuildInfo
+		want string
 	}{
-		{"make build at a tag", "v0.1.0", stamp("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T10:00:00Z", "vcs.modified", "false"),
-			"pgrelay v0.1.0 (commit 5a9ab90c0ffe, 2026-12-01T10:00:00Z)"},
-		{"uncommitted changes", "v0.1.0-2-g5a9ab90-dirty", stamp("(devel)", "vcs.revision", rev, "vcs.modified", "true"),
-			"pgrelay v0.1.0-2-g5a9ab90-dirty (commit 5a9ab90c0ffe+modified)"},
-		{"go install from a checkout", "dev", stamp("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T10:00:00Z"),
-			"pgrelay dev (commit 5a9ab90c0ffe, 2026-12-01T10:00:00Z)"},
-		{"go install module@version", "dev", stamp("v0.1.0"),
-			"pgrelay v0.1.0 (commit unknown: built outside a git checkout)"},
-		{"untagged checkout", "dev", stamp("v0.0.0-20261201063823-5a9ab90c0ffe+dirty", "vcs.revision", rev, "vcs.modified", "true"),
-			"pgrelay dev (commit 5a9ab90c0ffe+modified)"},
-		{"no build information", "dev", nil,
-			"pgrelay dev (commit unknown: built outside a git checkout)"},
+		{"built in a checkout", stamp("(devel)", "vcs.revision", rev, "vcs.time", "2026-12-01T10:00:00Z", "vcs.modified", "false"),
+			"pgrelay v0.2.0 (commit 5a9ab90c0ffe, 2026-12-01T10:00:00Z)"},
+		{"uncommitted changes", stamp("(devel)", "vcs.revision", rev, "vcs.modified", "true"),
+			"pgrelay v0.2.0 (commit 5a9ab90c0ffe+modified)"},
+		{"go install module@version: the source's release, not the module's", stamp("v0.1.0"),
+			"pgrelay v0.2.0 (commit unknown: built outside a git checkout)"},
+		{"untagged checkout", stamp("v0.0.0-20261201063823-5a9ab90c0ffe+dirty", "vcs.revision", rev, "vcs.modified", "true"),
+			"pgrelay v0.2.0 (commit 5a9ab90c0ffe+modified)"},
+		{"no build information", nil,
+			"pgrelay v0.2.0 (commit unknown: built outside a git checkout)"},
 	} {
-		assert.Equal(t, tc.want, versionLine(tc.release, tc.bi), tc.name)
+		assert.Equal(t, tc.want, versionLine("v0.2.0", tc.bi), tc.name)
 	}
 }
 

@@ -117,7 +117,7 @@ func runWeb(ctx context.Context, a *app, args []string) error {
 	url := fs.String("database-url", "", "PostgreSQL URL of any node (required); its login needs pgrelay_viewer, and pgrelay_admin for retry and discard")
 	var w webFlags
 	w.register(fs, "addr", devWebAddr, "serve the console on this address (anything but loopback needs --web-auth)")
-	deadAfter := fs.Duration("dead-after", 10*time.Second, "a node or Processor silent this long is shown dead")
+	deadAfter := fs.Duration("dead-after", actors.Defaults().DeadAfter, "a node or Processor silent this long is shown dead")
 	metricsAddr := fs.String("metrics-addr", "", "serve the database's Prometheus gauges (backlog, dead letters, live Processors) at /metrics, and /healthz, on this address, e.g. :9188, whether or not a Processor runs (default: off)")
 	mkLog := logFlags(fs)
 	if err := a.parse(fs, args); err != nil {

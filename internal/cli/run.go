@@ -391,11 +391,18 @@ func schemaUpToDate(ctx context.Context, conn *pgx.Conn) error {
 func runMigrate(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("migrate")
 	url := fs.String("database-url", "", "PostgreSQL URL (required)")
+	deadAfter := fs.Duration("dead-after", 0,
+		"a Processor silent this long counts as stopped; with migrations to apply, migrate refuses while any runs (give the Processors' --dead-after; default 10s, as theirs)")
+	lockWait := fs.Duration("lock-wait", migrations.DefaultLockWait,
+		"how long to wait for transactions that hold pgrelay's tables before giving up, changing nothing")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
 	if *url == "" {
 		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
+	}
+	if *deadAfter < 0 || *lockWait <= 0 {
+		return &usageError{msg: "--dead-after must not be negative, --lock-wait must be positive"}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	conn, err := connect(cctx, *url)
@@ -404,7 +411,15 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	res, err := migrations.Up(ctx, conn)
+	res, err := migrations.UpWith(ctx, conn, migrations.Options{ProcessorDeadAfter: *deadAfter, LockWait: *lockWait,
+		Waiting: func(w migrations.LockWait) {
+			held := make([]string, len(w.Holders))
+			for i, h := range w.Holders {
+				held[i] = h.String()
+			}
+			fmt.Fprintf(a.stderr, "pgrelay migrate: waited %s for %s (lock timeout), held by %s; waiting again, holding no other table (--lock-wait %s)\n",
+				w.Waited.Round(time.Second), w.Table, strings.Join(held, ", "), *lockWait)
+		}})
 	if err != nil {
 		return err
 	}

@@ -266,18 +266,37 @@ func isDuplicateObject(err error) bool {
 func RequireLatest(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) error {
-	v, err := Current(ctx, q)
+	v, err := requireMigrated(ctx, q)
 	if err != nil {
 		return err
 	}
-	switch want := Latest(); {
-	case v < want:
-		return fmt.Errorf("the database's pgrelay schema is at version %d, this pgrelay needs %d: run 'pgrelay migrate' first", v, want)
-	case v > want:
+	if want := Latest(); v > want {
 		return fmt.Errorf("the database's pgrelay schema is at version %d, newer than this pgrelay's %d: "+
 			"it was migrated by a newer pgrelay; run that release's Processors (docs/upgrading.md)", v, want)
 	}
 	return nil
+}
+
+// RequireMigrated returns an error when the database's schema is older than
+// Latest: what the commands that only read check (stats, nodes).
+func RequireMigrated(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) error {
+	_, err := requireMigrated(ctx, q)
+	return err
+}
+
+func requireMigrated(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (int, error) {
+	v, err := Current(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	if want := Latest(); v < want {
+		return v, fmt.Errorf("the database's pgrelay schema is at version %d, this pgrelay needs %d: run 'pgrelay migrate' first", v, want)
+	}
+	return v, nil
 }
 
 // Current returns the database's schema version: 0 when pgrelay was never

@@ -199,7 +199,8 @@ func TestUpgradeLockWaitEnds(t *testing.T) {
 	require.Equal(t, migrations.Latest(), res.Version)
 }
 
-// A Processor refuses a schema newer than its own, as an older one.
+// A Processor refuses a schema newer than its own, as an older one; the
+// commands that only read accept a newer one.
 func TestRequireLatestRefusesANewerSchema(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
@@ -209,6 +210,7 @@ func TestRequireLatestRefusesANewerSchema(t *testing.T) {
 	err := migrations.RequireLatest(bg, c)
 	require.ErrorContains(t, err, "newer than this pgrelay's")
 	require.ErrorContains(t, err, "docs/upgrading.md")
+	require.NoError(t, migrations.RequireMigrated(bg, c))
 }
 
 func requireNoDeadlock(t *testing.T, err error, what string) {

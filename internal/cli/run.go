@@ -278,7 +278,8 @@ func startChecks(ctx context.Context, url, mode string, planned int, logger *slo
 		return fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := schemaUpToDate(cctx, conn); err != nil {
+	// A Processor runs only on its own schema (docs/upgrading.md).
+	if err := migrations.RequireLatest(cctx, conn); err != nil {
 		return err
 	}
 	if mode == "multi-node" || mode == "leader" {
@@ -383,9 +384,10 @@ func checkSMTP(ctx context.Context, cfg email.Config, logger *slog.Logger) {
 	}
 }
 
-// schemaUpToDate fails when the database is not migrated to this version's schema.
+// schemaUpToDate fails when the database is not migrated to this version's
+// schema: for the commands that read (a newer schema is read as it is).
 func schemaUpToDate(ctx context.Context, conn *pgx.Conn) error {
-	return migrations.RequireLatest(ctx, conn)
+	return migrations.RequireMigrated(ctx, conn)
 }
 
 func runMigrate(ctx context.Context, a *app, args []string) error {

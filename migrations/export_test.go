@@ -8,5 +8,5 @@ import (
 // UpFS is Up over the migrations of any file system, for the tests of the
 // runner itself.
 func UpFS(ctx context.Context, db Beginner, fsys fs.FS) (Result, error) {
-	return up(ctx, db, fsys, true)
+	return up(ctx, db, fsys, Options{}, true)
 }

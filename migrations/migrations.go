@@ -10,7 +10,10 @@
 // transaction that first locks pgrelay.schema_migrations: several processes
 // may migrate one database at once, the others wait and then find nothing
 // left to do. Only the migrating roles can take that lock (no advisory lock
-// that any login could hold). On a Spock node the migration stays on that
+// that any login could hold). With something to apply, it refuses while a
+// Processor runs (processors.go) and takes every pgrelay table before it
+// changes any, waiting only while it holds none (locks.go), so no other
+// transaction deadlocks with it. On a Spock node the migration stays on that
 // node and pgrelay's tables join replication (spock.go).
 package migrations
 
@@ -109,12 +112,24 @@ type Result struct {
 	Replication []string
 }
 
-// Up applies every pending migration in one transaction.
-func Up(ctx context.Context, db Beginner) (Result, error) { return up(ctx, db, files, true) }
+// Up applies every pending migration in one transaction, with the default
+// Options.
+func Up(ctx context.Context, db Beginner) (Result, error) { return up(ctx, db, files, Options{}, true) }
+
+// UpWith is Up with opts.
+func UpWith(ctx context.Context, db Beginner, opts Options) (Result, error) {
+	return up(ctx, db, files, opts, true)
+}
 
 // up applies every pending migration of fsys in one transaction: a migration
 // that fails rolls back every one applied with it, and their records.
-func up(ctx context.Context, db Beginner, fsys fs.FS, firstTry bool) (Result, error) {
+//
+// With something to apply it first refuses while a Processor runs
+// (processors.go), then takes every pgrelay table (locks.go), and checks
+// the Processors again: a Processor that registers meanwhile waits for the
+// migration's commit.
+func up(ctx context.Context, db Beginner, fsys fs.FS, opts Options, firstTry bool) (Result, error) {
+	opts = opts.withDefaults()
 	migs, err := all(fsys)
 	if err != nil {
 		return Result{}, err
@@ -147,7 +162,7 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, firstTry bool) (Result, er
 			return Result{}, err
 		}
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return up(ctx, db, fsys, false)
+		return up(ctx, db, fsys, opts, false)
 	}
 	if _, err := tx.Exec(ctx, "LOCK TABLE pgrelay.schema_migrations IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 		return Result{}, fmt.Errorf("migrate: lock pgrelay.schema_migrations: %w", err)
@@ -181,11 +196,27 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, firstTry bool) (Result, er
 		applied[int(r.Version)] = true
 		current = max(current, int(r.Version))
 	}
-	var res Result
+	var pending []Migration
 	for _, m := range migs {
-		if applied[m.Version] {
-			continue
+		if !applied[m.Version] {
+			pending = append(pending, m)
 		}
+	}
+	if len(pending) > 0 {
+		// Refused before any wait for a lock, and again once every table
+		// is held.
+		if err := refuseRunningProcessors(ctx, tx, opts); err != nil {
+			return Result{}, err
+		}
+		if err := lockTables(ctx, tx, opts); err != nil {
+			return Result{}, err
+		}
+		if err := refuseRunningProcessors(ctx, tx, opts); err != nil {
+			return Result{}, err
+		}
+	}
+	var res Result
+	for _, m := range pending {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return Result{}, fmt.Errorf("migrate: apply %04d_%s: %w", m.Version, m.Name, err)
 		}
@@ -228,19 +259,44 @@ func isDuplicateObject(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06" || pe.Code == "42P07")
 }
 
-// RequireLatest returns an error unless the database's schema is at Latest
-// (or newer): what `pgrelay run` and an embedded Processor check at start.
+// RequireLatest returns an error unless the database's schema is at Latest:
+// what `pgrelay run` and an embedded Processor check at start. An older
+// schema needs `pgrelay migrate`; a newer one was migrated by a newer
+// pgrelay, whose Processors run on it (docs/upgrading.md).
 func RequireLatest(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) error {
-	v, err := Current(ctx, q)
+	v, err := requireMigrated(ctx, q)
 	if err != nil {
 		return err
 	}
-	if want := Latest(); v < want {
-		return fmt.Errorf("the database's pgrelay schema is at version %d, this pgrelay needs %d: run 'pgrelay migrate' first", v, want)
+	if want := Latest(); v > want {
+		return fmt.Errorf("the database's pgrelay schema is at version %d, newer than this pgrelay's %d: "+
+			"it was migrated by a newer pgrelay; run that release's Processors (docs/upgrading.md)", v, want)
 	}
 	return nil
+}
+
+// RequireMigrated returns an error when the database's schema is older than
+// Latest: what the commands that only read check (stats, nodes).
+func RequireMigrated(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) error {
+	_, err := requireMigrated(ctx, q)
+	return err
+}
+
+func requireMigrated(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (int, error) {
+	v, err := Current(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	if want := Latest(); v < want {
+		return v, fmt.Errorf("the database's pgrelay schema is at version %d, this pgrelay needs %d: run 'pgrelay migrate' first", v, want)
+	}
+	return v, nil
 }
 
 // Current returns the database's schema version: 0 when pgrelay was never

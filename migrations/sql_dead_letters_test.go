@@ -254,6 +254,39 @@ func TestDeadLetterDiscard(t *testing.T) {
 	requireCode(t, d.Err("SELECT pgrelay.retry($1)", ended.ID), "PR050")
 }
 
+// discard_all discards a channel's dead letters (those that ended since
+// p_since), each as discard() does: one 'discarded' log row per letter.
+func TestDeadLetterDiscardAll(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("a", "p_max_attempts := 1")
+	d.register("b", "p_max_attempts := 1")
+	proc := startProcessor(t, d.Pool)
+	var origins []int64
+	for _, ch := range []string{"a", "a", "a", "b"} {
+		origins = append(origins, d.notify(ch, ch))
+		giveUp(t, d.Pool, proc, "boom")
+	}
+	old := d.deadLetters("channel = 'a'")[0]
+	d.Exec("UPDATE pgrelay.dead_letters SET ended_at = now() - interval '2 days' WHERE id = $1", old.ID)
+
+	require.EqualValues(t, 2, testenv.One[int64](t, d.Pool, "SELECT pgrelay.discard_all('a', now() - interval '1 day')"))
+	require.Equal(t, []int64{old.ID}, testenv.Column[int64](t, d.Pool, "SELECT id FROM pgrelay.dead_letters WHERE channel = 'a'"))
+	require.EqualValues(t, 1, testenv.One[int64](t, d.Pool, "SELECT pgrelay.discard_all('a')"))
+	require.Empty(t, d.deadLetters("channel = 'a'"))
+	require.Len(t, d.deadLetters("channel = 'b'"), 1)
+	require.Zero(t, testenv.One[int64](t, d.Pool, "SELECT pgrelay.discard_all('a')"))
+	for _, o := range origins[:3] {
+		require.Equal(t, []string{"gave_up", "discarded"},
+			testenv.Column[string](t, d.Pool, "SELECT event FROM pgrelay.log WHERE origin_id = $1 ORDER BY id", o))
+		d.requireStatus(o, "gave_up")
+	}
+	require.Contains(t, testenv.One[string](t, d.Pool,
+		"SELECT error FROM pgrelay.log WHERE event = 'discarded' AND queue_id = $1", old.ID), "discarded by ")
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"))
+	requireCode(t, d.Err("SELECT pgrelay.discard_all(NULL)"), "PR001")
+}
+
 // Retention trims dead letters that ended before it, oldest first, in batches.
 func TestDeadLetterRetention(t *testing.T) {
 	t.Parallel()
@@ -275,8 +308,9 @@ func TestDeadLetterRetention(t *testing.T) {
 	require.Equal(t, all[3].ID, left[0].ID)
 }
 
-// Only admins retry and discard; a producer and a processor cannot. The
-// Processor writes and trims dead letters.
+// Only admins retry and discard; a producer and a processor cannot, nor
+// delete one. The Processor writes dead letters and trims them by age
+// (_trim_dead_letters, which runs as the schema's owner).
 func TestDeadLetterRoles(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
@@ -295,10 +329,12 @@ func TestDeadLetterRoles(t *testing.T) {
 		err  func(string, ...any) error
 	}{{"producer", func(s string, a ...any) error { return execErr(producer, s, a...) }},
 		{"processor", func(s string, a ...any) error { return execErr(processor, s, a...) }}} {
-		for _, sql := range []string{"SELECT pgrelay.retry($1)", "SELECT pgrelay.discard($1)"} {
+		for _, sql := range []string{"SELECT pgrelay.retry($1)", "SELECT pgrelay.discard($1)",
+			"DELETE FROM pgrelay.dead_letters WHERE id = $1"} {
 			requireCode(t, c.err(sql, all[0].ID), insufficientPrivilege, c.name+": "+sql)
 		}
 		requireCode(t, c.err("SELECT pgrelay.retry_all('one')"), insufficientPrivilege, c.name)
+		requireCode(t, c.err("SELECT pgrelay.discard_all('one')"), insufficientPrivilege, c.name)
 	}
 	requireCode(t, execErr(producer, "SELECT * FROM pgrelay.dead_letters"), insufficientPrivilege)
 	requireCode(t, execErr(admin, "DELETE FROM pgrelay.dead_letters"), insufficientPrivilege)
@@ -309,6 +345,13 @@ func TestDeadLetterRoles(t *testing.T) {
 	testenv.One[int64](t, admin, "SELECT pgrelay.retry($1)", all[0].ID)
 	require.True(t, testenv.One[bool](t, admin, "SELECT pgrelay.discard($1)", all[1].ID))
 	require.EqualValues(t, 1, testenv.One[int64](t, admin, "SELECT pgrelay.retry_all('one')"))
+	d.notify("one", "y")
+	giveUp(t, d.Pool, proc, "boom")
+	require.EqualValues(t, 1, testenv.One[int64](t, admin, "SELECT pgrelay.discard_all('one')"))
+	d.notify("one", "z")
+	giveUp(t, d.Pool, proc, "boom")
+	d.Exec("UPDATE pgrelay.dead_letters SET ended_at = now() - interval '2 days'")
+	require.EqualValues(t, 1, testenv.One[int32](t, processor, "SELECT pgrelay._trim_dead_letters('1 day', 10)"))
 	require.Zero(t, testenv.One[int32](t, processor, "SELECT pgrelay._trim_dead_letters('1 day', 10)"))
 }
 

@@ -152,6 +152,19 @@ func RetryAllDeadLetters(ctx context.Context, q Querier, f DeadLetterFilter) (in
 	return n, nil
 }
 
+// DiscardAllDeadLetters runs pgrelay.discard_all(channel, since) (since
+// zero: NULL, every dead letter of the channel) and returns how many it
+// discarded.
+func DiscardAllDeadLetters(ctx context.Context, q Querier, f DeadLetterFilter) (int64, error) {
+	channel, since := f.args()
+	var n int64
+	if err := q.QueryRow(ctx, "SELECT pgrelay.discard_all($1::pg_catalog.text, $2::pg_catalog.timestamptz)",
+		channel, since).Scan(&n); err != nil {
+		return 0, fmt.Errorf("discard the dead letters of channel %q: %w", f.Channel, err)
+	}
+	return n, nil
+}
+
 // DiscardDeadLetter runs pgrelay.discard(id).
 func DiscardDeadLetter(ctx context.Context, q Querier, id int64) error {
 	var ok bool

@@ -22,7 +22,7 @@ import (
 //	pgrelay dead list [--channel C] [--since T] [--limit N] [--json]
 //	pgrelay dead show ID [--json]
 //	pgrelay dead retry ID... | --channel C [--since T] [--yes]
-//	pgrelay dead discard ID... [--yes]
+//	pgrelay dead discard ID... | --channel C [--since T] [--yes]
 func runDead(ctx context.Context, a *app, args []string) error {
 	const usage = "usage: pgrelay dead list|show|retry|discard [flags] (pgrelay dead <subcommand> -h for its flags)"
 	if len(args) == 0 {
@@ -190,35 +190,30 @@ var (
 				return "", err
 			}
 			return fmt.Sprintf("discarded dead letter %d", id), nil
-		}}
+		},
+		channel: store.DiscardAllDeadLetters}
 )
 
-// runDeadAct runs retry or discard: of the dead letters named by id, or
-// (retry) of a channel's. More than one (several ids, or a channel) asks
+// runDeadAct runs retry or discard: of the dead letters named by id, or of
+// a channel's. More than one (several ids, or a channel) asks
 // for confirmation on a terminal, or needs --yes.
 func runDeadAct(ctx context.Context, a *app, act deadAction, args []string) error {
 	fs := a.newFlags("dead " + act.name)
 	connect := deadDB(fs)
 	yes := fs.Bool("yes", false, "confirm acting on more than one dead letter without being asked")
-	var channel, since *string
-	if act.channel != nil {
-		channel = fs.String("channel", "", "every dead letter of this channel (instead of ids)")
-		since = fs.String("since", "", "with --channel: only those that ended at or after this: RFC 3339 or a duration ago (24h)")
-	}
+	channel := fs.String("channel", "", "every dead letter of this channel (instead of ids)")
+	since := fs.String("since", "", "with --channel: only those that ended at or after this: RFC 3339 or a duration ago (24h)")
 	pos, err := a.parseMixed(fs, args)
 	if err != nil {
 		return err
 	}
-	byChannel := channel != nil && *channel != ""
+	byChannel := *channel != ""
 	switch {
 	case byChannel && len(pos) > 0:
 		return &usageError{msg: "give dead letter ids or --channel, not both"}
 	case !byChannel && len(pos) == 0:
-		if act.channel != nil {
-			return &usageError{msg: "usage: pgrelay dead retry ID... | --channel C [--since T] [--yes]"}
-		}
-		return &usageError{msg: "usage: pgrelay dead discard ID... [--yes]"}
-	case !byChannel && since != nil && *since != "":
+		return &usageError{msg: fmt.Sprintf("usage: pgrelay dead %s ID... | --channel C [--since T] [--yes]", act.name)}
+	case !byChannel && *since != "":
 		return &usageError{msg: "--since goes with --channel"}
 	}
 	var f store.DeadLetterFilter

@@ -180,6 +180,36 @@ func TestDeadCommands(t *testing.T) {
 	assert.Equal(t, 0, run.wait(30*time.Second))
 }
 
+// The bulk discard of a channel's dead letters (pgrelay.discard_all): it
+// asks for --yes like the bulk retry, leaves the other channels' and the
+// older ones (--since) alone, and writes one discarded log row per letter.
+func TestDeadDiscardChannel(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.Exec(`SELECT pgrelay.register('gone', 'SELECT length($1)')`)
+	d.Exec(`SELECT pgrelay.register('kept', 'SELECT length($1)')`)
+	d.Exec(`INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome, ended_at, node)
+		SELECT i, i, c, 'p' || i, 1, 'boom', 'gave_up', now() - CASE WHEN i = 3 THEN interval '2 hours' ELSE interval '1 minute' END, 0
+		  FROM generate_series(1, 4) i, LATERAL (SELECT CASE WHEN i < 4 THEN 'gone' ELSE 'kept' END AS c) x`)
+
+	code, out, errOut := runCLI(t, nil, "dead", "discard", "--channel", "gone", "--since", "1h", "--database-url", d.URL)
+	require.Equal(t, 2, code, errOut)
+	require.True(t, strings.HasPrefix(out, "2 dead letters of channel gone that ended since "), out)
+	require.Contains(t, errOut, "needs --yes")
+	require.Equal(t, 4, d.Count(`SELECT count(*) FROM pgrelay.dead_letters`))
+
+	code, out, errOut = cliMain("dead", "discard", "--channel", "gone", "--since", "1h", "--yes", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	require.True(t, strings.HasSuffix(out, "\ndiscarded 2 dead letters\n"), out)
+	require.Equal(t, []int64{3, 4}, d.IDs(`SELECT id FROM pgrelay.dead_letters ORDER BY id`))
+	require.Equal(t, []int64{1, 2}, d.IDs(`SELECT queue_id FROM pgrelay.log WHERE event = 'discarded' ORDER BY queue_id`))
+
+	code, out, errOut = cliMain("dead", "discard", "--channel", "gone", "--yes", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "1 dead letters of channel gone to discard\ndiscarded 1 dead letters\n", out)
+	require.Equal(t, []int64{4}, d.IDs(`SELECT id FROM pgrelay.dead_letters`))
+}
+
 // Usage errors of `pgrelay dead`, found before connecting.
 func TestDeadUsage(t *testing.T) {
 	t.Parallel()
@@ -196,8 +226,9 @@ func TestDeadUsage(t *testing.T) {
 		{[]string{"retry", "1", "--channel", "c"}, "give dead letter ids or --channel, not both"},
 		{[]string{"retry", "1", "--since", "1h"}, "--since goes with --channel"},
 		{[]string{"retry", "--channel", "c", "--since", "yesterday"}, `--since "yesterday"`},
-		{[]string{"discard"}, "usage: pgrelay dead discard ID..."},
-		{[]string{"discard", "--channel", "c"}, "flag provided but not defined: -channel"},
+		{[]string{"discard"}, "usage: pgrelay dead discard ID... | --channel C"},
+		{[]string{"discard", "1", "--channel", "c"}, "give dead letter ids or --channel, not both"},
+		{[]string{"discard", "1", "--since", "1h"}, "--since goes with --channel"},
 		{[]string{"list", "--limit", "0"}, "--limit 0: must be at least 1"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -379,19 +379,27 @@ func checkSMTP(ctx context.Context, cfg email.Config, logger *slog.Logger) {
 	}
 }
 
-// schemaUpToDate fails when the database is not migrated to this version's schema.
+// schemaUpToDate fails when the database is not migrated to this version's
+// schema: for the commands that read (a newer schema is read as it is).
 func schemaUpToDate(ctx context.Context, conn *pgx.Conn) error {
-	return migrations.RequireLatest(ctx, conn)
+	return migrations.RequireMigrated(ctx, conn)
 }
 
 func runMigrate(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("migrate")
 	url := fs.String("database-url", "", "PostgreSQL URL (required)")
+	deadAfter := fs.Duration("dead-after", 0,
+		"a Processor silent this long counts as stopped; with migrations to apply, migrate refuses while any runs (give the Processors' --dead-after; default 10s, as theirs)")
+	lockWait := fs.Duration("lock-wait", migrations.DefaultLockWait,
+		"how long to wait for transactions that hold pgrelay's tables before giving up, changing nothing")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
 	if *url == "" {
 		return &usageError{msg: "--database-url (or PGRELAY_DATABASE_URL) is required"}
+	}
+	if *deadAfter < 0 || *lockWait <= 0 {
+		return &usageError{msg: "--dead-after must not be negative, --lock-wait must be positive"}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	conn, err := connect(cctx, *url)
@@ -400,7 +408,15 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	res, err := migrations.Up(ctx, conn)
+	res, err := migrations.UpWith(ctx, conn, migrations.Options{ProcessorDeadAfter: *deadAfter, LockWait: *lockWait,
+		Waiting: func(w migrations.LockWait) {
+			held := make([]string, len(w.Holders))
+			for i, h := range w.Holders {
+				held[i] = h.String()
+			}
+			fmt.Fprintf(a.stderr, "pgrelay migrate: waited %s for %s (lock timeout), held by %s; waiting again, holding no other table (--lock-wait %s)\n",
+				w.Waited.Round(time.Second), w.Table, strings.Join(held, ", "), *lockWait)
+		}})
 	if err != nil {
 		return err
 	}

@@ -345,6 +345,38 @@ func TestConsoleAsViewer(t *testing.T) {
 	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.dead_letters"))
 }
 
+// A login with pgrelay_admin alone (a member of pgrelay_viewer) reads every
+// page and discards a dead letter.
+func TestConsoleAsAdmin(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	failingChannels(d)
+	origin := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('bad', 'x')")
+	d.Exec("SELECT pgrelay_notifier.create_channel('mail', 'Shop <shop@example.com>')")
+	nid := testenv.One[int64](t, d.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['a@example.com'], 'Hi', 'body')")
+	startProcessor(t, d.URL)
+	testenv.Eventually(t, 30*time.Second, "a dead letter", func() bool {
+		return d.Count("SELECT count(*) FROM pgrelay.dead_letters") == 1
+	})
+	dl := testenv.One[int64](t, d.Pool, "SELECT id FROM pgrelay.dead_letters")
+	role := d.Name() + "_admin"
+	d.Exec("CREATE ROLE " + role + " LOGIN IN ROLE pgrelay_admin")
+	t.Cleanup(func() { _ = d.Err("DROP ROLE " + role) })
+	u, err := url.Parse(d.URL)
+	require.NoError(t, err)
+	u.User = url.User(role)
+	c := serveOn(t, d, poolOn(t, u.String()), nil)
+
+	for _, path := range []string{"/", "/live", "/channels/bad", "/events/" + itoa(origin), "/dead", "/dead?channel=bad",
+		"/emails", "/emails/" + itoa(nid)} {
+		code, body := c.get(path)
+		require.Equal(t, http.StatusOK, code, "GET %s: %s", path, body)
+	}
+	code, body, _ := c.post("/dead/"+itoa(dl)+"/discard", nil)
+	require.Equal(t, http.StatusSeeOther, code, body)
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.dead_letters WHERE id = $1", dl))
+}
+
 // The overview's charts count the log's last hour per channel: succeeded,
 // and failed attempts (failed, gave_up, expired); older rows are left out.
 func TestConsoleChartsCountTheLastHour(t *testing.T) {

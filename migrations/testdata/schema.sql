@@ -939,6 +939,45 @@ $$;
 ALTER FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) OWNER TO postgres;
 
 --
+-- Name: dead_letters; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.dead_letters (
+    id bigint NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    attempts integer NOT NULL,
+    last_error text,
+    outcome text NOT NULL,
+    ended_at timestamp with time zone NOT NULL,
+    node integer NOT NULL,
+    run_in_node integer,
+    notification_id bigint,
+    CONSTRAINT dead_letters_outcome CHECK ((outcome = ANY (ARRAY['gave_up'::text, 'expired'::text])))
+);
+
+
+ALTER TABLE pgrelay.dead_letters OWNER TO postgres;
+
+--
+-- Name: _discarded(pgrelay.dead_letters); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._discarded(dl pgrelay.dead_letters) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
+  VALUES (dl.id, dl.origin_id, dl.channel, dl.attempts, 'discarded',
+          pg_catalog.format('discarded by %s: dead letter %s (%s after %s attempts)',
+                            session_user, dl.id, dl.outcome, dl.attempts));
+$$;
+
+
+ALTER FUNCTION pgrelay._discarded(dl pgrelay.dead_letters) OWNER TO postgres;
+
+--
 -- Name: _due(timestamp with time zone, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1970,28 +2009,6 @@ $$;
 ALTER FUNCTION pgrelay._retry_after(p_ids bigint[], p_origin_ids bigint[], p_delays interval[]) OWNER TO postgres;
 
 --
--- Name: dead_letters; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.dead_letters (
-    id bigint NOT NULL,
-    origin_id bigint NOT NULL,
-    channel text NOT NULL,
-    payload text NOT NULL,
-    attempts integer NOT NULL,
-    last_error text,
-    outcome text NOT NULL,
-    ended_at timestamp with time zone NOT NULL,
-    node integer NOT NULL,
-    run_in_node integer,
-    notification_id bigint,
-    CONSTRAINT dead_letters_outcome CHECK ((outcome = ANY (ARRAY['gave_up'::text, 'expired'::text])))
-);
-
-
-ALTER TABLE pgrelay.dead_letters OWNER TO postgres;
-
---
 -- Name: _retry_dead(pgrelay.dead_letters); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2174,7 +2191,7 @@ ALTER FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) OWNER TO po
 --
 
 CREATE FUNCTION pgrelay._trim_dead_letters(p_older_than interval, p_batch integer) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
@@ -2470,19 +2487,50 @@ CREATE FUNCTION pgrelay.discard(p_id bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-DECLARE
-  dl pgrelay.dead_letters := pgrelay._take_dead_letter(p_id, 'pgrelay.discard');
 BEGIN
-  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
-  VALUES (dl.id, dl.origin_id, dl.channel, dl.attempts, 'discarded',
-          pg_catalog.format('discarded by %s: dead letter %s (%s after %s attempts)',
-                            session_user, dl.id, dl.outcome, dl.attempts));
+  PERFORM pgrelay._discarded(pgrelay._take_dead_letter(p_id, 'pgrelay.discard'));
   RETURN true;
 END
 $$;
 
 
 ALTER FUNCTION pgrelay.discard(p_id bigint) OWNER TO postgres;
+
+--
+-- Name: discard_all(text, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.discard_all(p_channel text, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  dl pgrelay.dead_letters;
+  n bigint := 0;
+BEGIN
+  IF p_channel IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.discard_all: channel must not be NULL' USING ERRCODE = 'PR001';
+  END IF;
+  FOR dl IN
+    WITH x AS (
+      DELETE FROM pgrelay.dead_letters d
+       WHERE d.id IN (SELECT y.id FROM pgrelay.dead_letters y
+                       WHERE y.channel = p_channel AND (p_since IS NULL OR y.ended_at >= p_since)
+                       ORDER BY y.ended_at, y.id
+                         FOR UPDATE SKIP LOCKED)
+      RETURNING d.*
+    )
+    SELECT * FROM x ORDER BY x.ended_at, x.id
+  LOOP
+    PERFORM pgrelay._discarded(dl);
+    n := n + 1;
+  END LOOP;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.discard_all(p_channel text, p_since timestamp with time zone) OWNER TO postgres;
 
 --
 -- Name: nodes_overview(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -4444,6 +4492,22 @@ GRANT ALL ON FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_cl
 
 
 --
+-- Name: TABLE dead_letters; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_admin;
+GRANT SELECT,INSERT ON TABLE pgrelay.dead_letters TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_viewer;
+
+
+--
+-- Name: FUNCTION _discarded(dl pgrelay.dead_letters); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._discarded(dl pgrelay.dead_letters) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _due(p_not_before timestamp with time zone, p_delay interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4765,15 +4829,6 @@ GRANT ALL ON FUNCTION pgrelay._retry_after(p_ids bigint[], p_origin_ids bigint[]
 
 
 --
--- Name: TABLE dead_letters; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.dead_letters TO pgrelay_processor;
-GRANT SELECT ON TABLE pgrelay.dead_letters TO pgrelay_viewer;
-
-
---
 -- Name: FUNCTION _retry_dead(dl pgrelay.dead_letters); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4881,6 +4936,14 @@ GRANT ALL ON FUNCTION pgrelay.decommission(p_node integer, p_dead_after interval
 
 REVOKE ALL ON FUNCTION pgrelay.discard(p_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.discard(p_id bigint) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION discard_all(p_channel text, p_since timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.discard_all(p_channel text, p_since timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.discard_all(p_channel text, p_since timestamp with time zone) TO pgrelay_admin;
 
 
 --

@@ -224,12 +224,20 @@ func isHandlerError(err error) bool {
 // finish ends an event: its outcome goes to the completer, its slot is freed.
 // Called from any goroutine.
 func finish(d *deps, ev handlers.Event, out *store.Outcome) {
-	_, _, completer := d.pids()
+	claimer, _, completer := d.pids()
 	if out != nil {
 		sendOutcome(d, completer, *out)
 		tellEndedFailing(d, ev, out)
 	}
 	d.slots.free(1)
+	if out == nil && ev.Mode != "none" {
+		// The handler's own transaction recorded the event (HandleTx,
+		// HandleTxBatch, a sql handler claimed alone): the next event of its
+		// serialised channel or lane is ready now, and nothing else would
+		// claim it before the poll. (The completer wakes the claimer once
+		// it has written the outcomes it is given.)
+		d.send(claimer, &wake{})
+	}
 }
 
 // release gives an unstarted event's claim back.

@@ -156,7 +156,11 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt,
 			"took", took, "err", err)
 	}
-	d.metrics.outcome(ev.Channel, k.Logged(ev.Attempt, ev.MaxAttempts))
+	if k != events.Failed && k != events.GaveUp {
+		// A failure is counted once written, as the log records it: whether
+		// it gave up is decided there (completer.recorded).
+		d.metrics.outcome(ev.Channel, k)
+	}
 	if k == events.Succeeded && committed {
 		return nil // the handler's transaction recorded it
 	}
@@ -226,8 +230,8 @@ func isHandlerError(err error) bool {
 func finish(d *deps, ev handlers.Event, out *store.Outcome) {
 	claimer, _, completer := d.pids()
 	if out != nil {
-		sendOutcome(d, completer, *out)
-		tellEndedFailing(d, ev, out)
+		sendOutcome(d, completer, ev, *out)
+		tellEndedFailing(d, ev, *out, out.Event)
 	}
 	d.slots.free(1)
 	if out == nil && ev.Mode != "none" {

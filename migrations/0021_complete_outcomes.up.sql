@@ -127,6 +127,7 @@ BEGIN
 END
 $$;
 
+REVOKE ALL ON FUNCTION pgrelay._complete_outcomes(bigint, bigint[], timestamptz[], text[], text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgrelay._complete_outcomes(bigint, bigint[], timestamptz[], text[], text[])
   TO pgrelay_processor;
 

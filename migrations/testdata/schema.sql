@@ -4464,6 +4464,7 @@ GRANT ALL ON FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_cl
 -- Name: FUNCTION _complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
+REVOKE ALL ON FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) TO pgrelay_processor;
 
 

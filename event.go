@@ -43,7 +43,9 @@ type Event struct {
 	// Channel and Payload are what Notify was given.
 	Channel string
 	Payload string
-	// Attempt counts from 1; the event gives up after MaxAttempts.
+	// Attempt counts from 1. MaxAttempts is the channel's max_attempts when
+	// this attempt was claimed: a failure gives up at the value in force
+	// when it is recorded (an update() meanwhile counts).
 	Attempt     int
 	MaxAttempts int
 	// EnqueuedAt is when the event was first enqueued.

@@ -315,7 +315,7 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 		if ranHandler(k) {
 			ran++
 		}
-		d.metrics.outcome(e.Channel, k.Logged(e.Attempt, e.MaxAttempts))
+		d.metrics.outcome(e.Channel, k) // as recorded: the completion decided what gave up
 	}
 	if ran == 0 || err != nil {
 		return
@@ -373,7 +373,7 @@ func ranIn(batch *store.DirectBatch) int {
 
 // ranHandler reports whether a batch's event with outcome k ran its handler.
 func ranHandler(k events.Kind) bool {
-	return k == events.Succeeded || k == events.Failed
+	return k == events.Succeeded || k == events.Failed || k == events.GaveUp
 }
 
 // runDirect runs one batch of up to n events (of channel: "" for lanes) and

@@ -10,7 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // flushResult: a batch was written (or failed to be). part: the batch was a
@@ -20,12 +22,17 @@ type flushResult struct {
 	part  bool
 	err   error
 	took  time.Duration
+	// gaveUp: the ids the write recorded as gave_up.
+	gaveUp map[int64]bool
 }
 
 // Messages of the completer.
 type (
-	// outcome: one event's outcome to write.
-	outcome struct{ o store.Outcome }
+	// outcome: one event's outcome to write, and the event.
+	outcome struct {
+		o  store.Outcome
+		ev handlers.Event
+	}
 	// flushDone: a write finished; its result waits in
 	// completerState.written.
 	flushDone struct{}
@@ -40,12 +47,12 @@ type (
 // sendOutcome hands an outcome to the completer, counting it as waiting to
 // be written from now on: the claimer's back-pressure sees it even before the
 // completer has taken it from its mailbox.
-func sendOutcome(d *deps, completer *actor.PID, o store.Outcome) {
+func sendOutcome(d *deps, completer *actor.PID, ev handlers.Event, o store.Outcome) {
 	if completer == nil {
 		return
 	}
 	d.metrics.PendingOutcomes.Set(float64(d.pendingOutcomes.Add(1)))
-	d.send(completer, &outcome{o: o})
+	d.send(completer, &outcome{o: o, ev: ev})
 }
 
 // maxCompleteBatch bounds one completion statement.
@@ -99,7 +106,11 @@ type completerState struct {
 	// write's goroutine and taken in by the completer (flushDone). It stays
 	// here until taken in whole, so a completer that fails while taking it
 	// in has its successor take it in again (on Started).
-	written  atomic.Pointer[flushResult]
+	written atomic.Pointer[flushResult]
+	// failing: the events of the failed and given-up outcomes not written
+	// yet, by outcome id: once written, they are counted as the log
+	// records them (recorded).
+	failing  map[int64]handlers.Event
 	failures int
 	waiters  []*actor.PID
 	retry    *time.Timer
@@ -115,7 +126,13 @@ func (c *completer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *outcome:
 		c.buf = append(c.buf, m.o) // counted by sendOutcome
-		if c.failures == 0 {       // else a retry is scheduled: do not hammer the database
+		if m.o.Event == events.Failed || m.o.Event == events.GaveUp {
+			if c.failing == nil {
+				c.failing = map[int64]handlers.Event{}
+			}
+			c.failing[m.o.ID] = m.ev
+		}
+		if c.failures == 0 { // else a retry is scheduled: do not hammer the database
 			c.flush(ctx)
 		}
 	case *flushDone:
@@ -181,6 +198,7 @@ func (c *completer) collect(ctx actor.Context) {
 	if len(c.parked) == 0 {
 		c.parkFailures = 0
 	}
+	c.recorded(m)
 	// Taken in: from here on, a new write may finish and leave its result.
 	c.written.CompareAndSwap(m, nil)
 	// Serialised lanes may have a next event now that this one is done;
@@ -188,6 +206,32 @@ func (c *completer) collect(ctx actor.Context) {
 	claimer, _, _ := c.d.pids()
 	ctx.Send(claimer, &wake{})
 	c.flush(ctx)
+}
+
+// recorded counts the failures of a written batch as the log records them:
+// whether one gave up the completion decided, by the channel's max_attempts
+// then (pgrelay._complete_outcomes). A failure that gave up there is told
+// to its handler (tellEndedFailing).
+func (c *completer) recorded(m *flushResult) {
+	for _, o := range m.batch {
+		if o.Event != events.Failed && o.Event != events.GaveUp {
+			continue
+		}
+		ev, ok := c.failing[o.ID]
+		if !ok {
+			continue // counted already: a write taken in twice
+		}
+		delete(c.failing, o.ID)
+		switch {
+		case m.gaveUp[o.ID]:
+			c.d.metrics.outcome(ev.Channel, events.GaveUp)
+			if o.Event == events.Failed {
+				tellEndedFailing(c.d, ev, o, events.GaveUp)
+			}
+		case o.Event == events.Failed:
+			c.d.metrics.outcome(ev.Channel, events.Failed)
+		}
+	}
 }
 
 // failed handles a write that failed: refused for its data, it is split (or,
@@ -313,9 +357,9 @@ func (c *completer) flush(ctx actor.Context) {
 		start := time.Now()
 		// Outcomes are written even while the Processor stops.
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := d.store.Complete(wctx, d.processor, batch)
+		rec, err := d.store.Complete(wctx, d.processor, batch)
 		cancel()
-		state.written.Store(&flushResult{batch: batch, part: part, err: err, took: time.Since(start)})
+		state.written.Store(&flushResult{batch: batch, part: part, err: err, took: time.Since(start), gaveUp: rec.GaveUp})
 		d.send(self, &flushDone{})
 	}()
 }

@@ -26,15 +26,16 @@ const endedFailingTimeout = 10 * time.Second
 
 // tellEndedFailing hands a final unsuccessful outcome to the event's handler
 // when it wants to hear of it, in a goroutine (finish may run inside an
-// actor's Receive) that Stop waits for.
-func tellEndedFailing(d *deps, ev handlers.Event, out *store.Outcome) {
+// actor's Receive) that Stop waits for. logged is what the log records of
+// out: a failed attempt that gave up is known once the completer wrote it.
+func tellEndedFailing(d *deps, ev handlers.Event, out store.Outcome, logged events.Kind) {
 	var reason string
 	switch {
 	case out.Event == events.Expired:
 		reason = fmt.Sprintf("expired: the channel's expire_after passed before attempt %d could run", ev.Attempt)
 	case out.Event == events.GaveUp:
 		reason = out.Error
-	case out.Event.Logged(ev.Attempt, ev.MaxAttempts) == events.GaveUp:
+	case logged == events.GaveUp:
 		reason = fmt.Sprintf("gave up after %d attempts: %s", ev.Attempt, out.Error)
 	default:
 		return

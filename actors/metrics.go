@@ -44,8 +44,9 @@ func (m *Metrics) initChannel(channel string) {
 }
 
 // outcome counts one outcome of an event of channel: k as pgrelay.log records
-// it (see events.Kind.Logged), events.Release for a claim given back unrun.
-// Every path that ends an event counts its outcome here.
+// it (a failure once written: whether it gave up is the completion's answer),
+// events.Release for a claim given back unrun. Every path that ends an event
+// counts its outcome here.
 func (m *Metrics) outcome(channel string, k events.Kind) {
 	switch k {
 	case events.Succeeded:

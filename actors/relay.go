@@ -44,7 +44,6 @@ func (s *supervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervis
 	s.d.log.Error("actor failed; restarting it", "actor", child.Id, "reason", fmt.Sprint(reason),
 		"failures", rs.FailureCount()+1)
 	failed := func(ev handlers.Event) {
-		s.d.metrics.outcome(ev.Channel, events.Failed.Logged(ev.Attempt, ev.MaxAttempts))
 		finish(s.d, ev, &store.Outcome{ID: ev.ID, ClaimedAt: ev.DispatchedAt, Event: events.Failed,
 			Error: fmt.Sprintf("internal error: actor %s failed: %v", child.Id, reason)})
 	}

@@ -156,7 +156,11 @@ func outcomeOf(d *deps, ev handlers.Event, committed bool, err error, took time.
 		d.log.Debug("handler failed", "channel", ev.Channel, "id", ev.ID, "attempt", ev.Attempt,
 			"took", took, "err", err)
 	}
-	d.metrics.outcome(ev.Channel, k.Logged(ev.Attempt, ev.MaxAttempts))
+	if k != events.Failed && k != events.GaveUp {
+		// A failure is counted once written, as the log records it: whether
+		// it gave up is decided there (completer.recorded).
+		d.metrics.outcome(ev.Channel, k)
+	}
 	if k == events.Succeeded && committed {
 		return nil // the handler's transaction recorded it
 	}
@@ -224,12 +228,20 @@ func isHandlerError(err error) bool {
 // finish ends an event: its outcome goes to the completer, its slot is freed.
 // Called from any goroutine.
 func finish(d *deps, ev handlers.Event, out *store.Outcome) {
-	_, _, completer := d.pids()
+	claimer, _, completer := d.pids()
 	if out != nil {
-		sendOutcome(d, completer, *out)
-		tellEndedFailing(d, ev, out)
+		sendOutcome(d, completer, ev, *out)
+		tellEndedFailing(d, ev, *out, out.Event)
 	}
 	d.slots.free(1)
+	if out == nil && ev.Mode != "none" {
+		// The handler's own transaction recorded the event (HandleTx,
+		// HandleTxBatch, a sql handler claimed alone): the next event of its
+		// serialised channel or lane is ready now, and nothing else would
+		// claim it before the poll. (The completer wakes the claimer once
+		// it has written the outcomes it is given.)
+		d.send(claimer, &wake{})
+	}
 }
 
 // release gives an unstarted event's claim back.

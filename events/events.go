@@ -16,7 +16,9 @@ const (
 	Succeeded Kind = "succeeded"
 	// Failed: the attempt failed and a retry is scheduled.
 	Failed Kind = "failed"
-	// GaveUp: the attempt failed and it was the channel's max_attempts-th.
+	// GaveUp: the attempt failed and it was the last: the channel's
+	// max_attempts when it was recorded (pgrelay._complete_outcomes decides,
+	// never the Processor), or the handler said retrying cannot help.
 	GaveUp Kind = "gave_up"
 	// Expired: the event was past its expires_at when dispatched; not run.
 	Expired Kind = "expired"
@@ -39,16 +41,6 @@ const (
 	// pending again and no attempt is counted.
 	Release Kind = "release"
 )
-
-// Logged is what pgrelay.log records for outcome k of attempt of
-// maxAttempts: a failed last attempt is given up (pgrelay._complete decides
-// the same in SQL).
-func (k Kind) Logged(attempt, maxAttempts int) Kind {
-	if k == Failed && attempt >= maxAttempts {
-		return GaveUp
-	}
-	return k
-}
 
 // Terminal reports whether the event ends the notification: its status.
 // Retried and Discarded are not: they follow a terminal event (a retry's own

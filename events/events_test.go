@@ -8,25 +8,9 @@ import (
 	"github.com/pgrelay/pgrelay/events"
 )
 
-// What the log records for an outcome: only a failed last attempt changes
-// (to gave_up), as pgrelay._complete records it.
-func TestKindLogged(t *testing.T) {
+// A released claim is pending again: it ends nothing.
+func TestReleaseIsNotTerminal(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		k                    events.Kind
-		attempt, maxAttempts int
-		want                 events.Kind
-	}{
-		{events.Failed, 1, 3, events.Failed},
-		{events.Failed, 3, 3, events.GaveUp},
-		{events.Failed, 4, 3, events.GaveUp},
-		{events.Succeeded, 3, 3, events.Succeeded},
-		{events.Expired, 3, 3, events.Expired},
-		{events.GaveUp, 1, 3, events.GaveUp},
-		{events.Release, 3, 3, events.Release},
-	} {
-		require.Equal(t, tc.want, tc.k.Logged(tc.attempt, tc.maxAttempts), "%s at attempt %d of %d", tc.k, tc.attempt, tc.maxAttempts)
-	}
 	require.False(t, events.Release.Terminal(), "a released claim is pending again")
 }
 

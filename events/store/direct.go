@@ -56,9 +56,10 @@ type DirectEvent struct {
 	MaxAttempts int
 	Kind        string // the channel's: sql, or go (RunGoDirect)
 
-	// Outcome is what the batch recorded: events.Succeeded, events.Failed
-	// (the log says gave_up at the last attempt), events.Expired, or "" when
-	// the batch recorded nothing (it failed; the event is pending again).
+	// Outcome is what the batch recorded: events.Succeeded, events.Failed,
+	// events.GaveUp (a failure the completion recorded as the last attempt,
+	// or a permanent one), events.Expired, or "" when the batch recorded
+	// nothing (it failed; the event is pending again).
 	Outcome events.Kind
 	// Err is the handler's error of a failed event.
 	Err error
@@ -197,7 +198,7 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, round
 			// pending again and run again below.
 			e := &r.Events[lost.k]
 			cause := &HandlerConnLostError{Err: lost.err}
-			var recorded bool
+			var recorded events.Kind
 			var rerr error
 			if lost.at == 0 {
 				// A Go handler's: its statement lost the connection (its
@@ -210,8 +211,8 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, round
 			switch {
 			case rerr != nil:
 				err = fmt.Errorf("batch of %d events of %s: %w; %w", len(r.Events), what, lost.err, rerr)
-			case recorded:
-				e.Outcome, e.Err = events.Failed, cause
+			case recorded != "":
+				e.Outcome, e.Err = recorded, cause
 				err = nil
 			default:
 				// Another transaction holds or ended the row meanwhile.
@@ -224,8 +225,8 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, round
 			switch {
 			case rerr != nil:
 				err = fmt.Errorf("batch of 1 event of %s: %w; %w", what, late, rerr)
-			case recorded:
-				e.Outcome, e.Err = events.Failed, late
+			case recorded != "":
+				e.Outcome, e.Err = recorded, late
 				err = nil
 			default:
 				err = nil
@@ -319,10 +320,10 @@ func (l *lostHandler) Unwrap() error { return l.err }
 // unless the server started after at (its clock before the handler ran):
 // then a restart ended the session, not the handler, and the attempt is not
 // counted (an error, and e is pending again; so too when the server cannot be
-// reached). recorded is false when another transaction holds e's row or has
-// ended it.
+// reached). recorded is "" when another transaction holds e's row or has
+// ended it, else what the log records.
 func (s *Store) recordConnLost(ctx context.Context, scope ClaimScope, e *DirectEvent, at int64,
-	cause error) (recorded bool, err error) {
+	cause error) (recorded events.Kind, err error) {
 	ctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
 	defer cancel()
 	up, err := s.upSince(ctx, time.UnixMicro(at))
@@ -337,7 +338,7 @@ func (s *Store) recordConnLost(ctx context.Context, scope ClaimScope, e *DirectE
 		})
 	}
 	if err != nil {
-		return false, fmt.Errorf("record the lost connection of event %d: %w", e.ID, err)
+		return "", fmt.Errorf("record the lost connection of event %d: %w", e.ID, err)
 	}
 	return recorded, nil
 }
@@ -345,14 +346,15 @@ func (s *Store) recordConnLost(ctx context.Context, scope ClaimScope, e *DirectE
 // recordConnLostTx is recordConnLost's transaction, once the server was
 // found up since the handler ran.
 func recordConnLostTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent,
-	cause error) (recorded bool, err error) {
+	cause error) (recorded events.Kind, err error) {
 	return recordFailedTx(ctx, tx, scope, e, cause)
 }
 
 // recordFailed records a failed attempt of e, whose transaction failed after
 // its handler ran (late), in a transaction of its own on another connection.
-// recorded is false when another transaction holds e's row or has ended it.
-func (s *Store) recordFailed(ctx context.Context, scope ClaimScope, e *DirectEvent, late error) (recorded bool, err error) {
+// recorded is "" when another transaction holds e's row or has ended it,
+// else what the log records.
+func (s *Store) recordFailed(ctx context.Context, scope ClaimScope, e *DirectEvent, late error) (recorded events.Kind, err error) {
 	ctx, cancel := context.WithTimeout(ctx, directClaimTimeout)
 	defer cancel()
 	err = pgx.BeginFunc(ctx, s.hot, func(tx pgx.Tx) error {
@@ -361,33 +363,39 @@ func (s *Store) recordFailed(ctx context.Context, scope ClaimScope, e *DirectEve
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("record the failure of event %d: %w", e.ID, err)
+		return "", fmt.Errorf("record the failure of event %d: %w", e.ID, err)
 	}
 	return recorded, nil
 }
 
 // recordFailedTx locks e's row, unless another transaction holds it or has
-// ended it, and records a failed attempt of it with cause.
-func recordFailedTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent, cause error) (recorded bool, err error) {
+// ended it, and records a failed attempt of it with cause: what the log
+// records, events.Failed or events.GaveUp (its last attempt), or "" when
+// the row was not there to record.
+func recordFailedTx(ctx context.Context, tx pgx.Tx, scope ClaimScope, e *DirectEvent, cause error) (recorded events.Kind, err error) {
 	var id int64
 	err = tx.QueryRow(ctx, `SELECT id FROM pgrelay.queue WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND dispatched_at IS NULL
 	  FOR UPDATE SKIP LOCKED`, e.ID).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return "", nil
 	}
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	if term, ok := scope.fence(); ok {
 		if _, err := tx.Exec(ctx, fenceSQL, term); err != nil {
-			return false, err
+			return "", err
 		}
 	}
-	if _, err := tx.Exec(ctx, "SELECT pgrelay._complete(NULL, $1::pg_catalog.int8[], NULL, $2::pg_catalog.text[], $3::pg_catalog.text[])",
-		[]int64{e.ID}, []string{kindText(events.Failed)}, []string{StorableText(cause.Error())}); err != nil {
-		return false, err
+	var gaveUp []int64
+	if err := tx.QueryRow(ctx, "SELECT gave_up FROM pgrelay._complete_outcomes(NULL, $1::pg_catalog.int8[], NULL, $2::pg_catalog.text[], $3::pg_catalog.text[])",
+		[]int64{e.ID}, []string{kindText(events.Failed)}, []string{StorableText(cause.Error())}).Scan(&gaveUp); err != nil {
+		return "", err
 	}
-	return true, nil
+	if len(gaveUp) > 0 {
+		return events.GaveUp, nil
+	}
+	return events.Failed, nil
 }
 
 // lateFailure: a batch's transaction failed after its handlers, at a
@@ -637,6 +645,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	if term, ok := b.Scope.fence(); ok {
 		exec(fenceSQL, [][]byte{text(strconv.FormatInt(term, 10))}, int8OID)
 	}
+	completeAt := len(stmts)
 	exec(completeSQL, [][]byte{ids, evs, errs}, completeOIDs)
 	exec(commitSQL, nil, nil)
 	n := len(stmts)
@@ -645,7 +654,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 	if err != nil {
 		return -1, nil, err
 	}
-	res := readPipeline(pc.ExecBatch(ctx, pb), clocks, backstop{pc: pc, stmts: stmts})
+	res := readPipeline(pc.ExecBatch(ctx, pb), clocks, completeAt, backstop{pc: pc, stmts: stmts})
 	failed, err := res.failed, res.err
 	if err == nil && res.n != n {
 		err = fmt.Errorf("expected %d results, got %d", n, res.n)
@@ -656,6 +665,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		}
 	}
 	if err == nil {
+		b.markGaveUp(res.gaveUp)
 		if clocks[0] >= 0 {
 			t0, t1 := res.clock[0], res.clock[1]
 			switch {
@@ -705,12 +715,15 @@ type pipelineResults struct {
 	clockErr [2]error
 	// cut: the backstop cancelled the statement that was running.
 	cut bool
+	// gaveUp: the ids the completion recorded as gave_up (a bigint[] the
+	// server wrote, which always parses).
+	gaveUp map[int64]bool
 }
 
 // readPipeline reads the results of a pipeline whose clock statements are
-// at clocks (-1: none), and closes it. bs cancels the pipeline should its
-// handlers run past their timeouts.
-func readPipeline(mrr *pgconn.MultiResultReader, clocks [2]int, bs backstop) pipelineResults {
+// at clocks (-1: none) and whose completion is at completeAt, and closes it.
+// bs cancels the pipeline should its handlers run past their timeouts.
+func readPipeline(mrr *pgconn.MultiResultReader, clocks [2]int, completeAt int, bs backstop) pipelineResults {
 	r := pipelineResults{failed: -1}
 	stop := bs.arm()
 	for mrr.NextResult() {
@@ -724,6 +737,11 @@ func readPipeline(mrr *pgconn.MultiResultReader, clocks [2]int, bs backstop) pip
 		rows := 0
 		for rr.NextRow() {
 			rows++
+			if r.n == completeAt && rows == 1 {
+				if v := rr.Values(); len(v) == 1 {
+					r.gaveUp = parseIDs(v[0])
+				}
+			}
 			if k >= 0 && rows == 1 {
 				if v := rr.Values(); len(v) == 1 {
 					r.clock[k], r.clockErr[k] = strconv.ParseInt(string(v[0]), 10, 64)
@@ -795,13 +813,38 @@ func (bs backstop) arm() (stop func() bool) {
 	}
 }
 
+// parseIDs reads a bigint[] in text form ("{1,2}") as a set.
+func parseIDs(v []byte) map[int64]bool {
+	t := strings.TrimSuffix(strings.TrimPrefix(string(v), "{"), "}")
+	if t == "" {
+		return nil
+	}
+	set := map[int64]bool{}
+	for _, f := range strings.Split(t, ",") {
+		if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+			set[id] = true
+		}
+	}
+	return set
+}
+
+// markGaveUp turns the failed events whose id is in gaveUp, those the
+// completion recorded as their last attempt, into events.GaveUp.
+func (b *DirectBatch) markGaveUp(gaveUp map[int64]bool) {
+	for i := range b.Events {
+		if e := &b.Events[i]; e.Outcome == events.Failed && gaveUp[e.ID] {
+			e.Outcome = events.GaveUp
+		}
+	}
+}
+
 // tailName names a statement of a batch's tail in a late failure.
 func tailName(sql string) string {
 	switch sql {
 	case commitSQL:
 		return "COMMIT"
 	case completeSQL:
-		return "recording the outcome (pgrelay._complete)"
+		return "recording the outcome (pgrelay._complete_outcomes)"
 	}
 	return sql
 }
@@ -813,7 +856,7 @@ const (
 	releaseSQL      = "RELEASE SAVEPOINT pgrelay_event"
 	resetTimeoutSQL = "SET LOCAL statement_timeout = 0"
 	fenceSQL        = "SELECT pgrelay._batch_fence('leader', $1)"
-	completeSQL     = "SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)"
+	completeSQL     = "SELECT gave_up FROM pgrelay._complete_outcomes(NULL, $1, NULL, $2, $3)"
 	commitSQL       = "COMMIT"
 )
 

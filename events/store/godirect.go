@@ -170,6 +170,7 @@ func (b *DirectBatch) completeGo(ctx context.Context, tx pgx.Tx, resets []string
 		}
 		outs = append(outs, o)
 	}
+	var gaveUp map[int64]bool
 	pre := &pgx.Batch{}
 	if used {
 		for _, r := range resets {
@@ -185,17 +186,19 @@ func (b *DirectBatch) completeGo(ctx context.Context, tx pgx.Tx, resets []string
 		}
 	}
 	if len(outs) > 0 {
-		n, err := complete(ctx, tx, nil, outs)
+		rec, err := complete(ctx, tx, nil, outs)
 		if err != nil {
-			return fmt.Errorf("recording the outcomes (pgrelay._complete): %w", err)
+			return fmt.Errorf("recording the outcomes (pgrelay._complete_outcomes): %w", err)
 		}
-		if n != len(outs) {
-			return fmt.Errorf("recorded %d of %d outcomes of rows the batch holds", n, len(outs))
+		if rec.N != len(outs) {
+			return fmt.Errorf("recorded %d of %d outcomes of rows the batch holds", rec.N, len(outs))
 		}
+		gaveUp = rec.GaveUp
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	b.markGaveUp(gaveUp)
 	return nil
 }
 

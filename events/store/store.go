@@ -211,17 +211,39 @@ type Outcome struct {
 // an outcome becomes a string.
 func kindText(k events.Kind) string { return string(k) }
 
+// Recorded is what a completion recorded: how many outcomes still matched
+// a live claim (or a row the batch holds), and the ids of those the log
+// records as gave_up. Whether a failed attempt gives up is decided there,
+// by the channel's max_attempts when it is recorded (pgrelay._complete_outcomes),
+// never by the value the event was claimed with.
+type Recorded struct {
+	N      int
+	GaveUp map[int64]bool
+}
+
 // Complete applies a batch of outcomes of processor proc's claims in one
-// transaction and returns how many still matched a live claim.
-func (s *Store) Complete(ctx context.Context, proc int64, outs []Outcome) (int, error) {
+// transaction and says what it recorded.
+func (s *Store) Complete(ctx context.Context, proc int64, outs []Outcome) (Recorded, error) {
 	if len(outs) == 0 {
-		return 0, nil
+		return Recorded{}, nil
 	}
-	n, err := complete(ctx, s.hot, &proc, outs)
+	r, err := complete(ctx, s.hot, &proc, outs)
 	if err != nil {
-		return 0, fmt.Errorf("complete %d outcomes of processor %d: %w", len(outs), proc, err)
+		return Recorded{}, fmt.Errorf("complete %d outcomes of processor %d: %w", len(outs), proc, err)
 	}
-	return n, nil
+	return r, nil
+}
+
+// gaveUpSet is the set of the ids in a gave_up array.
+func gaveUpSet(ids []int64) map[int64]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	set := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
 }
 
 // batchQuerier is a Querier that also sends batches (a pool, a connection).
@@ -230,10 +252,10 @@ type batchQuerier interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// complete records outs with pgrelay._complete, and moves the retries of
-// those with a RetryAfter. proc nil: the rows of a direct batch, locked in
-// q's transaction.
-func complete(ctx context.Context, q batchQuerier, proc *int64, outs []Outcome) (int, error) {
+// complete records outs with pgrelay._complete_outcomes, and moves the
+// retries of those with a RetryAfter. proc nil: the rows of a direct batch,
+// locked in q's transaction.
+func complete(ctx context.Context, q batchQuerier, proc *int64, outs []Outcome) (Recorded, error) {
 	ids := make([]int64, len(outs))
 	at := make([]time.Time, len(outs))
 	evs := make([]string, len(outs))
@@ -245,8 +267,9 @@ func complete(ctx context.Context, q batchQuerier, proc *int64, outs []Outcome) 
 			errs[i] = &e
 		}
 	}
-	const completeSQL = "SELECT pgrelay._complete($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.text[], $5::pg_catalog.text[])"
+	const completeSQL = "SELECT done, gave_up FROM pgrelay._complete_outcomes($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.text[], $5::pg_catalog.text[])"
 	var n int
+	var gaveUp []int64
 	var delayed, origins []int64
 	var delays []time.Duration
 	for _, o := range outs {
@@ -255,19 +278,19 @@ func complete(ctx context.Context, q batchQuerier, proc *int64, outs []Outcome) 
 		}
 	}
 	if len(delayed) == 0 {
-		err := q.QueryRow(ctx, completeSQL, proc, ids, at, evs, errs).Scan(&n)
-		return n, err
+		err := q.QueryRow(ctx, completeSQL, proc, ids, at, evs, errs).Scan(&n, &gaveUp)
+		return Recorded{N: n, GaveUp: gaveUpSet(gaveUp)}, err
 	}
 	// The retries _complete enqueues are moved in the same (implicit)
 	// transaction: no claim sees them due after the backoff in between.
 	b := &pgx.Batch{}
-	b.Queue(completeSQL, proc, ids, at, evs, errs).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
+	b.Queue(completeSQL, proc, ids, at, evs, errs).QueryRow(func(r pgx.Row) error { return r.Scan(&n, &gaveUp) })
 	b.Queue("SELECT pgrelay._retry_after($1::pg_catalog.int8[], $2::pg_catalog.int8[], $3::pg_catalog.interval[])",
 		delayed, origins, delays)
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return 0, err
+		return Recorded{}, err
 	}
-	return n, nil
+	return Recorded{N: n, GaveUp: gaveUpSet(gaveUp)}, nil
 }
 
 // ErrClaimLost means the claim was taken back (rescued) before the handler's

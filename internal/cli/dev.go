@@ -103,19 +103,34 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 	// says what it waits for and gives up past its bound: Ctrl-C always ends
 	// dev within the Processor's shutdown timeout and a few seconds more (a
 	// second Ctrl-C at once).
+	// The stop says what it does through asyncLines: an output nobody
+	// reads holds up neither it nor the live view's end.
 	var stops []stopStep
+	viewDone := make(chan struct{})
+	close(viewDone) // until the view runs
 	defer func() {
 		if len(stops) == 0 {
 			return
 		}
-		fmt.Fprintln(a.stdout, "\nstopping ...")
-		for i, j := 0, len(stops)-1; i < j; i, j = i+1, j-1 {
-			stops[i], stops[j] = stops[j], stops[i]
-		}
-		st := &stopper{say: func(l string) { fmt.Fprintln(a.stdout, l) }, every: time.Second, bound: f.shutdownTimeout + 5*time.Second}
-		if serr := st.stop(stops...); serr != nil && err == nil {
+		began := time.Now()
+		lines := newAsyncLines(a.stdout)
+		lines.say("\nstopping ...")
+		st := &stopper{say: lines.say, every: time.Second, bound: f.shutdownTimeout + 5*time.Second, log: logger}
+		if serr := st.stop(reversed(stops)...); serr != nil && err == nil {
 			err = serr
 		}
+		// The view ends with its frame (its queries see ctx done), unless
+		// that frame waits on an output nobody reads.
+		wait := time.NewTimer(time.Second)
+		defer wait.Stop()
+		select {
+		case <-viewDone:
+		case <-wait.C:
+		}
+		if err == nil {
+			lines.say(fmt.Sprintf("stopped (took %s)", time.Since(began).Round(time.Millisecond)))
+		}
+		lines.close(time.Second)
 	}()
 
 	var url, mailDir string
@@ -201,7 +216,7 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 			_ = p.Stop(context.WithoutCancel(ctx))
 			return err
 		}
-		stops = append(stops, stopStep{name: "the metrics server", run: func() { _ = srv.Close() }})
+		stops = append(stops, stopStep{name: "the metrics server", run: func() { shutdownHTTP(srv) }})
 	}
 	var console string
 	if *webOn {
@@ -251,16 +266,24 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 			view.psqlArg = `"$DATABASE_URL"`
 		}
 	}
-	t := time.NewTicker(*refresh)
-	defer t.Stop()
-	for {
-		view.render(ctx, pool)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	// The view runs beside the wait for Ctrl-C: a frame that waits on its
+	// output (nobody reads it) must not keep the stop from starting.
+	viewDone = make(chan struct{})
+	go func() {
+		defer close(viewDone)
+		t := time.NewTicker(*refresh)
+		defer t.Stop()
+		for {
+			view.render(ctx, pool)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
-	}
+	}()
+	<-ctx.Done()
+	return nil
 }
 
 // startDevPostgres starts dev's throwaway PostgreSQL and creates its

@@ -191,45 +191,79 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		defer close(smtpChecked)
 		checkSMTP(smtpCtx, email.Config{Default: cfg.SMTPURL, Channels: cfg.SMTPChannels}, logger)
 	}()
+	// Every part the stop waits for is a step of it, so that the time it
+	// logs last is the whole stop; until then, an early return waits here.
+	steps := []stopStep{}
 	defer func() {
+		for i := len(steps) - 1; i >= 0; i-- {
+			steps[i].run()
+		}
+	}()
+	steps = append(steps, stopStep{name: "the SMTP check", run: func() {
 		stopSMTPCheck()
 		<-smtpChecked
-	}()
+	}})
 	if err := p.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted while starting: Start undid itself
 		}
 		return err
 	}
-	var srv *http.Server
+	inFlight := p.Metrics().InFlight
+	// Stopped first: the metrics and the console serve while it stops.
+	processor := stopStep{name: "in-flight events and outcomes to be written",
+		detail: func() string { return slotsInUse(inFlight) },
+		run:    func() { err = p.Stop(context.WithoutCancel(ctx)) }}
 	if f.metricsAddr != "" {
-		srv, err = serveMetrics(f.metricsAddr, reg, p.Ping, logger)
-		if err != nil {
+		srv, serr := serveMetrics(f.metricsAddr, reg, p.Ping, logger)
+		if serr != nil {
 			_ = p.Stop(context.WithoutCancel(ctx))
-			return err
+			return serr
 		}
+		steps = append(steps, stopStep{name: "the metrics server", run: func() { shutdownHTTP(srv) }})
 	}
 	if wf.addr != "" {
-		_, stopWeb, err := startWeb(ctx, f.databaseURL, wf.addr, wf, webAuth, f.effectiveDeadAfter(), logger)
-		if err != nil {
+		_, stopWeb, werr := startWeb(ctx, f.databaseURL, wf.addr, wf, webAuth, f.effectiveDeadAfter(), logger)
+		if werr != nil {
 			_ = p.Stop(context.WithoutCancel(ctx))
-			return err
+			return werr
 		}
-		defer stopWeb()
+		steps = append(steps, stopStep{name: "the console", run: stopWeb})
 	}
 	<-ctx.Done()
+	began := time.Now()
 	logger.Info("stopping: finishing in-flight events", "shutdown_timeout", f.shutdownTimeout)
-	inFlight := p.Metrics().InFlight
-	st := &stopper{say: func(l string) { logger.Info(l) }, every: 5 * time.Second}
-	_ = st.stop(stopStep{name: "in-flight events and outcomes to be written",
-		detail: func() string { return slotsInUse(inFlight) },
-		run:    func() { err = p.Stop(context.WithoutCancel(ctx)) }})
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = srv.Shutdown(sctx)
-		cancel()
-	}
+	st := &stopper{say: func(l string) { logger.Info(l) }, every: 5 * time.Second, log: logger}
+	all := append([]stopStep{processor}, reversed(steps)...)
+	steps = nil
+	_ = st.stop(all...)
+	// Last: nothing the process waits for comes after it.
+	logger.Info("stopped", "took", time.Since(began).Round(time.Millisecond))
 	return err
+}
+
+// shutdownHTTP stops srv: requests under way get a moment to finish, then
+// every connection is closed (one that never sends a request would
+// otherwise hold Shutdown for its ReadHeaderTimeout).
+func shutdownHTTP(srv *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), httpStopGrace)
+	defer cancel()
+	if srv.Shutdown(ctx) != nil {
+		_ = srv.Close()
+	}
+}
+
+// httpStopGrace is how long a stopping HTTP server lets requests under way
+// finish: a scrape or a page takes milliseconds.
+const httpStopGrace = time.Second
+
+// reversed is steps, last first: what started last stops first.
+func reversed(steps []stopStep) []stopStep {
+	out := make([]stopStep, len(steps))
+	for i, st := range steps {
+		out[len(steps)-1-i] = st
+	}
+	return out
 }
 
 // serveMetrics serves /metrics and /healthz (200 while ping, of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,6 +31,8 @@ type stopper struct {
 	say   func(line string)
 	every time.Duration
 	bound time.Duration
+	// log, when set, hears at debug level of each step done.
+	log *slog.Logger
 }
 
 // errStopBound is returned when a stop went past its bound.
@@ -85,8 +88,52 @@ func (s *stopper) stop(steps ...stopStep) error {
 			}
 		}
 		tick.Stop()
+		if s.log != nil {
+			s.log.Debug("stop: done", "part", st.name, "took", time.Since(stepStart).Round(time.Millisecond))
+		}
 	}
 	return nil
+}
+
+// asyncLines writes lines to w in a goroutine of its own: a writer nobody
+// reads (a pipe nobody drains, a terminal that stopped scrolling) never
+// holds up what says them. A line that finds asyncLinesQueued lines still
+// waiting is dropped.
+type asyncLines struct {
+	lines chan string
+	done  chan struct{}
+}
+
+const asyncLinesQueued = 64
+
+func newAsyncLines(w io.Writer) *asyncLines {
+	a := &asyncLines{lines: make(chan string, asyncLinesQueued), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for l := range a.lines {
+			fmt.Fprintln(w, l)
+		}
+	}()
+	return a
+}
+
+// say queues line, or drops it when the queue is full.
+func (a *asyncLines) say(line string) {
+	select {
+	case a.lines <- line:
+	default:
+	}
+}
+
+// close waits up to wait for the queued lines to be written.
+func (a *asyncLines) close(wait time.Duration) {
+	close(a.lines)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-a.done:
+	case <-t.C:
+	}
 }
 
 // slotsInUse says how many of the Processor's slots are in use (its

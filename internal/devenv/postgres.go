@@ -331,10 +331,17 @@ func (p *Postgres) stopWith(sig syscall.Signal, wait time.Duration) error {
 	}
 }
 
-// Stop shuts the server down (fast shutdown) and removes its directory when it
-// was a temporary one.
+// Stop shuts the server down (a fast shutdown; an immediate one for a
+// temporary cluster) and removes its directory when it was a temporary one.
 func (p *Postgres) Stop() error {
-	err := p.stopWith(syscall.SIGINT, 30*time.Second)
+	// A temporary cluster is removed right after: nothing of it is worth a
+	// shutdown checkpoint, whose writes can take seconds on a busy disk. An
+	// immediate shutdown ends its backends and exits.
+	sig := syscall.SIGINT
+	if p.baseDir != "" {
+		sig = syscall.SIGQUIT
+	}
+	err := p.stopWith(sig, 30*time.Second)
 	p.cleanup()
 	return err
 }

@@ -327,8 +327,10 @@ func (h *Handler) permanent(ctx context.Context, ev handlers.Event, id int64, er
 	return handlers.Permanent(err)
 }
 
-// transient notes err in the notification's debug log; the event is retried,
-// and on its last attempt the notification is failed.
+// transient notes err in the notification's debug log; the event is retried
+// with its channel's backoff. When the attempt is recorded as the last
+// (pgrelay decides it, by the channel's max_attempts then), the Processor
+// fails the notification through EndedFailing.
 func (h *Handler) transient(ctx context.Context, ev handlers.Event, id int64, err error) error {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// The Processor is stopping: the event is released, not failed.
@@ -341,23 +343,15 @@ func (h *Handler) transient(ctx context.Context, ev handlers.Event, id int64, er
 	if lerr := h.store.NotificationDebugLog(wctx, id, note); lerr != nil {
 		h.log.Warn("email: could not write the debug log", "notification", id, "err", lerr)
 	}
-	if ev.Attempt >= ev.MaxAttempts {
-		reason := fmt.Sprintf("gave up after %d attempts: %v", ev.Attempt, err)
-		if _, serr := h.store.FailNotificationForEvent(wctx, id, ev.Channel, ev.OriginID, reason); serr != nil {
-			h.log.Warn("email: could not record the failure", "notification", id, "err", serr)
-		}
-	}
 	return err
 }
 
-// warnAttempt logs a failed attempt that will be retried, or the last one.
-// err names the SMTP target without its credentials.
+// warnAttempt logs a failed attempt: retried with the channel's backoff
+// unless it is recorded as the last. err names the SMTP target without its
+// credentials.
 func (h *Handler) warnAttempt(ev handlers.Event, id int64, err error) {
-	msg := "email: attempt failed; retried with the channel's backoff"
-	if ev.Attempt >= ev.MaxAttempts {
-		msg = "email: last attempt failed; the notification is failed"
-	}
-	h.log.Warn(msg, "channel", ev.Channel, "notification", id, "event", ev.OriginID, "attempt", ev.Attempt,
+	h.log.Warn("email: attempt failed; retried with the channel's backoff unless it was the last (then the notification is failed)",
+		"channel", ev.Channel, "notification", id, "event", ev.OriginID, "attempt", ev.Attempt,
 		"max_attempts", ev.MaxAttempts, "err", err)
 }
 

@@ -62,6 +62,10 @@ func (k Kind) Terminal() bool {
 	return false
 }
 
+// Admin reports whether the event records an admin's action (pgrelay.retry,
+// pgrelay.discard): its error column holds the admin's note, not an error.
+func (k Kind) Admin() bool { return k == Retried || k == Discarded }
+
 // LogEvent is one row of pgrelay.log.
 type LogEvent struct {
 	ID       int64     `json:"id"`

@@ -117,15 +117,15 @@ type watched struct {
 	ok      bool // data is a pgrelay document
 }
 
-func (w watched) id() int64 { return w.doc.ID }
+func (w watched) id() int64 { return int64(w.doc.ID) }
 
 // watchDoc has the fields of both kinds of documents (events.Published and
 // events.NotifierStatus).
 type watchDoc struct {
 	Schema         int       `json:"schema"`
-	ID             int64     `json:"id"`
-	QueueID        int64     `json:"queue_id"`
-	OriginID       int64     `json:"origin_id"`
+	ID             docID     `json:"id"`
+	QueueID        docID     `json:"queue_id"`
+	OriginID       docID     `json:"origin_id"`
 	Channel        string    `json:"channel"`
 	Attempt        int       `json:"attempt"`
 	Event          string    `json:"event"`
@@ -135,8 +135,18 @@ type watchDoc struct {
 	At             time.Time `json:"at"`
 	Payload        *string   `json:"payload"`
 	PayloadOmitted bool      `json:"payload_omitted"`
-	NotificationID int64     `json:"notification_id"`
+	NotificationID docID     `json:"notification_id"`
 	Status         string    `json:"status"`
+}
+
+// docID is an id of a document of either schema: a JSON number (schema 1)
+// or string (schema 2).
+type docID int64
+
+func (d *docID) UnmarshalJSON(b []byte) error {
+	v, err := events.ParseID(b)
+	*d = docID(v)
+	return err
 }
 
 func newWatched(subject string, data []byte) watched {

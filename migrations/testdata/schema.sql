@@ -3811,6 +3811,30 @@ CREATE TABLE pgrelay.schema_migrations (
 ALTER TABLE pgrelay.schema_migrations OWNER TO postgres;
 
 --
+-- Name: settings; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.settings (
+    singleton boolean DEFAULT true NOT NULL,
+    event_schema integer DEFAULT 2 NOT NULL,
+    cluster_name text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT settings_cluster_name CHECK ((cluster_name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text)),
+    CONSTRAINT settings_event_schema CHECK ((event_schema = ANY (ARRAY[1, 2]))),
+    CONSTRAINT settings_one_row CHECK (singleton)
+);
+
+
+ALTER TABLE pgrelay.settings OWNER TO postgres;
+
+--
+-- Name: TABLE settings; Type: COMMENT; Schema: pgrelay; Owner: postgres
+--
+
+COMMENT ON TABLE pgrelay.settings IS 'One row: the document schema (1 or 2) and the cluster name of the status events on NATS (docs/events.md).';
+
+
+--
 -- Name: sync_answers; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4059,6 +4083,14 @@ ALTER TABLE ONLY pgrelay.queue
 
 ALTER TABLE ONLY pgrelay.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: settings settings_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.settings
+    ADD CONSTRAINT settings_pkey PRIMARY KEY (singleton);
 
 
 --
@@ -5216,6 +5248,36 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_pro
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_admin;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_viewer;
+
+
+--
+-- Name: TABLE settings; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_viewer;
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.event_schema; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(event_schema) ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.cluster_name; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(cluster_name) ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(updated_at) ON TABLE pgrelay.settings TO pgrelay_admin;
 
 
 --

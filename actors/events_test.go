@@ -77,11 +77,21 @@ type received struct {
 	subject string
 	msgID   string
 	doc     map[string]any
+	header  nats.Header
+	data    []byte
 }
 
+// id is the document's id, a string in schema 2, a number in schema 1.
 func (r received) id() int64 {
-	v, _ := r.doc["id"].(json.Number).Int64()
-	return v
+	switch v := r.doc["id"].(type) {
+	case json.Number:
+		n, _ := v.Int64()
+		return n
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
 }
 
 // consumeAll reads every message of stream on subjects filter with a new
@@ -111,7 +121,8 @@ func consumeAll(t *testing.T, js jetstream.JetStream, stream, durable, filter st
 			dec.UseNumber()
 			var doc map[string]any
 			require.NoError(t, dec.Decode(&doc), string(m.Data()))
-			out = append(out, received{subject: m.Subject(), msgID: m.Headers().Get(jetstream.MsgIDHeader), doc: doc})
+			out = append(out, received{subject: m.Subject(), msgID: m.Headers().Get(jetstream.MsgIDHeader), doc: doc,
+				header: m.Headers(), data: m.Data()})
 			require.NoError(t, m.Ack())
 		}
 		if n == 0 && len(out) >= want {

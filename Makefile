@@ -24,7 +24,7 @@ export SPOCK_PG_HOME := $(CURDIR)/../shared/spock/pg15-spock
 endif
 endif
 
-.PHONY: dev test build lint deps deps-test deps-browser install install-service
+.PHONY: dev test build lint deps deps-test deps-browser deps-node install install-service
 
 PREFIX     ?= /usr/local
 SYSTEMDDIR ?= /etc/systemd/system
@@ -39,6 +39,11 @@ deps-test:
 # Chromium for the console's browser test (it skips without one).
 deps-browser:
 	@./scripts/ensure-chromium.sh
+
+# Node.js and the npm packages of the Node.js subscriber test, and jq (both
+# skip, saying so, without them).
+deps-node:
+	@./scripts/ensure-node-subscriber.sh
 
 build:
 	$(GO) build -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pgrelay
@@ -68,7 +73,8 @@ lint:
 # at a tiny size and bench/river's own tests (River's module comes from the
 # Go module proxy; -short skips them), TestIntegritySoakShort: the
 # integrity suite's short form, about a minute (docs/reliability.md), and
-# TestConsoleInBrowser: the console in a headless Chromium (deps-browser).
-test: deps-test deps-browser lint
+# TestConsoleInBrowser: the console in a headless Chromium (deps-browser),
+# and TestNodeSubscriber: a Node.js JetStream consumer (deps-node).
+test: deps-test deps-browser deps-node lint
 	$(GO) test $(TESTFLAGS) ./...
 	$(GO) test $(TESTFLAGS) -race -run 'Actor|Race' ./actors/...

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -174,4 +175,20 @@ func TestEnqueuedOnlyForNewEvents(t *testing.T) {
 	n := testenv.One[int64](t, d.Pool, "SELECT pgrelay_notifier.send('mail', ARRAY['bob@example.org'], 's', 'b')")
 	q := testenv.One[int64](t, d.Pool, "SELECT id FROM pgrelay.queue WHERE channel = 'mail' AND payload = $1", itoa(n))
 	requireEnqueuedOf(t, enqueuedRows(t, d.Pool), "mail", q)
+}
+
+// The log's event constraint and events.LogKinds name the same events.
+func TestLogEventsAreEventsLogKinds(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	def := d.Text(`SELECT pg_get_constraintdef(oid) FROM pg_constraint
+		WHERE conname = 'log_event' AND conrelid = 'pgrelay.log'::regclass`)
+	want := "CHECK ((event = ANY (ARRAY["
+	for i, k := range events.LogKinds() {
+		if i > 0 {
+			want += ", "
+		}
+		want += "'" + string(k) + "'::text"
+	}
+	require.Equal(t, want+"])))", def)
 }

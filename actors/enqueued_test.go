@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -122,4 +123,73 @@ func TestActorEventsEnqueuedFirst(t *testing.T) {
 			require.Less(t, s, m.seq, "event %d: enqueued before %s", m.doc.OriginID, m.doc.Event)
 		}
 	}
+}
+
+// Events enqueued on two nodes of a cluster in leader mode all run on the
+// leader: each event's enqueued document comes from the node that enqueued
+// it, its outcome from the leader. An event the leader enqueued has its
+// enqueued document first; one enqueued on the other node has the two
+// documents published by two publishers, in no set order.
+func TestActorEventsEnqueuedOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	n := startNATS(t, devenv.NATSConfig{})
+	_, js := natsClient(t, n.URL())
+	e := newEnv(t)
+	e.Exec(`SELECT pgrelay.register('u', 'SELECT length($1)', p_publish_enqueued := true)`)
+	fast := func(c *actors.Config) {
+		withNATS(n.URL())(c)
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = time.Second
+	}
+	e.startNode(1, actors.ModeLeader, fast)
+	testenv.Eventually(e.T, 10*time.Second, "node 1 to lead", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+	})
+	e.startNode(2, actors.ModeLeader, fast)
+	e.enqueueOn(1, "u", payloads("one", 100))
+	e.enqueueOn(2, "u", payloads("two", 100))
+	const total = 400 // an enqueued and a succeeded row per event
+	testenv.Eventually(e.T, time.Minute, "every log row", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log`) == total
+	})
+	testenv.Eventually(e.T, time.Minute, "every event in the stream", func() bool {
+		return streamMsgs(js, "PGRELAY_EVENTS") >= total
+	})
+	msgs := consumeSequenced(t, js, "pgrelay.events.>", total)
+	require.Len(t, msgs, total)
+
+	type life struct{ enqueued, succeeded *sequenced }
+	lives := map[int64]*life{}
+	for i := range msgs {
+		m := &msgs[i]
+		l := lives[m.doc.OriginID]
+		if l == nil {
+			l = &life{}
+			lives[m.doc.OriginID] = l
+		}
+		switch m.doc.Event {
+		case events.Enqueued:
+			require.Nil(t, l.enqueued, "one enqueued document per event")
+			l.enqueued = m
+		case events.Succeeded:
+			require.Nil(t, l.succeeded)
+			l.succeeded = m
+		default:
+			t.Fatalf("unexpected %s document", m.doc.Event)
+		}
+	}
+	require.Len(t, lives, 200)
+	perNode := map[int]int{}
+	for origin, l := range lives {
+		require.NotNil(t, l.enqueued, "event %d", origin)
+		require.NotNil(t, l.succeeded, "event %d", origin)
+		from := events.ID(origin).Node()
+		perNode[from]++
+		require.Equal(t, from, l.enqueued.doc.Node, "the enqueuing node publishes enqueued")
+		require.Equal(t, 1, l.succeeded.doc.Node, "the leader ran it and publishes its outcome")
+		if from == 1 {
+			require.Less(t, l.enqueued.seq, l.succeeded.seq, "event %d: one node, enqueued first", origin)
+		}
+	}
+	require.Equal(t, map[int]int{1: 100, 2: 100}, perNode)
 }

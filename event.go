@@ -10,8 +10,8 @@ import (
 
 // LogDocument is the document of a log event, published on
 // pgrelay.events.<channel>.<event>: a row of pgrelay.log (Event is
-// succeeded, failed, gave_up, expired, deduplicated, adopted, rescued,
-// retried or discarded;
+// enqueued, succeeded, failed, gave_up, expired, deduplicated, adopted,
+// rescued, retried or discarded: events.LogKinds;
 // OriginID is the id Notify returned), with its error class and, for
 // channels that publish them, its payload. docs/events.md describes each
 // field.

@@ -12,6 +12,11 @@ type Kind string
 
 // The events of pgrelay.log.
 const (
+	// Enqueued: the event was accepted (notify(), notify_many(), a direct
+	// insert into pgrelay.queue), logged in the enqueuing transaction, only
+	// for channels registered with p_publish_enqueued. Not written for a
+	// retry's attempts, a deduplicated call or a retried dead letter.
+	Enqueued Kind = "enqueued"
 	// Succeeded: the handler ran and its outcome committed.
 	Succeeded Kind = "succeeded"
 	// Failed: the attempt failed and a retry is scheduled.
@@ -39,6 +44,12 @@ const (
 	// pending again and no attempt is counted.
 	Release Kind = "release"
 )
+
+// LogKinds returns the events pgrelay.log records, as its log_event
+// constraint lists them (Release is none of them).
+func LogKinds() []Kind {
+	return []Kind{Succeeded, Failed, GaveUp, Expired, Deduplicated, Adopted, Rescued, Retried, Discarded, Enqueued}
+}
 
 // Logged is what pgrelay.log records for outcome k of attempt of
 // maxAttempts: a failed last attempt is given up (pgrelay._complete decides

@@ -241,6 +241,7 @@ CREATE TABLE pgrelay.channels (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     publish_errors text DEFAULT 'class'::text NOT NULL,
+    publish_enqueued boolean DEFAULT false NOT NULL,
     CONSTRAINT channels_attempts CHECK ((max_attempts > 0)),
     CONSTRAINT channels_expire_after CHECK (((expire_after IS NULL) OR (expire_after > '00:00:00'::interval))),
     CONSTRAINT channels_kind CHECK ((kind = ANY (ARRAY['sql'::text, 'email'::text, 'nats'::text, 'go'::text]))),
@@ -994,6 +995,13 @@ BEGIN
     SELECT u.id, u.payload FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload)
     ON CONFLICT (queue_id) DO NOTHING;
   END IF;
+  -- The k-th event gets the k-th log id: enqueued rows in the events' order.
+  IF ch.publish_enqueued THEN
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
+    SELECT l.id, l.queue_id, l.queue_id, ch.channel, 1, 'enqueued', v_node
+      FROM ROWS FROM (pg_catalog.unnest(pgrelay._next_ids(pg_catalog.cardinality(p_ids))),
+                      pg_catalog.unnest(p_ids)) AS l(id, queue_id);
+  END IF;
 END
 $$;
 
@@ -1678,6 +1686,12 @@ BEGIN
     JOIN pgrelay.channels c ON c.channel = n.channel
    WHERE c.publish_payload
   ON CONFLICT (queue_id) DO NOTHING;
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event)
+  SELECT n.id, n.origin_id, n.channel, n.attempt, 'enqueued'
+    FROM new_rows n
+    JOIN pgrelay.channels c ON c.channel = n.channel
+   WHERE c.publish_enqueued AND n.retry_of IS NULL
+   ORDER BY n.id;
   SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
   IF v_first IS NULL THEN
     RETURN NULL;
@@ -2684,10 +2698,10 @@ $$;
 ALTER FUNCTION pgrelay.queue_stats() OWNER TO postgres;
 
 --
--- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text) RETURNS void
+CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2708,14 +2722,15 @@ BEGIN
   c.timeout := p_timeout;
   c.publish_payload := COALESCE(p_publish_payload, false);
   c.publish_errors := p_publish_errors;
+  c.publish_enqueued := COALESCE(p_publish_enqueued, false);
   PERFORM pgrelay._check_channel(c);
   LOOP
     INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
                                   node_restricted, max_attempts, retry_delay, expire_after, timeout,
-                                  publish_payload, publish_errors)
+                                  publish_payload, publish_errors, publish_enqueued)
     VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
             c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout,
-            c.publish_payload, c.publish_errors)
+            c.publish_payload, c.publish_errors, c.publish_enqueued)
     ON CONFLICT (channel) DO NOTHING;
     IF FOUND THEN
       RETURN;
@@ -2763,6 +2778,10 @@ BEGIN
     v_diff := v_diff || pg_catalog.format('publish_errors (%s registered, %s given)',
       old.publish_errors, c.publish_errors);
   END IF;
+  IF old.publish_enqueued IS DISTINCT FROM c.publish_enqueued THEN
+    v_diff := v_diff || pg_catalog.format('publish_enqueued (%s registered, %s given)',
+      old.publish_enqueued, c.publish_enqueued);
+  END IF;
   IF pg_catalog.cardinality(v_diff) > 0 THEN
     RAISE EXCEPTION 'pgrelay: channel % already exists with a different definition: %',
       pg_catalog.quote_literal(p_channel), pg_catalog.array_to_string(v_diff, ', ')
@@ -2773,7 +2792,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) OWNER TO postgres;
+ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO postgres;
 
 --
 -- Name: retry(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2922,10 +2941,10 @@ $$;
 ALTER FUNCTION pgrelay.unregister(p_channel text, p_force boolean) OWNER TO postgres;
 
 --
--- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text) RETURNS void
+CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text, p_publish_enqueued boolean DEFAULT NULL::boolean) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2954,6 +2973,7 @@ BEGIN
   c.paused := COALESCE(p_paused, old.paused);
   c.publish_payload := COALESCE(p_publish_payload, old.publish_payload);
   c.publish_errors := COALESCE(p_publish_errors, old.publish_errors);
+  c.publish_enqueued := COALESCE(p_publish_enqueued, old.publish_enqueued);
   -- The handler is re-checked only when it or the kind changes: pausing a
   -- channel whose handler's function was dropped must still work.
   PERFORM pgrelay._check_channel(c, c.handler IS DISTINCT FROM old.handler OR c.kind IS DISTINCT FROM old.kind);
@@ -2962,7 +2982,8 @@ BEGIN
          deduplicate = c.deduplicate, node_restricted = c.node_restricted,
          max_attempts = c.max_attempts, retry_delay = c.retry_delay,
          expire_after = c.expire_after, timeout = c.timeout, paused = c.paused,
-         publish_payload = c.publish_payload, publish_errors = c.publish_errors, updated_at = now()
+         publish_payload = c.publish_payload, publish_errors = c.publish_errors,
+         publish_enqueued = c.publish_enqueued, updated_at = now()
    WHERE x.channel = p_channel;
   -- Rows not yet dispatched follow the new settings.
   --
@@ -3002,7 +3023,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) OWNER TO postgres;
+ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO postgres;
 
 --
 -- Name: _caller(); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -3231,10 +3252,10 @@ $$;
 ALTER FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) OWNER TO pgrelay_notifier;
 
 --
--- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text) RETURNS void
+CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -3252,12 +3273,13 @@ BEGIN
     p_expire_after := p_expire_after,
     p_timeout := p_timeout,
     p_publish_payload := p_publish_payload,
-    p_publish_errors := p_publish_errors);
+    p_publish_errors := p_publish_errors,
+    p_publish_enqueued := p_publish_enqueued);
 END
 $$;
 
 
-ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO pgrelay_notifier;
 
 --
 -- Name: debug_log(bigint, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -3723,7 +3745,7 @@ CREATE TABLE pgrelay.log (
     error text,
     node integer DEFAULT pgrelay._this_node() NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text])))
+    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text, 'enqueued'::text])))
 );
 
 
@@ -4964,11 +4986,11 @@ GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_viewer;
 
 
 --
--- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
 
 
 --
@@ -5017,11 +5039,11 @@ GRANT ALL ON FUNCTION pgrelay.unregister(p_channel text, p_force boolean) TO pgr
 
 
 --
--- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
 
 
 --
@@ -5077,11 +5099,11 @@ GRANT ALL ON FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) TO pgrel
 
 
 --
--- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
 
 
 --

@@ -53,7 +53,7 @@ func TestNodeSubscriber(t *testing.T) {
 	n, js := startNATS(t)
 	d := newDB(t)
 	d.Exec(`UPDATE pgrelay.settings SET cluster_name = 'node-test'`)
-	d.Exec(`SELECT pgrelay.register('ok', 'SELECT length($1)')`)
+	d.Exec(`SELECT pgrelay.register('ok', 'SELECT length($1)', p_publish_enqueued := true)`)
 	d.Exec(`CREATE FUNCTION public.gw(p text) RETURNS void LANGUAGE plpgsql AS
 	$$ BEGIN RAISE EXCEPTION 'payment gateway timed out'; END $$`)
 	d.Exec(`SELECT pgrelay.register('bad', 'SELECT public.gw($1)', p_max_attempts := 2, p_retry_delay := '10 milliseconds')`)
@@ -153,6 +153,11 @@ func TestNodeSubscriber(t *testing.T) {
 	}
 
 	seqOf := map[string]uint64{} // id -> the stream message that carried it
+	type firstMsg struct {
+		seq            uint64
+		channel, event string
+	}
+	firstOf := map[string]firstMsg{} // origin_id -> its first message
 	sc := bufio.NewScanner(strings.NewReader(out.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -166,6 +171,9 @@ func TestNodeSubscriber(t *testing.T) {
 			continue
 		}
 		seqOf[id] = r.Seq
+		if f, ok := firstOf[r.Doc["origin_id"].(string)]; !ok || r.Seq < f.seq {
+			firstOf[r.Doc["origin_id"].(string)] = firstMsg{r.Seq, r.Doc["channel"].(string), r.Doc["event"].(string)}
+		}
 		w, ok := want[id]
 		require.True(t, ok, "id %s is no log row (rounded?): %s", id, sc.Text())
 		require.Equal(t, w.queueID, r.Doc["queue_id"], sc.Text())
@@ -200,8 +208,16 @@ func TestNodeSubscriber(t *testing.T) {
 		require.Equal(t, "dev.pgrelay.event."+w.event, ceType)
 	}
 	mu.Unlock()
-	// Enqueued events: once channels publish them (p_publish_enqueued),
-	// each origin_id's first message here is to be its enqueued one.
+	// One node: each event of the channel publishing enqueued events came
+	// first as its enqueued document, whatever the faults.
+	origins := 0
+	for origin, f := range firstOf {
+		if f.channel == "ok" {
+			origins++
+			require.Equal(t, "enqueued", f.event, "the first message of event %s", origin)
+		}
+	}
+	require.Equal(t, 1100, origins)
 
 	second.signal(syscall.SIGTERM)
 	require.Equal(t, 0, second.wait(60*time.Second))

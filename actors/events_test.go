@@ -532,11 +532,14 @@ func TestActorEventsUnackedBatchOutlivesDuplicateWindow(t *testing.T) {
 // over: the cursor moves past it and later events are still published.
 func TestActorEventsTooLargeEvenBarePassedOver(t *testing.T) {
 	t.Parallel()
-	// 760 bytes less the publisher's 512 of header room: an event of a
-	// one-letter channel fits, one of a 100-letter channel does not.
-	n := startNATS(t, devenv.NATSConfig{MaxPayload: 760})
+	// 1000 bytes less the publisher's 512 of header room and the
+	// CloudEvents headers (about 220 bytes, the channel's name among them):
+	// an event of a one-letter channel fits, one of a 100-letter channel
+	// does not.
+	n := startNATS(t, devenv.NATSConfig{MaxPayload: 1000})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
+	e.Exec(`UPDATE pgrelay.settings SET cluster_name = 't'`)
 	long := strings.Repeat("L", 100)
 	e.Exec(`SELECT pgrelay.register($1, 'SELECT length($1)')`, long)
 	e.Exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)

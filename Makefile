@@ -22,7 +22,7 @@ export SPOCK_PG_HOME := $(CURDIR)/../shared/spock/pg15-spock
 endif
 endif
 
-.PHONY: dev test build lint deps deps-test deps-browser deps-promtool install install-service
+.PHONY: dev test build lint deps deps-test deps-browser deps-promtool deps-node install install-service
 
 PREFIX     ?= /usr/local
 SYSTEMDDIR ?= /etc/systemd/system
@@ -42,6 +42,11 @@ deps-browser:
 # runs `promtool test rules` over docs/alerts.yml (it skips without one).
 deps-promtool:
 	@./scripts/ensure-promtool.sh
+
+# Node.js and the npm packages of the Node.js subscriber test, and jq (both
+# skip, saying so, without them).
+deps-node:
+	@./scripts/ensure-node-subscriber.sh
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/pgrelay
@@ -72,7 +77,8 @@ lint:
 # Go module proxy; -short skips them), TestIntegritySoakShort: the
 # integrity suite's short form, about a minute (docs/reliability.md), and
 # TestConsoleInBrowser: the console in a headless Chromium (deps-browser),
-# and TestAlertRules: docs/alerts.yml under `promtool test rules` (deps-promtool).
-test: deps-test deps-browser deps-promtool lint
+# TestAlertRules: docs/alerts.yml under `promtool test rules` (deps-promtool),
+# and TestNodeSubscriber: a Node.js JetStream consumer (deps-node).
+test: deps-test deps-browser deps-promtool deps-node lint
 	$(GO) test $(TESTFLAGS) ./...
 	$(GO) test $(TESTFLAGS) -race -run 'Actor|Race' ./actors/...

@@ -10,8 +10,8 @@ import (
 
 // LogDocument is the document of a log event, published on
 // pgrelay.events.<channel>.<event>: a row of pgrelay.log (Event is
-// succeeded, failed, gave_up, expired, deduplicated, adopted, rescued,
-// retried or discarded;
+// enqueued, succeeded, failed, gave_up, expired, deduplicated, adopted,
+// rescued, retried or discarded: events.LogKinds;
 // OriginID is the id Notify returned), with its error class and, for
 // channels that publish them, its payload. docs/events.md describes each
 // field.
@@ -23,7 +23,8 @@ type LogDocument = events.Published
 type NotifierDocument = events.NotifierStatus
 
 // SchemaVersion is the newest version of the status-event documents
-// ParseEvent reads (their "schema" field).
+// ParseEvent reads (their "schema" field). It reads every version up to it:
+// schema 1 with ids as JSON numbers, schema 2 with ids as JSON strings.
 const SchemaVersion = events.SchemaVersion
 
 // Event is an event of pgrelay as a Go program sees it: either one handed
@@ -53,16 +54,16 @@ type Event struct {
 }
 
 // ParseEvent decodes a status-event document pgrelay published on NATS (the
-// data of a message under pgrelay.>). Fields it does not know are ignored, as
+// data of a message under pgrelay.>), of schema 1 or 2. Fields it does not know are ignored, as
 // later versions may add some. It returns an error matching
 // ErrUnsupportedSchema for a document of a schema newer than SchemaVersion,
 // and ErrMalformedEvent for anything that is not such a document.
 func ParseEvent(data []byte) (Event, error) {
 	var probe struct {
-		Schema         *int    `json:"schema"`
-		Event          *string `json:"event"`
-		NotificationID *int64  `json:"notification_id"`
-		Status         *string `json:"status"`
+		Schema         *int            `json:"schema"`
+		Event          *string         `json:"event"`
+		NotificationID json.RawMessage `json:"notification_id"`
+		Status         *string         `json:"status"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return Event{}, fmt.Errorf("pgrelay: parse event: %w: %w", ErrMalformedEvent, err)

@@ -40,6 +40,29 @@ func TestParseEventRoundTrip(t *testing.T) {
 	require.Equal(t, &st, ev.Notifier)
 }
 
+// ParseEvent reads both schemas: ids as JSON numbers (1) and as strings
+// (2), each exactly.
+func TestParseEventBothSchemas(t *testing.T) {
+	t.Parallel()
+	v1 := `{"schema": 1, "id": 122565803450040321, "queue_id": 122565803450040323, "origin_id": 122565803450040322,
+		"channel": "orders", "attempt": 1, "event": "succeeded", "error": null, "node": 0, "at": "2026-11-30T14:25:46.282113Z"}`
+	v2 := `{"schema": 2, "id": "122565803450040321", "queue_id": "122565803450040323", "origin_id": "122565803450040322",
+		"channel": "orders", "attempt": 1, "event": "succeeded", "error": null, "node": 0, "at": "2026-11-30T14:25:46.282113Z"}`
+	for _, data := range []string{v1, v2} {
+		ev, err := pgrelay.ParseEvent([]byte(data))
+		require.NoError(t, err, data)
+		require.Equal(t, int64(122565803450040321), ev.Log.ID)
+		require.Equal(t, int64(122565803450040323), ev.Log.QueueID)
+		require.Equal(t, int64(122565803450040322), ev.Log.OriginID)
+	}
+	n2 := `{"schema": 2, "id": "122565803450040330", "notification_id": "122565803450040331", "channel": "mail",
+		"status": "sent", "error": null, "node": 0, "at": "2026-11-30T14:25:46.282113Z"}`
+	ev, err := pgrelay.ParseEvent([]byte(n2))
+	require.NoError(t, err)
+	require.Equal(t, int64(122565803450040331), ev.Notifier.NotificationID)
+	require.Equal(t, int64(122565803450040330), ev.Notifier.ID)
+}
+
 // Documents of a newer schema are refused as such; unknown fields are not.
 func TestParseEventSchema(t *testing.T) {
 	t.Parallel()
@@ -82,6 +105,7 @@ func TestParseEventMalformed(t *testing.T) {
 		`{"schema": 1, "origin_id": 1, "channel": "c", "event": "succeeded"}`,                          // no id
 		`{"schema": 1, "id": 1, "origin_id": 1, "event": "succeeded"}`,                                 // no channel
 		`{"schema": 1, "id": "1", "origin_id": 1, "channel": "c", "event": "succeeded"}`,               // id of the wrong type
+		`{"schema": 2, "id": 1, "origin_id": "1", "channel": "c", "event": "succeeded"}`,               // id of the wrong type
 		`{"schema": 1, "id": 1, "notification_id": 2, "channel": "c", "status": "sent", "event": "x"}`, // both kinds
 		`{"schema": 1, "id": 1, "notification_id": 2, "channel": "c"}`,                                 // no status
 		`{"schema": 1, "id": 1, "notification_id": 2, "status": "sent"}`,                               // no channel

@@ -159,9 +159,10 @@ func ExampleSend() {
 }
 
 func ExampleParseEvent() {
-	// The data of a message on pgrelay.events.orders.failed.
-	data := []byte(`{"schema": 1, "id": 120893035063017472, "queue_id": 120893033301409793,
-		"origin_id": 120893033301409793, "channel": "orders", "attempt": 2, "event": "failed",
+	// The data of a message on pgrelay.events.orders.failed (schema 2: ids
+	// are strings; ParseEvent reads schema 1's numbers too).
+	data := []byte(`{"schema": 2, "id": "120893035063017472", "queue_id": "120893033301409793",
+		"origin_id": "120893033301409793", "channel": "orders", "attempt": 2, "event": "failed",
 		"error": null, "error_class": "sqlstate_P0001", "node": 0, "at": "2026-11-30T14:25:46.282113Z"}`)
 
 	ev, err := pgrelay.ParseEvent(data)

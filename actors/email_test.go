@@ -526,7 +526,7 @@ func TestActorEmailStatusEventsOnNATS(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, string(raw), pw, m.subject)
 		if strings.HasPrefix(m.subject, "pgrelay.notifier.") {
-			id, err := m.doc["notification_id"].(json.Number).Int64()
+			id, err := strconv.ParseInt(m.doc["notification_id"].(string), 10, 64) // schema 2
 			require.NoError(t, err)
 			bySubject[m.subject] = append(bySubject[m.subject], id)
 		}

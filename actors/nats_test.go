@@ -303,7 +303,7 @@ func TestActorNotifierStatusEvents(t *testing.T) {
 		for _, f := range []string{"schema", "id", "notification_id", "channel", "status", "error", "node", "at"} {
 			require.Contains(t, m.doc, f)
 		}
-		require.Equal(t, json.Number("7"), m.doc["notification_id"])
+		require.Equal(t, "7", m.doc["notification_id"], "schema 2: a string")
 		require.Equal(t, strconv.FormatInt(m.id(), 10), m.msgID)
 	}
 	require.Nil(t, msgs[0].doc["error"])

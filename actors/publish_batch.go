@@ -62,8 +62,9 @@ func (src *pubSource) noteBatch(res bus.BatchResult, perr error, sentAt time.Tim
 	}
 }
 
-// headroom is what a message's headers (Nats-Msg-Id, Nats-Expected-Stream)
-// take of the server's max payload, generously.
+// headroom is what the headers the bus adds to a message (Nats-Msg-Id,
+// Nats-Expected-Stream) take of the server's max payload, generously. The
+// CloudEvents headers are measured for each message (events.HeadersSize).
 const headroom = 512
 
 // publishSource publishes one batch of src and moves its cursor to the last
@@ -85,7 +86,9 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 	var msgs []bus.Msg
 	skipped, counted := 0, 0
 	var skipFirst, skipLast int64
-	add := func(id int64, subject string, data []byte, shrunk, ok bool) {
+	set := w.settings
+	source := events.CESource(set.Cluster, w.node)
+	add := func(id int64, subject string, hdr []events.Header, data []byte, shrunk, ok bool) {
 		if last == 0 { // the first row
 			w.findStored(ctx, src, id)
 		}
@@ -116,7 +119,7 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 			return
 		}
 		ids = append(ids, id)
-		msgs = append(msgs, bus.Msg{Subject: subject, Data: data, ID: msgID})
+		msgs = append(msgs, bus.Msg{Subject: subject, Data: data, ID: msgID, Header: hdr})
 	}
 	switch src.name {
 	case events.SourceLog:
@@ -130,10 +133,12 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 				payload = row.Payload
 			}
 			doc := events.NewPublished(row.LogEvent, payload)
-			doc.Error, doc.ErrorClass = events.PublishedError(row.Error, row.PublishErrors)
+			doc.Schema = set.Schema
+			doc.Error, doc.ErrorClass = events.PublishedNote(row.Event, row.Error, row.PublishErrors)
 			doc.PayloadOmitted = row.PublishPayload && row.Payload == nil
-			data, shrunk, ok := events.Fit(doc, maxPayload-headroom)
-			add(row.ID, doc.Subject(), data, shrunk, ok)
+			hdr := events.CEHeaders(row.ID, source, events.CEType(row.Event), doc.At, row.Channel)
+			data, shrunk, ok := events.Fit(doc, maxPayload-headroom-events.HeadersSize(hdr))
+			add(row.ID, doc.Subject(), hdr, data, shrunk, ok)
 			last = row.ID
 		}
 		n = len(rows)
@@ -143,8 +148,10 @@ func (w *pubWorker) publishSource(ctx context.Context, src *pubSource, horizon i
 			return false, fmt.Errorf("%w: %w", errSession, err)
 		}
 		for _, doc := range rows {
-			data, shrunk, ok := events.FitNotifier(doc, maxPayload-headroom)
-			add(doc.ID, doc.Subject(), data, shrunk, ok)
+			doc.Schema = set.Schema
+			hdr := events.CEHeaders(doc.ID, source, events.CENotifierType(doc.Status), doc.At, doc.Channel)
+			data, shrunk, ok := events.FitNotifier(doc, maxPayload-headroom-events.HeadersSize(hdr))
+			add(doc.ID, doc.Subject(), hdr, data, shrunk, ok)
 			last = doc.ID
 		}
 		n = len(rows)

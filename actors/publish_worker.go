@@ -26,6 +26,7 @@ type pubWorker struct {
 	node      int
 	sources   []*pubSource
 	backlogAt time.Time
+	settings  store.EventSettings
 	pubStream // what the stream set-up (publish_stream.go) found
 }
 
@@ -140,6 +141,11 @@ func (w *pubWorker) step(ctx context.Context, r *roundResult) error {
 	horizon, err := store.PublishHorizon(ctx, w.conn)
 	if err != nil {
 		return err
+	}
+	// Read each round: an admin's change applies from the next batch on,
+	// whichever Processor holds the lease.
+	if w.settings, err = store.PublishSettings(ctx, w.conn); err != nil {
+		return fmt.Errorf("%w: %w", errSession, err)
 	}
 	r.published, r.oversize = map[string]int{}, map[string]int{}
 	for _, src := range w.sources {

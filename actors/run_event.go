@@ -57,7 +57,7 @@ func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 // (not a shutdown) cut it.
 func timedOut(d *deps, ev handlers.Event, err error) error {
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && d.runCtx.Err() == nil {
-		return fmt.Errorf("handler timed out after %s: %w", ev.Timeout, err)
+		return fmt.Errorf(events.HandlerTimeoutPrefix+"%s: %w", ev.Timeout, err)
 	}
 	return err
 }

@@ -42,20 +42,37 @@ var (
 // status event: a fixed word, or sqlstate_XXXXX for a database error, never
 // text of the error itself. It is what a channel with publish_errors 'class'
 // publishes (docs/events.md lists the classes).
+//
+// The SQLSTATE decides first: an error that carries one (a database error,
+// "(SQLSTATE XXXXX)" as pgx writes it) is sqlstate_XXXXX, or timeout for
+// 57014 (a statement cancelled: the channel's timeout or a
+// statement_timeout), whatever its message says ("RAISE EXCEPTION 'payment
+// gateway timed out'" is sqlstate_P0001). Only the Processor's own timeout
+// ("handler timed out after ...") comes before it. The text is read only for
+// errors without a SQLSTATE (SMTP, NATS, connections, Go handlers' own
+// errors).
 func ErrorClass(text string) string {
 	lower := strings.ToLower(text)
-	switch {
-	case strings.TrimSpace(text) == "":
+	if strings.TrimSpace(text) == "" {
 		return ClassUnknown
-	case strings.Contains(text, "(SQLSTATE 57014)") || strings.Contains(lower, "timed out") ||
-		strings.Contains(lower, "deadline exceeded") || strings.Contains(lower, "i/o timeout") ||
-		strings.HasSuffix(lower, ": timeout"):
+	}
+	if strings.HasPrefix(text, HandlerTimeoutPrefix) {
+		return ClassTimeout
+	}
+	if m := sqlstateRe.FindAllStringSubmatch(text, -1); m != nil {
+		// The last one: an error wrapping a database error ends with it.
+		code := m[len(m)-1][1]
+		if code == "57014" {
+			return ClassTimeout
+		}
+		return "sqlstate_" + code
+	}
+	switch {
+	case strings.Contains(lower, "timed out") || strings.Contains(lower, "deadline exceeded") ||
+		strings.Contains(lower, "i/o timeout") || strings.HasSuffix(lower, ": timeout"):
 		return ClassTimeout
 	case strings.HasPrefix(text, "not sent:") || strings.Contains(text, ": not sent: "):
 		return ClassNotSent
-	}
-	if m := sqlstateRe.FindStringSubmatch(text); m != nil {
-		return "sqlstate_" + m[1]
 	}
 	email := strings.HasPrefix(text, "email") || strings.Contains(lower, "smtp") ||
 		strings.Contains(text, "MAIL FROM") || strings.Contains(text, "RCPT TO") || strings.Contains(text, "DATA:")
@@ -86,6 +103,10 @@ func ErrorClass(text string) string {
 	return ClassUnknown
 }
 
+// HandlerTimeoutPrefix starts the error the Processor records when a
+// handler ran past its channel's timeout.
+const HandlerTimeoutPrefix = "handler timed out after "
+
 // PublishedError is what a channel whose publish_errors is policy publishes
 // of text (nil for a success): the error text (nil but for ErrorsText) and
 // its class ("" for a success and for ErrorsNone). An unknown policy is
@@ -98,4 +119,15 @@ func PublishedError(text *string, policy string) (*string, string) {
 		return text, ErrorClass(*text)
 	}
 	return nil, ErrorClass(*text)
+}
+
+// PublishedNote is PublishedError for the log row of event k: the text of
+// an admin's action (Retried, Discarded) is a note, not an error, so it has
+// no class; its text is published as an error's would be.
+func PublishedNote(k Kind, text *string, policy string) (*string, string) {
+	e, class := PublishedError(text, policy)
+	if k.Admin() {
+		class = ""
+	}
+	return e, class
 }

@@ -12,6 +12,11 @@ type Kind string
 
 // The events of pgrelay.log.
 const (
+	// Enqueued: the event was accepted (notify(), notify_many(), a direct
+	// insert into pgrelay.queue), logged in the enqueuing transaction, only
+	// for channels registered with p_publish_enqueued. Not written for a
+	// retry's attempts, a deduplicated call or a retried dead letter.
+	Enqueued Kind = "enqueued"
 	// Succeeded: the handler ran and its outcome committed.
 	Succeeded Kind = "succeeded"
 	// Failed: the attempt failed and a retry is scheduled.
@@ -42,6 +47,12 @@ const (
 	Release Kind = "release"
 )
 
+// LogKinds returns the events pgrelay.log records, as its log_event
+// constraint lists them (Release is none of them).
+func LogKinds() []Kind {
+	return []Kind{Succeeded, Failed, GaveUp, Expired, Deduplicated, Adopted, Rescued, Retried, Discarded, Enqueued}
+}
+
 // Terminal reports whether the event ends the notification: its status.
 // Retried and Discarded are not: they follow a terminal event (a retry's own
 // events follow it; after a discard the status stays what it ended as), as
@@ -53,6 +64,10 @@ func (k Kind) Terminal() bool {
 	}
 	return false
 }
+
+// Admin reports whether the event records an admin's action (pgrelay.retry,
+// pgrelay.discard): its error column holds the admin's note, not an error.
+func (k Kind) Admin() bool { return k == Retried || k == Discarded }
 
 // LogEvent is one row of pgrelay.log.
 type LogEvent struct {

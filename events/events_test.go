@@ -32,3 +32,21 @@ func TestFoldAfterRetryAndDiscard(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, events.StatusSucceeded, s)
 }
+
+// An enqueued row starts a notification's log but ends nothing: with its
+// queue row the event is pending, after an outcome that outcome is its
+// status, and on its own (the outcome not written yet) it tells no status.
+func TestFoldWithEnqueued(t *testing.T) {
+	t.Parallel()
+	require.False(t, events.Enqueued.Terminal())
+	require.Contains(t, events.LogKinds(), events.Enqueued)
+	log := []events.LogEvent{{Event: events.Enqueued}}
+	s, ok := events.Fold(&events.Row{Attempt: 1}, log)
+	require.True(t, ok)
+	require.Equal(t, events.StatusPending, s)
+	_, ok = events.Fold(nil, log)
+	require.False(t, ok)
+	s, ok = events.Fold(nil, append(log, events.LogEvent{Event: events.Failed}, events.LogEvent{Event: events.Succeeded}))
+	require.True(t, ok)
+	require.Equal(t, events.StatusSucceeded, s)
+}

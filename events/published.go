@@ -7,10 +7,22 @@ import (
 	"time"
 )
 
-// SchemaVersion is the version of the JSON documents pgrelay publishes on
-// NATS (the "schema" field). It grows only when a field changes meaning or
-// goes away; new fields may appear in any version. See docs/events.md.
-const SchemaVersion = 1
+// SchemaVersion is the newest version of the JSON documents pgrelay
+// publishes on NATS (the "schema" field). It grows only when a field changes
+// meaning or goes away; new fields may appear in any version. Which version
+// is published is a database setting (pgrelay.settings.event_schema, read
+// each publishing round), so it does not change as the publisher's lease
+// moves between Processors. See docs/events.md.
+const SchemaVersion = 2
+
+// The document versions.
+const (
+	// SchemaNumericIDs: ids are JSON numbers (63-bit: JavaScript's
+	// JSON.parse and jq 1.6 round them).
+	SchemaNumericIDs = 1
+	// SchemaStringIDs: every id is a JSON string of decimal digits.
+	SchemaStringIDs = 2
+)
 
 // Subject prefixes of what pgrelay publishes on NATS.
 const (

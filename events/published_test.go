@@ -65,9 +65,15 @@ func TestPublishedJSON(t *testing.T) {
 		Event: events.Succeeded, Node: 7, At: at}
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(mustFit(t, events.NewPublished(e, nil), 0), &doc))
-	require.Equal(t, map[string]any{"schema": 1.0, "id": float64(int64(1) << 60), "queue_id": 2.0, "origin_id": 3.0,
+	require.Equal(t, map[string]any{"schema": 2.0, "id": "1152921504606846976", "queue_id": "2", "origin_id": "3",
 		"channel": "orders", "attempt": 1.0, "event": "succeeded", "error": nil, "node": 7.0,
 		"at": "2026-05-04T09:00:00.123456Z"}, doc)
+
+	v1 := events.NewPublished(e, nil)
+	v1.Schema = events.SchemaNumericIDs
+	require.JSONEq(t, `{"schema": 1, "id": 1152921504606846976, "queue_id": 2, "origin_id": 3,
+		"channel": "orders", "attempt": 1, "event": "succeeded", "error": null, "node": 7,
+		"at": "2026-05-04T09:00:00.123456Z"}`, string(mustFit(t, v1, 0)))
 	require.Equal(t, "pgrelay.events.orders.succeeded", events.NewPublished(e, nil).Subject())
 
 	p := "secret"
@@ -79,6 +85,44 @@ func mustFit(t *testing.T, p events.Published, limit int) []byte {
 	b, _, ok := events.Fit(p, limit)
 	require.True(t, ok)
 	return b
+}
+
+// Each schema reads its own form of ids, exactly (2^63-1 survives), and
+// refuses the other's.
+func TestPublishedIDsBySchema(t *testing.T) {
+	t.Parallel()
+	e := events.LogEvent{ID: 1<<63 - 1, QueueID: 122565803450040321, OriginID: 122565803450040320,
+		Channel: "c", Attempt: 1, Event: events.Failed, At: time.Now().UTC()}
+	for _, schema := range []int{events.SchemaNumericIDs, events.SchemaStringIDs} {
+		p := events.NewPublished(e, nil)
+		p.Schema = schema
+		b, err := json.Marshal(p)
+		require.NoError(t, err)
+		var got events.Published
+		require.NoError(t, json.Unmarshal(b, &got), "%s", b)
+		require.Equal(t, p, got)
+		n := events.NotifierStatus{Schema: schema, ID: 1<<63 - 1, NotificationID: 122565803450040321,
+			Channel: "m", Status: "sent", At: e.At}
+		b, err = json.Marshal(n)
+		require.NoError(t, err)
+		if schema == events.SchemaStringIDs {
+			require.Contains(t, string(b), `"notification_id":"122565803450040321"`)
+		} else {
+			require.Contains(t, string(b), `"notification_id":122565803450040321`)
+		}
+		var gotN events.NotifierStatus
+		require.NoError(t, json.Unmarshal(b, &gotN), "%s", b)
+		require.Equal(t, n, gotN)
+	}
+	var p events.Published
+	require.Error(t, json.Unmarshal([]byte(`{"schema": 2, "id": 5, "origin_id": "5"}`), &p))
+	require.Error(t, json.Unmarshal([]byte(`{"schema": 1, "id": "5", "origin_id": 5}`), &p))
+	require.Error(t, json.Unmarshal([]byte(`{"schema": 2, "id": "5x", "origin_id": "5"}`), &p))
+	for raw, want := range map[string]int64{`"122565803450040321"`: 122565803450040321, `122565803450040321`: 122565803450040321} {
+		got, err := events.ParseID(json.RawMessage(raw))
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
 }
 
 // Fit drops the payload first, then cuts the error, and says so.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pgrelay/pgrelay/events"
 )
 
 // Msg is one message of a batch.
@@ -16,6 +18,22 @@ type Msg struct {
 	// ID is the Nats-Msg-Id: JetStream drops a second message with the same
 	// id within the stream's duplicate window.
 	ID string
+	// Header holds more headers (the CloudEvents attributes), their keys
+	// kept as they are.
+	Header []events.Header
+}
+
+// header is m's headers as NATS sends them: Header's, and Nats-Msg-Id on
+// core NATS (JetStream's publish options add it there).
+func (m Msg) header(core bool) nats.Header {
+	h := make(nats.Header, len(m.Header)+1)
+	for _, kv := range m.Header {
+		h[kv.Key] = []string{kv.Value}
+	}
+	if core {
+		h.Set(jetstream.MsgIDHeader, m.ID)
+	}
+	return h
 }
 
 // BatchResult tells how a batch went.
@@ -48,8 +66,7 @@ func (c *Conn) PublishBatch(ctx context.Context, stream string, msgs []Msg) (Bat
 	}
 	if stream == "" {
 		for _, m := range msgs {
-			msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
-			msg.Header.Set(jetstream.MsgIDHeader, m.ID)
+			msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: m.header(true)}
 			if err := c.nc.PublishMsg(msg); err != nil {
 				return res, c.wrap(err, m.Subject)
 			}
@@ -65,7 +82,7 @@ func (c *Conn) PublishBatch(ctx context.Context, stream string, msgs []Msg) (Bat
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	var sendErr error
 	for _, m := range msgs {
-		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Data},
+		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Data, Header: m.header(false)},
 			jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(stream))
 		if err != nil {
 			sendErr = c.wrap(err, m.Subject)

@@ -112,6 +112,26 @@ func PublishHorizon(ctx context.Context, c Querier) (int64, error) {
 	return h, nil
 }
 
+// EventSettings is pgrelay.settings: how the status events are published.
+type EventSettings struct {
+	// Schema is the document version (events.SchemaNumericIDs or
+	// events.SchemaStringIDs).
+	Schema int
+	// Cluster names the installation in the CloudEvents source.
+	Cluster string
+}
+
+// PublishSettings reads pgrelay.settings.
+func PublishSettings(ctx context.Context, c Querier) (EventSettings, error) {
+	var s EventSettings
+	var v int32
+	if err := c.QueryRow(ctx, `SELECT event_schema, cluster_name FROM pgrelay.settings`).Scan(&v, &s.Cluster); err != nil {
+		return s, fmt.Errorf("read pgrelay.settings: %w", err)
+	}
+	s.Schema = int(v)
+	return s, nil
+}
+
 // LogRow is a log row to publish, with its payload when its channel
 // publishes payloads.
 type LogRow struct {
@@ -175,7 +195,7 @@ func NotifierBatch(ctx context.Context, c Querier, node int, after, before int64
 		return nil, fmt.Errorf("read notifier status events of node %d after %d: %w", node, after, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (events.NotifierStatus, error) {
-		s := events.NotifierStatus{Schema: events.SchemaVersion}
+		var s events.NotifierStatus
 		var n int32
 		var policy string
 		err := r.Scan(&s.ID, &s.NotificationID, &s.Channel, &s.Status, &s.Error, &n, &s.At, &policy)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -168,12 +169,10 @@ func TestDeadCommands(t *testing.T) {
 	require.NoError(t, err)
 	m, err := s.GetLastMsgForSubject(ctx, "pgrelay.events.other.discarded")
 	require.NoError(t, err)
-	var doc struct {
-		Event    string `json:"event"`
-		OriginID int64  `json:"origin_id"`
-	}
+	var doc events.Published
 	require.NoError(t, json.Unmarshal(m.Data, &doc))
-	assert.Equal(t, "discarded", doc.Event)
+	assert.Equal(t, events.Discarded, doc.Event)
+	assert.Empty(t, doc.ErrorClass, "an admin's note has no error class")
 	assert.Contains(t, []int64{others[0].OriginID, others[1].OriginID}, doc.OriginID)
 
 	run.signal(syscall.SIGTERM)

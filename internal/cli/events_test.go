@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -72,7 +73,7 @@ func streamLogIDs(t *testing.T, js jetstream.JetStream) []int64 {
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var doc struct{ ID int64 }
+			var doc events.Published
 			require.NoError(t, json.Unmarshal(m.Data(), &doc))
 			require.Equal(t, strconv.FormatInt(doc.ID, 10), m.Headers().Get(jetstream.MsgIDHeader))
 			ids = append(ids, doc.ID)
@@ -229,13 +230,31 @@ func TestWatch(t *testing.T) {
 		for _, f := range []string{"schema", "id", "queue_id", "origin_id", "channel", "attempt", "event", "error", "node", "at"} {
 			require.Contains(t, doc, f)
 		}
-		id, err := strconv.ParseInt(string(doc["id"]), 10, 64)
+		require.Equal(t, "2", string(doc["schema"]))
+		id, err := events.ParseID(doc["id"])
 		require.NoError(t, err)
+		require.Equal(t, `"`+strconv.FormatInt(id, 10)+`"`, string(doc["id"]), "schema 2: ids are strings")
 		got = append(got, id)
 	}
 	want := d.IDs(`SELECT id FROM pgrelay.log ORDER BY id`)
 	require.Len(t, got, 13)
 	require.ElementsMatch(t, want, got)
+
+	// jq reads each id exactly (jq 1.6 rounds a 63-bit number), compared
+	// with the log as text.
+	t.Run("jq", func(t *testing.T) {
+		jq, err := exec.LookPath("jq")
+		if err != nil {
+			t.Skip("jq is not installed: apt-get install jq")
+		}
+		cmd := exec.Command(jq, "-r", ".id, .queue_id, .origin_id")
+		cmd.Stdin = strings.NewReader(w.stdout.String())
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		text := strings.Fields(d.Text(`SELECT string_agg(v, ' ') FROM pgrelay.log,
+			LATERAL (VALUES (id::text), (queue_id::text), (origin_id::text)) x(v)`))
+		require.ElementsMatch(t, text, nonEmpty(string(out)))
+	})
 
 	// Lines, one channel, exiting after two.
 	code, out, errOut := runCLI(t, nil, "watch", "--nats-url", n.URL(), "--channel", "w2", "--since", "1h", "--limit", "2")
@@ -254,7 +273,7 @@ func TestWatch(t *testing.T) {
 	ls = nonEmpty(out)
 	require.Len(t, ls, 3, out)
 	for i, l := range ls {
-		var doc struct{ ID int64 }
+		var doc events.Published
 		require.NoError(t, json.Unmarshal([]byte(l), &doc))
 		require.Equal(t, logIDs[5+i], doc.ID)
 	}
@@ -286,7 +305,7 @@ func TestWatch(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	ls = nonEmpty(out)
 	require.Len(t, ls, 1, out)
-	var doc struct{ ID int64 }
+	var doc events.Published
 	require.NoError(t, json.Unmarshal([]byte(ls[0]), &doc))
 	all := d.IDs(`SELECT id FROM pgrelay.log ORDER BY id`)
 	require.Equal(t, all[len(all)-1], doc.ID, "the event stored after %s", mark)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
@@ -562,7 +563,7 @@ func eventLogIDs(t *testing.T, js jetstream.JetStream) []int64 {
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var doc struct{ ID int64 }
+			var doc events.Published
 			require.NoError(t, json.Unmarshal(m.Data(), &doc))
 			ids = append(ids, doc.ID)
 		}

@@ -28,7 +28,7 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 	var n natsFlags
 	n.registerConn(fs, "NATS server URL (default "+nats.DefaultURL+", where 'pgrelay dev' runs one)")
 	channel := fs.String("channel", "", "only this channel's events")
-	event := fs.String("event", "", "only this event: succeeded, failed, gave_up, expired, deduplicated, adopted, rescued, retried, discarded (or a notifier status: queued, sending, sent, failed)")
+	event := fs.String("event", "", "only this event: enqueued, succeeded, failed, gave_up, expired, deduplicated, adopted, rescued, retried, discarded (or a notifier status: queued, sending, sent, failed)")
 	asJSON := fs.Bool("json", false, "print each event's JSON document as received, one per line")
 	sinceID := fs.Int64("since-id", 0, "replay the stored events from this log id on, then follow (JetStream)")
 	since := fs.String("since", "", "replay the stored events from this time on, then follow (JetStream): RFC 3339 (2026-05-04T10:00:00Z) or a duration ago (10m)")
@@ -117,15 +117,15 @@ type watched struct {
 	ok      bool // data is a pgrelay document
 }
 
-func (w watched) id() int64 { return w.doc.ID }
+func (w watched) id() int64 { return int64(w.doc.ID) }
 
 // watchDoc has the fields of both kinds of documents (events.Published and
 // events.NotifierStatus).
 type watchDoc struct {
 	Schema         int       `json:"schema"`
-	ID             int64     `json:"id"`
-	QueueID        int64     `json:"queue_id"`
-	OriginID       int64     `json:"origin_id"`
+	ID             docID     `json:"id"`
+	QueueID        docID     `json:"queue_id"`
+	OriginID       docID     `json:"origin_id"`
 	Channel        string    `json:"channel"`
 	Attempt        int       `json:"attempt"`
 	Event          string    `json:"event"`
@@ -135,8 +135,18 @@ type watchDoc struct {
 	At             time.Time `json:"at"`
 	Payload        *string   `json:"payload"`
 	PayloadOmitted bool      `json:"payload_omitted"`
-	NotificationID int64     `json:"notification_id"`
+	NotificationID docID     `json:"notification_id"`
 	Status         string    `json:"status"`
+}
+
+// docID is an id of a document of either schema: a JSON number (schema 1)
+// or string (schema 2).
+type docID int64
+
+func (d *docID) UnmarshalJSON(b []byte) error {
+	v, err := events.ParseID(b)
+	*d = docID(v)
+	return err
 }
 
 func newWatched(subject string, data []byte) watched {

@@ -241,6 +241,7 @@ CREATE TABLE pgrelay.channels (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     publish_errors text DEFAULT 'class'::text NOT NULL,
+    publish_enqueued boolean DEFAULT false NOT NULL,
     CONSTRAINT channels_attempts CHECK ((max_attempts > 0)),
     CONSTRAINT channels_expire_after CHECK (((expire_after IS NULL) OR (expire_after > '00:00:00'::interval))),
     CONSTRAINT channels_kind CHECK ((kind = ANY (ARRAY['sql'::text, 'email'::text, 'nats'::text, 'go'::text]))),
@@ -1033,6 +1034,13 @@ BEGIN
     SELECT u.id, u.payload FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload)
     ON CONFLICT (queue_id) DO NOTHING;
   END IF;
+  -- The k-th event gets the k-th log id: enqueued rows in the events' order.
+  IF ch.publish_enqueued THEN
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
+    SELECT l.id, l.queue_id, l.queue_id, ch.channel, 1, 'enqueued', v_node
+      FROM ROWS FROM (pg_catalog.unnest(pgrelay._next_ids(pg_catalog.cardinality(p_ids))),
+                      pg_catalog.unnest(p_ids)) AS l(id, queue_id);
+  END IF;
 END
 $$;
 
@@ -1717,6 +1725,12 @@ BEGIN
     JOIN pgrelay.channels c ON c.channel = n.channel
    WHERE c.publish_payload
   ON CONFLICT (queue_id) DO NOTHING;
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event)
+  SELECT n.id, n.origin_id, n.channel, n.attempt, 'enqueued'
+    FROM new_rows n
+    JOIN pgrelay.channels c ON c.channel = n.channel
+   WHERE c.publish_enqueued AND n.retry_of IS NULL
+   ORDER BY n.id;
   SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
   IF v_first IS NULL THEN
     RETURN NULL;
@@ -2732,10 +2746,10 @@ $$;
 ALTER FUNCTION pgrelay.queue_stats() OWNER TO postgres;
 
 --
--- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text) RETURNS void
+CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2756,14 +2770,15 @@ BEGIN
   c.timeout := p_timeout;
   c.publish_payload := COALESCE(p_publish_payload, false);
   c.publish_errors := p_publish_errors;
+  c.publish_enqueued := COALESCE(p_publish_enqueued, false);
   PERFORM pgrelay._check_channel(c);
   LOOP
     INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
                                   node_restricted, max_attempts, retry_delay, expire_after, timeout,
-                                  publish_payload, publish_errors)
+                                  publish_payload, publish_errors, publish_enqueued)
     VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
             c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout,
-            c.publish_payload, c.publish_errors)
+            c.publish_payload, c.publish_errors, c.publish_enqueued)
     ON CONFLICT (channel) DO NOTHING;
     IF FOUND THEN
       RETURN;
@@ -2811,6 +2826,10 @@ BEGIN
     v_diff := v_diff || pg_catalog.format('publish_errors (%s registered, %s given)',
       old.publish_errors, c.publish_errors);
   END IF;
+  IF old.publish_enqueued IS DISTINCT FROM c.publish_enqueued THEN
+    v_diff := v_diff || pg_catalog.format('publish_enqueued (%s registered, %s given)',
+      old.publish_enqueued, c.publish_enqueued);
+  END IF;
   IF pg_catalog.cardinality(v_diff) > 0 THEN
     RAISE EXCEPTION 'pgrelay: channel % already exists with a different definition: %',
       pg_catalog.quote_literal(p_channel), pg_catalog.array_to_string(v_diff, ', ')
@@ -2821,7 +2840,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) OWNER TO postgres;
+ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO postgres;
 
 --
 -- Name: retry(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2970,10 +2989,10 @@ $$;
 ALTER FUNCTION pgrelay.unregister(p_channel text, p_force boolean) OWNER TO postgres;
 
 --
--- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text) RETURNS void
+CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text, p_publish_enqueued boolean DEFAULT NULL::boolean) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -3002,6 +3021,7 @@ BEGIN
   c.paused := COALESCE(p_paused, old.paused);
   c.publish_payload := COALESCE(p_publish_payload, old.publish_payload);
   c.publish_errors := COALESCE(p_publish_errors, old.publish_errors);
+  c.publish_enqueued := COALESCE(p_publish_enqueued, old.publish_enqueued);
   -- The handler is re-checked only when it or the kind changes: pausing a
   -- channel whose handler's function was dropped must still work.
   PERFORM pgrelay._check_channel(c, c.handler IS DISTINCT FROM old.handler OR c.kind IS DISTINCT FROM old.kind);
@@ -3010,7 +3030,8 @@ BEGIN
          deduplicate = c.deduplicate, node_restricted = c.node_restricted,
          max_attempts = c.max_attempts, retry_delay = c.retry_delay,
          expire_after = c.expire_after, timeout = c.timeout, paused = c.paused,
-         publish_payload = c.publish_payload, publish_errors = c.publish_errors, updated_at = now()
+         publish_payload = c.publish_payload, publish_errors = c.publish_errors,
+         publish_enqueued = c.publish_enqueued, updated_at = now()
    WHERE x.channel = p_channel;
   -- Rows not yet dispatched follow the new settings.
   --
@@ -3050,7 +3071,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) OWNER TO postgres;
+ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO postgres;
 
 --
 -- Name: _caller(); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -3279,10 +3300,10 @@ $$;
 ALTER FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) OWNER TO pgrelay_notifier;
 
 --
--- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text) RETURNS void
+CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -3300,12 +3321,13 @@ BEGIN
     p_expire_after := p_expire_after,
     p_timeout := p_timeout,
     p_publish_payload := p_publish_payload,
-    p_publish_errors := p_publish_errors);
+    p_publish_errors := p_publish_errors,
+    p_publish_enqueued := p_publish_enqueued);
 END
 $$;
 
 
-ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO pgrelay_notifier;
 
 --
 -- Name: debug_log(bigint, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -3771,7 +3793,7 @@ CREATE TABLE pgrelay.log (
     error text,
     node integer DEFAULT pgrelay._this_node() NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text])))
+    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text, 'enqueued'::text])))
 );
 
 
@@ -3857,6 +3879,30 @@ CREATE TABLE pgrelay.schema_migrations (
 
 
 ALTER TABLE pgrelay.schema_migrations OWNER TO postgres;
+
+--
+-- Name: settings; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.settings (
+    singleton boolean DEFAULT true NOT NULL,
+    event_schema integer DEFAULT 2 NOT NULL,
+    cluster_name text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT settings_cluster_name CHECK ((cluster_name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text)),
+    CONSTRAINT settings_event_schema CHECK ((event_schema = ANY (ARRAY[1, 2]))),
+    CONSTRAINT settings_one_row CHECK (singleton)
+);
+
+
+ALTER TABLE pgrelay.settings OWNER TO postgres;
+
+--
+-- Name: TABLE settings; Type: COMMENT; Schema: pgrelay; Owner: postgres
+--
+
+COMMENT ON TABLE pgrelay.settings IS 'One row: the document schema (1 or 2) and the cluster name of the status events on NATS (docs/events.md).';
+
 
 --
 -- Name: sync_answers; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -4107,6 +4153,14 @@ ALTER TABLE ONLY pgrelay.queue
 
 ALTER TABLE ONLY pgrelay.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: settings settings_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.settings
+    ADD CONSTRAINT settings_pkey PRIMARY KEY (singleton);
 
 
 --
@@ -4995,11 +5049,11 @@ GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_viewer;
 
 
 --
--- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
 
 
 --
@@ -5048,11 +5102,11 @@ GRANT ALL ON FUNCTION pgrelay.unregister(p_channel text, p_force boolean) TO pgr
 
 
 --
--- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
 
 
 --
@@ -5108,11 +5162,11 @@ GRANT ALL ON FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) TO pgrel
 
 
 --
--- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
 
 
 --
@@ -5279,6 +5333,36 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_pro
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_admin;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_viewer;
+
+
+--
+-- Name: TABLE settings; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_viewer;
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.event_schema; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(event_schema) ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.cluster_name; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(cluster_name) ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(updated_at) ON TABLE pgrelay.settings TO pgrelay_admin;
 
 
 --

@@ -22,8 +22,8 @@
 // NotifyJSON enqueues a Go value encoded as JSON, which the processor
 // package's HandleJSON decodes back. NotifyMany enqueues a batch in one
 // call; NotBefore and Delay make events due later. Status tells where an
-// event stands. Send composes an email on an
-// email channel the same way; EmailStatus and CancelEmail follow it.
+// event stands. Send composes an email on an email channel the same way;
+// EmailStatus and CancelEmail follow it.
 //
 // Channels are registered in SQL (pgrelay.register(), or
 // pgrelay_notifier.create_channel() for email), usually by a deployment

@@ -173,7 +173,7 @@ type Config struct {
 	Handlers handlers.Registry
 	// GoHandlers are the Go handlers of channels of kind go, by handler
 	// name: the Processor claims the events of the go channels naming one of
-	// them, and leaves the others pending (the root package's Handle and
+	// them, and leaves the others pending (the processor package's Handle and
 	// HandleTx fill it in).
 	GoHandlers map[string]handlers.GoHandler
 	// Kinds, when not nil, are the only channel kinds the Processor runs

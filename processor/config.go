@@ -24,13 +24,13 @@ const (
 const (
 	// ModeSingle: one primary (or several Processors on one database); every
 	// event runs on whichever Processor claims it first.
-	ModeSingle = actors.ModeSingle
+	ModeSingle = "single"
 	// ModeMultiNode: every node of an active-active cluster runs the events
 	// it owns (docs/multi-master.md).
-	ModeMultiNode = actors.ModeMultiNode
+	ModeMultiNode = "multi-node"
 	// ModeLeader: the node holding the leader lease runs every unrestricted
 	// event; every node runs the events pinned to it.
-	ModeLeader = actors.ModeLeader
+	ModeLeader = "leader"
 )
 
 // Config configures a Processor embedded in a program. DatabaseURL is

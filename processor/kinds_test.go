@@ -111,12 +111,15 @@ func TestProcessorKindsAreChecked(t *testing.T) {
 
 // processor.Config holds every setting of the Processor (actors.Config)
 // but those the package fills in itself, and NATSConfig every NATS
-// setting: a setting added to one is added to the other.
+// setting, and the modes are the Processor's: a setting added to one is
+// added to the other.
 func TestConfigHoldsEverySetting(t *testing.T) {
 	t.Parallel()
 	own := map[string]bool{"Handlers": true, "GoHandlers": true, "Version": true}
 	require.Equal(t, exported(reflect.TypeFor[actors.Config](), own), exported(reflect.TypeFor[processor.Config](), nil))
 	require.Equal(t, exported(reflect.TypeFor[actors.NATSConfig](), nil), exported(reflect.TypeFor[processor.NATSConfig](), nil))
+	require.Equal(t, []string{actors.ModeSingle, actors.ModeMultiNode, actors.ModeLeader},
+		[]string{processor.ModeSingle, processor.ModeMultiNode, processor.ModeLeader})
 }
 
 func exported(t reflect.Type, skip map[string]bool) []string {

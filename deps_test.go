@@ -19,7 +19,6 @@ var producerModules = map[string]bool{
 	"github.com/jackc/puddle/v2":     true,
 	"golang.org/x/text":              true,
 	"golang.org/x/sync":              true,
-	"golang.org/x/crypto":            true,
 }
 
 // A program that calls Notify, NotifyMany, Status, Send and ParseEvent

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay"
@@ -158,4 +159,37 @@ func TestWorkRecordsAsInProduction(t *testing.T) {
 func logOf(t *testing.T, d *testenv.DB, origin int64) []string {
 	t.Helper()
 	return testenv.Column[string](t, d.Pool, "SELECT event FROM pgrelay.log WHERE origin_id = $1 ORDER BY id", origin)
+}
+
+// Work runs a serialised channel's events one after the other, in order,
+// each once its predecessor's outcome is written; a HandleTxBatch handler
+// gets them one at a time.
+func TestWorkRunsASerialChannelInOrder(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	d.Exec("CREATE TABLE public.done (payload text NOT NULL, at serial)")
+	d.Exec("SELECT pgrelay.register('ledger', 'post', p_kind := 'go', p_concurrency_mode := 'channel')")
+	p, err := processor.NewProcessor(processor.Config{DatabaseURL: d.URL,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	p.HandleTxBatch("post", func(ctx context.Context, tx pgx.Tx, evs []pgrelay.Event) error {
+		if len(evs) != 1 {
+			return fmt.Errorf("a serialised channel's batch has one event, not %d", len(evs))
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO public.done (payload) VALUES ($1)", evs[0].Payload)
+		return err
+	})
+	ctx := context.Background()
+	_, err = pgrelay.NotifyMany(ctx, d.Pool, "ledger", []string{"a", "b", "c"})
+	require.NoError(t, err)
+	outs, err := pgrelaytest.Work(ctx, p, "ledger")
+	require.NoError(t, err)
+	var ran []string
+	for _, o := range outs {
+		require.Equal(t, "succeeded", o.Result, o.Err)
+		ran = append(ran, o.Event.Payload)
+	}
+	require.Equal(t, []string{"a", "b", "c"}, ran)
+	require.Equal(t, []string{"a", "b", "c"}, testenv.Column[string](t, d.Pool, "SELECT payload FROM public.done ORDER BY at"))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue"))
 }

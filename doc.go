@@ -19,9 +19,11 @@
 //	...
 //	err = tx.Commit(ctx)
 //
-// NotifyMany enqueues a batch in one call; NotBefore and Delay make events
-// due later. Status tells where an event stands. Send composes an email on an
-// email channel the same way; EmailStatus and CancelEmail follow it.
+// NotifyJSON enqueues a Go value encoded as JSON, which the processor
+// package's HandleJSON decodes back. NotifyMany enqueues a batch in one
+// call; NotBefore and Delay make events due later. Status tells where an
+// event stands. Send composes an email on an email channel the same way;
+// EmailStatus and CancelEmail follow it.
 //
 // Channels are registered in SQL (pgrelay.register(), or
 // pgrelay_notifier.create_channel() for email), usually by a deployment
@@ -45,26 +47,13 @@
 //
 // # Go handlers
 //
-// A program can run events itself: NewProcessor embeds a Processor (the
-// Config of `pgrelay run`), and channels of kind go
-// (pgrelay.register('order_placed', 'ship', p_kind := 'go')) run the
-// function registered under their handler name:
-//
-//	p, err := pgrelay.NewProcessor(pgrelay.Config{DatabaseURL: url})
-//	...
-//	p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
-//		_, err := tx.Exec(ctx, "INSERT INTO app.shipments ...", ev.Payload)
-//		return err // the write commits with the event's success, or not at all
-//	})
-//	err = p.Start(ctx)
-//	...
-//	defer p.Stop(ctx)
-//
-// Handle registers a function for work outside the database (at least
-// once: make it idempotent with ev.OriginID); HandleTxBatch one that runs
-// the events of a claim in one transaction. A handler's error is a failed
-// attempt, retried with the channel's backoff; RetryAfter sets the retry's
-// delay and Permanent gives up at once. docs/go.md has the whole story.
+// A program can run events itself: the package
+// github.com/pgrelay/pgrelay/processor embeds a Processor that runs
+// channels of kind go with the program's Go functions. They get an Event
+// and return RetryAfter or Permanent to steer the retry. This package
+// links pgx and the standard library only: a program that just enqueues
+// links none of the Processor's dependencies (the actor library, NATS,
+// SMTP, Prometheus).
 //
 // # Documentation
 //

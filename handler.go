@@ -1,9 +1,8 @@
 package pgrelay
 
 import (
+	"fmt"
 	"time"
-
-	"github.com/pgrelay/pgrelay/internal/handlers"
 )
 
 // RetryAfter is what a Go handler returns to fail this attempt and have the
@@ -14,10 +13,46 @@ import (
 // and every postponement shows in pgrelay.log and on NATS; a handler that
 // must wait longer without spending attempts enqueues a new, delayed event
 // instead (Notify with Delay, in HandleTx's transaction) and returns nil.
-// d below 0 counts as 0.
-func RetryAfter(d time.Duration, err error) error { return handlers.RetryAfter(d, err) }
+// d below 0 counts as 0. The error is a *RetryAfterError.
+func RetryAfter(d time.Duration, err error) error {
+	return &RetryAfterError{Delay: max(d, 0), Err: err}
+}
+
+// RetryAfterError is the error RetryAfter returns: errors.As finds it in a
+// handler's result (in a middleware, a test).
+type RetryAfterError struct {
+	// Delay is when the retry is due, counted from the attempt's end.
+	Delay time.Duration
+	// Err is the attempt's failure (nil: none given).
+	Err error
+}
+
+func (e *RetryAfterError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("retry after %s", e.Delay)
+	}
+	return fmt.Sprintf("retry after %s: %s", e.Delay, e.Err)
+}
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // Permanent is what a Go handler returns when retrying cannot help (a
 // payload it cannot parse, a refused card): the event gives up at once,
-// whatever attempts it has left. Permanent(nil) is nil.
-func Permanent(err error) error { return handlers.Permanent(err) }
+// whatever attempts it has left. Permanent(nil) is nil; any other error is
+// a *PermanentError.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// PermanentError is the error Permanent returns: errors.As finds it in a
+// handler's result. Its text is Err's.
+type PermanentError struct {
+	Err error
+}
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+
+func (e *PermanentError) Unwrap() error { return e.Err }

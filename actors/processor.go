@@ -163,9 +163,15 @@ type Config struct {
 	Handlers handlers.Registry
 	// GoHandlers are the Go handlers of channels of kind go, by handler
 	// name: the Processor claims the events of the go channels naming one of
-	// them, and leaves the others pending (the root package's Handle and
+	// them, and leaves the others pending (the processor package's Handle and
 	// HandleTx fill it in).
 	GoHandlers map[string]handlers.GoHandler
+	// Kinds, when not nil, are the only channel kinds the Processor runs
+	// besides the go channels of GoHandlers: of "sql", "email" (with an SMTP
+	// server), "nats" (with NATS) and the keys of Handlers. Nil: every kind
+	// it has a handler for (`pgrelay run`). An embedded Processor sets it
+	// (the processor package's Config.Kinds).
+	Kinds []string
 	// NATS, with a URL, publishes every log event on NATS and runs the
 	// channels of kind nats (docs/events.md). Nil or no URL: no NATS.
 	NATS *NATSConfig
@@ -453,6 +459,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	for k, h := range p.cfg.Handlers {
 		reg[k] = h
 	}
+	p.cfg.limitKinds(reg)
 	kinds := make([]string, 0, len(reg)+len(p.cfg.GoHandlers))
 	for k := range reg {
 		kinds = append(kinds, k)

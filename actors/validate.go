@@ -82,6 +82,9 @@ func (c *Config) Validate() error {
 	if err := c.emailConfig().Validate(); err != nil {
 		return fmt.Errorf("pgrelay: %w", err)
 	}
+	if err := c.validateKinds(); err != nil {
+		return err
+	}
 	for name, h := range c.GoHandlers {
 		if !handlers.GoHandlerName.MatchString(name) {
 			return refuse("go handler", "%q: not a valid name (1 to 100 letters, digits, \"_\", \".\" or \"-\", "+

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -116,32 +117,15 @@ func finished(ctx context.Context, err error) error {
 	return ctx.Err()
 }
 
-// retryAfterError asks for the event's retry after a delay.
-type retryAfterError struct {
-	d   time.Duration
-	err error
-}
-
-func (e *retryAfterError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("retry after %s", e.d)
-	}
-	return fmt.Sprintf("retry after %s: %s", e.d, e.err)
-}
-
-func (e *retryAfterError) Unwrap() error { return e.err }
-
 // RetryAfter marks a failed attempt whose retry is due after d instead of
-// the channel's backoff. It counts as an attempt.
-func RetryAfter(d time.Duration, err error) error {
-	return &retryAfterError{d: max(d, 0), err: err}
-}
+// the channel's backoff (pgrelay.RetryAfter). It counts as an attempt.
+func RetryAfter(d time.Duration, err error) error { return pgrelay.RetryAfter(d, err) }
 
 // RetryDelay is the delay RetryAfter put on err, if it did.
 func RetryDelay(err error) (time.Duration, bool) {
-	var r *retryAfterError
+	var r *pgrelay.RetryAfterError
 	if errors.As(err, &r) {
-		return r.d, true
+		return r.Delay, true
 	}
 	return 0, false
 }

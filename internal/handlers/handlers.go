@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/events/store"
 )
 
@@ -30,23 +31,13 @@ type HandlerFunc func(ctx context.Context, ev Event) (bool, error)
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, ev Event) (bool, error) { return f(ctx, ev) }
 
-// permanentError marks a failure that retrying cannot fix.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
-// Permanent marks err as not worth retrying: the event gives up at once.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err: err}
-}
+// Permanent marks err as not worth retrying: the event gives up at once
+// (pgrelay.Permanent, which Go handlers return).
+func Permanent(err error) error { return pgrelay.Permanent(err) }
 
 // IsPermanent reports whether err was marked Permanent.
 func IsPermanent(err error) bool {
-	var p *permanentError
+	var p *pgrelay.PermanentError
 	return errors.As(err, &p)
 }
 

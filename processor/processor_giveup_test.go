@@ -1,4 +1,4 @@
-package pgrelay_test
+package processor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/processor"
 )
 
 // Whether a failed attempt gives up is decided where it is recorded, by the
@@ -67,7 +68,7 @@ func TestGiveUpIsDecidedWhereItIsRecorded(t *testing.T) {
 			cfg := goConfig(d.URL)
 			reg := prometheus.NewRegistry()
 			cfg.Registerer = reg
-			p, err := pgrelay.NewProcessor(cfg)
+			p, err := processor.NewProcessor(cfg)
 			require.NoError(t, err)
 			switch tc.kind {
 			case "handle":

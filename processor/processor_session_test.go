@@ -1,4 +1,4 @@
-package pgrelay_test
+package processor_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/processor"
 )
 
 // No HandleTx handler's settings or role reach another channel's handler or
@@ -34,7 +35,7 @@ func TestGoHandleTxSessionIsClean(t *testing.T) {
 		  current_setting('search_path'), current_user::text)`, channel, ev.Payload)
 		return err
 	}
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("a", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 			if err := look(ctx, tx, "a", ev); err != nil {
 				return err

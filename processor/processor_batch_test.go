@@ -1,4 +1,4 @@
-package pgrelay_test
+package processor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/processor"
 )
 
 // txids records the transaction each attempt of a HandleTx handler first ran
@@ -75,7 +76,7 @@ func TestGoHandleTxBatchFailureAndPanicCostTheirOwnAttempt(t *testing.T) {
 	require.NoError(t, err)
 	failing, panicking := ids[3], ids[6]
 	var tx txids
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, t pgx.Tx, ev pgrelay.Event) error {
 			if err := tx.note(ctx, t, ev); err != nil {
 				return err
@@ -123,7 +124,7 @@ func TestGoHandleTxBatchTimeout(t *testing.T) {
 	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", []string{"a", "wait", "b", "sleep", "c", "late"})
 	require.NoError(t, err)
 	var tx txids
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, t pgx.Tx, ev pgrelay.Event) error {
 			if err := tx.note(ctx, t, ev); err != nil {
 				return err
@@ -205,7 +206,7 @@ func TestGoHandleTxSerialModesKeepOrderWithBatches(t *testing.T) {
 		return err
 	}
 	for range 2 {
-		startGo(t, d.URL, func(p *pgrelay.Processor) { p.HandleTx("post", handler) })
+		startGo(t, d.URL, func(p *processor.Processor) { p.HandleTx("post", handler) })
 	}
 	const n = 40
 	var ledger, accounts []string
@@ -246,7 +247,7 @@ func TestGoHandleTxRunsInDirectBatches(t *testing.T) {
 	claimed := map[int64]bool{} // by event id: its row had a claim when its handler ran
 	lockedErr := map[int64]string{}
 	var tx txids
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, t pgx.Tx, ev pgrelay.Event) error {
 			if err := tx.note(ctx, t, ev); err != nil {
 				return err
@@ -295,7 +296,7 @@ func TestGoHandleTxBatchRefusedAtCommit(t *testing.T) {
 	ids, err := pgrelay.NotifyMany(context.Background(), d.Pool, "ship", []string{"a", "taken", "b", "swallowed", "c"})
 	require.NoError(t, err)
 	var tx txids
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, t pgx.Tx, ev pgrelay.Event) error {
 			if err := tx.note(ctx, t, ev); err != nil {
 				return err
@@ -333,7 +334,7 @@ func TestGoHandleTxSQLBatchOneRunsATransactionPerEvent(t *testing.T) {
 	require.NoError(t, err)
 	cfg := goConfig(d.URL)
 	cfg.SQLBatch = 1
-	p, err := pgrelay.NewProcessor(cfg)
+	p, err := processor.NewProcessor(cfg)
 	require.NoError(t, err)
 	var tx txids
 	p.HandleTx("ship", tx.note)

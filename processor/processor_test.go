@@ -1,4 +1,4 @@
-package pgrelay_test
+package processor_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/processor"
 )
 
 // goDB is a fresh migrated database with the table app.shipments, which the
@@ -33,8 +34,8 @@ func goDB(t *testing.T) *testenv.DB {
 
 // goConfig is a Processor's configuration for these tests: quick polls,
 // heartbeats and rescues.
-func goConfig(url string) pgrelay.Config {
-	return pgrelay.Config{
+func goConfig(url string) processor.Config {
+	return processor.Config{
 		DatabaseURL:       url,
 		Concurrency:       16,
 		PollInterval:      50 * time.Millisecond,
@@ -48,9 +49,9 @@ func goConfig(url string) pgrelay.Config {
 
 // startGo starts an embedded Processor on url with the handlers setup
 // registers; it is stopped when t ends.
-func startGo(t *testing.T, url string, setup func(p *pgrelay.Processor)) *pgrelay.Processor {
+func startGo(t *testing.T, url string, setup func(p *processor.Processor)) *processor.Processor {
 	t.Helper()
-	p, err := pgrelay.NewProcessor(goConfig(url))
+	p, err := processor.NewProcessor(goConfig(url))
 	require.NoError(t, err)
 	setup(p)
 	require.NoError(t, p.Start(context.Background()))
@@ -85,7 +86,7 @@ func TestGoHandleRunsTheEventOnce(t *testing.T) {
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('charge_card', 'charge', p_kind := 'go')")
 	got := make(chan pgrelay.Event, 10)
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.Handle("charge", func(ctx context.Context, ev pgrelay.Event) error {
 			got <- ev
 			return nil
@@ -109,7 +110,7 @@ func TestGoHandleTxCommitsWithTheSuccessOrNotAtAll(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_retry_delay := '0')")
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 			if _, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt); err != nil {
 				return err
@@ -133,7 +134,7 @@ func TestGoFailuresRetryThenGiveUp(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('flaky', 'flaky', p_kind := 'go', p_max_attempts := 3, p_retry_delay := '0')")
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.Handle("flaky", func(ctx context.Context, ev pgrelay.Event) error {
 			return fmt.Errorf("attempt %d failed", ev.Attempt)
 		})
@@ -149,7 +150,7 @@ func TestGoPermanentGivesUpAtOnce(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('parse', 'parse', p_kind := 'go', p_max_attempts := 5)")
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.Handle("parse", func(ctx context.Context, ev pgrelay.Event) error {
 			return pgrelay.Permanent(errors.New("not JSON"))
 		})
@@ -164,7 +165,7 @@ func TestGoPanicCostsOneAttempt(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('boom', 'boom', p_kind := 'go', p_retry_delay := '0')")
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("boom", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 			if _, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt); err != nil {
 				return err
@@ -189,7 +190,7 @@ func TestGoTimeoutCancelsTheHandler(t *testing.T) {
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('slow', 'slow', p_kind := 'go', p_timeout := '200 milliseconds', p_max_attempts := 1)")
 	d.Exec("SELECT pgrelay.register('slow_tx', 'slow_tx', p_kind := 'go', p_timeout := '200 milliseconds', p_max_attempts := 1)")
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.Handle("slow", func(ctx context.Context, ev pgrelay.Event) error {
 			<-ctx.Done()
 			return ctx.Err()
@@ -218,7 +219,7 @@ func TestGoRetryAfterDelaysTheRetryAndSpendsAnAttempt(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('limited', 'limited', p_kind := 'go', p_retry_delay := '0')")
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.Handle("limited", func(ctx context.Context, ev pgrelay.Event) error {
 			return pgrelay.RetryAfter(time.Hour, errors.New("429 Too Many Requests"))
 		})
@@ -242,7 +243,7 @@ func TestGoEventsOfAnUnknownHandlerWait(t *testing.T) {
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('charge_card', 'charge', p_kind := 'go')")
 	d.Exec("SELECT pgrelay.register('refund_card', 'refund', p_kind := 'go')")
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.Handle("charge", func(ctx context.Context, ev pgrelay.Event) error { return nil })
 	})
 	waiting := notify(t, d, "refund_card", "r")
@@ -285,7 +286,7 @@ func TestGoChannelModeKeepsOrderAcrossTwoProcessors(t *testing.T) {
 		return nil
 	}
 	for range 2 {
-		startGo(t, d.URL, func(p *pgrelay.Processor) { p.Handle("post", handler) })
+		startGo(t, d.URL, func(p *processor.Processor) { p.Handle("post", handler) })
 	}
 	const n = 60
 	want := make([]string, n)
@@ -311,7 +312,7 @@ func TestGoHandlerNames(t *testing.T) {
 	require.ErrorIs(t, pgrelay.Classify(d.Err("SELECT pgrelay.register('c', '1charge', p_kind := 'go')")), pgrelay.ErrInvalidHandler)
 	d.Exec("SELECT pgrelay.register('c', 'billing.charge-v2', p_kind := 'go')")
 
-	p, err := pgrelay.NewProcessor(goConfig(d.URL))
+	p, err := processor.NewProcessor(goConfig(d.URL))
 	require.NoError(t, err)
 	nop := func(context.Context, pgrelay.Event) error { return nil }
 	require.PanicsWithValue(t, `pgrelay: "charge card" is not a valid Go handler name (1 to 100 letters, digits, "_", "." or "-", starting with a letter or "_")`,
@@ -334,7 +335,7 @@ const (
 // handler writes and, at the last of the events it is told to write, says
 // so on stdout and blocks until the parent kills the process.
 func runKilledChild(url string) {
-	p, err := pgrelay.NewProcessor(goConfig(url))
+	p, err := processor.NewProcessor(goConfig(url))
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
@@ -370,7 +371,7 @@ func TestGoHandleTxCannotEndItsTransaction(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_max_attempts := 1)")
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 			if _, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt); err != nil {
 				return err
@@ -391,7 +392,7 @@ func TestGoProcessorRefusesAnOlderSchema(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
 	d.Exec("DELETE FROM pgrelay.schema_migrations WHERE version = (SELECT max(version) FROM pgrelay.schema_migrations)")
-	p, err := pgrelay.NewProcessor(goConfig(d.URL))
+	p, err := processor.NewProcessor(goConfig(d.URL))
 	require.NoError(t, err)
 	p.Handle("charge", func(context.Context, pgrelay.Event) error { return nil })
 	err = p.Start(context.Background())
@@ -416,7 +417,7 @@ func TestGoDeduplicationExpiryAndMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := goConfig(d.URL)
 	cfg.Registerer = reg
-	p, err := pgrelay.NewProcessor(cfg)
+	p, err := processor.NewProcessor(cfg)
 	require.NoError(t, err)
 	p.Handle("push_quote", func(ctx context.Context, ev pgrelay.Event) error {
 		ran <- ev.Payload
@@ -465,7 +466,7 @@ func TestGoStopCancelsRunningHandlers(t *testing.T) {
 	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_timeout := '1 minute')")
 	cfg := goConfig(d.URL)
 	cfg.ShutdownTimeout = 100 * time.Millisecond
-	p, err := pgrelay.NewProcessor(cfg)
+	p, err := processor.NewProcessor(cfg)
 	require.NoError(t, err)
 	written := make(chan struct{})
 	p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
@@ -503,7 +504,7 @@ func TestGoHandleTxBatch(t *testing.T) {
 	failed := ids[7] // the batch holding it fails on its first attempt
 	var mu sync.Mutex
 	var sizes []int
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTxBatch("ship_many", func(ctx context.Context, tx pgx.Tx, evs []pgrelay.Event) error {
 			mu.Lock()
 			sizes = append(sizes, len(evs))
@@ -558,7 +559,7 @@ func TestGoClaimTakenBackRollsBack(t *testing.T) {
 		_, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt)
 		return err
 	}
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship_one", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 			if err := write(ctx, tx, ev); err != nil {
 				return err

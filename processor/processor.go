@@ -1,4 +1,33 @@
-package pgrelay
+// Package processor embeds a pgrelay Processor in a Go program: it runs the
+// events of pgrelay's channels of kind go with the program's Go functions,
+// with the retries, timeouts, ordering and records of `pgrelay run`.
+//
+// A channel of kind go names a handler
+// (pgrelay.register('order_placed', 'ship', p_kind := 'go')); the program
+// registers a function under that name and starts the Processor:
+//
+//	p, err := processor.NewProcessor(processor.Config{DatabaseURL: url})
+//	...
+//	p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
+//		_, err := tx.Exec(ctx, "INSERT INTO app.shipments ...", ev.Payload)
+//		return err // the write commits with the event's success, or not at all
+//	})
+//	err = p.Start(ctx)
+//	...
+//	defer p.Stop(ctx)
+//
+// Handle registers a function for work outside the database (at least
+// once: make it idempotent with ev.OriginID); HandleTxBatch one that runs
+// the events of a claim in one transaction; HandleJSON and HandleTxJSON
+// decode each payload into a Go type first. A handler's error is a failed
+// attempt, retried with the channel's backoff; pgrelay.RetryAfter sets the
+// retry's delay and pgrelay.Permanent gives up at once.
+//
+// By default a Processor runs only the go channels it has handlers for;
+// Config.Kinds adds sql, email and nats channels. A program that only
+// enqueues imports the root package alone, which links none of this
+// package's dependencies. docs/go.md has the whole story.
+package processor
 
 import (
 	"context"
@@ -8,44 +37,29 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/handlers"
-)
-
-// Config configures a Processor embedded in a program: the settings of
-// `pgrelay run` (DatabaseURL is required; zero values mean the documented
-// defaults). Its Handlers field is for pgrelay's own commands; a program
-// registers its Go handlers with Handle and HandleTx.
-type Config = actors.Config
-
-// NATSConfig is Config.NATS: status events on NATS and nats channels.
-type NATSConfig = actors.NATSConfig
-
-// The Processor's modes (Config.Mode).
-const (
-	ModeSingle    = actors.ModeSingle
-	ModeMultiNode = actors.ModeMultiNode
-	ModeLeader    = actors.ModeLeader
 )
 
 // HandlerFunc is a Go handler run outside the database (an HTTP call, a
 // message to another system): at-least-once, so it should be idempotent
 // (ev.OriginID is the same on every attempt). ctx is cancelled at the
 // channel's timeout and when the Processor stops.
-type HandlerFunc func(ctx context.Context, ev Event) error
+type HandlerFunc func(ctx context.Context, ev pgrelay.Event) error
 
 // TxHandlerFunc is a Go handler that writes to the database: what it writes
 // through tx commits together with the event's success, or not at all
 // (exactly once, as a sql channel's statement). It must not commit or roll
 // back tx. ctx is cancelled at the channel's timeout, counted from when tx
 // began (in a batch, from when fn is called), and when the Processor stops.
-type TxHandlerFunc func(ctx context.Context, tx pgx.Tx, ev Event) error
+type TxHandlerFunc func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error
 
-// Processor is a Processor embedded in a Go program: it claims and runs the
-// events of pgrelay's channels as `pgrelay run` does, and runs the channels
-// of kind go with the program's handlers. Register every handler, then
-// Start; Stop before the program exits. Several replicas of the program
-// share the work as several `pgrelay run` do.
+// Processor is a Processor embedded in a Go program: it runs the channels
+// of kind go with the program's handlers (and the kinds of Config.Kinds)
+// as `pgrelay run` runs its channels. Register every handler, then Start;
+// Stop before the program exits. Several replicas of the program share the
+// work as several `pgrelay run` do.
 type Processor struct {
 	cfg      Config
 	mu       sync.Mutex
@@ -56,7 +70,7 @@ type Processor struct {
 // NewProcessor validates cfg and prepares a Processor; it connects nothing
 // until Start.
 func NewProcessor(cfg Config) (*Processor, error) {
-	if _, err := actors.New(cfg); err != nil {
+	if _, err := actors.New(cfg.actorsConfig()); err != nil {
 		return nil, err
 	}
 	return &Processor{cfg: cfg, handlers: map[string]handlers.GoHandler{}}, nil
@@ -102,7 +116,7 @@ func (p *Processor) HandleTx(name string, fn TxHandlerFunc) {
 // at all. It must not commit or roll back tx. ctx is cancelled at the
 // channel's timeout (for the whole batch), counted from when tx began, and
 // when the Processor stops.
-type TxBatchHandlerFunc func(ctx context.Context, tx pgx.Tx, evs []Event) error
+type TxBatchHandlerFunc func(ctx context.Context, tx pgx.Tx, evs []pgrelay.Event) error
 
 // HandleTxBatch registers fn as the Go handler name, run on batches: the
 // events of a 'none' channel that one claim brings (up to Config.BatchSize)
@@ -117,7 +131,7 @@ func (p *Processor) HandleTxBatch(name string, fn TxBatchHandlerFunc) {
 		panic(fmt.Sprintf("pgrelay: HandleTxBatch(%q): nil function", name))
 	}
 	p.register(name, handlers.GoHandler{Batch: func(ctx context.Context, tx pgx.Tx, evs []handlers.Event) error {
-		batch := make([]Event, len(evs))
+		batch := make([]pgrelay.Event, len(evs))
 		for i, ev := range evs {
 			batch[i] = eventOf(ev)
 		}
@@ -141,8 +155,8 @@ func (p *Processor) register(name string, h handlers.GoHandler) {
 }
 
 // eventOf is the Event a Go handler gets.
-func eventOf(ev handlers.Event) Event {
-	return Event{ID: ev.ID, OriginID: ev.OriginID, Channel: ev.Channel, Payload: ev.Payload,
+func eventOf(ev handlers.Event) pgrelay.Event {
+	return pgrelay.Event{ID: ev.ID, OriginID: ev.OriginID, Channel: ev.Channel, Payload: ev.Payload,
 		Attempt: ev.Attempt, MaxAttempts: ev.MaxAttempts, EnqueuedAt: ev.EnqueuedAt}
 }
 
@@ -156,7 +170,10 @@ func (p *Processor) Start(ctx context.Context) error {
 	if p.running != nil {
 		return errors.New("pgrelay: processor already started")
 	}
-	cfg := p.cfg
+	cfg := p.cfg.actorsConfig()
+	if len(p.handlers) == 0 && len(cfg.Kinds) == 0 {
+		return errors.New("pgrelay: processor has nothing to run: register a Go handler, or give Config.Kinds")
+	}
 	cfg.GoHandlers = p.handlers
 	running, err := actors.New(cfg)
 	if err != nil {

@@ -1,4 +1,4 @@
-package pgrelay_test
+package processor_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/processor"
 )
 
 // A transactional handler whose process is killed (SIGKILL) mid-transaction
@@ -49,7 +50,7 @@ func TestGoHandleTxKilledMidTransaction(t *testing.T) {
 	_ = child.Wait()
 
 	attempts := make(chan int, 10)
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 			attempts <- ev.Attempt
 			_, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt)
@@ -95,7 +96,7 @@ func TestGoHandleTxKilledMidBatch(t *testing.T) {
 
 	var mu sync.Mutex
 	ran := map[int64]int{}
-	startGo(t, d.URL, func(p *pgrelay.Processor) {
+	startGo(t, d.URL, func(p *processor.Processor) {
 		p.HandleTx("ship", func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 			mu.Lock()
 			ran[ev.OriginID]++

@@ -1,4 +1,4 @@
-package pgrelay_test
+package processor_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/processor"
 )
 
 // The next event of a serialised channel or lane is claimed as soon as the
@@ -23,16 +24,16 @@ func TestGoSerialModesClaimTheNextEventWithoutThePoll(t *testing.T) {
 	t.Parallel()
 	type kind struct {
 		name     string
-		register func(p *pgrelay.Processor, note func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error)
+		register func(p *processor.Processor, note func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error)
 	}
 	kinds := []kind{
-		{"Handle", func(p *pgrelay.Processor, note func(context.Context, pgx.Tx, pgrelay.Event) error) {
+		{"Handle", func(p *processor.Processor, note func(context.Context, pgx.Tx, pgrelay.Event) error) {
 			p.Handle("post", func(ctx context.Context, ev pgrelay.Event) error { return note(ctx, nil, ev) })
 		}},
-		{"HandleTx", func(p *pgrelay.Processor, note func(context.Context, pgx.Tx, pgrelay.Event) error) {
+		{"HandleTx", func(p *processor.Processor, note func(context.Context, pgx.Tx, pgrelay.Event) error) {
 			p.HandleTx("post", note)
 		}},
-		{"HandleTxBatch", func(p *pgrelay.Processor, note func(context.Context, pgx.Tx, pgrelay.Event) error) {
+		{"HandleTxBatch", func(p *processor.Processor, note func(context.Context, pgx.Tx, pgrelay.Event) error) {
 			p.HandleTxBatch("post", func(ctx context.Context, tx pgx.Tx, evs []pgrelay.Event) error {
 				for _, ev := range evs {
 					if err := note(ctx, tx, ev); err != nil {
@@ -76,7 +77,7 @@ func TestGoSerialModesClaimTheNextEventWithoutThePoll(t *testing.T) {
 				}
 				cfg := goConfig(d.URL)
 				cfg.PollInterval = time.Hour // only the end of an event can start the next
-				p, err := pgrelay.NewProcessor(cfg)
+				p, err := processor.NewProcessor(cfg)
 				require.NoError(t, err)
 				k.register(p, note)
 				require.NoError(t, p.Start(context.Background()))

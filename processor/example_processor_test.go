@@ -1,4 +1,4 @@
-package pgrelay_test
+package processor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgrelay/pgrelay"
+	"github.com/pgrelay/pgrelay/processor"
 )
 
 // exampleShopDB is a fresh migrated database for the order service of
@@ -49,7 +50,7 @@ func ExampleProcessor_HandleTx() {
 	url, pool := exampleShopDB()
 	defer pool.Close()
 
-	p, err := pgrelay.NewProcessor(pgrelay.Config{
+	p, err := processor.NewProcessor(processor.Config{
 		DatabaseURL:  url,
 		PollInterval: 100 * time.Millisecond,
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),

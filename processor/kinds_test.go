@@ -71,8 +71,7 @@ func TestProcessorRunsSQLChannelsWithKindSQL(t *testing.T) {
 }
 
 // An embedded Processor shows in pgrelay.processors as `pgrelay run` does:
-// its node, host, process and the pgrelay release it links (in pgrelay's
-// own tests, "dev", as an unstamped `pgrelay run`).
+// its node, host, process and the release of the source it links.
 func TestProcessorRegistersItsVersionAndNode(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)

@@ -824,6 +824,20 @@ ALTER FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direc
 --
 
 CREATE FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) RETURNS integer
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT o.done FROM pgrelay._complete_outcomes(p_processor, p_ids, p_claimed_at, p_events, p_errors) o
+$$;
+
+
+ALTER FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) OWNER TO postgres;
+
+--
+-- Name: _complete_outcomes(bigint, bigint[], timestamp with time zone[], text[], text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
@@ -854,8 +868,9 @@ BEGIN
     SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, 'succeeded', v_node
       FROM (SELECT del.*, pg_catalog.row_number() OVER (ORDER BY del.id) AS rn FROM del) x, ids
      ORDER BY x.id;
-    GET DIAGNOSTICS v_done = ROW_COUNT;
-    RETURN v_done;
+    GET DIAGNOSTICS done = ROW_COUNT;
+    gave_up := '{}';
+    RETURN;
   END IF;
 
   -- Only when there is something to release: the planner, which expects one
@@ -930,14 +945,16 @@ BEGIN
      ORDER BY d.id
     RETURNING 1
   )
-  SELECT (SELECT count(*) FROM lg) INTO v_done;
+  SELECT (SELECT count(*) FROM lg),
+         COALESCE((SELECT pg_catalog.array_agg(d.id ORDER BY d.id) FROM d WHERE d.final = 'gave_up'), '{}')
+    INTO v_done, gave_up;
 
-  RETURN v_released + v_done;
+  done := v_released + v_done;
 END
 $$;
 
 
-ALTER FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) OWNER TO postgres;
+ALTER FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) OWNER TO postgres;
 
 --
 -- Name: dead_letters; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -4551,6 +4568,14 @@ GRANT ALL ON FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], 
 
 REVOKE ALL ON FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._complete(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[]) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) TO pgrelay_processor;
 
 
 --

@@ -342,7 +342,10 @@ END
 $$;
 
 -- Each new function takes the old one's owner and privileges (whatever
--- earlier migrations granted), then the old one goes.
+-- earlier migrations granted), then the old one goes. A function's new
+-- owner needs CREATE on its schema (unless the migrating role is a
+-- superuser): pgrelay_notifier has it for this step only, as in 0002.
+GRANT CREATE ON SCHEMA pgrelay_notifier TO pgrelay_notifier;
 DO $$
 DECLARE
   r record;
@@ -377,3 +380,4 @@ BEGIN
   END LOOP;
 END
 $$;
+REVOKE CREATE ON SCHEMA pgrelay_notifier FROM pgrelay_notifier;

@@ -326,7 +326,7 @@ func TestStatementsWarmNewConnections(t *testing.T) {
 	var prepared int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_prepared_statements
 	  WHERE name LIKE 'pgrelay_batch_%' AND statement IN ('COMMIT', 'SAVEPOINT pgrelay_event',
-	    'SELECT pgrelay._complete(NULL, $1, NULL, $2, $3)')`).Scan(&prepared))
+	    'SELECT gave_up FROM pgrelay._complete_outcomes(NULL, $1, NULL, $2, $3)')`).Scan(&prepared))
 	require.Equal(t, 3, prepared)
 	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log`), "warming records nothing")
 }

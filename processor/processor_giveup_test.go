@@ -68,6 +68,9 @@ func TestGiveUpIsDecidedWhereItIsRecorded(t *testing.T) {
 			cfg := goConfig(d.URL)
 			reg := prometheus.NewRegistry()
 			cfg.Registerer = reg
+			if tc.kind == "sql" {
+				cfg.Kinds = []string{processor.KindSQL}
+			}
 			p, err := processor.NewProcessor(cfg)
 			require.NoError(t, err)
 			switch tc.kind {

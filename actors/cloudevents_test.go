@@ -107,7 +107,7 @@ func TestActorEventsCloudEvents(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.Exec(`UPDATE pgrelay.settings SET cluster_name = 'eu-billing.prod'`)
+	e.Exec(setEventSetting("cluster_name", "'eu-billing.prod'"))
 	e.Exec(`SELECT pgrelay.register('ok', 'SELECT length($1)')`)
 	e.Exec(`CREATE FUNCTION public.gw(p text) RETURNS void LANGUAGE plpgsql AS
 	$$ BEGIN RAISE EXCEPTION 'payment gateway timed out'; END $$`)
@@ -167,12 +167,12 @@ func TestActorEventsSchemaSetting(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.Exec(`UPDATE pgrelay.settings SET event_schema = 1`)
+	e.Exec(setEventSetting("event_schema", "1"))
 	e.Exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)
 	e.startProcessor(withNATS(n.URL()))
 	e.Exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("a", 3))
 	requireLogPublishedOnce(t, e, js, "s1", 3)
-	e.Exec(`UPDATE pgrelay.settings SET event_schema = 2`)
+	e.Exec(setEventSetting("event_schema", "2"))
 	e.Exec(`SELECT pgrelay.notify_many('s', $1)`, payloads("b", 3))
 	requireLogPublishedOnce(t, e, js, "s2", 6)
 	msgs := consumeAll(t, js, "PGRELAY_EVENTS", "s3", "pgrelay.events.>", 6)
@@ -193,9 +193,9 @@ func TestActorEventsSchemaSetting(t *testing.T) {
 		}
 	}
 
-	for _, bad := range []string{`event_schema = 3`, `cluster_name = ''`, `cluster_name = 'a b'`,
-		`cluster_name = '` + strings.Repeat("x", 64) + `'`, `cluster_name = '-x'`} {
-		_, err := e.Pool.Exec(context.Background(), `UPDATE pgrelay.settings SET `+bad)
+	for _, bad := range [][2]string{{"event_schema", "3"}, {"cluster_name", "''"}, {"cluster_name", "'a b'"},
+		{"cluster_name", "'" + strings.Repeat("x", 64) + "'"}, {"cluster_name", "'-x'"}} {
+		_, err := e.Pool.Exec(context.Background(), setEventSetting(bad[0], bad[1]))
 		require.Error(t, err, bad)
 	}
 	_, err := e.Pool.Exec(context.Background(), `INSERT INTO pgrelay.settings (singleton, cluster_name) VALUES (false, 'x')`)
@@ -240,4 +240,12 @@ func TestActorEventsErrorClassBySQLSTATE(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]int{"gave_up": 3, "retried": 1, "discarded": 1}, kinds)
+}
+
+// setEventSetting is the statement an admin sends to set a column of
+// pgrelay.settings to the SQL value v, whether or not the row exists yet
+// (docs/events.md).
+func setEventSetting(column, v string) string {
+	return `INSERT INTO pgrelay.settings (` + column + `) VALUES (` + v + `)
+	  ON CONFLICT (singleton) DO UPDATE SET ` + column + ` = excluded.` + column + `, updated_at = now()`
 }

@@ -539,7 +539,7 @@ func TestActorEventsTooLargeEvenBarePassedOver(t *testing.T) {
 	n := startNATS(t, devenv.NATSConfig{MaxPayload: 1000})
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
-	e.Exec(`UPDATE pgrelay.settings SET cluster_name = 't'`)
+	e.Exec(setEventSetting("cluster_name", "'t'"))
 	long := strings.Repeat("L", 100)
 	e.Exec(`SELECT pgrelay.register($1, 'SELECT length($1)')`, long)
 	e.Exec(`SELECT pgrelay.register('s', 'SELECT length($1)')`)

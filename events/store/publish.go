@@ -121,11 +121,12 @@ type EventSettings struct {
 	Cluster string
 }
 
-// PublishSettings reads pgrelay.settings.
+// PublishSettings reads the settings in force (pgrelay._event_settings():
+// pgrelay.settings' row, or the defaults).
 func PublishSettings(ctx context.Context, c Querier) (EventSettings, error) {
 	var s EventSettings
 	var v int32
-	if err := c.QueryRow(ctx, `SELECT event_schema, cluster_name FROM pgrelay.settings`).Scan(&v, &s.Cluster); err != nil {
+	if err := c.QueryRow(ctx, `SELECT event_schema, cluster_name FROM pgrelay._event_settings()`).Scan(&v, &s.Cluster); err != nil {
 		return s, fmt.Errorf("read pgrelay.settings: %w", err)
 	}
 	s.Schema = int(v)

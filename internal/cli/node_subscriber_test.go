@@ -52,7 +52,7 @@ func TestNodeSubscriber(t *testing.T) {
 	}
 	n, js := startNATS(t)
 	d := newDB(t)
-	d.Exec(`UPDATE pgrelay.settings SET cluster_name = 'node-test'`)
+	d.Exec(`INSERT INTO pgrelay.settings (cluster_name) VALUES ('node-test')`)
 	d.Exec(`SELECT pgrelay.register('ok', 'SELECT length($1)', p_publish_enqueued := true)`)
 	d.Exec(`CREATE FUNCTION public.gw(p text) RETURNS void LANGUAGE plpgsql AS
 	$$ BEGIN RAISE EXCEPTION 'payment gateway timed out'; END $$`)

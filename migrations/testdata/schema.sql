@@ -957,6 +957,17 @@ $$;
 ALTER FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) OWNER TO postgres;
 
 --
+-- Name: _default_cluster_name(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._default_cluster_name() RETURNS text
+    LANGUAGE sql STABLE
+    RETURN COALESCE(NULLIF("left"(regexp_replace(regexp_replace((current_database())::text, '[^A-Za-z0-9._-]'::text, '-'::text, 'g'::text), '^[^A-Za-z0-9]+'::text, ''::text), 63), ''::text), 'pgrelay'::text);
+
+
+ALTER FUNCTION pgrelay._default_cluster_name() OWNER TO postgres;
+
+--
 -- Name: dead_letters; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -1117,6 +1128,46 @@ $$;
 
 
 ALTER FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: settings; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.settings (
+    singleton boolean DEFAULT true NOT NULL,
+    event_schema integer DEFAULT 2 NOT NULL,
+    cluster_name text DEFAULT pgrelay._default_cluster_name() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT settings_cluster_name CHECK ((cluster_name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text)),
+    CONSTRAINT settings_event_schema CHECK ((event_schema = ANY (ARRAY[1, 2]))),
+    CONSTRAINT settings_one_row CHECK (singleton)
+);
+
+
+ALTER TABLE pgrelay.settings OWNER TO postgres;
+
+--
+-- Name: TABLE settings; Type: COMMENT; Schema: pgrelay; Owner: postgres
+--
+
+COMMENT ON TABLE pgrelay.settings IS 'At most one row: the document schema (1 or 2) and the cluster name of the status events on NATS; none: schema 2 and the database''s name (docs/events.md).';
+
+
+--
+-- Name: _event_settings(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) RETURNS record
+    LANGUAGE sql STABLE
+    BEGIN ATOMIC
+ SELECT COALESCE(s.event_schema, 2) AS "coalesce",
+     COALESCE(s.cluster_name, pgrelay._default_cluster_name()) AS "coalesce"
+    FROM (( SELECT) one
+      LEFT JOIN pgrelay.settings s ON (true));
+END;
+
+
+ALTER FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) OWNER TO postgres;
 
 --
 -- Name: _expiry_of(interval, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3906,30 +3957,6 @@ CREATE TABLE pgrelay.schema_migrations (
 ALTER TABLE pgrelay.schema_migrations OWNER TO postgres;
 
 --
--- Name: settings; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.settings (
-    singleton boolean DEFAULT true NOT NULL,
-    event_schema integer DEFAULT 2 NOT NULL,
-    cluster_name text NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT settings_cluster_name CHECK ((cluster_name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text)),
-    CONSTRAINT settings_event_schema CHECK ((event_schema = ANY (ARRAY[1, 2]))),
-    CONSTRAINT settings_one_row CHECK (singleton)
-);
-
-
-ALTER TABLE pgrelay.settings OWNER TO postgres;
-
---
--- Name: TABLE settings; Type: COMMENT; Schema: pgrelay; Owner: postgres
---
-
-COMMENT ON TABLE pgrelay.settings IS 'One row: the document schema (1 or 2) and the cluster name of the status events on NATS (docs/events.md).';
-
-
---
 -- Name: sync_answers; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4579,6 +4606,16 @@ GRANT ALL ON FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigin
 
 
 --
+-- Name: FUNCTION _default_cluster_name(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._default_cluster_name() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._default_cluster_name() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._default_cluster_name() TO pgrelay_viewer;
+GRANT ALL ON FUNCTION pgrelay._default_cluster_name() TO pgrelay_admin;
+
+
+--
 -- Name: TABLE dead_letters; Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4613,6 +4650,46 @@ REVOKE ALL ON FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_p
 --
 
 REVOKE ALL ON FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: TABLE settings; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_viewer;
+GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.event_schema; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT INSERT(event_schema),UPDATE(event_schema) ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.cluster_name; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT INSERT(cluster_name),UPDATE(cluster_name) ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN settings.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(updated_at) ON TABLE pgrelay.settings TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION _event_settings(OUT event_schema integer, OUT cluster_name text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_viewer;
+GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_admin;
 
 
 --
@@ -5366,36 +5443,6 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_pro
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_admin;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.schema_migrations TO pgrelay_viewer;
-
-
---
--- Name: TABLE settings; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_processor;
-GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_viewer;
-GRANT SELECT ON TABLE pgrelay.settings TO pgrelay_admin;
-
-
---
--- Name: COLUMN settings.event_schema; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT UPDATE(event_schema) ON TABLE pgrelay.settings TO pgrelay_admin;
-
-
---
--- Name: COLUMN settings.cluster_name; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT UPDATE(cluster_name) ON TABLE pgrelay.settings TO pgrelay_admin;
-
-
---
--- Name: COLUMN settings.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT UPDATE(updated_at) ON TABLE pgrelay.settings TO pgrelay_admin;
 
 
 --

@@ -242,6 +242,7 @@ CREATE TABLE pgrelay.channels (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     publish_errors text DEFAULT 'class'::text NOT NULL,
     publish_enqueued boolean DEFAULT false NOT NULL,
+    priority smallint DEFAULT 0 NOT NULL,
     CONSTRAINT channels_attempts CHECK ((max_attempts > 0)),
     CONSTRAINT channels_expire_after CHECK (((expire_after IS NULL) OR (expire_after > '00:00:00'::interval))),
     CONSTRAINT channels_kind CHECK ((kind = ANY (ARRAY['sql'::text, 'email'::text, 'nats'::text, 'go'::text]))),
@@ -1399,6 +1400,7 @@ CREATE TABLE pgrelay.queue (
     dispatched_by bigint,
     lane bigint,
     phash bigint,
+    priority smallint DEFAULT 0 NOT NULL,
     CONSTRAINT queue_attempt CHECK ((attempt > 0))
 )
 WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -30,12 +31,18 @@ type walCost struct {
 	Events     int   `json:"events"`
 	WALBytes   int64 `json:"wal_bytes"`
 	WriteXacts int64 `json:"write_xacts"`
+	// FromUnixNS and ToUnixNS are when the phase's marks were read:
+	// pgrelay's bench measures the server's CPU and the round trips
+	// between them.
+	FromUnixNS int64 `json:"from_unix_ns"`
+	ToUnixNS   int64 `json:"to_unix_ns"`
 }
 
 // walMark is the server's WAL position and next transaction id at a moment.
 type walMark struct {
 	lsn int64
 	xid int64
+	at  time.Time
 }
 
 // markWAL reads the server's WAL position and next transaction id.
@@ -46,6 +53,7 @@ func markWAL(ctx context.Context, pool *pgxpool.Pool) (walMark, error) {
 	if err != nil {
 		return walMark{}, fmt.Errorf("read the WAL position and the transaction counter: %w", err)
 	}
+	m.at = time.Now()
 	return m, nil
 }
 
@@ -59,7 +67,8 @@ func recordCost(ctx context.Context, pool *pgxpool.Pool, res *result, name strin
 	if res.Cost == nil {
 		res.Cost = map[string]*walCost{}
 	}
-	res.Cost[name] = &walCost{Events: events, WALBytes: to.lsn - from.lsn, WriteXacts: to.xid - from.xid}
+	res.Cost[name] = &walCost{Events: events, WALBytes: to.lsn - from.lsn, WriteXacts: to.xid - from.xid,
+		FromUnixNS: from.at.UnixNano(), ToUnixNS: to.at.UnixNano()}
 	return nil
 }
 

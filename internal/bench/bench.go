@@ -75,6 +75,7 @@ type Options struct {
 	CeilingLoops   int // 0: the default
 	CeilingClaim   int // 0: the default
 	CeilingReset   bool
+	RoundTrips     bool    // the measured systems connect through a proxy that counts round trips
 	MixedProducers int     // burn-down's mixed load: producers (0: none)
 	MixedRate      float64 // their events/s in total
 	PerChannel     int
@@ -128,6 +129,17 @@ type bench struct {
 	prog           *progress
 	prof           *cpuProfiler
 	river          *riverHarness
+	meter          *meter // server CPU and round trips (bench_meter.go)
+	proxyURL       string // dbURL through the round-trip proxy (--round-trips), or empty
+}
+
+// measuredURL is the URL the measured systems connect to: the bench
+// database, through the round-trip proxy with --round-trips.
+func (b *bench) measuredURL() string {
+	if b.proxyURL != "" {
+		return b.proxyURL
+	}
+	return b.dbURL
 }
 
 // Run runs the scenarios of list, in order, and reports on cfg.Stdout.
@@ -240,6 +252,18 @@ func (b *bench) openDatabase(ctx context.Context, rep *benchReport) (stop func()
 	if _, err := migrations.Up(ctx, pool); err != nil {
 		return nil, err
 	}
+	var proxy *rtProxy
+	if b.o.RoundTrips {
+		if proxy, b.proxyURL, err = startProxy(b.dbURL); err != nil {
+			return nil, err
+		}
+		undo = append(undo, proxy.close)
+		rep.Database += "; measured systems connect through a round-trip counting proxy (--round-trips): compare its costs, not its rates"
+	}
+	if b.meter, err = startMeter(ctx, pool, proxy); err != nil {
+		return nil, err
+	}
+	undo = append(undo, b.meter.close)
 	if err := pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
 		current_setting('synchronous_commit')`).Scan(&rep.Postgres, &rep.Fsync, &rep.SynchronousCommit); err != nil {
 		return nil, fmt.Errorf("read the server's settings: %w", err)
@@ -251,6 +275,9 @@ func (b *bench) openDatabase(ctx context.Context, rep *benchReport) (stop func()
 // (empty: the --mode flag's).
 func (b *bench) procConfig(url, mode string) actors.Config {
 	c := b.proc
+	if url == b.dbURL {
+		url = b.measuredURL()
+	}
 	c.DatabaseURL = url
 	if mode != "" {
 		c.Mode = mode

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgrelay/pgrelay/events/store"
 )
 
 // The ceiling scenario: the burn-down by the best bare loop we can write on
@@ -62,9 +64,15 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 			_ = c.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	// The bench pool's settings (pgrelay's search_path pinned), on the
+	// measured systems' URL.
+	ccfg, err := pgx.ParseConfig(b.measuredURL())
+	if err != nil {
+		return res, fmt.Errorf("parse the database URL: %w", err)
+	}
+	store.PinSearchPath(ccfg)
 	for range loops {
-		// The bench pool's settings: pgrelay's search_path pinned.
-		c, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
+		c, err := pgx.ConnectConfig(ctx, ccfg)
 		if err != nil {
 			return res, fmt.Errorf("connect: %w", err)
 		}
@@ -95,6 +103,10 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 		return res, err
 	}
 	defer stopProf()
+	walFrom, err := markWAL(ctx, b.pool)
+	if err != nil {
+		return res, err
+	}
 	var done, lastCommit atomic.Int64
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -127,10 +139,15 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 		return res, ferr
 	}
 	took := time.Unix(0, lastCommit.Load()).Sub(start)
+	cost, err := b.costSince(ctx, walFrom, int64(n), 0)
+	if err != nil {
+		return res, err
+	}
 	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n), true); err != nil {
 		return res, err
 	}
 	m := res.add(newMeasurement("burn-down", "bare loop", int64(n), took, "events/s"))
+	m.Cost = cost
 	fw.series[len(fw.series)-1].T = secs(took) // the exact last commit
 	m.Series = fw.series
 	what := "a savepoint per handler"

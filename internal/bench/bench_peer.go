@@ -105,7 +105,7 @@ func (h *riverHarness) run(ctx context.Context, b *bench, scenario string, args 
 	if err := h.build(ctx, b); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, h.bin, append([]string{"--database-url", b.dbURL, "--scenario", scenario, "--json"}, args...)...)
+	cmd := exec.CommandContext(ctx, h.bin, append([]string{"--database-url", b.measuredURL(), "--scenario", scenario, "--json"}, args...)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := b.runCmd("river: "+scenario, cmd); err != nil {

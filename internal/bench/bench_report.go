@@ -461,8 +461,9 @@ func peakRSS() (int64, error) {
 	return 0, fmt.Errorf("read the peak RSS: no VmHWM in /proc/self/status")
 }
 
-// writeCosts is the table of what each measured phase wrote per event, and
-// how close it ran to the WAL flush.
+// writeCosts is the table of what each measured phase cost per event (the
+// server's CPU, round trips, WAL, write transactions), and how close it ran
+// to the WAL flush.
 func (r *benchReport) writeCosts(w io.Writer) error {
 	var rows []string
 	for _, s := range r.Scenarios {
@@ -475,8 +476,15 @@ func (r *benchReport) writeCosts(w io.Writer) error {
 			if c.FlushLimit > 0 && m.Rate > 0 {
 				flush = fmt.Sprintf("%.0f/s (commit %.2fms): ran at %.0f%%", c.FlushLimit, c.CommitMS, 100*m.Rate/c.FlushLimit)
 			}
-			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%.0f\t%.4f\t%s\n", s.Name, m.Name, m.System,
-				c.WALBytesPerEvent, c.WriteXactsPerEvent, flush))
+			cpu, rt := "-", "-"
+			if c.ServerCPUUSPerEvent > 0 {
+				cpu = fmt.Sprintf("%.1f", c.ServerCPUUSPerEvent)
+			}
+			if c.RoundTripsPerEvent > 0 {
+				rt = fmt.Sprintf("%.3f", c.RoundTripsPerEvent)
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%.0f\t%.4f\t%s\n", s.Name, m.Name, m.System,
+				cpu, rt, c.WALBytesPerEvent, c.WriteXactsPerEvent, flush))
 		}
 	}
 	if len(rows) == 0 {
@@ -484,7 +492,7 @@ func (r *benchReport) writeCosts(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "COST PER EVENT\tMEASURE\tSYSTEM\tWAL BYTES\tWRITE XACTS\tFLUSH-BOUND AT (ONE CONNECTION, ONE FLUSH PER WRITE XACT)")
+	fmt.Fprintln(tw, "COST PER EVENT\tMEASURE\tSYSTEM\tSERVER CPU µs\tROUND TRIPS\tWAL BYTES\tWRITE XACTS\tFLUSH-BOUND AT (ONE CONNECTION, ONE FLUSH PER WRITE XACT)")
 	for _, row := range rows {
 		fmt.Fprint(tw, row)
 	}

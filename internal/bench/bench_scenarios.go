@@ -91,7 +91,7 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 		return res, err
 	}
 	total := int64(n) + d.produced
-	cost, err := costSince(ctx, b.pool, walFrom, total, commitMS)
+	cost, err := b.costSince(ctx, walFrom, total, commitMS)
 	if err != nil {
 		return res, err
 	}
@@ -123,7 +123,7 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	rm := res.add(riverMeasurement("burn-down", r.Events, r.EventsPerSec, r.Seconds, "jobs/s"))
 	rm.Series = r.Series
 	rm.Detail = r.workerSettings() + "; completions from River's event subscription"
-	rm.Cost = riverCost(r.Cost["burn_down"], commitMS)
+	rm.Cost = b.riverCost(r.Cost["burn_down"], commitMS)
 	if b.o.MixedProducers > 0 {
 		rm.Detail += fmt.Sprintf("; %d pre-inserted, %d inserted meanwhile by %d producers (Insert, one per transaction, %g/s in all)",
 			n, r.Produced, b.o.MixedProducers, b.o.MixedRate)
@@ -164,7 +164,7 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	manyCost, err := costSince(ctx, b.pool, walFrom, int64(n), commitMS)
+	manyCost, err := b.costSince(ctx, walFrom, int64(n), commitMS)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	oneCost, err := costSince(ctx, b.pool, walFrom, int64(singles), commitMS)
+	oneCost, err := b.costSince(ctx, walFrom, int64(singles), commitMS)
 	if err != nil {
 		return nil, err
 	}
@@ -216,8 +216,8 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	rmany := res.add(riverMeasurement(fmt.Sprintf("InsertMany x %d", b.o.Batch), r.Events, r.InsertPerSec, r.Seconds, "jobs/s"))
 	rone := res.add(riverMeasurement("Insert, one per transaction", r.SingleInserts, r.SingleInsertPerSec, 0, "jobs/s"))
 	rone.Detail = "one client, one call after the other"
-	rmany.Cost = riverCost(r.Cost["insert_many"], commitMS)
-	rone.Cost = riverCost(r.Cost["insert"], commitMS)
+	rmany.Cost = b.riverCost(r.Cost["insert_many"], commitMS)
+	rone.Cost = b.riverCost(r.Cost["insert"], commitMS)
 	res.ratio("notify_many/InsertMany", many.Rate, rmany.Rate, 0)
 	res.ratio("notify/Insert", one.Rate, rone.Rate, 0)
 	return res, nil

@@ -59,10 +59,12 @@ type benchMeasure struct {
 		Done int     `json:"done"`
 	} `json:"series"`
 	Cost *struct {
-		WALBytesPerEvent   float64 `json:"wal_bytes_per_event"`
-		WriteXactsPerEvent float64 `json:"write_xacts_per_event"`
-		CommitMS           float64 `json:"commit_ms"`
-		FlushLimit         float64 `json:"flush_limit_per_sec"`
+		WALBytesPerEvent    float64 `json:"wal_bytes_per_event"`
+		WriteXactsPerEvent  float64 `json:"write_xacts_per_event"`
+		CommitMS            float64 `json:"commit_ms"`
+		FlushLimit          float64 `json:"flush_limit_per_sec"`
+		ServerCPUUSPerEvent float64 `json:"server_cpu_us_per_event"`
+		RoundTripsPerEvent  float64 `json:"round_trips_per_event"`
 	} `json:"cost"`
 }
 
@@ -461,9 +463,9 @@ func TestBenchPeerRiver(t *testing.T) {
 	d := pg.NewDB(t)
 	riverDir := filepath.Join("..", "..", "bench", "river")
 	plot := filepath.Join(t.TempDir(), "report.html")
-	code, out, errOut := cliMain("bench", "burn-down", "enqueue", "latency", "--database-url", d.URL, "--peer", "river",
+	code, out, errOut := cliMain("bench", "burn-down", "enqueue", "latency", "ceiling", "--database-url", d.URL, "--peer", "river",
 		"--peer-dir", riverDir, "--events", "2000", "--latency-events", "100", "--rate", "200", "--json",
-		"--plot", plot, "--log-level", "warn")
+		"--round-trips", "--plot", plot, "--log-level", "warn")
 	require.Equal(t, 0, code, errOut)
 	doc := parseBench(t, out)
 	burnedDown(t, d, doc.measure(t, "burn-down", "burn-down", "pgrelay"), 2000, "pgrelay_bench_noop")
@@ -488,6 +490,22 @@ func TestBenchPeerRiver(t *testing.T) {
 	costed(t, doc.measure(t, "enqueue", "Insert, one per transaction", "river"), 1, 1.1)
 	costed(t, doc.measure(t, "burn-down", "burn-down", "pgrelay"), 0.0005, 1)
 	costed(t, doc.measure(t, "burn-down", "burn-down", "river"), 0.0005, 1)
+	// The server's CPU and the round trips of each system that drains,
+	// the bare loop's included: the server runs on this machine, and
+	// --round-trips put a counting proxy before each of them. A Processor
+	// and the bare loop run many events per round trip.
+	for _, m := range []benchMeasure{doc.measure(t, "burn-down", "burn-down", "pgrelay"),
+		doc.measure(t, "burn-down", "burn-down", "river"), doc.measure(t, "ceiling", "burn-down", "bare loop")} {
+		if assert.NotNil(t, m.Cost, m.System) {
+			assert.Positive(t, m.Cost.ServerCPUUSPerEvent, m.System)
+			assert.Positive(t, m.Cost.RoundTripsPerEvent, m.System)
+			if m.System != "river" {
+				assert.Less(t, m.Cost.RoundTripsPerEvent, 1.0, m.System)
+			}
+		}
+	}
+	// The producers' pool is the bench's own: no proxy, no round trips.
+	assert.Zero(t, doc.measure(t, "enqueue", "notify_many x 1000", "pgrelay").Cost.RoundTripsPerEvent)
 	// River leaves its jobs table empty behind it.
 	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM river_job`))
 	html, err := os.ReadFile(plot)

@@ -29,6 +29,7 @@ const commitFloorN = 200
 type walMark struct {
 	lsn int64
 	xid int64
+	at  time.Time // when it was read: the meter's figures are taken at it
 }
 
 // eventCost is what a phase wrote, per event, and where it stands against
@@ -46,6 +47,11 @@ type eventCost struct {
 	// (over 1: its commits shared flushes, several connections at once).
 	CommitMS   float64 `json:"commit_ms,omitempty"`
 	FlushLimit float64 `json:"flush_limit_per_sec,omitempty"`
+	// ServerCPUUSPerEvent is the server's CPU time per event, in µs, when
+	// the server runs on this machine; RoundTripsPerEvent the measured
+	// system's round trips per event, with --round-trips (bench_meter.go).
+	ServerCPUUSPerEvent float64 `json:"server_cpu_us_per_event,omitempty"`
+	RoundTripsPerEvent  float64 `json:"round_trips_per_event,omitempty"`
 }
 
 // markWAL reads the server's WAL position and next transaction id.
@@ -56,17 +62,34 @@ func markWAL(ctx context.Context, pool *pgxpool.Pool) (walMark, error) {
 	if err != nil {
 		return walMark{}, fmt.Errorf("read the WAL position and the transaction counter: %w", err)
 	}
+	m.at = time.Now()
 	return m, nil
 }
 
-// costSince is what the server wrote since from, for events events, with a
-// commit of commitMS (0: not measured).
-func costSince(ctx context.Context, pool *pgxpool.Pool, from walMark, events int64, commitMS float64) (*eventCost, error) {
-	to, err := markWAL(ctx, pool)
+// costSince is what the server wrote and spent since from, for events
+// events, with a commit of commitMS (0: not measured).
+func (b *bench) costSince(ctx context.Context, from walMark, events int64, commitMS float64) (*eventCost, error) {
+	to, err := markWAL(ctx, b.pool)
 	if err != nil {
 		return nil, err
 	}
-	return newEventCost(to.lsn-from.lsn, to.xid-from.xid, events, commitMS), nil
+	c := newEventCost(to.lsn-from.lsn, to.xid-from.xid, events, commitMS)
+	b.meter.add(c, from.at, to.at, events)
+	return c, nil
+}
+
+// add sets c's server CPU and round trips per event, from from to to.
+func (m *meter) add(c *eventCost, from, to time.Time, events int64) {
+	if m == nil || c == nil || events <= 0 {
+		return
+	}
+	cpu, turns, ok := m.between(from, to)
+	if ok {
+		c.ServerCPUUSPerEvent = round(cpu/float64(events), 2)
+	}
+	if m.proxy != nil {
+		c.RoundTripsPerEvent = round(turns/float64(events), 4)
+	}
 }
 
 func newEventCost(walBytes, xacts, events int64, commitMS float64) *eventCost {
@@ -81,19 +104,28 @@ func newEventCost(walBytes, xacts, events int64, commitMS float64) *eventCost {
 	return c
 }
 
-// riverCost is the cost of a phase of the River harness (its "cost" object).
-func riverCost(c *riverPhaseCost, commitMS float64) *eventCost {
+// riverCost is the cost of a phase of the River harness (its "cost"
+// object), with the server CPU and round trips the meter saw between the
+// phase's start and end.
+func (b *bench) riverCost(c *riverPhaseCost, commitMS float64) *eventCost {
 	if c == nil || c.Events <= 0 {
 		return nil
 	}
-	return newEventCost(c.WALBytes, c.WriteXacts, int64(c.Events), commitMS)
+	ec := newEventCost(c.WALBytes, c.WriteXacts, int64(c.Events), commitMS)
+	if c.FromUnixNS > 0 && c.ToUnixNS > c.FromUnixNS {
+		b.meter.add(ec, time.Unix(0, c.FromUnixNS), time.Unix(0, c.ToUnixNS), int64(c.Events))
+	}
+	return ec
 }
 
-// riverPhaseCost is what one phase of the River harness wrote.
+// riverPhaseCost is what one phase of the River harness wrote, and when it
+// started and ended.
 type riverPhaseCost struct {
 	Events     int   `json:"events"`
 	WALBytes   int64 `json:"wal_bytes"`
 	WriteXacts int64 `json:"write_xacts"`
+	FromUnixNS int64 `json:"from_unix_ns"`
+	ToUnixNS   int64 `json:"to_unix_ns"`
 }
 
 // commitFloor measures a commit of a one-row write transaction on one

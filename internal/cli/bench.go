@@ -64,6 +64,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&o.PerChannel, "events-per-channel", 20, "channels: events per channel")
 	fs.IntVar(&o.CeilingLoops, "ceiling-loops", 0, "ceiling: connections, each looping on one transaction at a time (default: the fastest found, see docs/benchmarks.md)")
 	fs.IntVar(&o.CeilingClaim, "ceiling-claim", 0, "ceiling: rows each transaction claims (default: the fastest found)")
+	fs.BoolVar(&o.RoundTrips, "round-trips", false, "count the measured systems' round trips per event: the Processor, the River harness and the bare loop connect through a counting proxy (its extra hop slows them: compare that run's costs, not its rates)")
 	fs.BoolVar(&o.CeilingReset, "ceiling-reset", false, "ceiling: also send what a Processor's batch sends besides the savepoints: the channel's statement_timeout before the first handler, the session reset after the last")
 	fs.IntVar(&o.MixedProducers, "mixed-producers", 0, "burn-down: also enqueue with this many producers while the backlog drains (notify(), one event per transaction), until as many events completed as were pre-inserted; the rate counts every event (0: none)")
 	fs.Float64Var(&o.MixedRate, "mixed-rate", 2000, "burn-down with --mixed-producers: the producers' events per second, in all")

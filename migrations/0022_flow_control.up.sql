@@ -53,7 +53,8 @@ CREATE UNLOGGED TABLE pgrelay.flow_locks (
 );
 
 -- The claims of rate-limited channels on this node within their period: when
--- and how many. A claim deletes its channel's rows older than the period.
+-- (the claim's now(), as its rows' dispatched_at) and how many. A claim
+-- deletes its channel's rows older than the period (and a minute).
 -- Unlogged: a crash forgets the current window (one window may then hold up
 -- to twice the limit).
 CREATE UNLOGGED TABLE pgrelay.flow_starts (
@@ -491,9 +492,15 @@ BEGIN
     v_n := LEAST(v_n, GREATEST(0, ch.max_in_flight - v_busy)::int);
   END IF;
   IF ch.rate_limit IS NOT NULL AND v_n > 0 THEN
+    -- Starts are timed as their claims are (dispatched_at): now(), the
+    -- claim transaction's start. A claim counts every start it can see
+    -- within the period before its own time; those of a claim that began
+    -- earlier but took the lock later count too. The rows are kept a minute
+    -- longer than the period, for a claim that waited that long for the lock.
     DELETE FROM pgrelay.flow_starts s
-     WHERE s.channel = ch.channel AND s.started_at <= pg_catalog.clock_timestamp() - ch.rate_period;
-    SELECT COALESCE(sum(s.n), 0) INTO v_started FROM pgrelay.flow_starts s WHERE s.channel = ch.channel;
+     WHERE s.channel = ch.channel AND s.started_at < now() - ch.rate_period - interval '1 minute';
+    SELECT COALESCE(sum(s.n), 0) INTO v_started FROM pgrelay.flow_starts s
+     WHERE s.channel = ch.channel AND s.started_at > now() - ch.rate_period;
     v_n := LEAST(v_n, GREATEST(0, ch.rate_limit - v_started)::int);
   END IF;
   RETURN v_n;
@@ -506,7 +513,7 @@ LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
   INSERT INTO pgrelay.flow_starts (channel, started_at, n)
-  SELECT p_channel, pg_catalog.clock_timestamp(), p_n WHERE p_n > 0;
+  SELECT p_channel, now(), p_n WHERE p_n > 0;
 END;
 
 -- _claim_pick: locks (FOR UPDATE SKIP LOCKED) and returns up to p_limit ready

@@ -209,8 +209,10 @@ func TestSQLClaimRateLimit(t *testing.T) {
 	// Once the period has passed since the starts, the next ones start.
 	d.Exec("UPDATE pgrelay.flow_starts SET started_at = started_at - interval '1 hour'")
 	require.Len(t, claim(t, d.Pool, 1, 10), 5)
+	d.Exec("UPDATE pgrelay.flow_starts SET started_at = started_at - interval '1 minute' WHERE started_at < now() - interval '1 hour'")
+	require.Empty(t, claim(t, d.Pool, 1, 10))
 	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.flow_starts WHERE channel = 'r'"),
-		"the claims older than the period are forgotten")
+		"the claims older than the period (and a minute) are forgotten")
 
 	d.Exec("SELECT pgrelay.update('r', p_rate_period := '2 hours')")
 	require.Equal(t, "5 02:00:00", d.Text("SELECT rate_limit || ' ' || rate_period FROM pgrelay.channels WHERE channel = 'r'"))

@@ -694,9 +694,15 @@ BEGIN
     v_n := LEAST(v_n, GREATEST(0, ch.max_in_flight - v_busy)::int);
   END IF;
   IF ch.rate_limit IS NOT NULL AND v_n > 0 THEN
+    -- Starts are timed as their claims are (dispatched_at): now(), the
+    -- claim transaction's start. A claim counts every start it can see
+    -- within the period before its own time; those of a claim that began
+    -- earlier but took the lock later count too. The rows are kept a minute
+    -- longer than the period, for a claim that waited that long for the lock.
     DELETE FROM pgrelay.flow_starts s
-     WHERE s.channel = ch.channel AND s.started_at <= pg_catalog.clock_timestamp() - ch.rate_period;
-    SELECT COALESCE(sum(s.n), 0) INTO v_started FROM pgrelay.flow_starts s WHERE s.channel = ch.channel;
+     WHERE s.channel = ch.channel AND s.started_at < now() - ch.rate_period - interval '1 minute';
+    SELECT COALESCE(sum(s.n), 0) INTO v_started FROM pgrelay.flow_starts s
+     WHERE s.channel = ch.channel AND s.started_at > now() - ch.rate_period;
     v_n := LEAST(v_n, GREATEST(0, ch.rate_limit - v_started)::int);
   END IF;
   RETURN v_n;
@@ -1184,7 +1190,7 @@ CREATE FUNCTION pgrelay._claim_started(p_channel text, p_n integer) RETURNS void
     SET search_path TO 'pg_catalog', 'pg_temp'
     BEGIN ATOMIC
  INSERT INTO pgrelay.flow_starts (channel, started_at, n)  SELECT _claim_started.p_channel AS p_channel,
-             clock_timestamp() AS clock_timestamp,
+             now() AS now,
              _claim_started.p_n AS p_n
            WHERE (_claim_started.p_n > 0);
 END;

@@ -65,6 +65,11 @@ var (
 	ErrInvalidHandler error = newCode(prcodes.InvalidHandler, "invalid handler")
 	// ErrInvalidPublishErrors (PR018): publish_errors not class, text or none.
 	ErrInvalidPublishErrors error = newCode(prcodes.InvalidPublishErrors, "invalid publish_errors")
+	// ErrInvalidPriority (PR019): a priority outside -32768–32767.
+	ErrInvalidPriority error = newCode(prcodes.InvalidPriority, "invalid priority")
+	// ErrInvalidFlowLimit (PR009): max_in_flight or rate_limit negative, or
+	// rate_period not positive, over 1 day or without a rate limit.
+	ErrInvalidFlowLimit error = newCode(prcodes.InvalidFlowLimit, "invalid max_in_flight or rate limit")
 )
 
 // Nodes and Processors:
@@ -144,6 +149,7 @@ func sentinels() []error {
 		ErrInvalidChannelName, ErrInvalidKind, ErrInvalidConcurrencyMode,
 		ErrInvalidMaxAttempts, ErrInvalidTimeout, ErrInvalidRetryDelay,
 		ErrInvalidExpireAfter, ErrInvalidHandler, ErrInvalidPublishErrors,
+		ErrInvalidPriority, ErrInvalidFlowLimit,
 		ErrInvalidNodeID, ErrUnknownMode, ErrNodeAlive, ErrInvalidDeadAfter,
 		ErrClaimTakenBack, ErrLeaseEnded, ErrPublishHorizonBlind,
 		ErrUnknownDeadLetter, ErrDeadLetterNodeGone,

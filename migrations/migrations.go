@@ -79,12 +79,13 @@ func all(fsys fs.FS) ([]Migration, error) {
 // its record of applied migrations, the lock rows its producers take, its
 // node id and wake-up key, its publisher's lease, its wake-up slots
 // (unlogged: no replication could carry them), and the Go handler names of
-// its Processors.
+// its Processors, and the claim's count of its rate-limited channels'
+// starts with the lock that orders their claims (flow_starts, flow_locks).
 // Every other table of schemas pgrelay and pgrelay_notifier is replicated
 // (docs/multi-master.md).
 func NodeLocalTables() []string {
 	return []string{"schema_migrations", "channel_locks", "this_node", "dedup_locks", "publish_leases", "wake_slots",
-		"go_handlers"}
+		"go_handlers", "flow_locks", "flow_starts"}
 }
 
 // Latest is the highest embedded migration version.

@@ -151,6 +151,13 @@ type ChannelSettings struct {
 	PublishErrors  string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// Flow control: the default priority of the channel's events, its
+	// max_in_flight and its rate limit (RateLimit starts per RatePeriod);
+	// nil: no limit.
+	Priority    int
+	MaxInFlight *int
+	RateLimit   *int
+	RatePeriod  *time.Duration
 }
 
 // Channel returns channel's settings (the handler cut to chars),
@@ -159,10 +166,11 @@ func Channel(ctx context.Context, q Querier, channel string, chars int) (Channel
 	var c ChannelSettings
 	err := q.QueryRow(ctx, `SELECT c.channel, c.kind, `+cut("c.handler", "$2")+`, c.concurrency_mode, c.deduplicate, c.node_restricted,
 		c.max_attempts, c.retry_delay, c.expire_after, c.timeout, c.paused, c.publish_payload, c.publish_errors,
-		c.created_at, c.updated_at
+		c.created_at, c.updated_at, c.priority, c.max_in_flight, c.rate_limit, c.rate_period
 		FROM pgrelay.channels c WHERE c.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text`, channel, chars).Scan(
 		&c.Channel, &c.Kind, &c.Handler, &c.Mode, &c.Deduplicate, &c.NodeRestricted, &c.MaxAttempts, &c.RetryDelay,
-		&c.ExpireAfter, &c.Timeout, &c.Paused, &c.PublishPayload, &c.PublishErrors, &c.CreatedAt, &c.UpdatedAt)
+		&c.ExpireAfter, &c.Timeout, &c.Paused, &c.PublishPayload, &c.PublishErrors, &c.CreatedAt, &c.UpdatedAt,
+		&c.Priority, &c.MaxInFlight, &c.RateLimit, &c.RatePeriod)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, fmt.Errorf("channel %q: %w", channel, ErrNotFound)
 	}

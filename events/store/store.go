@@ -614,6 +614,12 @@ type ChannelStats struct {
 	Kind              string
 	Mode              string
 	Paused            bool
+	// The channel's flow settings (pgrelay.channels): its default
+	// priority, its max_in_flight and its rate limit (nil: none).
+	Priority    int
+	MaxInFlight *int
+	RateLimit   *int
+	RatePeriod  *time.Duration
 }
 
 // QueueStats returns pgrelay.queue_stats().
@@ -623,15 +629,19 @@ func (s *Store) QueueStats(ctx context.Context) ([]ChannelStats, error) {
 
 // QueueStats returns pgrelay.queue_stats() from any connection.
 func QueueStats(ctx context.Context, q Querier) ([]ChannelStats, error) {
-	rows, err := q.Query(ctx, `SELECT channel, pending, pending_restricted, in_flight, retrying,
-		oldest_pending, kind, concurrency_mode, paused, pending_estimated FROM pgrelay.queue_stats()`)
+	rows, err := q.Query(ctx, `SELECT s.channel, s.pending, s.pending_restricted, s.in_flight, s.retrying,
+		s.oldest_pending, s.kind, s.concurrency_mode, s.paused, s.pending_estimated,
+		COALESCE(c.priority, 0::pg_catalog.int2), c.max_in_flight, c.rate_limit, c.rate_period
+		FROM pgrelay.queue_stats() s
+		LEFT JOIN pgrelay.channels c ON c.channel OPERATOR(pg_catalog.=) s.channel`)
 	if err != nil {
 		return nil, fmt.Errorf("queue_stats: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ChannelStats, error) {
 		var c ChannelStats
 		err := r.Scan(&c.Channel, &c.Pending, &c.PendingRestricted, &c.InFlight, &c.Retrying,
-			&c.OldestPending, &c.Kind, &c.Mode, &c.Paused, &c.PendingEstimated)
+			&c.OldestPending, &c.Kind, &c.Mode, &c.Paused, &c.PendingEstimated,
+			&c.Priority, &c.MaxInFlight, &c.RateLimit, &c.RatePeriod)
 		return c, err
 	})
 	if err != nil {

@@ -303,9 +303,10 @@ func TestDecommissionDeadAfterUsage(t *testing.T) {
 
 // statsRow is one parsed data row of `pgrelay stats`.
 type statsRow struct {
-	kind, mode                             string
-	pending, restricted, inFlight, retries int
-	oldest                                 string
+	kind, mode                                       string
+	priority, pending, restricted, inFlight, retries int
+	limit, rate                                      string
+	oldest                                           string
 }
 
 // parseStats parses the table `pgrelay stats` prints, keyed by channel (with
@@ -314,8 +315,8 @@ func parseStats(t *testing.T, out string) map[string]statsRow {
 	t.Helper()
 	ls := lines(out)
 	require.NotEmpty(t, ls)
-	assert.Equal(t, []string{"CHANNEL", "KIND", "MODE", "PENDING", "RESTRICTED", "IN", "FLIGHT",
-		"RETRYING", "OLDEST", "PENDING"}, strings.Fields(ls[0]))
+	assert.Equal(t, []string{"CHANNEL", "KIND", "MODE", "PRIORITY", "PENDING", "RESTRICTED", "IN", "FLIGHT",
+		"RETRYING", "LIMIT", "RATE", "OLDEST", "PENDING"}, strings.Fields(ls[0]))
 	rows := map[string]statsRow{}
 	for _, l := range ls[1:] {
 		f := strings.Fields(l)
@@ -324,15 +325,16 @@ func parseStats(t *testing.T, out string) map[string]statsRow {
 			name += " " + f[1]
 			f = append(f[:1], f[2:]...)
 		}
-		require.GreaterOrEqual(t, len(f), 8, "stats row %q", l)
+		require.GreaterOrEqual(t, len(f), 11, "stats row %q", l)
 		var r statsRow
 		r.kind, r.mode = f[1], f[2]
-		for i, p := range []*int{&r.pending, &r.restricted, &r.inFlight, &r.retries} {
+		for i, p := range []*int{&r.priority, &r.pending, &r.restricted, &r.inFlight, &r.retries} {
 			n, err := strconv.Atoi(f[3+i])
 			require.NoError(t, err, "stats row %q", l)
 			*p = n
 		}
-		r.oldest = strings.Join(f[7:], " ")
+		r.limit, r.rate = f[8], f[9]
+		r.oldest = strings.Join(f[10:], " ")
 		rows[name] = r
 	}
 	return rows
@@ -348,7 +350,8 @@ func TestStats(t *testing.T) {
 
 	d.Exec(`SELECT pgrelay.register('c1', 'SELECT 1 WHERE $1::text IS NOT NULL')`)
 	d.Exec(`SELECT pgrelay.register('c2', 'SELECT 1 WHERE $1::text IS NOT NULL', p_concurrency_mode := 'channel')`)
-	d.Exec(`SELECT pgrelay.register('c3', 'SELECT 1 WHERE $1::text IS NOT NULL')`)
+	d.Exec(`SELECT pgrelay.register('c3', 'SELECT 1 WHERE $1::text IS NOT NULL', p_priority := -2,
+		p_max_in_flight := 4, p_rate_limit := 50, p_rate_period := '1 minute')`)
 	for i := range 4 {
 		d.Exec(`SELECT pgrelay.notify('c1', $1)`, fmt.Sprint("x", i))
 	}
@@ -366,9 +369,11 @@ func TestStats(t *testing.T) {
 	assert.Empty(t, errOut)
 	rows := parseStats(t, out)
 	assert.Len(t, rows, 3, out)
-	assert.Equal(t, statsRow{kind: "sql", mode: "none", pending: 3, inFlight: 1, retries: 1, oldest: rows["c1"].oldest}, rows["c1"])
-	assert.Equal(t, statsRow{kind: "sql", mode: "channel", pending: 1, oldest: rows["c2"].oldest}, rows["c2"])
-	assert.Equal(t, statsRow{kind: "sql", mode: "none", pending: 1, oldest: rows["c3 (paused)"].oldest}, rows["c3 (paused)"])
+	assert.Equal(t, statsRow{kind: "sql", mode: "none", pending: 3, inFlight: 1, retries: 1, limit: "-", rate: "-",
+		oldest: rows["c1"].oldest}, rows["c1"])
+	assert.Equal(t, statsRow{kind: "sql", mode: "channel", pending: 1, limit: "-", rate: "-", oldest: rows["c2"].oldest}, rows["c2"])
+	assert.Equal(t, statsRow{kind: "sql", mode: "none", priority: -2, pending: 1, limit: "4", rate: "50/1m0s",
+		oldest: rows["c3 (paused)"].oldest}, rows["c3 (paused)"])
 	for name, r := range rows {
 		assert.Regexp(t, `^\d+s ago$`, r.oldest, name)
 	}

@@ -14,7 +14,7 @@ import (
 // writeStats prints queue_stats() rows as an aligned table.
 func writeStats(w io.Writer, stats []store.ChannelStats) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "CHANNEL\tKIND\tMODE\tPENDING\tRESTRICTED\tIN FLIGHT\tRETRYING\tOLDEST PENDING\t")
+	fmt.Fprintln(tw, "CHANNEL\tKIND\tMODE\tPRIORITY\tPENDING\tRESTRICTED\tIN FLIGHT\tRETRYING\tLIMIT\tRATE\tOLDEST PENDING\t")
 	for _, s := range stats {
 		name := s.Channel
 		if s.Paused {
@@ -28,13 +28,30 @@ func writeStats(w io.Writer, stats []store.ChannelStats) {
 		if s.PendingEstimated {
 			pending = "~" + pending
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", name, s.Kind, s.Mode, pending,
-			s.PendingRestricted, s.InFlight, s.Retrying, oldest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", name, s.Kind, s.Mode, s.Priority, pending,
+			s.PendingRestricted, s.InFlight, s.Retrying, maxInFlight(s), rate(s), oldest)
 	}
 	if len(stats) == 0 {
-		fmt.Fprintln(tw, "(no channels registered)\t\t\t\t\t\t\t\t")
+		fmt.Fprintln(tw, "(no channels registered)\t\t\t\t\t\t\t\t\t\t\t")
 	}
 	_ = tw.Flush()
+}
+
+// maxInFlight is the LIMIT column: the channel's max_in_flight, "-" for none.
+func maxInFlight(s store.ChannelStats) string {
+	if s.MaxInFlight == nil {
+		return "-"
+	}
+	return strconv.Itoa(*s.MaxInFlight)
+}
+
+// rate is the RATE column: the channel's rate limit as starts/period
+// ("50/1s"), "-" for none.
+func rate(s store.ChannelStats) string {
+	if s.RateLimit == nil || s.RatePeriod == nil {
+		return "-"
+	}
+	return strconv.Itoa(*s.RateLimit) + "/" + s.RatePeriod.String()
 }
 
 // writeUnhandledGo prints, under the stats table, the go channels whose

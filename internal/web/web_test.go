@@ -44,7 +44,8 @@ func TestConsolePages(t *testing.T) {
 	c := newConsole(t, nil)
 	c.Exec("SELECT pgrelay.register('orders', 'SELECT length($1)')")
 	c.Exec("SELECT pgrelay.update('orders', p_paused := true)")
-	c.Exec("SELECT pgrelay.register('ledger', 'SELECT length($1)')")
+	c.Exec(`SELECT pgrelay.register('ledger', 'SELECT length($1)', p_priority := 3, p_max_in_flight := 4,
+		p_rate_limit := 50, p_rate_period := '1 minute')`)
 	c.Exec("SELECT pgrelay.notify('orders', 'o' || g) FROM generate_series(1, 7) g")
 	c.Exec("SELECT pgrelay.register('charge_card', 'charge', p_kind := 'go')")
 	id := testenv.One[int64](t, c.Pool, "SELECT pgrelay.notify('ledger', '{\"n\": 1}')")
@@ -86,6 +87,15 @@ func TestConsolePages(t *testing.T) {
 		code, body := c.get(path)
 		require.Equal(t, want, code, "GET %s: %s", path, body)
 	}
+	// The channel page shows the flow settings.
+	_, ch := c.get("/channels/ledger")
+	require.Contains(t, ch, "<dt>Priority</dt><dd>3</dd>")
+	require.Contains(t, ch, "<dt>Max in flight</dt><dd>4</dd>")
+	require.Contains(t, ch, "<dt>Rate limit</dt><dd>50 starts per 1m0s</dd>")
+	_, ch = c.get("/channels/orders")
+	require.Contains(t, ch, "<dt>Priority</dt><dd>0</dd>")
+	require.Contains(t, ch, "<dt>Max in flight</dt><dd>no limit</dd>")
+	require.Contains(t, ch, "<dt>Rate limit</dt><dd>no limit</dd>")
 	_, ev := c.get("/events/" + itoa(id))
 	require.Contains(t, ev, "pending")
 	require.Contains(t, ev, `{&#34;n&#34;: 1}`, "the payload, from the queue")

@@ -243,11 +243,17 @@ CREATE TABLE pgrelay.channels (
     publish_errors text DEFAULT 'class'::text NOT NULL,
     publish_enqueued boolean DEFAULT false NOT NULL,
     priority smallint DEFAULT 0 NOT NULL,
+    max_in_flight integer,
+    rate_limit integer,
+    rate_period interval,
     CONSTRAINT channels_attempts CHECK ((max_attempts > 0)),
     CONSTRAINT channels_expire_after CHECK (((expire_after IS NULL) OR (expire_after > '00:00:00'::interval))),
     CONSTRAINT channels_kind CHECK ((kind = ANY (ARRAY['sql'::text, 'email'::text, 'nats'::text, 'go'::text]))),
+    CONSTRAINT channels_max_in_flight CHECK (((max_in_flight IS NULL) OR (max_in_flight > 0))),
     CONSTRAINT channels_mode CHECK ((concurrency_mode = ANY (ARRAY['none'::text, 'channel'::text, 'payload'::text]))),
     CONSTRAINT channels_name CHECK ((channel ~ '^[A-Za-z0-9_-]{1,100}$'::text)),
+    CONSTRAINT channels_rate_limit CHECK (((rate_limit IS NULL) OR (rate_limit > 0))),
+    CONSTRAINT channels_rate_period CHECK ((((rate_limit IS NULL) = (rate_period IS NULL)) AND ((rate_period IS NULL) OR (rate_period > '00:00:00'::interval)))),
     CONSTRAINT channels_retry_delay CHECK ((retry_delay >= '00:00:00'::interval)),
     CONSTRAINT channels_timeout CHECK ((timeout > '00:00:00'::interval))
 );
@@ -395,6 +401,37 @@ $_$;
 ALTER FUNCTION pgrelay._check_channel(c pgrelay.channels, p_check_handler boolean) OWNER TO postgres;
 
 --
+-- Name: _check_flow(text, integer, integer, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._check_flow(p_channel text, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_priority IS NOT NULL AND (p_priority < -32768 OR p_priority > 32767) THEN
+    RAISE EXCEPTION 'pgrelay: channel %: priority must be between -32768 and 32767, got %',
+      p_channel, p_priority USING ERRCODE = 'PR019';
+  END IF;
+  IF p_max_in_flight IS NOT NULL AND p_max_in_flight < 0 THEN
+    RAISE EXCEPTION 'pgrelay: channel %: max_in_flight must be positive (0: no limit), got %',
+      p_channel, p_max_in_flight USING ERRCODE = 'PR009';
+  END IF;
+  IF p_rate_limit IS NOT NULL AND p_rate_limit < 0 THEN
+    RAISE EXCEPTION 'pgrelay: channel %: rate_limit must be positive (0: no limit), got %',
+      p_channel, p_rate_limit USING ERRCODE = 'PR009';
+  END IF;
+  IF p_rate_period IS NOT NULL AND (p_rate_period <= interval '0' OR p_rate_period > interval '1 day') THEN
+    RAISE EXCEPTION 'pgrelay: channel %: rate_period must be positive and at most 1 day, got %',
+      p_channel, p_rate_period USING ERRCODE = 'PR009';
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._check_flow(p_channel text, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) OWNER TO postgres;
+
+--
 -- Name: _check_notify(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -465,11 +502,14 @@ DECLARE
   v_share int;
   v_n int;
   v_got int;
+  v_cap int;
   v_full text[] := '{}';
   v_pass int;
   v_start bigint;
   v_lanes bigint[];
+  v_first bigint[];
   v_lane bigint;
+  v_limited bool;
   ch pgrelay.channels;
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
@@ -488,7 +528,7 @@ BEGIN
       SELECT * FROM pgrelay.channels c
        WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds)
          AND (v_pass = 1 OR c.channel = ANY (v_full))
-       ORDER BY pg_catalog.random()
+       ORDER BY c.priority DESC, pg_catalog.random()
     LOOP
       EXIT WHEN v_left <= 0;
       IF ch.concurrency_mode = 'none' THEN
@@ -505,9 +545,26 @@ BEGIN
 
       -- Serialised channels: one lane ('channel') or many ('payload').
       CONTINUE WHEN v_pass = 2;
+      v_limited := ch.max_in_flight IS NOT NULL OR ch.rate_limit IS NOT NULL;
+      v_cap := LEAST(v_share, v_left);
+      IF v_limited THEN
+        v_cap := pgrelay._claim_allowance(ch, v_node, v_all, v_own, v_cap);
+        CONTINUE WHEN v_cap <= 0;
+      END IF;
+      v_first := '{}';
       IF ch.concurrency_mode = 'channel' THEN
         v_lanes := ARRAY[0::bigint];
       ELSE
+        IF pgrelay._claim_prioritised(ch.channel) THEN
+          -- The lanes holding the rows of the highest priorities first: their
+          -- heads (which may be of another priority) are ordered below.
+          SELECT COALESCE(pg_catalog.array_agg(DISTINCT x.lane), '{}') INTO v_first
+            FROM (SELECT q.lane FROM pgrelay.queue q
+                   WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.priority > 0
+                   ORDER BY q.priority DESC, q.not_before, q.id
+                   LIMIT 2 * v_share + 8) x
+           WHERE x.lane IS NOT NULL;
+        END IF;
         -- A loose index scan over the distinct lanes with pending rows, from a
         -- random starting point, wrapping around, visiting a bounded number.
         v_start := ((pg_catalog.random() - 0.5) * 18000000000000000000.0)::numeric::bigint;
@@ -541,13 +598,23 @@ BEGIN
             FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL AND l.lane < v_start
                    LIMIT 2 * v_share + 8 - COALESCE(pg_catalog.cardinality(v_lanes), 0)) x;
         END IF;
+        IF pg_catalog.cardinality(v_first) > 0 THEN
+          -- Priority chooses among the lanes' heads; each lane stays FIFO.
+          SELECT pg_catalog.array_agg(y.lane ORDER BY y.priority DESC, y.origin_id, y.id) INTO v_lanes
+            FROM pg_catalog.unnest((SELECT pg_catalog.array_agg(DISTINCT u.lane)
+                                      FROM pg_catalog.unnest(v_first || COALESCE(v_lanes, '{}')) u(lane))) l(lane)
+            CROSS JOIN LATERAL (
+              SELECT l.lane, q.priority, q.origin_id, q.id
+                FROM pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) h
+                JOIN pgrelay.queue q ON q.id = h.id) y;
+        END IF;
       END IF;
 
       v_n := 0;
       FOREACH v_lane IN ARRAY COALESCE(v_lanes, '{}') LOOP
         -- v_left is only brought down after the loop: bound by both here, or
         -- a serialised channel visited last takes a full share of what is left.
-        EXIT WHEN v_n >= LEAST(v_share, v_left);
+        EXIT WHEN v_n >= v_cap;
         RETURN QUERY
         WITH head AS (
           SELECT h.id FROM pgrelay._lane_head(ch.channel, v_lane, v_node, v_all, v_own) h
@@ -573,6 +640,9 @@ BEGIN
         GET DIAGNOSTICS v_got = ROW_COUNT;
         v_n := v_n + v_got;
       END LOOP;
+      IF ch.rate_limit IS NOT NULL THEN
+        PERFORM pgrelay._claim_started(ch.channel, v_n);
+      END IF;
       v_left := v_left - v_n;
     END LOOP;
     EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
@@ -582,6 +652,65 @@ $$;
 
 
 ALTER FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) OWNER TO postgres;
+
+--
+-- Name: _claim_allowance(pgrelay.channels, integer, boolean, boolean, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_allowance(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_want integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_n int := p_want;
+  v_busy bigint;
+  v_started bigint;
+BEGIN
+  IF ch.max_in_flight IS NULL AND ch.rate_limit IS NULL OR p_want <= 0 THEN
+    RETURN p_want;
+  END IF;
+  PERFORM FROM pgrelay.flow_locks l WHERE l.channel = ch.channel FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO pgrelay.flow_locks (channel) VALUES (ch.channel) ON CONFLICT DO NOTHING;
+    PERFORM FROM pgrelay.flow_locks l WHERE l.channel = ch.channel FOR UPDATE;
+  END IF;
+  IF ch.max_in_flight IS NOT NULL THEN
+    -- A loose index scan over the Processors with rows in flight
+    -- (queue_inflight), then the channel's rows of each.
+    WITH RECURSIVE d(p) AS (
+      (SELECT q.dispatched_by FROM pgrelay.queue q
+        WHERE q.dispatched_at IS NOT NULL AND q.dispatched_by IS NOT NULL
+        ORDER BY q.dispatched_by LIMIT 1)
+      UNION ALL
+      SELECT (SELECT q.dispatched_by FROM pgrelay.queue q
+               WHERE q.dispatched_at IS NOT NULL AND q.dispatched_by > d.p
+               ORDER BY q.dispatched_by LIMIT 1)
+        FROM d WHERE d.p IS NOT NULL
+    )
+    SELECT count(*) INTO v_busy
+      FROM d JOIN pgrelay.queue q ON q.dispatched_by = d.p
+     WHERE q.channel = ch.channel AND q.dispatched_at IS NOT NULL
+       AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own);
+    v_n := LEAST(v_n, GREATEST(0, ch.max_in_flight - v_busy)::int);
+  END IF;
+  IF ch.rate_limit IS NOT NULL AND v_n > 0 THEN
+    -- Starts are timed as their claims are (dispatched_at): now(), the
+    -- claim transaction's start. A claim counts every start it can see
+    -- within the period before its own time; those of a claim that began
+    -- earlier but took the lock later count too. The rows are kept a minute
+    -- longer than the period, for a claim that waited that long for the lock.
+    DELETE FROM pgrelay.flow_starts s
+     WHERE s.channel = ch.channel AND s.started_at < now() - ch.rate_period - interval '1 minute';
+    SELECT COALESCE(sum(s.n), 0) INTO v_started FROM pgrelay.flow_starts s
+     WHERE s.channel = ch.channel AND s.started_at > now() - ch.rate_period;
+    v_n := LEAST(v_n, GREATEST(0, ch.rate_limit - v_started)::int);
+  END IF;
+  RETURN v_n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_allowance(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_want integer) OWNER TO postgres;
 
 --
 -- Name: _claim_channel(bigint, text, boolean, integer, text, text[], bigint, boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -634,8 +763,18 @@ BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   SELECT * INTO ch FROM pgrelay.channels c
    WHERE c.channel = p_channel AND c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
+     AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
      AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds);
   IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  IF pgrelay._claim_prioritised(p_channel) THEN
+    RETURN QUERY
+    SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
+           ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts, ch.kind
+      FROM pgrelay.queue q
+     WHERE q.id = ANY (ARRAY(SELECT pgrelay._claim_pick(p_channel, v_node, v_all, v_own, p_limit)))
+     ORDER BY q.priority DESC, q.not_before, q.id;
     RETURN;
   END IF;
   RETURN QUERY
@@ -727,7 +866,8 @@ BEGIN
       SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = v_ch;
     END IF;
     CONTINUE WHEN ch.channel IS NULL OR ch.paused OR ch.kind <> 'sql'
-               OR ch.concurrency_mode NOT IN ('channel', 'payload');
+               OR ch.concurrency_mode NOT IN ('channel', 'payload')
+               OR ch.max_in_flight IS NOT NULL OR ch.rate_limit IS NOT NULL;
     RETURN QUERY
     WITH head AS (
       SELECT h.id FROM pgrelay._lane_head(v_ch, v_lane, v_node, v_all, v_own) h
@@ -756,36 +896,254 @@ CREATE FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_n
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 #variable_conflict use_column
+DECLARE
+  v_limited bool := ch.max_in_flight IS NOT NULL OR ch.rate_limit IS NOT NULL;
+  v_limit int := p_limit;
+  v_got int;
 BEGIN
-  RETURN QUERY
-  WITH cand AS (
-    SELECT q.id
-      FROM pgrelay.queue q
-     WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
-       AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)
-     ORDER BY q.not_before, q.id
-     LIMIT p_limit
-     FOR UPDATE SKIP LOCKED
-  ), upd AS (
-    -- By primary key whatever the plan: a join with cand in a generic plan
-    -- (which guesses LIMIT at a tenth of the channel) hashes a scan of the
-    -- whole queue.
-    UPDATE pgrelay.queue q
-       SET dispatched_at = now(), dispatched_by = p_processor
-     WHERE q.id = ANY (ARRAY(SELECT cand.id FROM cand))
-    RETURNING q.*
-  )
-  SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
-         u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
-         ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
-         ch.max_attempts
-    FROM upd u
-   ORDER BY u.not_before, u.id;
+  IF v_limited THEN
+    v_limit := pgrelay._claim_allowance(ch, p_node, p_all, p_own, p_limit);
+    IF v_limit <= 0 THEN
+      RETURN;
+    END IF;
+  END IF;
+  IF NOT pgrelay._claim_prioritised(ch.channel) THEN
+    RETURN QUERY
+    WITH cand AS (
+      SELECT q.id
+        FROM pgrelay.queue q
+       WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= now()
+         AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)
+       ORDER BY q.not_before, q.id
+       LIMIT v_limit
+       FOR UPDATE SKIP LOCKED
+    ), upd AS (
+      -- By primary key whatever the plan: a join with cand in a generic plan
+      -- (which guesses LIMIT at a tenth of the channel) hashes a scan of the
+      -- whole queue.
+      UPDATE pgrelay.queue q
+         SET dispatched_at = now(), dispatched_by = p_processor
+       WHERE q.id = ANY (ARRAY(SELECT cand.id FROM cand))
+      RETURNING q.*
+    )
+    SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+           u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+           ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+           ch.max_attempts
+      FROM upd u
+     ORDER BY u.not_before, u.id;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+  ELSE
+    RETURN QUERY
+    WITH upd AS (
+      UPDATE pgrelay.queue q
+         SET dispatched_at = now(), dispatched_by = p_processor
+       WHERE q.id = ANY (ARRAY(SELECT pgrelay._claim_pick(ch.channel, p_node, p_all, p_own, v_limit)))
+      RETURNING q.*
+    )
+    SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+           u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+           ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+           ch.max_attempts
+      FROM upd u
+     ORDER BY u.priority DESC, u.not_before, u.id;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+  END IF;
+  IF ch.rate_limit IS NOT NULL THEN
+    PERFORM pgrelay._claim_started(ch.channel, v_got);
+  END IF;
 END
 $$;
 
 
 ALTER FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_limit integer) OWNER TO postgres;
+
+--
+-- Name: _claim_pick(text, integer, boolean, boolean, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_pick(p_channel text, p_node integer, p_all boolean, p_own boolean, p_limit integer) RETURNS SETOF bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_left int := p_limit;
+  v_n int;
+BEGIN
+  RETURN QUERY
+  SELECT q.id FROM pgrelay.queue q
+   WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.priority > 0 AND q.not_before <= now()
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)
+   ORDER BY q.priority DESC, q.not_before, q.id
+   LIMIT v_left
+     FOR UPDATE SKIP LOCKED;
+  GET DIAGNOSTICS v_n = ROW_COUNT;
+  v_left := v_left - v_n;
+  IF v_left <= 0 THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+  SELECT q.id FROM pgrelay.queue q
+   WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now() AND q.priority = 0
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)
+   ORDER BY q.not_before, q.id
+   LIMIT v_left
+     FOR UPDATE SKIP LOCKED;
+  GET DIAGNOSTICS v_n = ROW_COUNT;
+  v_left := v_left - v_n;
+  IF v_left <= 0 THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+  SELECT q.id FROM pgrelay.queue q
+   WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.priority < 0 AND q.not_before <= now()
+     AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)
+   ORDER BY q.priority DESC, q.not_before, q.id
+   LIMIT v_left
+     FOR UPDATE SKIP LOCKED;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_pick(p_channel text, p_node integer, p_all boolean, p_own boolean, p_limit integer) OWNER TO postgres;
+
+--
+-- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v bigint := pg_catalog.nextval('pgrelay._id_seq');
+  t bigint := p_ms << 12;
+  v_moved bool := false;
+BEGIN
+  IF v < t - 409600 THEN
+    BEGIN
+      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
+      IF FOUND THEN
+        v := pg_catalog.nextval('pgrelay._id_seq');
+        IF v < t - 409600 THEN
+          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+          v := t;
+        END IF;
+        v_moved := true;
+      ELSE
+        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = 'PR099';
+    EXCEPTION WHEN SQLSTATE 'PR099' THEN
+      NULL;
+    END;
+    IF NOT v_moved THEN
+      v := pg_catalog.nextval('pgrelay._id_seq');
+      IF v < t - 409600 THEN
+        BEGIN
+          PERFORM FROM pgrelay.this_node n FOR UPDATE;
+          v := pg_catalog.nextval('pgrelay._id_seq');
+          IF v < t - 409600 THEN
+            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+            v := t;
+          END IF;
+          RAISE EXCEPTION USING ERRCODE = 'PR099';
+        EXCEPTION WHEN SQLSTATE 'PR099' THEN
+          NULL;
+        END;
+      END IF;
+    END IF;
+  END IF;
+  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
+
+--
+-- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id() RETURNS bigint
+    LANGUAGE sql
+    RETURN pgrelay._next_id_at(((floor((EXTRACT(epoch FROM clock_timestamp()) * (1000)::numeric)))::bigint - '1767225600000'::bigint));
+
+
+ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
+
+--
+-- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._this_node() RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  s text := pg_catalog.current_setting('pg_relay.node_id', true);
+  v_node int;
+BEGIN
+  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
+  IF v_node IS NULL THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
+    RETURN v_node;
+  END IF;
+  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
+     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  RETURN v_node;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
+
+--
+-- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.queue (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
+    run_in_node integer,
+    attempt integer DEFAULT 1 NOT NULL,
+    retry_of bigint,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    dispatched_at timestamp with time zone,
+    dispatched_by bigint,
+    lane bigint,
+    phash bigint,
+    priority smallint DEFAULT 0 NOT NULL,
+    CONSTRAINT queue_attempt CHECK ((attempt > 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
+
+
+ALTER TABLE pgrelay.queue OWNER TO postgres;
+
+--
+-- Name: _claim_prioritised(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_prioritised(p_channel text) RETURNS boolean
+    LANGUAGE sql STABLE
+    BEGIN ATOMIC
+ SELECT (EXISTS ( SELECT
+            FROM pgrelay.queue q
+           WHERE ((q.channel = _claim_prioritised.p_channel) AND (q.dispatched_at IS NULL) AND (q.priority <> 0)))) AS "exists";
+END;
+
+
+ALTER FUNCTION pgrelay._claim_prioritised(p_channel text) OWNER TO postgres;
 
 --
 -- Name: _claim_scope(text, boolean, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -810,12 +1168,43 @@ $$;
 ALTER FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) OWNER TO postgres;
 
 --
+-- Name: flow_starts; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE UNLOGGED TABLE pgrelay.flow_starts (
+    channel text NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    n integer NOT NULL,
+    CONSTRAINT flow_starts_n_check CHECK ((n > 0))
+);
+
+
+ALTER TABLE pgrelay.flow_starts OWNER TO postgres;
+
+--
+-- Name: _claim_started(text, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_started(p_channel text, p_n integer) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    BEGIN ATOMIC
+ INSERT INTO pgrelay.flow_starts (channel, started_at, n)  SELECT _claim_started.p_channel AS p_channel,
+             now() AS now,
+             _claim_started.p_n AS p_n
+           WHERE (_claim_started.p_n > 0);
+END;
+
+
+ALTER FUNCTION pgrelay._claim_started(p_channel text, p_n integer) OWNER TO postgres;
+
+--
 -- Name: _claim_visits(pgrelay.channels, text[], boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
 CREATE FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direct boolean, p_direct_kinds text[]) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN ((NOT (c).paused) AND (pgrelay._claim_kind((c).kind, (c).handler) = ANY (p_kinds)) AND (NOT (p_direct AND ((c).kind = 'sql'::text))) AND (NOT COALESCE((((c).concurrency_mode = 'none'::text) AND (pgrelay._claim_kind((c).kind, (c).handler) = ANY (p_direct_kinds))), false)));
+    RETURN ((NOT (c).paused) AND (pgrelay._claim_kind((c).kind, (c).handler) = ANY (p_kinds)) AND (((c).max_in_flight IS NOT NULL) OR ((c).rate_limit IS NOT NULL) OR ((NOT (p_direct AND ((c).kind = 'sql'::text))) AND (NOT COALESCE((((c).concurrency_mode = 'none'::text) AND (pgrelay._claim_kind((c).kind, (c).handler) = ANY (p_direct_kinds))), false)))));
 
 
 ALTER FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direct boolean, p_direct_kinds text[]) OWNER TO postgres;
@@ -1284,129 +1673,6 @@ CREATE FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p
 
 
 ALTER FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
-
---
--- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  v bigint := pg_catalog.nextval('pgrelay._id_seq');
-  t bigint := p_ms << 12;
-  v_moved bool := false;
-BEGIN
-  IF v < t - 409600 THEN
-    BEGIN
-      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
-      IF FOUND THEN
-        v := pg_catalog.nextval('pgrelay._id_seq');
-        IF v < t - 409600 THEN
-          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-          v := t;
-        END IF;
-        v_moved := true;
-      ELSE
-        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
-      END IF;
-      RAISE EXCEPTION USING ERRCODE = 'PR099';
-    EXCEPTION WHEN SQLSTATE 'PR099' THEN
-      NULL;
-    END;
-    IF NOT v_moved THEN
-      v := pg_catalog.nextval('pgrelay._id_seq');
-      IF v < t - 409600 THEN
-        BEGIN
-          PERFORM FROM pgrelay.this_node n FOR UPDATE;
-          v := pg_catalog.nextval('pgrelay._id_seq');
-          IF v < t - 409600 THEN
-            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-            v := t;
-          END IF;
-          RAISE EXCEPTION USING ERRCODE = 'PR099';
-        EXCEPTION WHEN SQLSTATE 'PR099' THEN
-          NULL;
-        END;
-      END IF;
-    END IF;
-  END IF;
-  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
-
---
--- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id() RETURNS bigint
-    LANGUAGE sql
-    RETURN pgrelay._next_id_at(((floor((EXTRACT(epoch FROM clock_timestamp()) * (1000)::numeric)))::bigint - '1767225600000'::bigint));
-
-
-ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
-
---
--- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._this_node() RETURNS integer
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  s text := pg_catalog.current_setting('pg_relay.node_id', true);
-  v_node int;
-BEGIN
-  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
-  IF v_node IS NULL THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
-    RETURN v_node;
-  END IF;
-  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
-     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  RETURN v_node;
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
-
---
--- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.queue (
-    id bigint DEFAULT pgrelay._next_id() NOT NULL,
-    origin_id bigint NOT NULL,
-    channel text NOT NULL,
-    payload text NOT NULL,
-    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
-    run_in_node integer,
-    attempt integer DEFAULT 1 NOT NULL,
-    retry_of bigint,
-    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
-    not_before timestamp with time zone DEFAULT now() NOT NULL,
-    expires_at timestamp with time zone,
-    dispatched_at timestamp with time zone,
-    dispatched_by bigint,
-    lane bigint,
-    phash bigint,
-    priority smallint DEFAULT 0 NOT NULL,
-    CONSTRAINT queue_attempt CHECK ((attempt > 0))
-)
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
-
-
-ALTER TABLE pgrelay.queue OWNER TO postgres;
 
 --
 -- Name: _lane_head(text, bigint, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1929,6 +2195,7 @@ BEGIN
       ORDER BY q.not_before, q.id
       LIMIT 1) r
    WHERE c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
+     AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
      AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds);
   IF NOT 'sql' = ANY (p_kinds) THEN
     RETURN;
@@ -1940,7 +2207,8 @@ BEGIN
      AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
      AND EXISTS (SELECT FROM pgrelay.channels c
                   WHERE c.channel = q.channel AND c.kind = 'sql' AND NOT c.paused
-                    AND c.concurrency_mode IN ('channel', 'payload'))
+                    AND c.concurrency_mode IN ('channel', 'payload')
+                    AND c.max_in_flight IS NULL AND c.rate_limit IS NULL)
    LIMIT 1;
 END
 $$;
@@ -2824,10 +3092,10 @@ $$;
 ALTER FUNCTION pgrelay.queue_stats() OWNER TO postgres;
 
 --
--- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean, integer, integer, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false) RETURNS void
+CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2850,13 +3118,23 @@ BEGIN
   c.publish_errors := p_publish_errors;
   c.publish_enqueued := COALESCE(p_publish_enqueued, false);
   PERFORM pgrelay._check_channel(c);
+  PERFORM pgrelay._check_flow(p_channel, p_priority, p_max_in_flight, p_rate_limit, p_rate_period);
+  IF p_rate_period IS NOT NULL AND COALESCE(p_rate_limit, 0) = 0 THEN
+    RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit', p_channel USING ERRCODE = 'PR009';
+  END IF;
+  c.priority := COALESCE(p_priority, 0);
+  c.max_in_flight := NULLIF(p_max_in_flight, 0);
+  c.rate_limit := NULLIF(p_rate_limit, 0);
+  c.rate_period := CASE WHEN c.rate_limit IS NOT NULL THEN COALESCE(p_rate_period, interval '1 second') END;
   LOOP
     INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
                                   node_restricted, max_attempts, retry_delay, expire_after, timeout,
-                                  publish_payload, publish_errors, publish_enqueued)
+                                  publish_payload, publish_errors, publish_enqueued,
+                                  priority, max_in_flight, rate_limit, rate_period)
     VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
             c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout,
-            c.publish_payload, c.publish_errors, c.publish_enqueued)
+            c.publish_payload, c.publish_errors, c.publish_enqueued,
+            c.priority, c.max_in_flight, c.rate_limit, c.rate_period)
     ON CONFLICT (channel) DO NOTHING;
     IF FOUND THEN
       RETURN;
@@ -2908,6 +3186,18 @@ BEGIN
     v_diff := v_diff || pg_catalog.format('publish_enqueued (%s registered, %s given)',
       old.publish_enqueued, c.publish_enqueued);
   END IF;
+  IF old.priority IS DISTINCT FROM c.priority THEN
+    v_diff := v_diff || pg_catalog.format('priority (%s registered, %s given)', old.priority, c.priority);
+  END IF;
+  IF old.max_in_flight IS DISTINCT FROM c.max_in_flight THEN
+    v_diff := v_diff || pg_catalog.format('max_in_flight (%s registered, %s given)',
+      COALESCE(old.max_in_flight::text, 'NULL'), COALESCE(c.max_in_flight::text, 'NULL'));
+  END IF;
+  IF old.rate_limit IS DISTINCT FROM c.rate_limit OR old.rate_period IS DISTINCT FROM c.rate_period THEN
+    v_diff := v_diff || pg_catalog.format('rate limit (%s per %s registered, %s per %s given)',
+      COALESCE(old.rate_limit::text, 'NULL'), COALESCE(old.rate_period::text, 'NULL'),
+      COALESCE(c.rate_limit::text, 'NULL'), COALESCE(c.rate_period::text, 'NULL'));
+  END IF;
   IF pg_catalog.cardinality(v_diff) > 0 THEN
     RAISE EXCEPTION 'pgrelay: channel % already exists with a different definition: %',
       pg_catalog.quote_literal(p_channel), pg_catalog.array_to_string(v_diff, ', ')
@@ -2918,7 +3208,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO postgres;
+ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) OWNER TO postgres;
 
 --
 -- Name: retry(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3067,10 +3357,10 @@ $$;
 ALTER FUNCTION pgrelay.unregister(p_channel text, p_force boolean) OWNER TO postgres;
 
 --
--- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean, integer, integer, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text, p_publish_enqueued boolean DEFAULT NULL::boolean) RETURNS void
+CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text, p_publish_enqueued boolean DEFAULT NULL::boolean, p_priority integer DEFAULT NULL::integer, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -3103,13 +3393,35 @@ BEGIN
   -- The handler is re-checked only when it or the kind changes: pausing a
   -- channel whose handler's function was dropped must still work.
   PERFORM pgrelay._check_channel(c, c.handler IS DISTINCT FROM old.handler OR c.kind IS DISTINCT FROM old.kind);
+  PERFORM pgrelay._check_flow(p_channel, p_priority, p_max_in_flight, p_rate_limit, p_rate_period);
+  c.priority := COALESCE(p_priority, old.priority);
+  c.max_in_flight := CASE WHEN p_max_in_flight IS NULL THEN old.max_in_flight
+                          ELSE NULLIF(p_max_in_flight, 0) END;
+  IF p_rate_limit = 0 THEN
+    IF p_rate_period IS NOT NULL THEN
+      RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit (p_rate_limit := 0 removes it)',
+        p_channel USING ERRCODE = 'PR009';
+    END IF;
+    c.rate_limit := NULL;
+    c.rate_period := NULL;
+  ELSE
+    c.rate_limit := COALESCE(p_rate_limit, old.rate_limit);
+    IF c.rate_limit IS NULL AND p_rate_period IS NOT NULL THEN
+      RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit (the channel has none)',
+        p_channel USING ERRCODE = 'PR009';
+    END IF;
+    c.rate_period := CASE WHEN c.rate_limit IS NOT NULL
+                          THEN COALESCE(p_rate_period, old.rate_period, interval '1 second') END;
+  END IF;
   UPDATE pgrelay.channels x
      SET handler = c.handler, kind = c.kind, concurrency_mode = c.concurrency_mode,
          deduplicate = c.deduplicate, node_restricted = c.node_restricted,
          max_attempts = c.max_attempts, retry_delay = c.retry_delay,
          expire_after = c.expire_after, timeout = c.timeout, paused = c.paused,
          publish_payload = c.publish_payload, publish_errors = c.publish_errors,
-         publish_enqueued = c.publish_enqueued, updated_at = now()
+         publish_enqueued = c.publish_enqueued, priority = c.priority,
+         max_in_flight = c.max_in_flight, rate_limit = c.rate_limit, rate_period = c.rate_period,
+         updated_at = now()
    WHERE x.channel = p_channel;
   -- Rows not yet dispatched follow the new settings.
   --
@@ -3124,6 +3436,8 @@ BEGIN
   -- the retry row it commits is not in their snapshot: re-derive until a new
   -- snapshot sees no row with the old values. (Producers are held off by the
   -- channel lock; a retry only comes from a row that was visible.)
+  -- A new default priority is for the events enqueued from now on: those
+  -- queued keep theirs.
   IF c.concurrency_mode IS DISTINCT FROM old.concurrency_mode
      OR c.deduplicate IS DISTINCT FROM old.deduplicate
      OR c.node_restricted IS DISTINCT FROM old.node_restricted THEN
@@ -3149,7 +3463,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO postgres;
+ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) OWNER TO postgres;
 
 --
 -- Name: _caller(); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -3378,10 +3692,10 @@ $$;
 ALTER FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) OWNER TO pgrelay_notifier;
 
 --
--- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean, integer, integer, integer, interval); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false) RETURNS void
+CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -3400,12 +3714,16 @@ BEGIN
     p_timeout := p_timeout,
     p_publish_payload := p_publish_payload,
     p_publish_errors := p_publish_errors,
-    p_publish_enqueued := p_publish_enqueued);
+    p_publish_enqueued := p_publish_enqueued,
+    p_priority := p_priority,
+    p_max_in_flight := p_max_in_flight,
+    p_rate_limit := p_rate_limit,
+    p_rate_period := p_rate_period);
 END
 $$;
 
 
-ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) OWNER TO pgrelay_notifier;
 
 --
 -- Name: debug_log(bigint, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -3846,6 +4164,17 @@ CREATE TABLE pgrelay.event_payloads (
 ALTER TABLE pgrelay.event_payloads OWNER TO postgres;
 
 --
+-- Name: flow_locks; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE UNLOGGED TABLE pgrelay.flow_locks (
+    channel text NOT NULL
+);
+
+
+ALTER TABLE pgrelay.flow_locks OWNER TO postgres;
+
+--
 -- Name: go_handlers; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4138,6 +4467,14 @@ ALTER TABLE ONLY pgrelay.event_payloads
 
 
 --
+-- Name: flow_locks flow_locks_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.flow_locks
+    ADD CONSTRAINT flow_locks_pkey PRIMARY KEY (channel);
+
+
+--
 -- Name: go_handlers go_handlers_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
 --
 
@@ -4288,6 +4625,13 @@ CREATE INDEX dead_letters_ended ON pgrelay.dead_letters USING btree (ended_at);
 
 
 --
+-- Name: flow_starts_channel; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX flow_starts_channel ON pgrelay.flow_starts USING btree (channel, started_at);
+
+
+--
 -- Name: log_node_id; Type: INDEX; Schema: pgrelay; Owner: postgres
 --
 
@@ -4312,7 +4656,7 @@ CREATE INDEX queue_dedup ON pgrelay.queue USING btree (channel, phash) WHERE ((d
 -- Name: queue_inflight; Type: INDEX; Schema: pgrelay; Owner: postgres
 --
 
-CREATE INDEX queue_inflight ON pgrelay.queue USING btree (dispatched_by) WHERE (dispatched_at IS NOT NULL);
+CREATE INDEX queue_inflight ON pgrelay.queue USING btree (dispatched_by, channel) WHERE (dispatched_at IS NOT NULL);
 
 
 --
@@ -4327,6 +4671,13 @@ CREATE INDEX queue_inflight_lane ON pgrelay.queue USING btree (channel, lane) WH
 --
 
 CREATE INDEX queue_lane ON pgrelay.queue USING btree (channel, lane, origin_id, id) WHERE ((dispatched_at IS NULL) AND (lane IS NOT NULL));
+
+
+--
+-- Name: queue_priority; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX queue_priority ON pgrelay.queue USING btree (channel, priority DESC, not_before, id) WHERE ((dispatched_at IS NULL) AND (priority <> 0));
 
 
 --
@@ -4513,6 +4864,13 @@ REVOKE ALL ON FUNCTION pgrelay._check_channel(c pgrelay.channels, p_check_handle
 
 
 --
+-- Name: FUNCTION _check_flow(p_channel text, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._check_flow(p_channel text, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _check_notify(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4532,6 +4890,14 @@ REVOKE ALL ON FUNCTION pgrelay._check_payload(p_channel text, p_payload text) FR
 
 REVOKE ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _claim_allowance(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_want integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_allowance(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_want integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_allowance(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_want integer) TO pgrelay_processor;
 
 
 --
@@ -4576,11 +4942,82 @@ GRANT ALL ON FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channel
 
 
 --
+-- Name: FUNCTION _claim_pick(p_channel text, p_node integer, p_all boolean, p_own boolean, p_limit integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_pick(p_channel text, p_node integer, p_all boolean, p_own boolean, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_pick(p_channel text, p_node integer, p_all boolean, p_own boolean, p_limit integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
+
+
+--
+-- Name: FUNCTION _claim_prioritised(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_prioritised(p_channel text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_prioritised(p_channel text) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
 REVOKE ALL ON FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._claim_scope(p_mode text, p_leader boolean, p_term bigint, OUT all_rows boolean, OUT own_rows boolean) TO pgrelay_processor;
+
+
+--
+-- Name: TABLE flow_starts; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.flow_starts TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.flow_starts TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay.flow_starts TO pgrelay_viewer;
+
+
+--
+-- Name: FUNCTION _claim_started(p_channel text, p_n integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_started(p_channel text, p_n integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_started(p_channel text, p_n integer) TO pgrelay_processor;
 
 
 --
@@ -4747,44 +5184,6 @@ REVOKE ALL ON FUNCTION pgrelay._id_node(p_id bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._may_take(p_run_in_node integer, p_owner_node integer, p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
-
-
---
--- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
-
-
---
--- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
-
-
---
--- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
-
-
---
--- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
-GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
 
 
 --
@@ -5161,11 +5560,11 @@ GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_viewer;
 
 
 --
--- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) TO pgrelay_admin;
 
 
 --
@@ -5214,11 +5613,11 @@ GRANT ALL ON FUNCTION pgrelay.unregister(p_channel text, p_force boolean) TO pgr
 
 
 --
--- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) TO pgrelay_admin;
 
 
 --
@@ -5274,11 +5673,11 @@ GRANT ALL ON FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) TO pgrel
 
 
 --
--- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) TO pgrelay_admin;
 
 
 --
@@ -5385,6 +5784,15 @@ GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.event_payloads TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_viewer;
+
+
+--
+-- Name: TABLE flow_locks; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.flow_locks TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.flow_locks TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay.flow_locks TO pgrelay_viewer;
 
 
 --

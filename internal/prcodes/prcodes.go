@@ -16,6 +16,7 @@ const (
 	PayloadTooLarge        = "PR006"
 	NotBeforeAndDelay      = "PR007"
 	InvalidDueTime         = "PR008"
+	InvalidPriority        = "PR009"
 	InvalidChannelName     = "PR010"
 	InvalidKind            = "PR011"
 	InvalidConcurrencyMode = "PR012"
@@ -25,6 +26,7 @@ const (
 	InvalidExpireAfter     = "PR016"
 	InvalidHandler         = "PR017"
 	InvalidPublishErrors   = "PR018"
+	InvalidUniqueFor       = "PR019"
 )
 
 // Nodes and Processors.

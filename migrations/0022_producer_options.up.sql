@@ -33,12 +33,20 @@ CREATE TABLE pgrelay.unique_keys (
   -- delete, which cannot conflict with a delete).
   node      int NOT NULL,
   -- When that node's trim looks at the row next.
-  check_at  timestamptz NOT NULL
+  check_at  timestamptz NOT NULL,
+  -- The call's now().
+  at        timestamptz NOT NULL,
+  -- On a cluster (below): the event waits, not_before 'infinity', until its
+  -- node knows the other nodes' rows of the key; due is its due time.
+  held      boolean NOT NULL DEFAULT false,
+  due       timestamptz
 );
 CREATE INDEX unique_keys_key ON pgrelay.unique_keys (channel, key_hash);
 CREATE INDEX unique_keys_check ON pgrelay.unique_keys (node, check_at);
+CREATE INDEX unique_keys_held ON pgrelay.unique_keys (origin_id) WHERE held;
 REVOKE ALL ON pgrelay.unique_keys FROM PUBLIC;
 GRANT SELECT ON pgrelay.unique_keys TO pgrelay_admin;
+GRANT SELECT, UPDATE, DELETE ON pgrelay.unique_keys TO pgrelay_processor;
 
 -- _priority_of: p_priority as stored, or PR009.
 CREATE FUNCTION pgrelay._priority_of(p_priority int) RETURNS smallint
@@ -128,10 +136,14 @@ $$;
 -- node). A held key logs 'deduplicated' (queue_id: the holder, origin_id: a
 -- fresh id no caller receives) and returns the holder's id.
 --
--- Each call then trims two of this node's rows whose check time has come:
--- gone when neither the window nor the event is open, else looked at again
--- a minute later (or at the window's end): the table holds the open keys
--- and at most what the last calls left.
+-- Each call then trims two of this node's rows whose check time has passed
+-- (not those of its own transaction): gone when neither the window nor the
+-- event is open, else looked at again a minute later (or at the window's
+-- end): the table holds the open keys and at most what the last calls left.
+--
+-- On a cluster (another node that is not decommissioned and not in single
+-- mode is known here), another node may accept the same key before either
+-- sees the other's row: the event is held (below, _resolve_keys).
 CREATE FUNCTION pgrelay._enqueue_unique(ch pgrelay.channels, p_key text, p_payload text, p_due timestamptz,
                                         p_unique_for interval)
 RETURNS bigint
@@ -143,6 +155,7 @@ DECLARE
   v_holder bigint;
   v_id bigint;
   v_until timestamptz := now() + COALESCE(p_unique_for, interval '0');
+  v_hold boolean;
   r record;
 BEGIN
   UPDATE pgrelay.dedup_locks d SET slot = d.slot
@@ -161,8 +174,16 @@ BEGIN
   END IF;
   v_id := pgrelay._next_id();
   PERFORM pgrelay._enqueue(ch, ARRAY[v_id], ARRAY[p_payload], p_due);
-  INSERT INTO pgrelay.unique_keys (origin_id, channel, key_hash, key, until, node, check_at)
-  VALUES (v_id, ch.channel, v_hash, p_key, v_until, v_node, v_until);
+  v_hold := NOT ch.node_restricted
+            AND EXISTS (SELECT FROM pgrelay.nodes n
+                         WHERE n.node_id >= 0 AND n.node_id <> v_node AND n.decommissioned_at IS NULL
+                           AND n.mode <> 'single');
+  IF v_hold THEN
+    UPDATE pgrelay.queue q SET not_before = 'infinity' WHERE q.id = v_id;
+  END IF;
+  INSERT INTO pgrelay.unique_keys (origin_id, channel, key_hash, key, until, node, check_at, at, held, due)
+  VALUES (v_id, ch.channel, v_hash, p_key, v_until, v_node, v_until, now(), v_hold,
+          CASE WHEN v_hold THEN COALESCE(p_due, now()) END);
   FOR r IN
     SELECT k.origin_id, k.until FROM pgrelay.unique_keys k
      WHERE k.node = v_node AND k.check_at < now()
@@ -340,6 +361,133 @@ BEGIN
 END
 $$;
 
+-- Unique keys on a multi-master cluster. Two nodes can accept one key
+-- before either sees the other's row, and in multi-node mode each claims
+-- only its own rows: a keyed event enqueued while other nodes are known is
+-- held (not_before 'infinity'), and its owner node decides it once it knows
+-- every other node's rows of ids below it. Every node decides the same way:
+-- the survivor is the lowest id among the rows that hold the key; a held
+-- event that is not it ends 'deduplicated', its log row naming the survivor,
+-- and the survivor is released to its due time.
+--
+-- What proves that the other nodes' rows below an id are here: each answer
+-- to this node's ask (the rejoin proof of 0006) now carries the answering
+-- node's horizon, the id below which every transaction of that node has
+-- committed or ended (_publish_horizon: ids carry the time they were drawn).
+-- The answer was written after those commits, and each node's changes
+-- arrive in commit order: when the answer is here, so are they. So a held
+-- event whose id is below every peer's latest horizon is decided; while any
+-- is not, the node asks again once the peers answered its last ask. A peer
+-- that looks dead here (no heartbeat for p_dead_after) does not hold the
+-- decision back; a peer whose answers carry no horizon (an older pgrelay,
+-- or a horizon its owner cannot read: PR040) proves nothing, and an event
+-- held for p_dead_after is then decided with the rows this node has. A long
+-- writing transaction on another node holds its horizon back, and so these
+-- decisions, as it holds back the NATS publisher.
+ALTER TABLE pgrelay.sync_answers ADD COLUMN horizon bigint;
+
+CREATE OR REPLACE FUNCTION pgrelay._sync_answer() RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_horizon bigint;
+  n int;
+BEGIN
+  IF NOT EXISTS (SELECT FROM pgrelay.sync_asks a
+                  WHERE a.node_id <> v_node
+                    AND NOT EXISTS (SELECT FROM pgrelay.sync_answers x
+                                     WHERE x.node_id = a.node_id AND x.peer = v_node AND x.term >= a.term)) THEN
+    RETURN 0;
+  END IF;
+  BEGIN
+    v_horizon := pgrelay._publish_horizon();
+  EXCEPTION WHEN SQLSTATE 'PR040' THEN
+    v_horizon := NULL;
+  END;
+  INSERT INTO pgrelay.sync_answers AS s (node_id, peer, term, knows, horizon)
+  SELECT a.node_id, v_node, a.term, pgrelay._adopters(), v_horizon
+    FROM pgrelay.sync_asks a
+   WHERE a.node_id <> v_node
+     AND NOT EXISTS (SELECT FROM pgrelay.sync_answers x
+                      WHERE x.node_id = a.node_id AND x.peer = v_node AND x.term >= a.term)
+  ON CONFLICT (node_id, peer) DO UPDATE
+    SET term = EXCLUDED.term, knows = EXCLUDED.knows, horizon = EXCLUDED.horizon, answered_at = now()
+    WHERE s.term < EXCLUDED.term;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+-- _resolve_keys: decides this node's held events that it can (those it
+-- owns: an adopter decides the ones it adopted), asks again when some wait
+-- and the peers answered the last ask; returns how many it decided. A
+-- Processor's heartbeat calls it (multi-node and leader mode).
+CREATE FUNCTION pgrelay._resolve_keys(p_dead_after interval) RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_term bigint;
+  v_proven bigint;
+  v_waiting boolean := false;
+  v_survivor bigint;
+  h record;
+  n int := 0;
+BEGIN
+  IF NOT EXISTS (SELECT FROM pgrelay.unique_keys k WHERE k.held) THEN
+    RETURN 0;
+  END IF;
+  SELECT a.term INTO v_term FROM pgrelay.sync_asks a WHERE a.node_id = v_node;
+  -- The lowest horizon of the live peers (NULL when one has none); every
+  -- id when there is no peer.
+  SELECT CASE WHEN bool_and(s.horizon IS NOT NULL) THEN min(s.horizon) END INTO v_proven
+    FROM pgrelay._sync_peers(COALESCE(v_term, 0), p_dead_after) p
+    LEFT JOIN pgrelay.sync_answers s ON s.node_id = v_node AND s.peer = p.peer
+   WHERE p.alive
+  HAVING count(*) > 0;
+  IF NOT FOUND THEN
+    v_proven := 9223372036854775807;
+  END IF;
+  FOR h IN
+    SELECT u.* FROM pgrelay.unique_keys u
+      JOIN pgrelay.queue q ON q.id = u.origin_id
+     WHERE u.held AND q.owner_node = v_node AND q.dispatched_at IS NULL
+     ORDER BY u.origin_id
+       FOR UPDATE OF u, q
+  LOOP
+    IF NOT COALESCE(h.origin_id < v_proven, h.at < now() - p_dead_after) THEN
+      v_waiting := true;
+      CONTINUE;
+    END IF;
+    SELECT min(x.origin_id) INTO v_survivor
+      FROM pgrelay.unique_keys x
+     WHERE x.channel = h.channel AND x.key_hash = h.key_hash AND x.key = h.key
+       AND (x.until > now() OR pgrelay._event_open(x.origin_id));
+    IF v_survivor = h.origin_id THEN
+      UPDATE pgrelay.queue q SET not_before = h.due WHERE q.id = h.origin_id;
+      UPDATE pgrelay.unique_keys x SET held = false, due = NULL WHERE x.origin_id = h.origin_id;
+    ELSE
+      DELETE FROM pgrelay.queue q WHERE q.id = h.origin_id;
+      DELETE FROM pgrelay.unique_keys x WHERE x.origin_id = h.origin_id;
+      INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+      VALUES (h.origin_id, h.origin_id, h.channel, 1, 'deduplicated',
+              pg_catalog.format('deduplicated: event %s holds the key (the lowest id of its key across the cluster)',
+                                v_survivor), v_node);
+    END IF;
+    n := n + 1;
+  END LOOP;
+  IF v_waiting AND (v_term IS NULL OR NOT EXISTS (
+        SELECT FROM pgrelay._sync_peers(v_term, p_dead_after) p WHERE p.alive AND NOT p.answered)) THEN
+    PERFORM pgrelay._sync_ask();
+  END IF;
+  RETURN n;
+END
+$$;
+
 REVOKE ALL ON FUNCTION pgrelay._priority_of(int), pgrelay._unique_for(interval), pgrelay._event_open(bigint),
   pgrelay._enqueue_unique(pgrelay.channels, text, text, timestamptz, interval), pgrelay._log_release_key()
   FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgrelay._resolve_keys(interval), pgrelay._event_open(bigint) TO pgrelay_processor;

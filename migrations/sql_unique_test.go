@@ -4,6 +4,7 @@ package migrations_test
 // p_priority, p_key and p_unique_for.
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -274,4 +275,71 @@ func TestUniqueKeysTrimmed(t *testing.T) {
 		testenv.Column[string](t, d.Pool, "SELECT key FROM pgrelay.unique_keys"))
 	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.unique_keys WHERE check_at <= now() AND key IN ('c')"),
 		"an open row looked at is put off")
+}
+
+// On a cluster a keyed event is held until its node knows the other nodes'
+// rows of ids below it (their answers' horizons), then released when it has
+// the lowest id of its key, or ended deduplicated naming the one that has.
+// Node 5 is simulated here: its heartbeat, its row and its answer are
+// inserted as replication would bring them.
+func TestUniqueKeysHeldOnACluster(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode) VALUES (0, 'multi-node'), (5, 'multi-node')`)
+	resolve := func() int {
+		return d.Count("SELECT pgrelay._resolve_keys('1 hour')")
+	}
+	held := func(id int64) bool {
+		return testenv.One[bool](t, d.Pool, "SELECT not_before = 'infinity' FROM pgrelay.queue WHERE id = $1", id)
+	}
+	// peerEvent inserts node 5's event of key, with an id at ms.
+	peerEvent := func(key string, ms int64) int64 {
+		id := ms<<22 | 5<<12
+		d.Exec(`INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, not_before)
+			VALUES ($1, $1, 'c', 'from 5', 5, 'infinity')`, id)
+		d.Exec(`INSERT INTO pgrelay.unique_keys (origin_id, channel, key_hash, key, until, node, check_at, at, held, due)
+			VALUES ($1, 'c', hashtextextended($2, 0), $2, now(), 5, now(), now(), true, now())`, id, key)
+		return id
+	}
+	answer := func(horizon int64) {
+		d.Exec(`INSERT INTO pgrelay.sync_answers (node_id, peer, term, knows, horizon)
+			VALUES (0, 5, (SELECT term FROM pgrelay.sync_asks WHERE node_id = 0), '{0,5}', $1)
+			ON CONFLICT (node_id, peer) DO UPDATE SET term = EXCLUDED.term, horizon = EXCLUDED.horizon`, horizon)
+	}
+
+	// Node 0 accepts k; node 5 had accepted it a second before, unseen.
+	mine := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'a', p_key := 'k')")
+	require.True(t, held(mine))
+	d.requireStatus(mine, "pending")
+	require.Zero(t, resolve(), "no answer from node 5 yet")
+	require.Equal(t, 1, d.Count("SELECT term FROM pgrelay.sync_asks WHERE node_id = 0"), "asked")
+	early := peerEvent("k", nowMS()-1000)
+	answer(early) // node 5's rows below early are here: not enough
+	require.Zero(t, resolve())
+	require.True(t, held(mine))
+	require.Equal(t, 2, d.Count("SELECT term FROM pgrelay.sync_asks WHERE node_id = 0"), "asked again")
+	answer(mine + 1)
+	require.Equal(t, 1, resolve())
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = $1", mine))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.unique_keys WHERE origin_id = $1", mine))
+	d.requireStatus(mine, "deduplicated")
+	require.Contains(t, d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1", mine), fmt.Sprint(early),
+		"the log row names the survivor")
+	require.True(t, held(early), "node 5 decides its own")
+
+	// Node 5 accepts k2 a second after node 0: node 0's event survives.
+	mine2 := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'b', p_key := 'k2', p_delay := '1 hour')")
+	peerEvent("k2", nowMS()+1000)
+	answer(mine2 + 1)
+	require.Equal(t, 1, resolve())
+	require.True(t, testenv.One[bool](t, d.Pool,
+		"SELECT not_before > now() + interval '59 minutes' AND not_before < 'infinity' FROM pgrelay.queue WHERE id = $1", mine2),
+		"released to its due time")
+	require.False(t, testenv.One[bool](t, d.Pool, "SELECT held FROM pgrelay.unique_keys WHERE origin_id = $1", mine2))
+	require.Zero(t, resolve(), "nothing of node 0's own is held")
+
+	// Without another node, nothing is held.
+	d.Exec("DELETE FROM pgrelay.nodes WHERE node_id = 5")
+	require.False(t, held(testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'c', p_key := 'k3')")))
 }

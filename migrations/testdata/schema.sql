@@ -1144,6 +1144,7 @@ DECLARE
   v_holder bigint;
   v_id bigint;
   v_until timestamptz := now() + COALESCE(p_unique_for, interval '0');
+  v_hold boolean;
   r record;
 BEGIN
   UPDATE pgrelay.dedup_locks d SET slot = d.slot
@@ -1162,8 +1163,16 @@ BEGIN
   END IF;
   v_id := pgrelay._next_id();
   PERFORM pgrelay._enqueue(ch, ARRAY[v_id], ARRAY[p_payload], p_due);
-  INSERT INTO pgrelay.unique_keys (origin_id, channel, key_hash, key, until, node, check_at)
-  VALUES (v_id, ch.channel, v_hash, p_key, v_until, v_node, v_until);
+  v_hold := NOT ch.node_restricted
+            AND EXISTS (SELECT FROM pgrelay.nodes n
+                         WHERE n.node_id >= 0 AND n.node_id <> v_node AND n.decommissioned_at IS NULL
+                           AND n.mode <> 'single');
+  IF v_hold THEN
+    UPDATE pgrelay.queue q SET not_before = 'infinity' WHERE q.id = v_id;
+  END IF;
+  INSERT INTO pgrelay.unique_keys (origin_id, channel, key_hash, key, until, node, check_at, at, held, due)
+  VALUES (v_id, ch.channel, v_hash, p_key, v_until, v_node, v_until, now(), v_hold,
+          CASE WHEN v_hold THEN COALESCE(p_due, now()) END);
   FOR r IN
     SELECT k.origin_id, k.until FROM pgrelay.unique_keys k
      WHERE k.node = v_node AND k.check_at < now()
@@ -2180,6 +2189,76 @@ $_$;
 ALTER FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) OWNER TO postgres;
 
 --
+-- Name: _resolve_keys(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._resolve_keys(p_dead_after interval) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_term bigint;
+  v_proven bigint;
+  v_waiting boolean := false;
+  v_survivor bigint;
+  h record;
+  n int := 0;
+BEGIN
+  IF NOT EXISTS (SELECT FROM pgrelay.unique_keys k WHERE k.held) THEN
+    RETURN 0;
+  END IF;
+  SELECT a.term INTO v_term FROM pgrelay.sync_asks a WHERE a.node_id = v_node;
+  -- The lowest horizon of the live peers (NULL when one has none); every
+  -- id when there is no peer.
+  SELECT CASE WHEN bool_and(s.horizon IS NOT NULL) THEN min(s.horizon) END INTO v_proven
+    FROM pgrelay._sync_peers(COALESCE(v_term, 0), p_dead_after) p
+    LEFT JOIN pgrelay.sync_answers s ON s.node_id = v_node AND s.peer = p.peer
+   WHERE p.alive
+  HAVING count(*) > 0;
+  IF NOT FOUND THEN
+    v_proven := 9223372036854775807;
+  END IF;
+  FOR h IN
+    SELECT u.* FROM pgrelay.unique_keys u
+      JOIN pgrelay.queue q ON q.id = u.origin_id
+     WHERE u.held AND q.owner_node = v_node AND q.dispatched_at IS NULL
+     ORDER BY u.origin_id
+       FOR UPDATE OF u, q
+  LOOP
+    IF NOT COALESCE(h.origin_id < v_proven, h.at < now() - p_dead_after) THEN
+      v_waiting := true;
+      CONTINUE;
+    END IF;
+    SELECT min(x.origin_id) INTO v_survivor
+      FROM pgrelay.unique_keys x
+     WHERE x.channel = h.channel AND x.key_hash = h.key_hash AND x.key = h.key
+       AND (x.until > now() OR pgrelay._event_open(x.origin_id));
+    IF v_survivor = h.origin_id THEN
+      UPDATE pgrelay.queue q SET not_before = h.due WHERE q.id = h.origin_id;
+      UPDATE pgrelay.unique_keys x SET held = false, due = NULL WHERE x.origin_id = h.origin_id;
+    ELSE
+      DELETE FROM pgrelay.queue q WHERE q.id = h.origin_id;
+      DELETE FROM pgrelay.unique_keys x WHERE x.origin_id = h.origin_id;
+      INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+      VALUES (h.origin_id, h.origin_id, h.channel, 1, 'deduplicated',
+              pg_catalog.format('deduplicated: event %s holds the key (the lowest id of its key across the cluster)',
+                                v_survivor), v_node);
+    END IF;
+    n := n + 1;
+  END LOOP;
+  IF v_waiting AND (v_term IS NULL OR NOT EXISTS (
+        SELECT FROM pgrelay._sync_peers(v_term, p_dead_after) p WHERE p.alive AND NOT p.answered)) THEN
+    PERFORM pgrelay._sync_ask();
+  END IF;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._resolve_keys(p_dead_after interval) OWNER TO postgres;
+
+--
 -- Name: _retry_after(bigint[], bigint[], interval[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2291,16 +2370,28 @@ CREATE FUNCTION pgrelay._sync_answer() RETURNS integer
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();
+  v_horizon bigint;
   n int;
 BEGIN
-  INSERT INTO pgrelay.sync_answers AS s (node_id, peer, term, knows)
-  SELECT a.node_id, v_node, a.term, pgrelay._adopters()
+  IF NOT EXISTS (SELECT FROM pgrelay.sync_asks a
+                  WHERE a.node_id <> v_node
+                    AND NOT EXISTS (SELECT FROM pgrelay.sync_answers x
+                                     WHERE x.node_id = a.node_id AND x.peer = v_node AND x.term >= a.term)) THEN
+    RETURN 0;
+  END IF;
+  BEGIN
+    v_horizon := pgrelay._publish_horizon();
+  EXCEPTION WHEN SQLSTATE 'PR040' THEN
+    v_horizon := NULL;
+  END;
+  INSERT INTO pgrelay.sync_answers AS s (node_id, peer, term, knows, horizon)
+  SELECT a.node_id, v_node, a.term, pgrelay._adopters(), v_horizon
     FROM pgrelay.sync_asks a
    WHERE a.node_id <> v_node
      AND NOT EXISTS (SELECT FROM pgrelay.sync_answers x
                       WHERE x.node_id = a.node_id AND x.peer = v_node AND x.term >= a.term)
   ON CONFLICT (node_id, peer) DO UPDATE
-    SET term = EXCLUDED.term, knows = EXCLUDED.knows, answered_at = now()
+    SET term = EXCLUDED.term, knows = EXCLUDED.knows, horizon = EXCLUDED.horizon, answered_at = now()
     WHERE s.term < EXCLUDED.term;
   GET DIAGNOSTICS n = ROW_COUNT;
   RETURN n;
@@ -4118,7 +4209,8 @@ CREATE TABLE pgrelay.sync_answers (
     peer integer NOT NULL,
     term bigint NOT NULL,
     knows integer[] NOT NULL,
-    answered_at timestamp with time zone DEFAULT now() NOT NULL
+    answered_at timestamp with time zone DEFAULT now() NOT NULL,
+    horizon bigint
 );
 
 
@@ -4164,7 +4256,10 @@ CREATE TABLE pgrelay.unique_keys (
     key text NOT NULL,
     until timestamp with time zone NOT NULL,
     node integer NOT NULL,
-    check_at timestamp with time zone NOT NULL
+    check_at timestamp with time zone NOT NULL,
+    at timestamp with time zone NOT NULL,
+    held boolean DEFAULT false NOT NULL,
+    due timestamp with time zone
 );
 
 
@@ -4524,6 +4619,13 @@ CREATE INDEX queue_retry_origin ON pgrelay.queue USING btree (origin_id) WHERE (
 --
 
 CREATE INDEX unique_keys_check ON pgrelay.unique_keys USING btree (node, check_at);
+
+
+--
+-- Name: unique_keys_held; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX unique_keys_held ON pgrelay.unique_keys USING btree (origin_id) WHERE held;
 
 
 --
@@ -4901,6 +5003,7 @@ GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
 --
 
 REVOKE ALL ON FUNCTION pgrelay._event_open(p_origin_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._event_open(p_origin_id bigint) TO pgrelay_processor;
 
 
 --
@@ -5209,6 +5312,13 @@ GRANT ALL ON FUNCTION pgrelay._record_node() TO pgrelay_processor;
 
 REVOKE ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _resolve_keys(p_dead_after interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT ALL ON FUNCTION pgrelay._resolve_keys(p_dead_after interval) TO pgrelay_processor;
 
 
 --
@@ -5725,6 +5835,7 @@ GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
 --
 
 GRANT SELECT ON TABLE pgrelay.unique_keys TO pgrelay_admin;
+GRANT SELECT,DELETE,UPDATE ON TABLE pgrelay.unique_keys TO pgrelay_processor;
 
 
 --

@@ -488,6 +488,7 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION pgrelay._priority_of(int), pgrelay._unique_for(interval), pgrelay._event_open(bigint),
-  pgrelay._enqueue_unique(pgrelay.channels, text, text, timestamptz, interval), pgrelay._log_release_key()
+  pgrelay._enqueue_unique(pgrelay.channels, text, text, timestamptz, interval), pgrelay._log_release_key(),
+  pgrelay._resolve_keys(interval)
   FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgrelay._resolve_keys(interval), pgrelay._event_open(bigint) TO pgrelay_processor;

@@ -5318,6 +5318,7 @@ GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval,
 -- Name: FUNCTION _resolve_keys(p_dead_after interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
+REVOKE ALL ON FUNCTION pgrelay._resolve_keys(p_dead_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._resolve_keys(p_dead_after interval) TO pgrelay_processor;
 
 

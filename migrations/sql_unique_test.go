@@ -287,8 +287,10 @@ func TestUniqueKeysHeldOnACluster(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "")
 	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode) VALUES (0, 'multi-node'), (5, 'multi-node')`)
+	// The heartbeat's call, as the Processor's role.
+	proc := d.loginAs("processor", "pgrelay_processor")
 	resolve := func() int {
-		return d.Count("SELECT pgrelay._resolve_keys('1 hour')")
+		return int(testenv.One[int32](t, proc, "SELECT pgrelay._resolve_keys('1 hour')"))
 	}
 	held := func(id int64) bool {
 		return testenv.One[bool](t, d.Pool, "SELECT not_before = 'infinity' FROM pgrelay.queue WHERE id = $1", id)

@@ -45,6 +45,11 @@ var (
 	ErrNotBeforeAndDelay error = newCode(prcodes.NotBeforeAndDelay, "both a due time and a delay given")
 	// ErrInvalidDueTime (PR008): a negative delay or an infinite due time.
 	ErrInvalidDueTime error = newCode(prcodes.InvalidDueTime, "invalid due time")
+	// ErrInvalidPriority (PR009): a priority outside -32768–32767.
+	ErrInvalidPriority error = newCode(prcodes.InvalidPriority, "invalid priority")
+	// ErrInvalidUniqueFor (PR024): a UniqueFor period that is not more than
+	// zero and at most 3650 days.
+	ErrInvalidUniqueFor error = newCode(prcodes.InvalidUniqueFor, "invalid unique-for period")
 	// ErrInvalidChannelName (PR010): not 1 to 100 of A-Z a-z 0-9 _ -.
 	ErrInvalidChannelName error = newCode(prcodes.InvalidChannelName, "invalid channel name")
 	// ErrInvalidKind (PR011): a kind other than sql, email, nats or go.
@@ -65,9 +70,7 @@ var (
 	ErrInvalidHandler error = newCode(prcodes.InvalidHandler, "invalid handler")
 	// ErrInvalidPublishErrors (PR018): publish_errors not class, text or none.
 	ErrInvalidPublishErrors error = newCode(prcodes.InvalidPublishErrors, "invalid publish_errors")
-	// ErrInvalidPriority (PR019): a priority outside -32768–32767.
-	ErrInvalidPriority error = newCode(prcodes.InvalidPriority, "invalid priority")
-	// ErrInvalidFlowLimit (PR009): max_in_flight or rate_limit negative, or
+	// ErrInvalidFlowLimit (PR019): max_in_flight or rate_limit negative, or
 	// rate_period not positive, over 1 day or without a rate limit.
 	ErrInvalidFlowLimit error = newCode(prcodes.InvalidFlowLimit, "invalid max_in_flight or rate limit")
 )
@@ -134,7 +137,8 @@ var (
 	// ErrUnknownNotificationStatus (PR110): set_status() given a status other
 	// than sending, sent or failed (the Processor's own).
 	ErrUnknownNotificationStatus error = newCode(prcodes.UnknownNotificationStatus, "unknown notification status")
-	// ErrArrayLengthsDiffer (PR111): start_sending_many() or
+	// ErrArrayLengthsDiffer (PR111): notify_many() given a key array whose
+	// length is not the payloads' (NotifyMany with Keys), or start_sending_many() or
 	// set_status_many() given arrays of different lengths (the Processor's
 	// own calls).
 	ErrArrayLengthsDiffer error = newCode(prcodes.ArrayLengthsDiffer, "arrays of different lengths")
@@ -146,6 +150,7 @@ func sentinels() []error {
 	return []error{
 		ErrUnknownChannel, ErrChannelPaused, ErrChannelExists, ErrChannelNotEmpty,
 		ErrNullPayload, ErrPayloadTooLarge, ErrNotBeforeAndDelay, ErrInvalidDueTime,
+		ErrInvalidPriority, ErrInvalidUniqueFor,
 		ErrInvalidChannelName, ErrInvalidKind, ErrInvalidConcurrencyMode,
 		ErrInvalidMaxAttempts, ErrInvalidTimeout, ErrInvalidRetryDelay,
 		ErrInvalidExpireAfter, ErrInvalidHandler, ErrInvalidPublishErrors,

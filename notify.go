@@ -2,7 +2,9 @@ package pgrelay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,8 +23,13 @@ type Querier interface {
 type NotifyOption func(*notifyOptions)
 
 type notifyOptions struct {
-	notBefore any // time.Time, or nil for NULL
-	delay     any // time.Duration, or nil for NULL
+	notBefore any      // time.Time, or nil for NULL
+	delay     any      // time.Duration, or nil for NULL
+	priority  any      // int32, or nil for NULL (the channel's default)
+	key       any      // string, or nil for NULL (Notify's p_key)
+	keys      []string // NotifyMany's p_key; nil for NULL
+	keysSet   bool
+	uniqueFor any // time.Duration, or nil for NULL
 }
 
 // NotBefore makes the event due at t (notify()'s p_not_before): no Processor
@@ -38,6 +45,48 @@ func Delay(d time.Duration) NotifyOption {
 	return func(o *notifyOptions) { o.delay = d }
 }
 
+// Priority sets the event's priority (notify()'s p_priority): within its
+// channel a Processor takes higher priorities first. Without it the event
+// takes the channel's default (0 unless the channel sets one). The range is
+// -32768 to 32767; outside it the call fails with ErrInvalidPriority.
+func Priority(p int) NotifyOption {
+	return func(o *notifyOptions) {
+		// Beyond int32 the server could not be told the value; it refuses
+		// the nearest one, which is out of range too.
+		o.priority = int32(max(math.MinInt32, min(math.MaxInt32, p)))
+	}
+}
+
+// Key gives Notify's event a unique key (notify()'s p_key): while an event
+// of the channel holds the key, Notify returns that event's id and enqueues
+// nothing. An event holds its key until it has ended and, with UniqueFor,
+// for that period from its call. NotifyMany takes Keys instead.
+func Key(k string) NotifyOption {
+	return func(o *notifyOptions) { o.key = k }
+}
+
+// Keys gives NotifyMany's events one unique key each (notify_many()'s
+// p_key), in the order of the payloads: Key for each event, so a key twice
+// in one call enqueues one event. Give as many keys as payloads
+// (ErrArrayLengthsDiffer otherwise). Notify takes Key instead.
+func Keys(keys []string) NotifyOption {
+	return func(o *notifyOptions) { o.keys, o.keysSet = keys, true }
+}
+
+// UniqueFor holds the event's unique key for d from the call
+// (notify()'s p_unique_for), even after the event succeeded: a call with
+// the same channel and key within d returns the first event's id. An end
+// as gave_up, expired or cancelled frees the key at once. Without Key (or
+// Keys) the payload is the key. d must be more than zero and at most 3650
+// days (ErrInvalidUniqueFor).
+func UniqueFor(d time.Duration) NotifyOption {
+	return func(o *notifyOptions) { o.uniqueFor = d }
+}
+
+// errOptionOfOther is the error of an option given to the function that
+// does not take it (Key to NotifyMany, Keys to Notify).
+var errOptionOfOther = errors.New("pgrelay: Key is an option of Notify, Keys of NotifyMany")
+
 func notifyOpts(opts []NotifyOption) notifyOptions {
 	var o notifyOptions
 	for _, f := range opts {
@@ -49,18 +98,23 @@ func notifyOpts(opts []NotifyOption) notifyOptions {
 // Notify enqueues one event on channel with payload, in q's transaction
 // (pgrelay.notify), and returns its id, the id Status takes. The event
 // exists only if that transaction commits. On a deduplicating channel the id
-// may be that of an identical pending event.
+// may be that of an identical pending event, with Key or UniqueFor that of
+// the event holding the key.
 //
 // Errors match, with errors.Is, ErrUnknownChannel, ErrPayloadTooLarge,
-// ErrNotBeforeAndDelay, ErrInvalidDueTime or ErrInvalidNodeID when pgrelay
-// refuses the event.
+// ErrNotBeforeAndDelay, ErrInvalidDueTime, ErrInvalidPriority,
+// ErrInvalidUniqueFor or ErrInvalidNodeID when pgrelay refuses the event.
 func Notify(ctx context.Context, q Querier, channel, payload string, opts ...NotifyOption) (int64, error) {
 	o := notifyOpts(opts)
+	if o.keysSet {
+		return 0, fmt.Errorf("pgrelay: notify on channel %q: %w", channel, errOptionOfOther)
+	}
 	var id int64
 	err := q.QueryRow(ctx,
 		`SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text,
-			$3::pg_catalog.timestamptz, $4::pg_catalog.interval)`,
-		channel, payload, o.notBefore, o.delay).Scan(&id)
+			$3::pg_catalog.timestamptz, $4::pg_catalog.interval,
+			$5::pg_catalog.int4, $6::pg_catalog.text, $7::pg_catalog.interval)`,
+		channel, payload, o.notBefore, o.delay, o.priority, o.key, o.uniqueFor).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("pgrelay: notify on channel %q: %w", channel, Classify(err))
 	}
@@ -76,12 +130,23 @@ func NotifyMany(ctx context.Context, q Querier, channel string, payloads []strin
 		payloads = []string{} // NULL is notify_many's error (PR005), not an empty batch
 	}
 	o := notifyOpts(opts)
+	if o.key != nil {
+		return nil, fmt.Errorf("pgrelay: notify %d events on channel %q: %w", len(payloads), channel, errOptionOfOther)
+	}
+	var keys any // NULL unless Keys was given
+	if o.keysSet {
+		keys = o.keys
+		if o.keys == nil {
+			keys = []string{}
+		}
+	}
 	var ids []int64
 	err := q.QueryRow(ctx,
 		`SELECT pg_catalog.array_agg(n.id ORDER BY n.ord)
 		   FROM pgrelay.notify_many($1::pg_catalog.text, $2::pg_catalog.text[],
-		          $3::pg_catalog.timestamptz, $4::pg_catalog.interval) WITH ORDINALITY AS n(id, ord)`,
-		channel, payloads, o.notBefore, o.delay).Scan(&ids)
+		          $3::pg_catalog.timestamptz, $4::pg_catalog.interval,
+		          $5::pg_catalog.int4, $6::pg_catalog.text[], $7::pg_catalog.interval) WITH ORDINALITY AS n(id, ord)`,
+		channel, payloads, o.notBefore, o.delay, o.priority, keys, o.uniqueFor).Scan(&ids)
 	if err != nil {
 		return nil, fmt.Errorf("pgrelay: notify %d events on channel %q: %w", len(payloads), channel, Classify(err))
 	}

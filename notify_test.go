@@ -188,3 +188,66 @@ func TestStatus(t *testing.T) {
 	require.ErrorIs(t, err, pgrelay.ErrNotFound)
 	require.Equal(t, "pgrelay: status of event 42: not found", err.Error())
 }
+
+// Priority, Key, Keys and UniqueFor reach notify() and notify_many(); out of
+// range values fail with their sentinels; Key and Keys belong to one
+// function each.
+func TestNotifyProducerOptions(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.exec(t, "SELECT pgrelay.register('jobs', 'SELECT pg_catalog.length($1)')")
+	priority := func(id int64) int {
+		var p int
+		require.NoError(t, d.admin.QueryRow(bg, "SELECT priority FROM pgrelay.queue WHERE id = $1", id).Scan(&p))
+		return p
+	}
+
+	id, err := pgrelay.Notify(bg, d.producer, "jobs", "a", pgrelay.Priority(5))
+	require.NoError(t, err)
+	require.Equal(t, 5, priority(id))
+	plain, err := pgrelay.Notify(bg, d.producer, "jobs", "a")
+	require.NoError(t, err)
+	require.Zero(t, priority(plain), "the channel's default")
+
+	k1, err := pgrelay.Notify(bg, d.producer, "jobs", "b", pgrelay.Key("user:1"))
+	require.NoError(t, err)
+	k2, err := pgrelay.Notify(bg, d.producer, "jobs", "c", pgrelay.Key("user:1"))
+	require.NoError(t, err)
+	require.Equal(t, k1, k2, "the key's holder")
+	w1, err := pgrelay.NotifyJSON(bg, d.producer, "jobs", map[string]int{"n": 1}, pgrelay.UniqueFor(time.Hour))
+	require.NoError(t, err)
+	w2, err := pgrelay.NotifyJSON(bg, d.producer, "jobs", map[string]int{"n": 1}, pgrelay.UniqueFor(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, w1, w2, "the payload is the key")
+
+	ids, err := pgrelay.NotifyMany(bg, d.producer, "jobs", []string{"x", "y", "z"},
+		pgrelay.Keys([]string{"k", "k", "other"}), pgrelay.Priority(-1))
+	require.NoError(t, err)
+	require.Len(t, ids, 3)
+	require.Equal(t, ids[0], ids[1])
+	require.NotEqual(t, ids[0], ids[2])
+	require.Equal(t, -1, priority(ids[2]))
+	more, err := pgrelay.NotifyMany(bg, d.producer, "jobs", []string{"x", "x"}, pgrelay.UniqueFor(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, more[0], more[1])
+
+	_, err = pgrelay.Notify(bg, d.producer, "jobs", "a", pgrelay.Priority(40000))
+	require.ErrorIs(t, err, pgrelay.ErrInvalidPriority)
+	_, err = pgrelay.Notify(bg, d.producer, "jobs", "a", pgrelay.Priority(1<<40))
+	require.ErrorIs(t, err, pgrelay.ErrInvalidPriority)
+	_, err = pgrelay.NotifyMany(bg, d.producer, "jobs", []string{"a"}, pgrelay.Priority(-40000))
+	require.ErrorIs(t, err, pgrelay.ErrInvalidPriority)
+	_, err = pgrelay.Notify(bg, d.producer, "jobs", "a", pgrelay.UniqueFor(0))
+	require.ErrorIs(t, err, pgrelay.ErrInvalidUniqueFor)
+	_, err = pgrelay.Notify(bg, d.producer, "jobs", "a", pgrelay.UniqueFor(-time.Second))
+	require.ErrorIs(t, err, pgrelay.ErrInvalidUniqueFor)
+	_, err = pgrelay.NotifyMany(bg, d.producer, "jobs", []string{"a", "b"}, pgrelay.Keys([]string{"k"}))
+	require.ErrorIs(t, err, pgrelay.ErrArrayLengthsDiffer)
+	_, err = pgrelay.NotifyMany(bg, d.producer, "jobs", []string{"a"}, pgrelay.Keys(nil))
+	require.ErrorIs(t, err, pgrelay.ErrArrayLengthsDiffer, "nil keys are no keys, not NULL")
+
+	_, err = pgrelay.Notify(bg, d.producer, "jobs", "a", pgrelay.Keys([]string{"k"}))
+	require.ErrorContains(t, err, "Keys of NotifyMany")
+	_, err = pgrelay.NotifyMany(bg, d.producer, "jobs", []string{"a"}, pgrelay.Key("k"))
+	require.ErrorContains(t, err, "Key is an option of Notify")
+}

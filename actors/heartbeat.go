@@ -87,8 +87,9 @@ func (h *heartbeat) Receive(ctx actor.Context) {
 	}
 }
 
-// beatOnce does one beat's database work: the heartbeat and the answers to
-// the other nodes' asks.
+// beatOnce does one beat's database work: the heartbeat, the answers to the
+// other nodes' asks, and the decision of the events held for their unique
+// keys (both only on a cluster's modes).
 func beatOnce(d *deps) *beatResult {
 	bctx, cancel := context.WithTimeout(context.Background(), beatTimeout(d.cfg))
 	defer cancel()
@@ -104,7 +105,10 @@ func beatOnce(d *deps) *beatResult {
 		}
 	}
 	if d.cfg.Mode != ModeSingle {
-		_, r.err = d.store.SyncAnswer(bctx)
+		if _, r.err = d.store.SyncAnswer(bctx); r.err != nil {
+			return r
+		}
+		_, r.err = d.store.ResolveKeys(bctx, d.cfg.DeadAfter)
 	}
 	return r
 }

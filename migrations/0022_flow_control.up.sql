@@ -69,7 +69,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgrelay.flow_locks, pgrelay.flow_starts 
 GRANT SELECT ON pgrelay.flow_locks, pgrelay.flow_starts TO pgrelay_admin, pgrelay_viewer;
 
 -- _check_flow: the flow settings register() and update() store, checked
--- (PR019: priority, PR009: the limits).
+-- (PR009: priority, PR019: the limits).
 CREATE FUNCTION pgrelay._check_flow(p_channel text, p_priority int, p_max_in_flight int,
                                     p_rate_limit int, p_rate_period interval) RETURNS void
 LANGUAGE plpgsql
@@ -78,19 +78,19 @@ AS $$
 BEGIN
   IF p_priority IS NOT NULL AND (p_priority < -32768 OR p_priority > 32767) THEN
     RAISE EXCEPTION 'pgrelay: channel %: priority must be between -32768 and 32767, got %',
-      p_channel, p_priority USING ERRCODE = 'PR019';
+      p_channel, p_priority USING ERRCODE = 'PR009';
   END IF;
   IF p_max_in_flight IS NOT NULL AND p_max_in_flight < 0 THEN
     RAISE EXCEPTION 'pgrelay: channel %: max_in_flight must be positive (0: no limit), got %',
-      p_channel, p_max_in_flight USING ERRCODE = 'PR009';
+      p_channel, p_max_in_flight USING ERRCODE = 'PR019';
   END IF;
   IF p_rate_limit IS NOT NULL AND p_rate_limit < 0 THEN
     RAISE EXCEPTION 'pgrelay: channel %: rate_limit must be positive (0: no limit), got %',
-      p_channel, p_rate_limit USING ERRCODE = 'PR009';
+      p_channel, p_rate_limit USING ERRCODE = 'PR019';
   END IF;
   IF p_rate_period IS NOT NULL AND (p_rate_period <= interval '0' OR p_rate_period > interval '1 day') THEN
     RAISE EXCEPTION 'pgrelay: channel %: rate_period must be positive and at most 1 day, got %',
-      p_channel, p_rate_period USING ERRCODE = 'PR009';
+      p_channel, p_rate_period USING ERRCODE = 'PR019';
   END IF;
 END
 $$;
@@ -143,7 +143,7 @@ BEGIN
   PERFORM pgrelay._check_channel(c);
   PERFORM pgrelay._check_flow(p_channel, p_priority, p_max_in_flight, p_rate_limit, p_rate_period);
   IF p_rate_period IS NOT NULL AND COALESCE(p_rate_limit, 0) = 0 THEN
-    RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit', p_channel USING ERRCODE = 'PR009';
+    RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit', p_channel USING ERRCODE = 'PR019';
   END IF;
   c.priority := COALESCE(p_priority, 0);
   c.max_in_flight := NULLIF(p_max_in_flight, 0);
@@ -292,7 +292,7 @@ BEGIN
   IF p_rate_limit = 0 THEN
     IF p_rate_period IS NOT NULL THEN
       RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit (p_rate_limit := 0 removes it)',
-        p_channel USING ERRCODE = 'PR009';
+        p_channel USING ERRCODE = 'PR019';
     END IF;
     c.rate_limit := NULL;
     c.rate_period := NULL;
@@ -300,7 +300,7 @@ BEGIN
     c.rate_limit := COALESCE(p_rate_limit, old.rate_limit);
     IF c.rate_limit IS NULL AND p_rate_period IS NOT NULL THEN
       RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit (the channel has none)',
-        p_channel USING ERRCODE = 'PR009';
+        p_channel USING ERRCODE = 'PR019';
     END IF;
     c.rate_period := CASE WHEN c.rate_limit IS NOT NULL
                           THEN COALESCE(p_rate_period, old.rate_period, interval '1 second') END;

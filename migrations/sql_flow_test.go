@@ -249,15 +249,15 @@ func TestSQLFlowSettings(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	bad := map[string]string{
-		"p_priority := 32768":                             "PR019",
-		"p_priority := -32769":                            "PR019",
-		"p_max_in_flight := -1":                           "PR009",
-		"p_rate_limit := -1":                              "PR009",
-		"p_rate_limit := 5, p_rate_period := '0'":         "PR009",
-		"p_rate_limit := 5, p_rate_period := '-1 second'": "PR009",
-		"p_rate_limit := 5, p_rate_period := '2 days'":    "PR009",
-		"p_rate_period := '1 second'":                     "PR009",
-		"p_rate_limit := 0, p_rate_period := '1 second'":  "PR009",
+		"p_priority := 32768":                             "PR009",
+		"p_priority := -32769":                            "PR009",
+		"p_max_in_flight := -1":                           "PR019",
+		"p_rate_limit := -1":                              "PR019",
+		"p_rate_limit := 5, p_rate_period := '0'":         "PR019",
+		"p_rate_limit := 5, p_rate_period := '-1 second'": "PR019",
+		"p_rate_limit := 5, p_rate_period := '2 days'":    "PR019",
+		"p_rate_period := '1 second'":                     "PR019",
+		"p_rate_limit := 0, p_rate_period := '1 second'":  "PR019",
 	}
 	for args, code := range bad {
 		requireCode(t, d.Err("SELECT pgrelay.register('c', 'SELECT 1', "+args+")"), code, args)
@@ -269,15 +269,15 @@ func TestSQLFlowSettings(t *testing.T) {
 	requireCode(t, d.Err("SELECT pgrelay.register('c', 'SELECT length($1)', p_priority := 1)"), "PR003")
 
 	for args, code := range map[string]string{
-		"p_priority := 40000":                         "PR019",
-		"p_max_in_flight := -2":                       "PR009",
-		"p_rate_limit := 0, p_rate_period := '1 min'": "PR009",
-		"p_rate_period := '0'":                        "PR009",
+		"p_priority := 40000":                         "PR009",
+		"p_max_in_flight := -2":                       "PR019",
+		"p_rate_limit := 0, p_rate_period := '1 min'": "PR019",
+		"p_rate_period := '0'":                        "PR019",
 	} {
 		requireCode(t, d.Err("SELECT pgrelay.update('c', "+args+")"), code, args)
 	}
 	d.register("n", "")
-	requireCode(t, d.Err("SELECT pgrelay.update('n', p_rate_period := '1 minute')"), "PR009", "no rate limit to give a period")
+	requireCode(t, d.Err("SELECT pgrelay.update('n', p_rate_period := '1 minute')"), "PR019", "no rate limit to give a period")
 	d.Exec("SELECT pgrelay.update('n', p_priority := -3, p_max_in_flight := 4, p_rate_limit := 9, p_rate_period := '1 minute')")
 	require.Equal(t, "-3 4 9 00:01:00", d.Text(`SELECT priority || ' ' || max_in_flight || ' ' || rate_limit || ' ' || rate_period
 		FROM pgrelay.channels WHERE channel = 'n'`))

@@ -85,6 +85,8 @@ func TestRoleProducer(t *testing.T) {
 		"SELECT nextval('pgrelay._id_seq')",
 		"SELECT pgrelay.queue_stats()",
 		"SELECT pgrelay._enqueue_dedup(c, 'x', NULL) FROM pgrelay.channels c",
+		"SELECT pgrelay._enqueue_unique(c, 'k', 'x', NULL, NULL) FROM pgrelay.channels c",
+		"SELECT pgrelay._resolve_keys('1 second')",
 		"SELECT pgrelay._due(now(), NULL)",
 	}
 	for _, sql := range denied {
@@ -112,6 +114,7 @@ func TestUnpinnedFunctionsAreOwnersOnly(t *testing.T) {
 		"pgrelay._due(timestamp with time zone,interval)",
 		"pgrelay._enqueue(pgrelay.channels,bigint[],text[],timestamp with time zone)",
 		"pgrelay._enqueue_dedup(pgrelay.channels,text,timestamp with time zone)",
+		"pgrelay._enqueue_unique(pgrelay.channels,text,text,timestamp with time zone,interval)",
 		"pgrelay._lock_channel(text)",
 	}, unpinned)
 	for _, f := range unpinned {

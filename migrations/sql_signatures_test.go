@@ -65,8 +65,8 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
 	exact := map[string]string{
-		"pgrelay.notify":              "p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval",
-		"pgrelay.notify_many":         "p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval",
+		"pgrelay.notify":              "p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text, p_unique_for interval",
+		"pgrelay.notify_many":         "p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text[], p_unique_for interval",
 		"pgrelay.unregister":          "p_channel text, p_force boolean",
 		"pgrelay.status":              "p_id bigint",
 		"pgrelay.queue_stats":         "",
@@ -87,6 +87,11 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 		args := arguments(t, d.Pool, fn)
 		require.Equal(t, "timestamp with time zone DEFAULT NULL::timestamp with time zone", args["p_not_before"], fn)
 		require.Equal(t, "interval DEFAULT NULL::interval", args["p_delay"], fn)
+		// So do the producer's options: a call that gives none takes the
+		// path of before.
+		require.Equal(t, "integer DEFAULT NULL::integer", args["p_priority"], fn)
+		require.Equal(t, "interval DEFAULT NULL::interval", args["p_unique_for"], fn)
+		require.Contains(t, args["p_key"], "DEFAULT NULL::text", fn)
 	}
 
 	// register: SPEC.md's parameters in its order; pgrelay's own additions

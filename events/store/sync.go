@@ -28,6 +28,20 @@ func (s *Store) SyncAnswer(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
+// ResolveKeys decides this node's events held for their unique key on a
+// cluster (pgrelay._resolve_keys): each is released, or ended deduplicated
+// when another node's event of the same key has a lower id, once the other
+// nodes' answers prove their rows below it are here; an event held for
+// deadAfter without that proof is decided with the rows at hand. It asks the
+// other nodes again while some wait. Returns how many it decided.
+func (s *Store) ResolveKeys(ctx context.Context, deadAfter time.Duration) (int, error) {
+	var n int32
+	if err := s.bg.QueryRow(ctx, "SELECT pgrelay._resolve_keys($1::pg_catalog.interval)", deadAfter).Scan(&n); err != nil {
+		return 0, fmt.Errorf("decide the events held for their unique keys: %w", err)
+	}
+	return int(n), nil
+}
+
 // SyncPeer is one row of pgrelay._sync_peers: a node this node must hear
 // from, whether it answered the ask, and whether it looks alive here.
 type SyncPeer struct {

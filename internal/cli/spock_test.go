@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -179,6 +180,64 @@ func TestSpockCluster(t *testing.T) {
 		require.Equal(t, 0, n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel IN ('mn', 'mnc', 'mnp') AND event <> 'succeeded'`))
 		stop(ps...)
 		w.check(t, "multi-node", beats)
+	})
+
+	t.Run("unique keys", func(t *testing.T) {
+		// One key notified on the three nodes at once, each in a transaction
+		// left open until all three called: no node sees another's row, so
+		// each accepts it and returns its own id. Each node holds its event
+		// until the others' answers prove their rows below it are there;
+		// then every node keeps the lowest id: it runs once, and each other
+		// node ends its own deduplicated, naming it.
+		register("uk", "")
+		var ps []*proc
+		for _, m := range all {
+			ps = append(ps, m.run("multi-node"))
+		}
+		for _, m := range all {
+			testenv.Eventually(t, 30*time.Second, fmt.Sprint("every node known on node ", m.n), func() bool {
+				return m.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id > 0 AND mode = 'multi-node'`) == len(all)
+			})
+		}
+		ids := make([]int64, len(all))
+		txs := make([]pgx.Tx, len(all))
+		for i, m := range all {
+			tx, err := m.pool.Begin(ctx)
+			require.NoError(t, err)
+			txs[i] = tx
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pgrelay.notify('uk', $1, p_key := 'once', p_unique_for := '1 hour')`,
+				fmt.Sprint("n", m.n)).Scan(&ids[i]))
+		}
+		for _, tx := range txs {
+			require.NoError(t, tx.Commit(ctx))
+		}
+		require.Len(t, slices.Compact(slices.Sorted(slices.Values(ids))), len(all), "each node accepted the key")
+		survivor := slices.Min(ids)
+		for _, m := range all {
+			testenv.Eventually(t, time.Minute, fmt.Sprint("the key's events ended on node ", m.n), func() bool {
+				return m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'uk' AND event IN ('succeeded', 'deduplicated')`) == len(all)
+			})
+		}
+		ran := 0
+		for i, m := range all {
+			require.Equal(t, 1, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'uk' AND event = 'succeeded' AND origin_id = $1`, survivor))
+			require.Equal(t, len(all)-1, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'uk' AND event = 'deduplicated'
+				AND origin_id <> $1 AND node = (origin_id >> 12) & 1023 AND strpos(error, $1::text) > 0`, survivor),
+				"each loser ended by its own node, naming the survivor")
+			ran += m.count(`SELECT count(*) FROM app.ran WHERE channel = 'uk'`)
+			if ids[i] != survivor {
+				var st string
+				require.NoError(t, m.pool.QueryRow(ctx, `SELECT pgrelay.status($1)`, ids[i]).Scan(&st))
+				require.Equal(t, "deduplicated", st)
+			}
+		}
+		require.Equal(t, 1, ran, "the key's event ran once in the cluster")
+		// Within the window, after its success, every node returns it.
+		for _, m := range all {
+			require.Equal(t, survivor, int64(m.count(`SELECT pgrelay.notify('uk', 'again', p_key := 'once', p_unique_for := '1 hour')`)))
+		}
+		stop(ps...)
+		w.check(t, "unique keys", beats)
 	})
 
 	t.Run("pg_auto_mv", func(t *testing.T) {

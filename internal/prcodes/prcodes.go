@@ -16,7 +16,7 @@ const (
 	PayloadTooLarge        = "PR006"
 	NotBeforeAndDelay      = "PR007"
 	InvalidDueTime         = "PR008"
-	InvalidFlowLimit       = "PR009"
+	InvalidPriority        = "PR009"
 	InvalidChannelName     = "PR010"
 	InvalidKind            = "PR011"
 	InvalidConcurrencyMode = "PR012"
@@ -26,7 +26,8 @@ const (
 	InvalidExpireAfter     = "PR016"
 	InvalidHandler         = "PR017"
 	InvalidPublishErrors   = "PR018"
-	InvalidPriority        = "PR019"
+	InvalidFlowLimit       = "PR019"
+	InvalidUniqueFor       = "PR024" // notify()'s p_unique_for: after the nodes' codes, taken before it
 )
 
 // Nodes and Processors.

@@ -1440,10 +1440,11 @@ DECLARE
 BEGIN
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'on', true);
   INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, not_before,
-                             expires_at, lane, phash)
+                             expires_at, lane, phash, priority)
   SELECT u.id, u.id, ch.channel, u.payload, v_node, pgrelay._pin_of(ch.node_restricted, v_node), v_due,
          pgrelay._expiry_of(ch.expire_after, now(), v_due),
-         pgrelay._lane_of(ch.concurrency_mode, u.payload), pgrelay._phash_of(ch.deduplicate, u.payload)
+         pgrelay._lane_of(ch.concurrency_mode, u.payload), pgrelay._phash_of(ch.deduplicate, u.payload),
+         ch.priority
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
   PERFORM pgrelay._wake(ch.channel);
@@ -1518,6 +1519,203 @@ $$;
 
 
 ALTER FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload text, p_due timestamp with time zone) OWNER TO postgres;
+
+--
+-- Name: _enqueue_unique(pgrelay.channels, text, text, timestamp with time zone, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._enqueue_unique(ch pgrelay.channels, p_key text, p_payload text, p_due timestamp with time zone, p_unique_for interval) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_hash bigint := pg_catalog.hashtextextended(p_key, 0);
+  v_holder bigint;
+  v_id bigint;
+  v_until timestamptz := now() + COALESCE(p_unique_for, interval '0');
+  v_hold boolean;
+  r record;
+BEGIN
+  UPDATE pgrelay.dedup_locks d SET slot = d.slot
+   WHERE d.slot = (pg_catalog.hashtext(ch.channel) # pg_catalog.hashint8(v_hash)) & 4095;
+  SELECT k.origin_id INTO v_holder
+    FROM pgrelay.unique_keys k
+   WHERE k.channel = ch.channel AND k.key_hash = v_hash AND k.key = p_key
+     AND (NOT ch.node_restricted OR k.node = v_node)
+     AND (k.until > now() OR pgrelay._event_open(k.origin_id))
+   ORDER BY k.origin_id
+   LIMIT 1;
+  IF FOUND THEN
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
+    VALUES (v_holder, pgrelay._next_id(), ch.channel, 1, 'deduplicated', v_node);
+    RETURN v_holder;
+  END IF;
+  v_id := pgrelay._next_id();
+  PERFORM pgrelay._enqueue(ch, ARRAY[v_id], ARRAY[p_payload], p_due);
+  v_hold := NOT ch.node_restricted
+            AND EXISTS (SELECT FROM pgrelay.nodes n
+                         WHERE n.node_id >= 0 AND n.node_id <> v_node AND n.decommissioned_at IS NULL
+                           AND n.mode <> 'single');
+  IF v_hold THEN
+    UPDATE pgrelay.queue q SET not_before = 'infinity' WHERE q.id = v_id;
+  END IF;
+  INSERT INTO pgrelay.unique_keys (origin_id, channel, key_hash, key, until, node, check_at, at, held, due)
+  VALUES (v_id, ch.channel, v_hash, p_key, v_until, v_node, v_until, now(), v_hold,
+          CASE WHEN v_hold THEN COALESCE(p_due, now()) END);
+  FOR r IN
+    SELECT k.origin_id, k.until FROM pgrelay.unique_keys k
+     WHERE k.node = v_node AND k.check_at < now()
+     ORDER BY k.check_at
+     LIMIT 2
+       FOR UPDATE SKIP LOCKED
+  LOOP
+    IF r.until <= now() AND NOT pgrelay._event_open(r.origin_id) THEN
+      DELETE FROM pgrelay.unique_keys k WHERE k.origin_id = r.origin_id;
+    ELSE
+      UPDATE pgrelay.unique_keys k SET check_at = GREATEST(r.until, now() + interval '1 minute')
+       WHERE k.origin_id = r.origin_id;
+    END IF;
+  END LOOP;
+  RETURN v_id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._enqueue_unique(ch pgrelay.channels, p_key text, p_payload text, p_due timestamp with time zone, p_unique_for interval) OWNER TO postgres;
+
+--
+-- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v bigint := pg_catalog.nextval('pgrelay._id_seq');
+  t bigint := p_ms << 12;
+  v_moved bool := false;
+BEGIN
+  IF v < t - 409600 THEN
+    BEGIN
+      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
+      IF FOUND THEN
+        v := pg_catalog.nextval('pgrelay._id_seq');
+        IF v < t - 409600 THEN
+          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+          v := t;
+        END IF;
+        v_moved := true;
+      ELSE
+        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = 'PR099';
+    EXCEPTION WHEN SQLSTATE 'PR099' THEN
+      NULL;
+    END;
+    IF NOT v_moved THEN
+      v := pg_catalog.nextval('pgrelay._id_seq');
+      IF v < t - 409600 THEN
+        BEGIN
+          PERFORM FROM pgrelay.this_node n FOR UPDATE;
+          v := pg_catalog.nextval('pgrelay._id_seq');
+          IF v < t - 409600 THEN
+            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+            v := t;
+          END IF;
+          RAISE EXCEPTION USING ERRCODE = 'PR099';
+        EXCEPTION WHEN SQLSTATE 'PR099' THEN
+          NULL;
+        END;
+      END IF;
+    END IF;
+  END IF;
+  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
+
+--
+-- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id() RETURNS bigint
+    LANGUAGE sql
+    RETURN pgrelay._next_id_at(((floor((EXTRACT(epoch FROM clock_timestamp()) * (1000)::numeric)))::bigint - '1767225600000'::bigint));
+
+
+ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
+
+--
+-- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._this_node() RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  s text := pg_catalog.current_setting('pg_relay.node_id', true);
+  v_node int;
+BEGIN
+  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
+  IF v_node IS NULL THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
+    RETURN v_node;
+  END IF;
+  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
+     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  RETURN v_node;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
+
+--
+-- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.queue (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
+    run_in_node integer,
+    attempt integer DEFAULT 1 NOT NULL,
+    retry_of bigint,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    dispatched_at timestamp with time zone,
+    dispatched_by bigint,
+    lane bigint,
+    phash bigint,
+    priority smallint DEFAULT 0 NOT NULL,
+    CONSTRAINT queue_attempt CHECK ((attempt > 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
+
+
+ALTER TABLE pgrelay.queue OWNER TO postgres;
+
+--
+-- Name: _event_open(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._event_open(p_origin_id bigint) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN ((EXISTS (SELECT FROM pgrelay.queue q WHERE (q.id = _event_open.p_origin_id))) OR (EXISTS (SELECT FROM pgrelay.queue q WHERE ((q.origin_id = _event_open.p_origin_id) AND (q.retry_of IS NOT NULL)))));
+
+
+ALTER FUNCTION pgrelay._event_open(p_origin_id bigint) OWNER TO postgres;
 
 --
 -- Name: settings; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -1822,6 +2020,23 @@ $$;
 ALTER FUNCTION pgrelay._lock_channel_exclusive(p_channel text) OWNER TO postgres;
 
 --
+-- Name: _log_release_key(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._log_release_key() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM pgrelay.unique_keys k WHERE k.origin_id = NEW.origin_id;
+  RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._log_release_key() OWNER TO postgres;
+
+--
 -- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -1973,6 +2188,26 @@ CREATE FUNCTION pgrelay._pin_of(p_node_restricted boolean, p_node integer) RETUR
 
 
 ALTER FUNCTION pgrelay._pin_of(p_node_restricted boolean, p_node integer) OWNER TO postgres;
+
+--
+-- Name: _priority_of(integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._priority_of(p_priority integer) RETURNS smallint
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_priority < -32768 OR p_priority > 32767 THEN
+    RAISE EXCEPTION 'pgrelay.notify: p_priority must be between -32768 and 32767, got %', p_priority
+      USING ERRCODE = 'PR009', HINT = 'Higher runs first; NULL takes the channel''s default.';
+  END IF;
+  RETURN p_priority::smallint;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._priority_of(p_priority integer) OWNER TO postgres;
 
 --
 -- Name: _processor_start(text, text, integer, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2345,6 +2580,76 @@ $_$;
 ALTER FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) OWNER TO postgres;
 
 --
+-- Name: _resolve_keys(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._resolve_keys(p_dead_after interval) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_term bigint;
+  v_proven bigint;
+  v_waiting boolean := false;
+  v_survivor bigint;
+  h record;
+  n int := 0;
+BEGIN
+  IF NOT EXISTS (SELECT FROM pgrelay.unique_keys k WHERE k.held) THEN
+    RETURN 0;
+  END IF;
+  SELECT a.term INTO v_term FROM pgrelay.sync_asks a WHERE a.node_id = v_node;
+  -- The lowest horizon of the live peers (NULL when one has none); every
+  -- id when there is no peer.
+  SELECT CASE WHEN bool_and(s.horizon IS NOT NULL) THEN min(s.horizon) END INTO v_proven
+    FROM pgrelay._sync_peers(COALESCE(v_term, 0), p_dead_after) p
+    LEFT JOIN pgrelay.sync_answers s ON s.node_id = v_node AND s.peer = p.peer
+   WHERE p.alive
+  HAVING count(*) > 0;
+  IF NOT FOUND THEN
+    v_proven := 9223372036854775807;
+  END IF;
+  FOR h IN
+    SELECT u.* FROM pgrelay.unique_keys u
+      JOIN pgrelay.queue q ON q.id = u.origin_id
+     WHERE u.held AND q.owner_node = v_node AND q.dispatched_at IS NULL
+     ORDER BY u.origin_id
+       FOR UPDATE OF u, q
+  LOOP
+    IF NOT COALESCE(h.origin_id < v_proven, h.at < now() - p_dead_after) THEN
+      v_waiting := true;
+      CONTINUE;
+    END IF;
+    SELECT min(x.origin_id) INTO v_survivor
+      FROM pgrelay.unique_keys x
+     WHERE x.channel = h.channel AND x.key_hash = h.key_hash AND x.key = h.key
+       AND (x.until > now() OR pgrelay._event_open(x.origin_id));
+    IF v_survivor = h.origin_id THEN
+      UPDATE pgrelay.queue q SET not_before = h.due WHERE q.id = h.origin_id;
+      UPDATE pgrelay.unique_keys x SET held = false, due = NULL WHERE x.origin_id = h.origin_id;
+    ELSE
+      DELETE FROM pgrelay.queue q WHERE q.id = h.origin_id;
+      DELETE FROM pgrelay.unique_keys x WHERE x.origin_id = h.origin_id;
+      INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+      VALUES (h.origin_id, h.origin_id, h.channel, 1, 'deduplicated',
+              pg_catalog.format('deduplicated: event %s holds the key (the lowest id of its key across the cluster)',
+                                v_survivor), v_node);
+    END IF;
+    n := n + 1;
+  END LOOP;
+  IF v_waiting AND (v_term IS NULL OR NOT EXISTS (
+        SELECT FROM pgrelay._sync_peers(v_term, p_dead_after) p WHERE p.alive AND NOT p.answered)) THEN
+    PERFORM pgrelay._sync_ask();
+  END IF;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._resolve_keys(p_dead_after interval) OWNER TO postgres;
+
+--
 -- Name: _retry_after(bigint[], bigint[], interval[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2456,16 +2761,28 @@ CREATE FUNCTION pgrelay._sync_answer() RETURNS integer
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();
+  v_horizon bigint;
   n int;
 BEGIN
-  INSERT INTO pgrelay.sync_answers AS s (node_id, peer, term, knows)
-  SELECT a.node_id, v_node, a.term, pgrelay._adopters()
+  IF NOT EXISTS (SELECT FROM pgrelay.sync_asks a
+                  WHERE a.node_id <> v_node
+                    AND NOT EXISTS (SELECT FROM pgrelay.sync_answers x
+                                     WHERE x.node_id = a.node_id AND x.peer = v_node AND x.term >= a.term)) THEN
+    RETURN 0;
+  END IF;
+  BEGIN
+    v_horizon := pgrelay._publish_horizon();
+  EXCEPTION WHEN SQLSTATE 'PR040' THEN
+    v_horizon := NULL;
+  END;
+  INSERT INTO pgrelay.sync_answers AS s (node_id, peer, term, knows, horizon)
+  SELECT a.node_id, v_node, a.term, pgrelay._adopters(), v_horizon
     FROM pgrelay.sync_asks a
    WHERE a.node_id <> v_node
      AND NOT EXISTS (SELECT FROM pgrelay.sync_answers x
                       WHERE x.node_id = a.node_id AND x.peer = v_node AND x.term >= a.term)
   ON CONFLICT (node_id, peer) DO UPDATE
-    SET term = EXCLUDED.term, knows = EXCLUDED.knows, answered_at = now()
+    SET term = EXCLUDED.term, knows = EXCLUDED.knows, horizon = EXCLUDED.horizon, answered_at = now()
     WHERE s.term < EXCLUDED.term;
   GET DIAGNOSTICS n = ROW_COUNT;
   RETURN n;
@@ -2677,6 +2994,26 @@ $$;
 
 
 ALTER FUNCTION pgrelay._trim_log(p_older_than interval, p_batch integer, p_unpublished_max interval) OWNER TO postgres;
+
+--
+-- Name: _unique_for(interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._unique_for(p_unique_for interval) RETURNS interval
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_unique_for <= interval '0' OR p_unique_for > interval '3650 days' THEN
+    RAISE EXCEPTION 'pgrelay.notify: p_unique_for must be more than zero and at most 3650 days, got %', p_unique_for
+      USING ERRCODE = 'PR019';
+  END IF;
+  RETURN p_unique_for;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._unique_for(p_unique_for interval) OWNER TO postgres;
 
 --
 -- Name: _wake(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2922,10 +3259,10 @@ $$;
 ALTER FUNCTION pgrelay.nodes_overview(p_dead_after interval) OWNER TO postgres;
 
 --
--- Name: notify(text, text, timestamp with time zone, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: notify(text, text, timestamp with time zone, interval, integer, text, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS bigint
+CREATE FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_priority integer DEFAULT NULL::integer, p_key text DEFAULT NULL::text, p_unique_for interval DEFAULT NULL::interval) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2940,6 +3277,13 @@ BEGIN
   IF p_not_before IS NOT NULL OR p_delay IS NOT NULL THEN
     v_due := pgrelay._due(p_not_before, p_delay);
   END IF;
+  IF p_priority IS NOT NULL THEN
+    ch.priority := pgrelay._priority_of(p_priority);
+  END IF;
+  IF p_key IS NOT NULL OR p_unique_for IS NOT NULL THEN
+    RETURN pgrelay._enqueue_unique(ch, COALESCE(p_key, p_payload), p_payload, v_due,
+                                   pgrelay._unique_for(p_unique_for));
+  END IF;
   IF ch.deduplicate THEN
     RETURN pgrelay._enqueue_dedup(ch, p_payload, v_due);
   END IF;
@@ -2950,13 +3294,13 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) OWNER TO postgres;
+ALTER FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text, p_unique_for interval) OWNER TO postgres;
 
 --
--- Name: notify_many(text, text[], timestamp with time zone, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: notify_many(text, text[], timestamp with time zone, interval, integer, text[], interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS SETOF bigint
+CREATE FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_priority integer DEFAULT NULL::integer, p_key text[] DEFAULT NULL::text[], p_unique_for interval DEFAULT NULL::interval) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2965,6 +3309,8 @@ DECLARE
   p text;
   v_ids bigint[];
   v_due timestamptz;
+  v_for interval;
+  r record;
 BEGIN
   IF p_payloads IS NULL THEN
     RAISE EXCEPTION 'pgrelay.notify_many: payloads must not be NULL' USING ERRCODE = 'PR005';
@@ -2976,6 +3322,25 @@ BEGIN
   END IF;
   IF p_not_before IS NOT NULL OR p_delay IS NOT NULL THEN
     v_due := pgrelay._due(p_not_before, p_delay);
+  END IF;
+  IF p_priority IS NOT NULL THEN
+    ch.priority := pgrelay._priority_of(p_priority);
+  END IF;
+  IF p_key IS NOT NULL OR p_unique_for IS NOT NULL THEN
+    IF pg_catalog.cardinality(p_key) <> pg_catalog.cardinality(p_payloads) THEN
+      RAISE EXCEPTION 'pgrelay.notify_many: % keys for % payloads', pg_catalog.cardinality(p_key),
+        pg_catalog.cardinality(p_payloads) USING ERRCODE = 'PR111',
+        HINT = 'Give one key per payload (NULL: the payload is its key).';
+    END IF;
+    v_for := pgrelay._unique_for(p_unique_for);
+    FOR r IN
+      SELECT u.payload, u.key
+        FROM ROWS FROM (pg_catalog.unnest(p_payloads), pg_catalog.unnest(p_key)) WITH ORDINALITY AS u(payload, key, n)
+       ORDER BY u.n
+    LOOP
+      RETURN NEXT pgrelay._enqueue_unique(ch, COALESCE(r.key, r.payload), r.payload, v_due, v_for);
+    END LOOP;
+    RETURN;
   END IF;
   IF ch.deduplicate THEN
     FOREACH p IN ARRAY p_payloads LOOP
@@ -2993,7 +3358,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval) OWNER TO postgres;
+ALTER FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text[], p_unique_for interval) OWNER TO postgres;
 
 --
 -- Name: publish_backlog(integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -4296,7 +4661,8 @@ CREATE TABLE pgrelay.sync_answers (
     peer integer NOT NULL,
     term bigint NOT NULL,
     knows integer[] NOT NULL,
-    answered_at timestamp with time zone DEFAULT now() NOT NULL
+    answered_at timestamp with time zone DEFAULT now() NOT NULL,
+    horizon bigint
 );
 
 
@@ -4330,6 +4696,26 @@ CREATE TABLE pgrelay.this_node (
 
 
 ALTER TABLE pgrelay.this_node OWNER TO postgres;
+
+--
+-- Name: unique_keys; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.unique_keys (
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    key_hash bigint NOT NULL,
+    key text NOT NULL,
+    until timestamp with time zone NOT NULL,
+    node integer NOT NULL,
+    check_at timestamp with time zone NOT NULL,
+    at timestamp with time zone NOT NULL,
+    held boolean DEFAULT false NOT NULL,
+    due timestamp with time zone
+);
+
+
+ALTER TABLE pgrelay.unique_keys OWNER TO postgres;
 
 --
 -- Name: wake_slots; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -4579,6 +4965,14 @@ ALTER TABLE ONLY pgrelay.this_node
 
 
 --
+-- Name: unique_keys unique_keys_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.unique_keys
+    ADD CONSTRAINT unique_keys_pkey PRIMARY KEY (origin_id);
+
+
+--
 -- Name: wake_slots wake_slots_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
 --
 
@@ -4695,6 +5089,27 @@ CREATE INDEX queue_retry_origin ON pgrelay.queue USING btree (origin_id) WHERE (
 
 
 --
+-- Name: unique_keys_check; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX unique_keys_check ON pgrelay.unique_keys USING btree (node, check_at);
+
+
+--
+-- Name: unique_keys_held; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX unique_keys_held ON pgrelay.unique_keys USING btree (origin_id) WHERE held;
+
+
+--
+-- Name: unique_keys_key; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX unique_keys_key ON pgrelay.unique_keys USING btree (channel, key_hash);
+
+
+--
 -- Name: debug_log_notification; Type: INDEX; Schema: pgrelay_notifier; Owner: postgres
 --
 
@@ -4722,6 +5137,13 @@ CREATE INDEX status_events_notification ON pgrelay_notifier.status_events USING 
 CREATE TRIGGER channels_locks AFTER INSERT ON pgrelay.channels FOR EACH ROW EXECUTE FUNCTION pgrelay._channel_locks_create();
 
 ALTER TABLE pgrelay.channels ENABLE ALWAYS TRIGGER channels_locks;
+
+
+--
+-- Name: log log_release_key; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER log_release_key AFTER INSERT ON pgrelay.log FOR EACH ROW WHEN ((new.event = ANY (ARRAY['gave_up'::text, 'expired'::text, 'cancelled'::text]))) EXECUTE FUNCTION pgrelay._log_release_key();
 
 
 --
@@ -5092,6 +5514,59 @@ REVOKE ALL ON FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload tex
 
 
 --
+-- Name: FUNCTION _enqueue_unique(ch pgrelay.channels, p_key text, p_payload text, p_due timestamp with time zone, p_unique_for interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._enqueue_unique(ch pgrelay.channels, p_key text, p_payload text, p_due timestamp with time zone, p_unique_for interval) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
+
+
+--
+-- Name: FUNCTION _event_open(p_origin_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._event_open(p_origin_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._event_open(p_origin_id bigint) TO pgrelay_processor;
+
+
+--
 -- Name: TABLE settings; Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5232,6 +5707,13 @@ REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBL
 
 
 --
+-- Name: FUNCTION _log_release_key(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._log_release_key() FROM PUBLIC;
+
+
+--
 -- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5302,6 +5784,13 @@ REVOKE ALL ON FUNCTION pgrelay._phash_of(p_deduplicate boolean, p_payload text) 
 --
 
 REVOKE ALL ON FUNCTION pgrelay._pin_of(p_node_restricted boolean, p_node integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _priority_of(p_priority integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._priority_of(p_priority integer) FROM PUBLIC;
 
 
 --
@@ -5386,6 +5875,14 @@ GRANT ALL ON FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval,
 
 
 --
+-- Name: FUNCTION _resolve_keys(p_dead_after interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._resolve_keys(p_dead_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._resolve_keys(p_dead_after interval) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _retry_after(p_ids bigint[], p_origin_ids bigint[], p_delays interval[]); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5464,6 +5961,13 @@ GRANT ALL ON FUNCTION pgrelay._trim_log(p_older_than interval, p_batch integer, 
 
 
 --
+-- Name: FUNCTION _unique_for(p_unique_for interval); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._unique_for(p_unique_for interval) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _wake(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5522,22 +6026,22 @@ GRANT ALL ON FUNCTION pgrelay.nodes_overview(p_dead_after interval) TO pgrelay_v
 
 
 --
--- Name: FUNCTION notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text, p_unique_for interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) TO pgrelay_producer;
-GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) TO pgrelay_admin;
-GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval) TO pgrelay_notifier;
+REVOKE ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text, p_unique_for interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text, p_unique_for interval) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text, p_unique_for interval) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text, p_unique_for interval) TO pgrelay_notifier;
 
 
 --
--- Name: FUNCTION notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text[], p_unique_for interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval) TO pgrelay_producer;
-GRANT ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text[], p_unique_for interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text[], p_unique_for interval) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay.notify_many(p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text[], p_unique_for interval) TO pgrelay_admin;
 
 
 --
@@ -5894,6 +6398,14 @@ GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
 
 GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
 GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE unique_keys; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.unique_keys TO pgrelay_admin;
+GRANT SELECT,DELETE,UPDATE ON TABLE pgrelay.unique_keys TO pgrelay_processor;
 
 
 --

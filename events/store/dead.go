@@ -218,3 +218,15 @@ func DeadLetterStats(ctx context.Context, q Querier) ([]DeadLetterStat, error) {
 	}
 	return out, nil
 }
+
+// SweepCancels applies the cancel requests that meet their event pending
+// here now (pgrelay._cancel_sweep: a claim released or rescued, a retry
+// enqueued as the request came) and forgets the stale ones; it returns how
+// many events it cancelled.
+func (s *Store) SweepCancels(ctx context.Context) (int, error) {
+	var n int32
+	if err := s.bg.QueryRow(ctx, "SELECT pgrelay._cancel_sweep()").Scan(&n); err != nil {
+		return 0, fmt.Errorf("sweep cancel requests: %w", err)
+	}
+	return int(n), nil
+}

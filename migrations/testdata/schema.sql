@@ -199,6 +199,175 @@ $$;
 ALTER FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) OWNER TO postgres;
 
 --
+-- Name: _cancel_apply(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancel_apply(p_origin bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  k pgrelay.cancels;
+  v_node int := pgrelay._this_node();
+  v_reason text;
+  v_n int;
+  v_mails bigint[];
+  v_mail_channels text[];
+BEGIN
+  SELECT * INTO k FROM pgrelay.cancels c WHERE c.origin_id = p_origin;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  v_reason := pg_catalog.format('cancelled by %s', k.requested_by);
+  WITH del AS (
+    DELETE FROM pgrelay.queue q
+     WHERE q.id IN (SELECT x.id FROM pgrelay.queue x
+                     WHERE ((x.id = p_origin AND x.origin_id = p_origin)
+                            OR (x.origin_id = p_origin AND x.retry_of IS NOT NULL))
+                       AND x.dispatched_at IS NULL
+                       AND pgrelay._cancels_here(x.run_in_node, x.owner_node)
+                       FOR UPDATE SKIP LOCKED)
+       AND q.dispatched_at IS NULL
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT del.id, del.origin_id, del.channel, del.attempt, 'cancelled', v_reason, v_node
+      FROM del ORDER BY del.id
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM lg),
+         (SELECT pg_catalog.array_agg(m.n) FROM del JOIN pgrelay.channels c ON c.channel = del.channel,
+                 LATERAL (SELECT pgrelay._notification_of(c.kind, del.payload) AS n) m WHERE m.n IS NOT NULL),
+         (SELECT pg_catalog.array_agg(del.channel) FROM del JOIN pgrelay.channels c ON c.channel = del.channel
+           WHERE pgrelay._notification_of(c.kind, del.payload) IS NOT NULL)
+    INTO v_n, v_mails, v_mail_channels;
+  IF v_n = 0 THEN
+    RETURN false;
+  END IF;
+  IF v_mails IS NOT NULL THEN
+    PERFORM pgrelay_notifier._cancel_for_events(v_mails, v_mail_channels, v_reason);
+  END IF;
+  DELETE FROM pgrelay.cancels c WHERE c.origin_id = p_origin;
+  RETURN true;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancel_apply(p_origin bigint) OWNER TO postgres;
+
+--
+-- Name: _cancel_email_event(bigint, text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancel_email_event(p_notification_id bigint, p_channel text, p_by text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_origin bigint;
+BEGIN
+  FOR v_origin IN
+    SELECT DISTINCT q.origin_id FROM pgrelay.queue q
+     WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.payload = p_notification_id::text
+    UNION
+    SELECT q.origin_id FROM pgrelay.queue q
+     WHERE q.dispatched_at IS NOT NULL AND q.dispatched_by IS NOT NULL
+       AND q.channel = p_channel AND q.payload = p_notification_id::text
+  LOOP
+    PERFORM pgrelay._cancel_request(v_origin, p_by);
+  END LOOP;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancel_email_event(p_notification_id bigint, p_channel text, p_by text) OWNER TO postgres;
+
+--
+-- Name: _cancel_request(bigint, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancel_request(p_origin bigint, p_by text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  INSERT INTO pgrelay.cancels (origin_id, requested_by) VALUES (p_origin, p_by)
+  ON CONFLICT (origin_id) DO NOTHING;
+  PERFORM pgrelay._cancel_apply(p_origin);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancel_request(p_origin bigint, p_by text) OWNER TO postgres;
+
+--
+-- Name: _cancel_sweep(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancel_sweep() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_origin bigint;
+  n int := 0;
+BEGIN
+  FOR v_origin IN SELECT c.origin_id FROM pgrelay.cancels c ORDER BY c.origin_id LOOP
+    IF pgrelay._cancel_apply(v_origin) THEN
+      n := n + 1;
+    END IF;
+  END LOOP;
+  DELETE FROM pgrelay.cancels c
+   WHERE c.requested_at < pg_catalog.now() - interval '1 hour'
+     AND NOT EXISTS (SELECT FROM pgrelay.queue q
+                      WHERE (q.id = c.origin_id AND q.origin_id = c.origin_id)
+                         OR (q.origin_id = c.origin_id AND q.retry_of IS NOT NULL));
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancel_sweep() OWNER TO postgres;
+
+--
+-- Name: _cancels_apply_replica(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancels_apply_replica() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  PERFORM pgrelay._cancel_apply(NEW.origin_id);
+  RETURN NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancels_apply_replica() OWNER TO postgres;
+
+--
+-- Name: _cancels_here(integer, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node integer) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT CASE
+    WHEN NOT EXISTS (SELECT FROM pgrelay.nodes n
+                      WHERE n.node_id >= 0 AND n.node_id <> pgrelay._this_node() AND n.decommissioned_at IS NULL)
+      THEN true
+    WHEN p_run_in_node IS NOT NULL THEN p_run_in_node = pgrelay._this_node()
+    ELSE COALESCE((SELECT l.leader_node FROM pgrelay.nodes l
+                    WHERE l.node_id = -1 AND l.lease_until > pg_catalog.now()), p_owner_node) = pgrelay._this_node()
+  END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node integer) OWNER TO postgres;
+
+--
 -- Name: _channel_locks_create(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -848,6 +1017,8 @@ DECLARE
   v_node int := pgrelay._this_node();
   v_released int;
   v_done int;
+  v_mails bigint[];
+  v_mail_channels text[];
 BEGIN
   -- A direct batch of successes, nearly every batch: its rows, locked in
   -- the caller's transaction, are deleted and logged; nothing to release,
@@ -908,11 +1079,18 @@ BEGIN
               CASE WHEN o.event <> 'succeeded' THEN q.payload END AS payload,
               CASE WHEN o.event <> 'succeeded' THEN q.enqueued_at END AS enqueued_at,
               CASE WHEN o.event <> 'succeeded' THEN q.expires_at END AS expires_at,
-              CASE WHEN o.event <> 'succeeded' THEN q.run_in_node END AS run_in_node
+              CASE WHEN o.event <> 'succeeded' THEN q.run_in_node END AS run_in_node,
+              CASE WHEN o.event <> 'succeeded' THEN q.priority END AS priority,
+              CASE WHEN o.event <> 'succeeded' THEN q.enqueued_by END AS enqueued_by,
+              CASE WHEN o.event <> 'succeeded' THEN q.snoozes END AS snoozes
   ), d AS (
-    -- The channel's attempts, read for a failure only.
+    -- The channel's attempts, read for a failure only; a cancel request,
+    -- for a failure or a give-up only.
     SELECT del.*,
-           CASE WHEN del.o_event = 'failed'
+           CASE WHEN del.o_event IN ('failed', 'gave_up')
+                 AND EXISTS (SELECT FROM pgrelay.cancels k WHERE k.origin_id = del.origin_id)
+                THEN 'cancelled'
+                WHEN del.o_event = 'failed'
                  AND del.attempt >= COALESCE((SELECT c.max_attempts FROM pgrelay.channels c
                                                WHERE c.channel = del.channel), 0)
                 THEN 'gave_up' ELSE del.o_event END AS final
@@ -928,9 +1106,9 @@ BEGIN
     RETURNING 1
   ), rt AS (
     INSERT INTO pgrelay.queue (origin_id, channel, payload, attempt, retry_of, enqueued_at,
-                               not_before, expires_at)
+                               not_before, expires_at, priority, enqueued_by, snoozes)
     SELECT d.origin_id, d.channel, d.payload, d.attempt + 1, d.id, d.enqueued_at,
-           now() + pgrelay._backoff(c.retry_delay, d.attempt), d.expires_at
+           now() + pgrelay._backoff(c.retry_delay, d.attempt), d.expires_at, d.priority, d.enqueued_by, d.snoozes
       FROM d JOIN pgrelay.channels c ON c.channel = d.channel
      WHERE d.final = 'failed' AND c.retry_delay IS NOT NULL
      ORDER BY d.id
@@ -945,11 +1123,26 @@ BEGIN
      WHERE d.final IN ('gave_up', 'expired')
      ORDER BY d.id
     RETURNING 1
+  ), kc AS (
+    -- The requests of the events that ended cancelled.
+    DELETE FROM pgrelay.cancels k
+     WHERE k.origin_id IN (SELECT d.origin_id FROM d WHERE d.final = 'cancelled')
+    RETURNING 1
+  ), mails AS (
+    SELECT m.n, d.channel
+      FROM d JOIN pgrelay.channels c ON c.channel = d.channel,
+           LATERAL (SELECT pgrelay._notification_of(c.kind, d.payload) AS n) m
+     WHERE d.final = 'cancelled' AND m.n IS NOT NULL
   )
   SELECT (SELECT count(*) FROM lg),
-         COALESCE((SELECT pg_catalog.array_agg(d.id ORDER BY d.id) FROM d WHERE d.final = 'gave_up'), '{}')
-    INTO v_done, gave_up;
+         COALESCE((SELECT pg_catalog.array_agg(d.id ORDER BY d.id) FROM d WHERE d.final = 'gave_up'), '{}'),
+         (SELECT pg_catalog.array_agg(mails.n) FROM mails),
+         (SELECT pg_catalog.array_agg(mails.channel) FROM mails)
+    INTO v_done, gave_up, v_mails, v_mail_channels;
 
+  IF v_mails IS NOT NULL THEN
+    PERFORM pgrelay_notifier._cancel_for_events(v_mails, v_mail_channels, 'cancelled: its event was cancelled');
+  END IF;
   done := v_released + v_done;
 END
 $$;
@@ -1401,6 +1594,12 @@ CREATE TABLE pgrelay.queue (
     lane bigint,
     phash bigint,
     priority smallint DEFAULT 0 NOT NULL,
+    enqueued_by text DEFAULT 
+CASE
+    WHEN (current_setting('role'::text) = 'none'::text) THEN (SESSION_USER)::text
+    ELSE current_setting('role'::text)
+END,
+    snoozes integer DEFAULT 0 NOT NULL,
     CONSTRAINT queue_attempt CHECK ((attempt > 0))
 )
 WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
@@ -1554,6 +1753,17 @@ $$;
 
 
 ALTER FUNCTION pgrelay._lock_channel_exclusive(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _max_snoozes(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._max_snoozes() RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    RETURN 1000;
+
+
+ALTER FUNCTION pgrelay._max_snoozes() OWNER TO postgres;
 
 --
 -- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -2159,6 +2369,66 @@ $$;
 ALTER FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) OWNER TO postgres;
 
 --
+-- Name: _snooze(bigint, bigint[], timestamp with time zone[], interval[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_ids bigint[];
+  v_at timestamptz[];
+  r record;
+BEGIN
+  WITH o AS (
+    SELECT * FROM unnest(p_ids, p_claimed_at, p_delays) AS o(id, claimed_at, delay)
+  ), up AS (
+    UPDATE pgrelay.queue q
+       SET dispatched_at = NULL, dispatched_by = NULL, snoozes = q.snoozes + 1,
+           not_before = pg_catalog.clock_timestamp() + GREATEST(COALESCE(o.delay, interval '0'), interval '0')
+      FROM o
+     WHERE q.id = o.id
+       AND CASE WHEN p_processor IS NULL THEN q.dispatched_at IS NULL
+                ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
+       AND q.snoozes < pgrelay._max_snoozes()
+       AND NOT EXISTS (SELECT FROM pgrelay.cancels k WHERE k.origin_id = q.origin_id)
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.not_before
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT up.id, up.origin_id, up.channel, up.attempt, 'snoozed',
+           'snoozed until ' || pg_catalog.to_char(up.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+           v_node
+      FROM up ORDER BY up.id
+    RETURNING queue_id
+  )
+  SELECT (SELECT count(*) FROM lg),
+         (SELECT pg_catalog.array_agg(o.id ORDER BY o.id) FROM o WHERE o.id NOT IN (SELECT lg.queue_id FROM lg)),
+         (SELECT pg_catalog.array_agg(o.claimed_at ORDER BY o.id) FROM o WHERE o.id NOT IN (SELECT lg.queue_id FROM lg))
+    INTO done, v_ids, v_at;
+  gave_up := '{}';
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  -- The rest: those past the bound or being cancelled fail their attempt
+  -- (a row no longer held is not recorded there either).
+  SELECT * INTO r
+    FROM pgrelay._complete_outcomes(p_processor, v_ids, v_at,
+           pg_catalog.array_fill('failed'::text, ARRAY[pg_catalog.cardinality(v_ids)]),
+           pg_catalog.array_fill(pg_catalog.format('snoozed %s times, the most an event may', pgrelay._max_snoozes()),
+                                 ARRAY[pg_catalog.cardinality(v_ids)]));
+  done := done + r.done;
+  gave_up := r.gave_up;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) OWNER TO postgres;
+
+--
 -- Name: _succeed(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2473,6 +2743,33 @@ $$;
 
 
 ALTER FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) OWNER TO postgres;
+
+--
+-- Name: cancel(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.cancel(p_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_by text;
+BEGIN
+  SELECT q.enqueued_by INTO v_by
+    FROM pgrelay.queue q
+   WHERE (q.id = p_id AND q.origin_id = p_id) OR (q.origin_id = p_id AND q.retry_of IS NOT NULL)
+   ORDER BY q.attempt DESC
+   LIMIT 1;
+  IF NOT FOUND OR NOT pgrelay_notifier._may_see(v_by) THEN
+    RETURN false;
+  END IF;
+  PERFORM pgrelay._cancel_request(p_id, pgrelay_notifier._caller());
+  RETURN true;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.cancel(p_id bigint) OWNER TO postgres;
 
 --
 -- Name: decommission(integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2997,7 +3294,7 @@ BEGIN
   END IF;
   SELECT l.event INTO v
     FROM pgrelay.log l
-   WHERE l.origin_id = p_id AND l.event IN ('succeeded', 'gave_up', 'expired', 'deduplicated')
+   WHERE l.origin_id = p_id AND l.event IN ('succeeded', 'gave_up', 'expired', 'deduplicated', 'cancelled')
    ORDER BY l.id DESC
    LIMIT 1;
   RETURN v;
@@ -3165,6 +3462,37 @@ $$;
 
 
 ALTER FUNCTION pgrelay_notifier._caller() OWNER TO pgrelay_notifier;
+
+--
+-- Name: _cancel_for_events(bigint[], text[], text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_ids bigint[];
+  v_channels text[];
+BEGIN
+  WITH c AS (
+    UPDATE pgrelay_notifier.notifications n
+       SET status = 'cancelled', updated_at = pg_catalog.clock_timestamp()
+      FROM unnest(p_notification_ids, p_channels) AS e(id, channel)
+     WHERE n.notification_id = e.id AND n.channel = e.channel AND n.status IN ('queued', 'sending')
+    RETURNING n.notification_id, n.channel
+  )
+  SELECT pg_catalog.array_agg(c.notification_id ORDER BY c.notification_id),
+         pg_catalog.array_agg(c.channel ORDER BY c.notification_id)
+    INTO v_ids, v_channels FROM c;
+  IF v_ids IS NOT NULL THEN
+    PERFORM pgrelay_notifier._event(v_ids, v_channels, 'cancelled', p_reason);
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) OWNER TO pgrelay_notifier;
 
 --
 -- Name: _check_address(text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -3370,6 +3698,7 @@ BEGIN
     RETURN false;
   END IF;
   PERFORM pgrelay_notifier._event(ARRAY[p_notification_id], ARRAY[v_channel], 'cancelled', NULL);
+  PERFORM pgrelay._cancel_email_event(p_notification_id, v_channel, pgrelay_notifier._caller());
   RETURN true;
 END
 $$;
@@ -3808,6 +4137,27 @@ CREATE SEQUENCE pgrelay._id_seq
 ALTER TABLE pgrelay._id_seq OWNER TO postgres;
 
 --
+-- Name: cancels; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.cancels (
+    origin_id bigint NOT NULL,
+    requested_by text NOT NULL,
+    requested_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    node integer DEFAULT pgrelay._this_node() NOT NULL
+);
+
+
+ALTER TABLE pgrelay.cancels OWNER TO postgres;
+
+--
+-- Name: TABLE cancels; Type: COMMENT; Schema: pgrelay; Owner: postgres
+--
+
+COMMENT ON TABLE pgrelay.cancels IS 'Cancel requests (pgrelay.cancel): applied by the node that runs the event; a running attempt that fails ends cancelled.';
+
+
+--
 -- Name: channel_locks; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -3871,7 +4221,7 @@ CREATE TABLE pgrelay.log (
     error text,
     node integer DEFAULT pgrelay._this_node() NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text, 'enqueued'::text])))
+    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text, 'enqueued'::text, 'cancelled'::text, 'snoozed'::text])))
 );
 
 
@@ -4096,6 +4446,14 @@ CREATE TABLE pgrelay_notifier.status_events (
 
 
 ALTER TABLE pgrelay_notifier.status_events OWNER TO postgres;
+
+--
+-- Name: cancels cancels_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.cancels
+    ADD CONSTRAINT cancels_pkey PRIMARY KEY (origin_id);
+
 
 --
 -- Name: channel_locks channel_locks_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
@@ -4365,6 +4723,15 @@ CREATE INDEX status_events_notification ON pgrelay_notifier.status_events USING 
 
 
 --
+-- Name: cancels cancels_apply; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER cancels_apply AFTER INSERT ON pgrelay.cancels FOR EACH ROW EXECUTE FUNCTION pgrelay._cancels_apply_replica();
+
+ALTER TABLE pgrelay.cancels ENABLE REPLICA TRIGGER cancels_apply;
+
+
+--
 -- Name: channels channels_locks; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
@@ -4466,6 +4833,52 @@ GRANT ALL ON FUNCTION pgrelay._backoff(p_retry_delay interval, p_attempt integer
 
 REVOKE ALL ON FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _cancel_apply(p_origin bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancel_apply(p_origin bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._cancel_apply(p_origin bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _cancel_email_event(p_notification_id bigint, p_channel text, p_by text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancel_email_event(p_notification_id bigint, p_channel text, p_by text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._cancel_email_event(p_notification_id bigint, p_channel text, p_by text) TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _cancel_request(p_origin bigint, p_by text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancel_request(p_origin bigint, p_by text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _cancel_sweep(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancel_sweep() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._cancel_sweep() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _cancels_apply_replica(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancels_apply_replica() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _cancels_here(p_run_in_node integer, p_owner_node integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node integer) TO pgrelay_processor;
 
 
 --
@@ -4833,6 +5246,14 @@ REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBL
 
 
 --
+-- Name: FUNCTION _max_snoozes(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._max_snoozes() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._max_snoozes() TO pgrelay_processor;
+
+
+--
 -- Name: TABLE nodes; Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5002,6 +5423,14 @@ REVOKE ALL ON FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION _snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5086,6 +5515,15 @@ GRANT ALL ON FUNCTION pgrelay._wake_slot(p_channel text) TO pgrelay_processor;
 
 REVOKE ALL ON FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION cancel(p_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.cancel(p_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.cancel(p_id bigint) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay.cancel(p_id bigint) TO pgrelay_admin;
 
 
 --
@@ -5226,6 +5664,15 @@ GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text
 --
 
 REVOKE ALL ON FUNCTION pgrelay_notifier._caller() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) TO postgres;
 
 
 --
@@ -5376,6 +5823,14 @@ GRANT ALL ON FUNCTION pgrelay_notifier.start_sending_many(p_notification_ids big
 
 GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_processor;
 GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE cancels; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT,DELETE ON TABLE pgrelay.cancels TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.cancels TO pgrelay_viewer;
 
 
 --

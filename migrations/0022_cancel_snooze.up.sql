@@ -5,8 +5,9 @@
 -- no dead letter); a running one finishes its attempt, and a failure then
 -- ends 'cancelled' instead of retrying. A cancel is a request
 -- (pgrelay.cancels, replicated): the node that runs the event applies it,
--- where it is issued or when the request reaches it, so that no node
--- deletes a row another node may hold (docs/multi-master.md).
+-- where it is issued or, once the request has reached it, in its
+-- Processors' sweep, so that no node deletes a row another node may hold
+-- (docs/multi-master.md).
 --
 -- A Go handler's Snooze(d) puts its event back for d without spending an
 -- attempt (_snooze): the row is released, due after d, its snoozes counted
@@ -170,8 +171,8 @@ END
 $$;
 
 -- _cancel_request: records that p_origin is to be cancelled, on behalf of
--- p_by, and applies it here if this node runs it (elsewhere the request's
--- replication does: cancels_apply).
+-- p_by, and applies it here if this node runs it (elsewhere that node's
+-- sweep does, once the request has arrived: _cancel_sweep).
 CREATE FUNCTION pgrelay._cancel_request(p_origin bigint, p_by text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -182,22 +183,6 @@ BEGIN
   PERFORM pgrelay._cancel_apply(p_origin);
 END
 $$;
-
--- A request replicated from another node is applied here if this node runs
--- the event (ENABLE REPLICA: it fires for rows the replication applies).
-CREATE FUNCTION pgrelay._cancels_apply_replica() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-  PERFORM pgrelay._cancel_apply(NEW.origin_id);
-  RETURN NULL;
-END
-$$;
-
-CREATE TRIGGER cancels_apply AFTER INSERT ON pgrelay.cancels
-  FOR EACH ROW EXECUTE FUNCTION pgrelay._cancels_apply_replica();
-ALTER TABLE pgrelay.cancels ENABLE REPLICA TRIGGER cancels_apply;
 
 -- cancel: ends event p_id (the id notify() returned) if it has not ended
 -- and the caller may: an admin any event, a producer those its role
@@ -274,10 +259,14 @@ BEGIN
 END
 $$;
 
--- _cancel_sweep: the Processor's janitor applies the requests of events
--- that were running when they came (a claim released or rescued since, a
--- retry a failure enqueued before its completion saw the request), and
--- forgets those older than an hour whose event has no row here any more.
+-- _cancel_sweep: the Processor's janitor applies the requests this node
+-- can apply now: those that arrived from another node (applying them in the
+-- replication's own transaction would not replicate the outcome: changes
+-- made while applying another node's are not forwarded), and those of
+-- events that were running when they came (a claim released or rescued
+-- since, a retry a failure enqueued before its completion saw the
+-- request). It forgets those older than an hour whose event has no row
+-- here any more.
 CREATE FUNCTION pgrelay._cancel_sweep() RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -549,7 +538,7 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION pgrelay._max_snoozes(), pgrelay._cancels_here(int, int), pgrelay._cancel_apply(bigint),
-  pgrelay._cancel_request(bigint, text), pgrelay._cancels_apply_replica(), pgrelay.cancel(bigint),
+  pgrelay._cancel_request(bigint, text), pgrelay.cancel(bigint),
   pgrelay._cancel_email_event(bigint, text, text), pgrelay._cancel_sweep(),
   pgrelay._snooze(bigint, bigint[], timestamptz[], interval[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgrelay_notifier._cancel_for_events(bigint[], text[], text) FROM PUBLIC;

@@ -212,8 +212,10 @@ func TestCancelEmailBothWays(t *testing.T) {
 	require.Equal(t, "cancelled", d.Text("SELECT pgrelay_notifier.get_status($1)", n3))
 }
 
-// On a cluster the node that runs the event applies the request when it
-// arrives by replication; the node that issued it leaves the row alone.
+// On a cluster the node that runs the event applies the request: where it
+// is issued when that is this node, else in its sweep once replication has
+// brought the request (its own transaction, so that the outcome
+// replicates). The node that issued it leaves the row alone.
 func TestCancelReachesTheRunningNodeByReplication(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
@@ -228,9 +230,11 @@ func TestCancelReachesTheRunningNodeByReplication(t *testing.T) {
 	require.True(t, d.cancel(id))
 	d.requireStatus(id, "pending")
 	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.cancels WHERE origin_id = $1", id))
+	require.Zero(t, testenv.One[int32](t, d.Pool, "SELECT pgrelay._cancel_sweep()"), "not this node's to end")
+	d.requireStatus(id, "pending")
 
-	// A request from another node reaches this one, the owner: applied as
-	// the replication inserts it.
+	// A request from another node reaches this one, the owner: the
+	// replication only inserts it; the sweep ends the event.
 	id2 := d.notify("c", "y")
 	c := d.Conn(-1)
 	inTxCommit(t, c, func(tx pgx.Tx) {
@@ -239,7 +243,10 @@ func TestCancelReachesTheRunningNodeByReplication(t *testing.T) {
 		_, err = tx.Exec(bg, "INSERT INTO pgrelay.cancels (origin_id, requested_by, node) VALUES ($1, 'remote', $2)", id2, other)
 		require.NoError(t, err)
 	})
+	d.requireStatus(id2, "pending")
+	require.Equal(t, int32(1), testenv.One[int32](t, d.Pool, "SELECT pgrelay._cancel_sweep()"))
 	d.requireCancelled(id2)
+	require.Equal(t, "cancelled by remote", d.Text("SELECT error FROM pgrelay.log WHERE origin_id = $1 AND event = 'cancelled'", id2))
 
 	// In leader mode the lease holder runs every unpinned row.
 	id3 := d.notify("c", "z")
@@ -249,6 +256,8 @@ func TestCancelReachesTheRunningNodeByReplication(t *testing.T) {
 	d.Exec("UPDATE pgrelay.nodes SET leader_node = $1 WHERE node_id = -1", here)
 	require.Equal(t, int32(2), testenv.One[int32](t, d.Pool, "SELECT pgrelay._cancel_sweep()"),
 		"the leader runs every unpinned row: id3, and id owned by the other node")
+	d.requireCancelled(id)
+	d.requireCancelled(id3)
 }
 
 func TestSnooze(t *testing.T) {

@@ -330,23 +330,6 @@ $$;
 ALTER FUNCTION pgrelay._cancel_sweep() OWNER TO postgres;
 
 --
--- Name: _cancels_apply_replica(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._cancels_apply_replica() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-  PERFORM pgrelay._cancel_apply(NEW.origin_id);
-  RETURN NULL;
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._cancels_apply_replica() OWNER TO postgres;
-
---
 -- Name: _cancels_here(integer, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -4723,15 +4706,6 @@ CREATE INDEX status_events_notification ON pgrelay_notifier.status_events USING 
 
 
 --
--- Name: cancels cancels_apply; Type: TRIGGER; Schema: pgrelay; Owner: postgres
---
-
-CREATE TRIGGER cancels_apply AFTER INSERT ON pgrelay.cancels FOR EACH ROW EXECUTE FUNCTION pgrelay._cancels_apply_replica();
-
-ALTER TABLE pgrelay.cancels ENABLE REPLICA TRIGGER cancels_apply;
-
-
---
 -- Name: channels channels_locks; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
@@ -4864,13 +4838,6 @@ REVOKE ALL ON FUNCTION pgrelay._cancel_request(p_origin bigint, p_by text) FROM 
 
 REVOKE ALL ON FUNCTION pgrelay._cancel_sweep() FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._cancel_sweep() TO pgrelay_processor;
-
-
---
--- Name: FUNCTION _cancels_apply_replica(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._cancels_apply_replica() FROM PUBLIC;
 
 
 --

@@ -173,6 +173,9 @@ const (
 	// StatusDeduplicated: reserved for the id of an absorbed call, which
 	// Notify never returns.
 	StatusDeduplicated = events.StatusDeduplicated
+	// StatusCancelled: ended by Cancel (or its email's cancel) before it
+	// ran, or after a running attempt failed.
+	StatusCancelled = events.StatusCancelled
 )
 
 // Status is the status of the event whose Notify id is id

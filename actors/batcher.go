@@ -373,7 +373,7 @@ func ranIn(batch *store.DirectBatch) int {
 
 // ranHandler reports whether a batch's event with outcome k ran its handler.
 func ranHandler(k events.Kind) bool {
-	return k == events.Succeeded || k == events.Failed || k == events.GaveUp
+	return k == events.Succeeded || k == events.Failed || k == events.GaveUp || k == events.Snoozed
 }
 
 // runDirect runs one batch of up to n events (of channel: "" for lanes) and

@@ -322,8 +322,8 @@ func TestActorEmailPermanentAndTransientReplies(t *testing.T) {
 	}
 }
 
-// A notification cancelled before it is sent is skipped cleanly: the event
-// succeeds, nothing is sent. A deleted one is missing: its event is retried
+// A notification cancelled before it is sent is not sent, and its event
+// ends cancelled with it. A deleted one is missing: its event is retried
 // and gives up naming it (cancel() is the way to stop an email).
 func TestActorEmailSkipsCancelledAndDeleted(t *testing.T) {
 	t.Parallel()
@@ -341,10 +341,12 @@ func TestActorEmailSkipsCancelledAndDeleted(t *testing.T) {
 	e.Exec(`SELECT pgrelay_notifier.cancel($1)`, cancel)
 	e.Exec(`DELETE FROM pgrelay_notifier.notifications WHERE notification_id = $1`, del)
 	e.startProcessor(func(c *actors.Config) { c.SMTPURL = s.URL() })
-	testenv.Eventually(e.T, time.Minute, "2 events to succeed and 1 to give up", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2 &&
+	testenv.Eventually(e.T, time.Minute, "1 event to succeed, 1 to give up", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 1 &&
 			e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`) == 1
 	})
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'cancelled'`),
+		"the cancelled email's event ended cancelled")
 	require.Contains(t, e.Text(`SELECT error FROM pgrelay.log WHERE event = 'gave_up'`),
 		fmt.Sprintf("not sent: notification %d does not exist", del))
 	require.Equal(t, 1, s.Count())

@@ -18,6 +18,8 @@ type (
 		// dead: dead letters deleted; deadErr: trimming them failed.
 		dead    int
 		deadErr error
+		// cancelErr: applying the cancel requests failed.
+		cancelErr error
 	}
 )
 
@@ -31,7 +33,8 @@ const trimBatch = 5000
 // deletes them all the same and says so loudly (an error log with the count
 // and the ids, a counter; the database records them in pgrelay.log_dropped).
 // It deletes the dead letters that ended more than DeadLetterRetention ago
-// the same way, whether trimming the log failed or not.
+// the same way, whether trimming the log failed or not, and applies the
+// cancel requests whose event is pending here again (store.SweepCancels).
 type janitor struct {
 	d        *deps
 	busy     bool
@@ -65,7 +68,8 @@ func (j *janitor) Receive(ctx actor.Context) {
 				_, err = d.store.TrimEventPayloads(tctx, d.cfg.LogRetention, d.cfg.LogRetentionUnpublished, trimBatch)
 			}
 			dead, deadErr := d.store.TrimDeadLetters(tctx, d.cfg.DeadLetterRetention, trimBatch)
-			d.send(self, &trimResult{trimmed: t, err: err, dead: dead, deadErr: deadErr})
+			_, cancelErr := d.store.SweepCancels(tctx)
+			d.send(self, &trimResult{trimmed: t, err: err, dead: dead, deadErr: deadErr, cancelErr: cancelErr})
 		}()
 	case *trimResult:
 		j.busy = false
@@ -85,6 +89,10 @@ func (j *janitor) Receive(ctx actor.Context) {
 		} else if m.dead > 0 {
 			j.d.log.Debug("trimmed dead letters", "deleted", m.dead,
 				"dead_letter_retention", j.d.cfg.DeadLetterRetention)
+		}
+		if m.cancelErr != nil {
+			j.d.metrics.DBErrors.WithLabelValues("trim").Inc()
+			j.d.log.Error("applying the cancel requests failed", "err", m.cancelErr)
 		}
 		if m.err != nil {
 			j.d.metrics.DBErrors.WithLabelValues("trim").Inc()

@@ -120,6 +120,9 @@ func classify(ev handlers.Event, err error, stopping bool) events.Kind {
 	case stopping:
 		// Shutdown cancelled the handler: not the event's fault.
 		return events.Release
+	case isSnooze(err):
+		// The handler put its event back (pgrelay.Snooze): no attempt.
+		return events.Snoozed
 	case ev.Kind == "go" && store.IsConnError(err) && !isHandlerError(err):
 		// A Go handler's transaction lost its connection outside the
 		// handler's own work (acquire, begin, completion, commit): as for
@@ -177,7 +180,16 @@ func record(ev handlers.Event, k events.Kind, err error) store.Outcome {
 	if delay, ok := handlers.RetryDelay(err); ok && k == events.Failed {
 		out.RetryAfter, out.OriginID = delay, ev.OriginID
 	}
+	if delay, ok := handlers.SnoozeDelay(err); ok && k == events.Snoozed {
+		out.SnoozeFor = delay
+	}
 	return out
+}
+
+// isSnooze reports whether a handler's result is a Snooze.
+func isSnooze(err error) bool {
+	_, ok := handlers.SnoozeDelay(err)
+	return ok
 }
 
 // goDirect runs the Go functions of a direct batch of a go channel

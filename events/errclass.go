@@ -122,11 +122,12 @@ func PublishedError(text *string, policy string) (*string, string) {
 }
 
 // PublishedNote is PublishedError for the log row of event k: the text of
-// an admin's action (Retried, Discarded) is a note, not an error, so it has
-// no class; its text is published as an error's would be.
+// an admin's action (Retried, Discarded), a snooze or a cancel is a note,
+// not an error (Kind.Note), so it has no class; its text is published as an
+// error's would be.
 func PublishedNote(k Kind, text *string, policy string) (*string, string) {
 	e, class := PublishedError(text, policy)
-	if k.Admin() {
+	if k.Note() {
 		class = ""
 	}
 	return e, class

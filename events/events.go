@@ -41,6 +41,17 @@ const (
 	// Discarded: an admin removed a dead letter for good (pgrelay.discard);
 	// the row names the queue row that ended.
 	Discarded Kind = "discarded"
+	// Cancelled: the event was cancelled (pgrelay.cancel, or the
+	// notification of an email event by pgrelay_notifier.cancel): ended
+	// unrun while pending, delayed or retrying (its error names who
+	// cancelled it), or after a running attempt that failed (its error is
+	// the failure's). No retry, no dead letter.
+	Cancelled Kind = "cancelled"
+	// Snoozed: a Go handler returned Snooze(d): the event is due again
+	// after d and no attempt was spent; its error reads
+	// "snoozed until <RFC 3339 time, UTC>". Not terminal. As an outcome it
+	// is recorded with pgrelay._snooze.
+	Snoozed Kind = "snoozed"
 	// Release is an outcome, never a row of pgrelay.log: the claim is given
 	// back unrun (shutdown, a lost database connection), the event is
 	// pending again and no attempt is counted.
@@ -50,7 +61,8 @@ const (
 // LogKinds returns the events pgrelay.log records, as its log_event
 // constraint lists them (Release is none of them).
 func LogKinds() []Kind {
-	return []Kind{Succeeded, Failed, GaveUp, Expired, Deduplicated, Adopted, Rescued, Retried, Discarded, Enqueued}
+	return []Kind{Succeeded, Failed, GaveUp, Expired, Deduplicated, Adopted, Rescued, Retried, Discarded, Enqueued,
+		Cancelled, Snoozed}
 }
 
 // Terminal reports whether the event ends the notification: its status.
@@ -59,7 +71,7 @@ func LogKinds() []Kind {
 // pgrelay.status() reads them.
 func (k Kind) Terminal() bool {
 	switch k {
-	case Succeeded, GaveUp, Expired, Deduplicated:
+	case Succeeded, GaveUp, Expired, Deduplicated, Cancelled:
 		return true
 	}
 	return false
@@ -68,6 +80,11 @@ func (k Kind) Terminal() bool {
 // Admin reports whether the event records an admin's action (pgrelay.retry,
 // pgrelay.discard): its error column holds the admin's note, not an error.
 func (k Kind) Admin() bool { return k == Retried || k == Discarded }
+
+// Note reports whether the event's error column holds a note rather than an
+// error to classify: an admin's action, a snooze's due time, a cancel (whose
+// text names who cancelled, or the failure that ended a cancelled attempt).
+func (k Kind) Note() bool { return k.Admin() || k == Snoozed || k == Cancelled }
 
 // LogEvent is one row of pgrelay.log.
 type LogEvent struct {
@@ -94,6 +111,7 @@ const (
 	StatusGaveUp       Status = "gave_up"
 	StatusExpired      Status = "expired"
 	StatusDeduplicated Status = "deduplicated"
+	StatusCancelled    Status = "cancelled"
 )
 
 // Row is the part of a notification's current queue row the fold needs.

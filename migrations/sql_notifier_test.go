@@ -312,7 +312,8 @@ func TestNotifierNeverTouchesQueueOrLog(t *testing.T) {
 	require.Empty(t, testenv.Column[string](t, d.Pool, `SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace
 		AND (prosrc ~* 'pgrelay\.(queue|log)\M')`))
 	require.ElementsMatch(t, []string{"send", "get_status", "cancel", "fetch", "set_status", "debug_log",
-		"start_sending", "start_sending_many", "fail_for_event", "not_sent", "set_status_many"},
+		"start_sending", "start_sending_many", "fail_for_event", "not_sent", "set_status_many",
+		"_cancel_for_events"}, // the completion (as the Processor) cancels a cancelled event's email
 		testenv.Column[string](t, d.Pool, "SELECT proname::text FROM pg_proc WHERE pronamespace = 'pgrelay_notifier'::regnamespace AND prosecdef"),
 		"SECURITY DEFINER only where a less privileged caller needs it")
 

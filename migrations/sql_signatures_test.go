@@ -69,6 +69,7 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 		"pgrelay.notify_many":         "p_channel text, p_payloads text[], p_not_before timestamp with time zone, p_delay interval, p_priority integer, p_key text[], p_unique_for interval",
 		"pgrelay.unregister":          "p_channel text, p_force boolean",
 		"pgrelay.status":              "p_id bigint",
+		"pgrelay.cancel":              "p_id bigint",
 		"pgrelay.queue_stats":         "",
 		"pgrelay._next_id":            "",
 		"pgrelay._this_node":          "",

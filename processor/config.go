@@ -99,7 +99,8 @@ type Config struct {
 	// ended (default 14 days).
 	DeadLetterRetention time.Duration
 	// JanitorInterval is how often the log and the dead letters are
-	// trimmed (default 1m).
+	// trimmed, and the cancel requests of events pending again applied
+	// (default 1m).
 	JanitorInterval time.Duration
 	// IdleTimeout: a channel's actor with nothing to do for this long is
 	// stopped (default 30s).

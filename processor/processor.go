@@ -21,7 +21,8 @@
 // the events of a claim in one transaction; HandleJSON and HandleTxJSON
 // decode each payload into a Go type first. A handler's error is a failed
 // attempt, retried with the channel's backoff; pgrelay.RetryAfter sets the
-// retry's delay and pgrelay.Permanent gives up at once.
+// retry's delay, pgrelay.Permanent gives up at once and pgrelay.Snooze
+// puts the event back without spending an attempt.
 //
 // By default a Processor runs only the go channels it has handlers for;
 // Config.Kinds adds sql, email and nats channels. A program that only
@@ -123,9 +124,9 @@ type TxBatchHandlerFunc func(ctx context.Context, tx pgx.Tx, evs []pgrelay.Event
 // run in one call and one transaction, with one commit, where HandleTx
 // calls its function once per event. The batch succeeds or fails as a whole:
 // an error (a panic, a timeout) is a failed attempt of each of its events,
-// Permanent gives them all up, RetryAfter delays every retry. In 'channel'
-// and 'payload' modes, which run one event at a time (per lane), evs holds
-// one event. It panics as Handle does.
+// Permanent gives them all up, RetryAfter delays every retry, Snooze
+// snoozes them all. In 'channel' and 'payload' modes, which run one event
+// at a time (per lane), evs holds one event. It panics as Handle does.
 func (p *Processor) HandleTxBatch(name string, fn TxBatchHandlerFunc) {
 	if fn == nil {
 		panic(fmt.Sprintf("pgrelay: HandleTxBatch(%q): nil function", name))

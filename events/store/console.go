@@ -299,6 +299,11 @@ type QueuedAttempt struct {
 	ExpiresAt    *time.Time
 	DispatchedAt *time.Time
 	DispatchedBy *int64
+	// Snoozes counts the event's snoozes (a Go handler's Snooze), which
+	// spend no attempt; CancelRequested: pgrelay.cancel() asked to cancel
+	// it while it ran (a failure of this attempt ends it cancelled).
+	Snoozes         int
+	CancelRequested bool
 }
 
 // EventQueued returns the queue rows of event origin (its first attempt's row
@@ -306,7 +311,8 @@ type QueuedAttempt struct {
 // them), the latest attempt first; EventPayload reads the payload.
 func EventQueued(ctx context.Context, q Querier, origin int64) ([]QueuedAttempt, error) {
 	rows, err := q.Query(ctx, `SELECT q.id, q.channel, q.attempt, q.owner_node, q.run_in_node, q.enqueued_at,
-		q.not_before, q.expires_at, q.dispatched_at, q.dispatched_by
+		q.not_before, q.expires_at, q.dispatched_at, q.dispatched_by, q.snoozes,
+		EXISTS (SELECT FROM pgrelay.cancels k WHERE k.origin_id OPERATOR(pg_catalog.=) q.origin_id)
 		FROM pgrelay.queue q
 		WHERE (q.id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND q.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8)
 		   OR (q.origin_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND q.retry_of IS NOT NULL)
@@ -317,7 +323,7 @@ func EventQueued(ctx context.Context, q Querier, origin int64) ([]QueuedAttempt,
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueuedAttempt, error) {
 		var a QueuedAttempt
 		err := r.Scan(&a.ID, &a.Channel, &a.Attempt, &a.OwnerNode, &a.RunInNode, &a.EnqueuedAt,
-			&a.NotBefore, &a.ExpiresAt, &a.DispatchedAt, &a.DispatchedBy)
+			&a.NotBefore, &a.ExpiresAt, &a.DispatchedAt, &a.DispatchedBy, &a.Snoozes, &a.CancelRequested)
 		return a, err
 	})
 	if err != nil {
@@ -327,7 +333,7 @@ func EventQueued(ctx context.Context, q Querier, origin int64) ([]QueuedAttempt,
 }
 
 // EventStatus returns pgrelay.status(origin): pending, retrying, in_flight,
-// succeeded, gave_up, expired or deduplicated; "" when neither the queue nor
+// succeeded, gave_up, expired, deduplicated or cancelled; "" when neither the queue nor
 // the log knows the event.
 func EventStatus(ctx context.Context, q Querier, origin int64) (string, error) {
 	var s *string

@@ -218,3 +218,45 @@ func DeadLetterStats(ctx context.Context, q Querier) ([]DeadLetterStat, error) {
 	}
 	return out, nil
 }
+
+// SweepCancels applies the cancel requests that meet their event pending
+// here now (pgrelay._cancel_sweep: a claim released or rescued, a retry
+// enqueued as the request came) and forgets the stale ones; it returns how
+// many events it cancelled.
+func (s *Store) SweepCancels(ctx context.Context) (int, error) {
+	var n int32
+	if err := s.bg.QueryRow(ctx, "SELECT pgrelay._cancel_sweep()").Scan(&n); err != nil {
+		return 0, fmt.Errorf("sweep cancel requests: %w", err)
+	}
+	return int(n), nil
+}
+
+// CancelsWaiting is, per channel, the events a cancel was asked for that
+// still have a row on this node: running ones finishing their attempt, or
+// those another node runs that the request has not reached yet.
+type CancelsWaiting struct {
+	Channel string
+	Events  int64
+}
+
+// CancelsWaitingOf reads CancelsWaiting from pgrelay.cancels (a handful of
+// rows: a request goes once its event ends).
+func CancelsWaitingOf(ctx context.Context, q Querier) ([]CancelsWaiting, error) {
+	rows, err := q.Query(ctx, `SELECT q.channel, pg_catalog.count(DISTINCT q.origin_id)
+		FROM pgrelay.cancels k JOIN pgrelay.queue q
+		  ON (q.id OPERATOR(pg_catalog.=) k.origin_id AND q.origin_id OPERATOR(pg_catalog.=) k.origin_id)
+		  OR (q.origin_id OPERATOR(pg_catalog.=) k.origin_id AND q.retry_of IS NOT NULL)
+		GROUP BY q.channel ORDER BY q.channel`)
+	if err != nil {
+		return nil, fmt.Errorf("read the cancel requests: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (CancelsWaiting, error) {
+		var c CancelsWaiting
+		err := r.Scan(&c.Channel, &c.Events)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the cancel requests: %w", err)
+	}
+	return out, nil
+}

@@ -65,6 +65,8 @@ type DirectEvent struct {
 	Err error
 	// retryAfter: a Go handler's RetryAfter, for a failed event.
 	retryAfter time.Duration
+	// snoozeFor: a Go handler's Snooze, for a snoozed event.
+	snoozeFor time.Duration
 }
 
 // DirectBatch is a direct batch: of one 'none' sql channel (RunDirect), of

@@ -22,7 +22,8 @@ type GoDirect struct {
 	Run func(ctx context.Context, tx pgx.Tx, e *DirectEvent) error
 	// Outcome is what to record for e given its handler's result (nil:
 	// succeeded; a *HandlerError otherwise): its Event (events.Succeeded,
-	// events.Failed or events.GaveUp), Error and RetryAfter.
+	// events.Failed, events.GaveUp or events.Snoozed), Error, RetryAfter and
+	// SnoozeFor.
 	Outcome func(e *DirectEvent, err error) Outcome
 }
 
@@ -135,8 +136,8 @@ func (s *Store) runGoRound(ctx context.Context, g GoDirect, what string, b *Dire
 		if out.Event == events.Release {
 			continue // stopping cut the handler: its event is left pending
 		}
-		e.Outcome, e.retryAfter = out.Event, out.RetryAfter
-		if out.Event != events.Succeeded {
+		e.Outcome, e.retryAfter, e.snoozeFor = out.Event, out.RetryAfter, out.SnoozeFor
+		if out.Event != events.Succeeded && out.Event != events.Snoozed {
 			e.Err = errors.New(out.Error)
 		}
 	}
@@ -164,7 +165,7 @@ func (b *DirectBatch) completeGo(ctx context.Context, tx pgx.Tx, resets []string
 		if e.Outcome == "" {
 			continue
 		}
-		o := Outcome{ID: e.ID, Event: e.Outcome, RetryAfter: e.retryAfter, OriginID: e.OriginID}
+		o := Outcome{ID: e.ID, Event: e.Outcome, RetryAfter: e.retryAfter, OriginID: e.OriginID, SnoozeFor: e.snoozeFor}
 		if e.Err != nil {
 			o.Error = e.Err.Error()
 		}
@@ -205,7 +206,7 @@ func (b *DirectBatch) completeGo(ctx context.Context, tx pgx.Tx, resets []string
 // forgetAll clears the outcomes of every event of b: none was recorded.
 func (b *DirectBatch) forgetAll() {
 	for i := range b.Events {
-		b.Events[i].Outcome, b.Events[i].Err, b.Events[i].retryAfter = "", nil, 0
+		b.Events[i].Outcome, b.Events[i].Err, b.Events[i].retryAfter, b.Events[i].snoozeFor = "", nil, 0, 0
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -205,6 +206,9 @@ type Outcome struct {
 	// needs OriginID, the event's origin id. 0: the backoff.
 	RetryAfter time.Duration
 	OriginID   int64
+	// SnoozeFor, for a snoozed outcome (a Go handler's Snooze), is when
+	// the event is due again; no attempt is spent (pgrelay._snooze).
+	SnoozeFor time.Duration
 }
 
 // kindText is outcome k as the text pgrelay._complete takes: the one place
@@ -253,9 +257,22 @@ type batchQuerier interface {
 }
 
 // complete records outs with pgrelay._complete_outcomes, and moves the
-// retries of those with a RetryAfter. proc nil: the rows of a direct batch,
-// locked in q's transaction.
+// retries of those with a RetryAfter; snoozed outcomes go to
+// pgrelay._snooze instead, in the same batch. proc nil: the rows of a
+// direct batch, locked in q's transaction.
 func complete(ctx context.Context, q batchQuerier, proc *int64, outs []Outcome) (Recorded, error) {
+	var snoozed []Outcome
+	if slices.ContainsFunc(outs, func(o Outcome) bool { return o.Event == events.Snoozed }) {
+		rest := make([]Outcome, 0, len(outs))
+		for _, o := range outs {
+			if o.Event == events.Snoozed {
+				snoozed = append(snoozed, o)
+			} else {
+				rest = append(rest, o)
+			}
+		}
+		outs = rest
+	}
 	ids := make([]int64, len(outs))
 	at := make([]time.Time, len(outs))
 	evs := make([]string, len(outs))
@@ -277,20 +294,36 @@ func complete(ctx context.Context, q batchQuerier, proc *int64, outs []Outcome) 
 			delayed, origins, delays = append(delayed, o.ID), append(origins, o.OriginID), append(delays, o.RetryAfter)
 		}
 	}
-	if len(delayed) == 0 {
+	if len(delayed) == 0 && len(snoozed) == 0 {
 		err := q.QueryRow(ctx, completeSQL, proc, ids, at, evs, errs).Scan(&n, &gaveUp)
 		return Recorded{N: n, GaveUp: gaveUpSet(gaveUp)}, err
 	}
 	// The retries _complete enqueues are moved in the same (implicit)
 	// transaction: no claim sees them due after the backoff in between.
 	b := &pgx.Batch{}
-	b.Queue(completeSQL, proc, ids, at, evs, errs).QueryRow(func(r pgx.Row) error { return r.Scan(&n, &gaveUp) })
-	b.Queue("SELECT pgrelay._retry_after($1::pg_catalog.int8[], $2::pg_catalog.int8[], $3::pg_catalog.interval[])",
-		delayed, origins, delays)
+	if len(outs) > 0 {
+		b.Queue(completeSQL, proc, ids, at, evs, errs).QueryRow(func(r pgx.Row) error { return r.Scan(&n, &gaveUp) })
+	}
+	if len(delayed) > 0 {
+		b.Queue("SELECT pgrelay._retry_after($1::pg_catalog.int8[], $2::pg_catalog.int8[], $3::pg_catalog.interval[])",
+			delayed, origins, delays)
+	}
+	var sn int
+	var sGaveUp []int64
+	if len(snoozed) > 0 {
+		sids := make([]int64, len(snoozed))
+		sat := make([]time.Time, len(snoozed))
+		sfor := make([]time.Duration, len(snoozed))
+		for i, o := range snoozed {
+			sids[i], sat[i], sfor[i] = o.ID, o.ClaimedAt, o.SnoozeFor
+		}
+		b.Queue("SELECT done, gave_up FROM pgrelay._snooze($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.interval[])",
+			proc, sids, sat, sfor).QueryRow(func(r pgx.Row) error { return r.Scan(&sn, &sGaveUp) })
+	}
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return Recorded{}, err
 	}
-	return Recorded{N: n, GaveUp: gaveUpSet(gaveUp)}, nil
+	return Recorded{N: n + sn, GaveUp: gaveUpSet(append(gaveUp, sGaveUp...))}, nil
 }
 
 // ErrClaimLost means the claim was taken back (rescued) before the handler's

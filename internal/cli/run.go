@@ -521,6 +521,11 @@ func runStats(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	writeUnhandledGo(a.stdout, unhandled)
+	cancels, err := store.CancelsWaitingOf(cctx, conn)
+	if err != nil {
+		return err
+	}
+	writeCancelsWaiting(a.stdout, cancels)
 	backlog, err := store.PublishBacklog(cctx, conn)
 	if err != nil {
 		return err

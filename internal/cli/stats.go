@@ -64,6 +64,16 @@ func writeUnhandledGo(w io.Writer, rows []store.UnhandledGo) {
 	}
 }
 
+// writeCancelsWaiting prints, under the stats table, the events being
+// cancelled that have not ended yet: a running attempt finishes first (its
+// failure ends the event cancelled), and on a cluster the node that runs
+// the event applies the request once it arrives.
+func writeCancelsWaiting(w io.Writer, rows []store.CancelsWaiting) {
+	for _, r := range rows {
+		fmt.Fprintf(w, "channel %s: %d events being cancelled (a running attempt finishes first)\n", r.Channel, r.Events)
+	}
+}
+
 // writeBacklog prints, under the stats table, the events each node's
 // publisher has not yet published on NATS, with the age of the oldest
 // (nothing when no publisher ran), then the unpublished log rows that

@@ -45,3 +45,17 @@ func TestStatsUnhandledGoChannels(t *testing.T) {
 	assert.Regexp(t, `(?m)^channel charge_card: no Processor of this node handles go handler 'charge'; its 2 pending events wait$`, out)
 	assert.NotContains(t, out, "'refund'")
 }
+
+// `pgrelay stats` shows the events being cancelled that have not ended: a
+// running attempt finishes first.
+func TestStatsCancelsWaiting(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.Exec("SELECT pgrelay.register('c', 'SELECT 1')")
+	d.Exec("SELECT pgrelay.notify('c', 'a'), pgrelay.notify('c', 'b')")
+	d.Exec("UPDATE pgrelay.queue SET dispatched_at = now(), dispatched_by = 1")
+	d.Exec("SELECT pgrelay.cancel(id) FROM pgrelay.queue")
+	code, out, errOut := cliMain("stats", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^channel c: 2 events being cancelled \(a running attempt finishes first\)$`, out)
+}

@@ -28,7 +28,7 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 	var n natsFlags
 	n.registerConn(fs, "NATS server URL (default "+nats.DefaultURL+", where 'pgrelay dev' runs one)")
 	channel := fs.String("channel", "", "only this channel's events")
-	event := fs.String("event", "", "only this event: enqueued, succeeded, failed, gave_up, expired, deduplicated, adopted, rescued, retried, discarded (or a notifier status: queued, sending, sent, failed)")
+	event := fs.String("event", "", "only this event: enqueued, succeeded, failed, gave_up, expired, deduplicated, adopted, rescued, retried, discarded, cancelled, snoozed (or a notifier status: queued, sending, sent, failed)")
 	asJSON := fs.Bool("json", false, "print each event's JSON document as received, one per line")
 	sinceID := fs.Int64("since-id", 0, "replay the stored events from this log id on, then follow (JetStream)")
 	since := fs.String("since", "", "replay the stored events from this time on, then follow (JetStream): RFC 3339 (2026-05-04T10:00:00Z) or a duration ago (10m)")

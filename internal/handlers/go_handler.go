@@ -129,3 +129,13 @@ func RetryDelay(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// SnoozeDelay is the delay Snooze put on err, if the handler snoozed
+// (pgrelay.Snooze): the event is due again after it, no attempt spent.
+func SnoozeDelay(err error) (time.Duration, bool) {
+	var z *pgrelay.SnoozeError
+	if errors.As(err, &z) {
+		return z.Delay, true
+	}
+	return 0, false
+}

@@ -37,9 +37,11 @@ func main() {
 	fmt.Println(ids, err)
 	st, err := pgrelay.Status(ctx, tx, id)
 	fmt.Println(st, err)
+	fmt.Println(pgrelay.Cancel(ctx, tx, id))
 	mail, err := pgrelay.Send(ctx, tx, "mail", pgrelay.Email{To: []string{"a@example.com"}, Subject: "hi", BodyText: "hi"})
 	fmt.Println(mail, err)
 	ev, err := pgrelay.ParseEvent([]byte(`{"schema": 1}`))
-	fmt.Println(ev, err, pgrelay.RetryAfter(time.Second, nil), pgrelay.Permanent(err))
+	fmt.Println(ev, err, pgrelay.RetryAfter(time.Second, nil), pgrelay.Permanent(err),
+		pgrelay.Snooze(time.Second))
 	fmt.Println(tx.Commit(ctx))
 }

@@ -253,7 +253,14 @@ func (h *Handler) prepare(ctx context.Context, jobs []*job) {
 // a permanent failure for any other.
 func (h *Handler) notSent(ev handlers.Event, id int64, g store.Gate) error {
 	switch g.Verdict {
-	case store.VerdictCancelled, store.VerdictSent:
+	case store.VerdictCancelled:
+		// pgrelay_notifier.cancel asked to cancel the event too: it ends
+		// cancelled (the completion turns this failure into it), never
+		// succeeded beside a cancelled email.
+		h.log.Debug("email: cancelled; not sent", "channel", ev.Channel, "notification", id,
+			"event", ev.OriginID, "reason", g.Reason)
+		return handlers.Permanent(fmt.Errorf("not sent: %s", g.Reason))
+	case store.VerdictSent:
 		h.log.Debug("email: nothing to send; skipped", "channel", ev.Channel, "notification", id,
 			"event", ev.OriginID, "reason", g.Reason)
 		return nil

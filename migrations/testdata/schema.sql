@@ -113,6 +113,7 @@ BEGIN
     RETURNING 1
   )
   SELECT count(*) INTO n FROM lg;
+  UPDATE pgrelay.schedule_defs s SET owner_node = p_adopter WHERE s.owner_node = p_dead;
   RETURN n;
 END
 $$;
@@ -958,6 +959,103 @@ $$;
 ALTER FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) OWNER TO postgres;
 
 --
+-- Name: _cron_error(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cron_error(p_cron text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_fields text[];
+  v_min constant int[] := '{0,0,1,1,0}';
+  v_max constant int[] := '{59,23,31,12,6}';
+  v_name constant text[] := '{minute,hour,day of month,month,day of week}';
+  v_item text;
+  v_m text[];
+  v_lo int;
+  v_hi int;
+BEGIN
+  IF p_cron IS NULL THEN
+    RETURN 'the expression is NULL';
+  END IF;
+  IF p_cron IN ('@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly') THEN
+    RETURN NULL;
+  END IF;
+  IF p_cron ~ '^@every' THEN
+    RETURN '@every is not a cron expression here: give the interval as p_every';
+  ELSIF p_cron ~ '^@' THEN
+    RETURN 'unknown descriptor (one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly)';
+  ELSIF p_cron ~ '^[ \t]*(CRON_)?TZ=' THEN
+    RETURN 'give the time zone as p_timezone, not in the expression';
+  END IF;
+  IF p_cron !~ '^[ \t]*[^ \t]+([ \t]+[^ \t]+)*[ \t]*$' THEN
+    RETURN 'fields are separated by spaces or tabs';
+  END IF;
+  v_fields := pg_catalog.regexp_split_to_array(pg_catalog.btrim(p_cron, E' \t'), E'[ \t]+');
+  IF pg_catalog.cardinality(v_fields) <> 5 THEN
+    RETURN pg_catalog.format('expected exactly 5 fields (minute hour day-of-month month day-of-week), found %s',
+                             pg_catalog.cardinality(v_fields));
+  END IF;
+  FOR i IN 1 .. 5 LOOP
+    FOREACH v_item IN ARRAY pg_catalog.string_to_array(v_fields[i], ',') LOOP
+      v_m := pg_catalog.regexp_match(v_item, '^(?:([*?])|([A-Za-z0-9]+)(?:-([A-Za-z0-9]+))?)(?:/([0-9]{1,9}))?$');
+      IF v_m IS NULL THEN
+        RETURN pg_catalog.format('%s field: %L is not *, a value, a range a-b, or one of those with /step',
+                                 v_name[i], v_item);
+      END IF;
+      IF v_m[1] IS NOT NULL THEN
+        v_lo := v_min[i];
+        v_hi := v_max[i];
+      ELSE
+        v_lo := pgrelay._cron_value(v_m[2], i);
+        v_hi := CASE WHEN v_m[3] IS NOT NULL THEN pgrelay._cron_value(v_m[3], i)
+                     WHEN v_m[4] IS NOT NULL THEN v_max[i]
+                     ELSE v_lo END;
+        IF v_lo IS NULL OR v_hi IS NULL THEN
+          RETURN pg_catalog.format('%s field: %L has a value that is neither a number nor a name of the field',
+                                   v_name[i], v_item);
+        END IF;
+      END IF;
+      IF v_lo < v_min[i] OR v_hi > v_max[i] THEN
+        RETURN pg_catalog.format('%s field: %L is outside %s-%s', v_name[i], v_item, v_min[i], v_max[i]);
+      END IF;
+      IF v_lo > v_hi THEN
+        RETURN pg_catalog.format('%s field: %L begins after it ends', v_name[i], v_item);
+      END IF;
+      IF v_m[4] IS NOT NULL AND v_m[4]::int = 0 THEN
+        RETURN pg_catalog.format('%s field: %L has a step of 0', v_name[i], v_item);
+      END IF;
+    END LOOP;
+  END LOOP;
+  RETURN NULL;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay._cron_error(p_cron text) OWNER TO postgres;
+
+--
+-- Name: _cron_value(text, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cron_value(p_token text, p_field integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+  SELECT CASE
+    WHEN p_token ~ '^[0-9]{1,9}$' THEN p_token::int
+    WHEN p_field = 4 THEN pg_catalog.array_position(
+      '{jan,feb,mar,apr,may,jun,jul,aug,sep,oct,nov,dec}'::text[], pg_catalog.lower(p_token))
+    WHEN p_field = 5 THEN pg_catalog.array_position(
+      '{sun,mon,tue,wed,thu,fri,sat}'::text[], pg_catalog.lower(p_token)) - 1
+  END
+$_$;
+
+
+ALTER FUNCTION pgrelay._cron_value(p_token text, p_field integer) OWNER TO postgres;
+
+--
 -- Name: _default_cluster_name(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1169,6 +1267,45 @@ END;
 
 
 ALTER FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) OWNER TO postgres;
+
+--
+-- Name: _every_next(timestamp with time zone, interval, text, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._every_next(p_anchor timestamp with time zone, p_every interval, p_timezone text, p_after timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_secs float8 := pg_catalog.date_part('epoch', p_every);
+  v_gone float8 := pg_catalog.date_part('epoch', p_after - p_anchor);
+  v_k bigint;
+  v_next timestamptz;
+BEGIN
+  IF pg_catalog.date_part('month', p_every) = 0 AND pg_catalog.date_part('year', p_every) = 0
+     AND pg_catalog.date_part('day', p_every) = 0 THEN
+    -- A duration: elapsed time, whatever the zone.
+    v_k := GREATEST(1, pg_catalog.floor(v_gone / v_secs)::bigint + 1);
+    v_next := p_anchor + v_k * p_every;
+    IF v_next <= p_after THEN  -- rounding
+      v_next := v_next + p_every;
+    END IF;
+    RETURN v_next;
+  END IF;
+  -- Days or months: on the zone's wall clock, from an estimate that cannot
+  -- overshoot (a day may be 23 hours, a month 28 days against 30 counted).
+  v_k := GREATEST(1, pg_catalog.floor(v_gone / (v_secs * 1.1))::bigint);
+  LOOP
+    v_next := ((p_anchor AT TIME ZONE p_timezone) + v_k * p_every) AT TIME ZONE p_timezone;
+    EXIT WHEN v_next > p_after;
+    v_k := v_k + 1;
+  END LOOP;
+  RETURN v_next;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._every_next(p_anchor timestamp with time zone, p_every interval, p_timezone text, p_after timestamp with time zone) OWNER TO postgres;
 
 --
 -- Name: _expiry_of(interval, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2159,6 +2296,105 @@ $$;
 ALTER FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) OWNER TO postgres;
 
 --
+-- Name: _schedule_fire(text, timestamp with time zone, timestamp with time zone, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  s pgrelay.schedule_defs;
+  v_due timestamptz;
+  v_id bigint;
+  v_err text;
+BEGIN
+  SELECT * INTO s FROM pgrelay.schedule_defs x WHERE x.name = p_name FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF p_error IS NOT NULL THEN
+    UPDATE pgrelay.schedule_defs x SET next_fire = 'infinity', last_error = p_error WHERE x.name = p_name;
+    RETURN NULL;
+  END IF;
+  v_due := COALESCE(s.next_fire, p_first);
+  IF v_due IS NULL OR v_due > now() THEN
+    UPDATE pgrelay.schedule_defs x SET next_fire = v_due WHERE x.name = p_name AND x.next_fire IS DISTINCT FROM v_due;
+    RETURN NULL;
+  END IF;
+  BEGIN
+    v_id := pgrelay.notify(p_channel := s.channel, p_payload := s.payload);
+  EXCEPTION WHEN OTHERS THEN
+    v_err := pg_catalog.format('notify failed: %s (SQLSTATE %s)', SQLERRM, SQLSTATE);
+  END;
+  UPDATE pgrelay.schedule_defs x
+     SET next_fire = CASE WHEN s.every IS NOT NULL THEN pgrelay._every_next(s.anchor, s.every, s.timezone, now())
+                          ELSE p_next END,
+         last_due = v_due, last_fire = now(), last_event = v_id, last_error = v_err,
+         fires = x.fires + CASE WHEN v_id IS NOT NULL THEN 1 ELSE 0 END
+   WHERE x.name = p_name;
+  RETURN v_id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text) OWNER TO postgres;
+
+--
+-- Name: _schedules_due(text, boolean, bigint, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer) RETURNS TABLE(name text, cron text, timezone text, next_fire timestamp with time zone, anchor timestamp with time zone, now timestamp with time zone)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_all bool;
+  v_own bool;
+BEGIN
+  SELECT x.all_rows, x.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) x;
+  RETURN QUERY
+  SELECT s.name, s.cron, s.timezone, s.next_fire, s.anchor, now()
+    FROM pgrelay.schedule_defs s
+   WHERE (v_all OR (v_own AND s.owner_node = pgrelay._this_node()))
+     AND (s.next_fire IS NULL OR s.next_fire <= now())
+   ORDER BY s.next_fire NULLS FIRST
+   LIMIT p_limit
+     FOR UPDATE OF s SKIP LOCKED;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer) OWNER TO postgres;
+
+--
+-- Name: _schedules_wake(text, boolean, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) RETURNS double precision
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_all bool;
+  v_own bool;
+  v_next timestamptz;
+BEGIN
+  SELECT x.all_rows, x.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) x;
+  IF v_all THEN
+    SELECT min(COALESCE(s.next_fire, '-infinity')) INTO v_next FROM pgrelay.schedule_defs s;
+  ELSIF v_own THEN
+    SELECT min(COALESCE(s.next_fire, '-infinity')) INTO v_next FROM pgrelay.schedule_defs s
+     WHERE s.owner_node = pgrelay._this_node();
+  END IF;
+  RETURN pg_catalog.date_part('epoch', v_next - pg_catalog.clock_timestamp());
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) OWNER TO postgres;
+
+--
 -- Name: _succeed(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2973,6 +3209,70 @@ $$;
 ALTER FUNCTION pgrelay.retry_all(p_channel text, p_since timestamp with time zone) OWNER TO postgres;
 
 --
+-- Name: schedule(text, text, text, interval, text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.schedule(p_name text, p_channel text, p_payload text, p_every interval DEFAULT NULL::interval, p_cron text DEFAULT NULL::text, p_timezone text DEFAULT 'UTC'::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_why text;
+BEGIN
+  IF p_name IS NULL OR p_name !~ '^[A-Za-z0-9_.:-]{1,100}$' THEN
+    RAISE EXCEPTION 'pgrelay.schedule: invalid schedule name %', COALESCE(pg_catalog.quote_literal(p_name), 'NULL')
+      USING ERRCODE = 'PR060', HINT = 'A name is 1 to 100 of A-Z a-z 0-9 _ . : -';
+  END IF;
+  IF p_channel IS NULL OR NOT EXISTS (SELECT FROM pgrelay.channels c WHERE c.channel = p_channel) THEN
+    RAISE EXCEPTION 'pgrelay.schedule: unknown channel %', COALESCE(pg_catalog.quote_literal(p_channel), 'NULL')
+      USING ERRCODE = 'PR001', HINT = 'Register it first: pgrelay.register().';
+  END IF;
+  IF p_payload IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.schedule: the payload is NULL' USING ERRCODE = 'PR005';
+  END IF;
+  IF (p_every IS NULL) = (p_cron IS NULL) THEN
+    RAISE EXCEPTION 'pgrelay.schedule: give exactly one of p_every and p_cron'
+      USING ERRCODE = 'PR061';
+  END IF;
+  IF p_every IS NOT NULL AND (p_every < interval '1 second'
+       OR pg_catalog.date_part('year', p_every) < 0 OR pg_catalog.date_part('month', p_every) < 0
+       OR pg_catalog.date_part('day', p_every) < 0
+       OR p_every - pg_catalog.make_interval(years => pg_catalog.date_part('year', p_every)::int,
+                                             months => pg_catalog.date_part('month', p_every)::int,
+                                             days => pg_catalog.date_part('day', p_every)::int) < interval '0') THEN
+    RAISE EXCEPTION 'pgrelay.schedule: p_every must be at least 1 second, with no negative part; got %', p_every
+      USING ERRCODE = 'PR062';
+  END IF;
+  IF p_cron IS NOT NULL THEN
+    v_why := pgrelay._cron_error(p_cron);
+    IF v_why IS NOT NULL THEN
+      RAISE EXCEPTION 'pgrelay.schedule: invalid cron expression %: %', pg_catalog.quote_literal(p_cron), v_why
+        USING ERRCODE = 'PR063',
+        HINT = 'Five fields (minute hour day-of-month month day-of-week), as "0 3 * * *", or @daily, @hourly, ...';
+    END IF;
+  END IF;
+  IF p_timezone IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_names z WHERE z.name = p_timezone) THEN
+    RAISE EXCEPTION 'pgrelay.schedule: unknown time zone %', COALESCE(pg_catalog.quote_literal(p_timezone), 'NULL')
+      USING ERRCODE = 'PR064', HINT = 'A name of pg_timezone_names, as ''UTC'' or ''Europe/Paris''.';
+  END IF;
+
+  INSERT INTO pgrelay.schedule_defs AS s (name, channel, payload, every, cron, timezone, next_fire)
+  VALUES (p_name, p_channel, p_payload, p_every, p_cron, p_timezone,
+          CASE WHEN p_every IS NOT NULL THEN now() + p_every END)
+  ON CONFLICT (name) DO UPDATE
+    SET channel = EXCLUDED.channel, payload = EXCLUDED.payload, updated_at = now(), last_error = NULL,
+        every = EXCLUDED.every, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
+        anchor = CASE WHEN (s.every, s.cron, s.timezone) IS NOT DISTINCT FROM (EXCLUDED.every, EXCLUDED.cron, EXCLUDED.timezone)
+                      THEN s.anchor ELSE now() END,
+        next_fire = CASE WHEN (s.every, s.cron, s.timezone) IS NOT DISTINCT FROM (EXCLUDED.every, EXCLUDED.cron, EXCLUDED.timezone)
+                         THEN s.next_fire ELSE EXCLUDED.next_fire END;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay.schedule(p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text) OWNER TO postgres;
+
+--
 -- Name: status(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -3065,6 +3365,23 @@ $$;
 
 
 ALTER FUNCTION pgrelay.unregister(p_channel text, p_force boolean) OWNER TO postgres;
+
+--
+-- Name: unschedule(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.unschedule(p_name text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM pgrelay.schedule_defs s WHERE s.name = p_name;
+  RETURN FOUND;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.unschedule(p_name text) OWNER TO postgres;
 
 --
 -- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3946,6 +4263,60 @@ CREATE TABLE pgrelay.publish_leases (
 ALTER TABLE pgrelay.publish_leases OWNER TO postgres;
 
 --
+-- Name: schedule_defs; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.schedule_defs (
+    name text NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    every interval,
+    cron text,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
+    anchor timestamp with time zone DEFAULT now() NOT NULL,
+    next_fire timestamp with time zone,
+    last_due timestamp with time zone,
+    last_fire timestamp with time zone,
+    last_event bigint,
+    last_error text,
+    fires bigint DEFAULT 0 NOT NULL,
+    created_by name DEFAULT SESSION_USER NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedule_defs_one_timing CHECK (((every IS NULL) <> (cron IS NULL)))
+);
+
+
+ALTER TABLE pgrelay.schedule_defs OWNER TO postgres;
+
+--
+-- Name: schedules; Type: VIEW; Schema: pgrelay; Owner: postgres
+--
+
+CREATE VIEW pgrelay.schedules AS
+ SELECT s.name,
+    s.channel,
+    s.payload,
+    s.every,
+    s.cron,
+    s.timezone,
+    s.owner_node AS node,
+    s.next_fire,
+    s.last_due,
+    s.last_fire,
+    s.last_event,
+    s.fires,
+    s.last_error,
+    s.created_by,
+    s.created_at,
+    s.updated_at
+   FROM pgrelay.schedule_defs s;
+
+
+ALTER TABLE pgrelay.schedules OWNER TO postgres;
+
+--
 -- Name: schema_migrations; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4202,6 +4573,14 @@ ALTER TABLE ONLY pgrelay.queue
 
 
 --
+-- Name: schedule_defs schedule_defs_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.schedule_defs
+    ADD CONSTRAINT schedule_defs_pkey PRIMARY KEY (name);
+
+
+--
 -- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
 --
 
@@ -4341,6 +4720,13 @@ CREATE INDEX queue_ready ON pgrelay.queue USING btree (channel, not_before, id) 
 --
 
 CREATE INDEX queue_retry_origin ON pgrelay.queue USING btree (origin_id) WHERE (retry_of IS NOT NULL);
+
+
+--
+-- Name: schedule_defs_owner_next; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX schedule_defs_owner_next ON pgrelay.schedule_defs USING btree (owner_node, next_fire);
 
 
 --
@@ -4608,6 +4994,20 @@ GRANT ALL ON FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigin
 
 
 --
+-- Name: FUNCTION _cron_error(p_cron text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cron_error(p_cron text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _cron_value(p_token text, p_field integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cron_value(p_token text, p_field integer) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _default_cluster_name(); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -4692,6 +5092,13 @@ REVOKE ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT clu
 GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_processor;
 GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_viewer;
 GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION _every_next(p_anchor timestamp with time zone, p_every interval, p_timezone text, p_after timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._every_next(p_anchor timestamp with time zone, p_every interval, p_timezone text, p_after timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -5002,6 +5409,30 @@ REVOKE ALL ON FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION _schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _schedules_wake(p_mode text, p_leader boolean, p_term bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5185,6 +5616,14 @@ GRANT ALL ON FUNCTION pgrelay.retry_all(p_channel text, p_since timestamp with t
 
 
 --
+-- Name: FUNCTION schedule(p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.schedule(p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.schedule(p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text) TO pgrelay_admin;
+
+
+--
 -- Name: FUNCTION status(p_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5211,6 +5650,14 @@ GRANT ALL ON FUNCTION pgrelay.unhandled_go_channels() TO pgrelay_viewer;
 
 REVOKE ALL ON FUNCTION pgrelay.unregister(p_channel text, p_force boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay.unregister(p_channel text, p_force boolean) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION unschedule(p_name text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.unschedule(p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.unschedule(p_name text) TO pgrelay_admin;
 
 
 --
@@ -5436,6 +5883,21 @@ GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.publish_cursors TO pgrelay_processor
 
 GRANT SELECT ON TABLE pgrelay.publish_leases TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_processor;
+
+
+--
+-- Name: TABLE schedule_defs; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.schedule_defs TO pgrelay_viewer;
+GRANT SELECT,UPDATE ON TABLE pgrelay.schedule_defs TO pgrelay_processor;
+
+
+--
+-- Name: TABLE schedules; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.schedules TO pgrelay_viewer;
 
 
 --

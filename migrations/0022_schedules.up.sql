@@ -51,7 +51,7 @@ CREATE TABLE pgrelay.schedule_defs (
 CREATE INDEX schedule_defs_owner_next ON pgrelay.schedule_defs (owner_node, next_fire);
 
 CREATE VIEW pgrelay.schedules AS
-SELECT s.name, s.channel, s.payload, s.every, s.cron, s.timezone,
+SELECT s.name, s.channel, s.payload, s.every, s.cron, s.timezone, s.anchor,
        s.owner_node AS node, s.next_fire, s.last_due, s.last_fire, s.last_event,
        s.fires, s.last_error, s.created_by, s.created_at, s.updated_at
   FROM pgrelay.schedule_defs s;
@@ -368,7 +368,7 @@ $$;
 
 -- _schedules_wake: seconds until the next tick this node may fire (as
 -- _schedules_due chooses), 0 or less when one is due or not computed yet,
--- NULL when there is none.
+-- NULL when there is none (or only cron expressions that never match).
 CREATE FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) RETURNS float8
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -384,6 +384,11 @@ BEGIN
   ELSIF v_own THEN
     SELECT min(COALESCE(s.next_fire, '-infinity')) INTO v_next FROM pgrelay.schedule_defs s
      WHERE s.owner_node = pgrelay._this_node();
+  END IF;
+  IF v_next IS NULL OR v_next = 'infinity' THEN
+    RETURN NULL;  -- none, or only expressions that never match
+  ELSIF v_next = '-infinity' THEN
+    RETURN 0;
   END IF;
   RETURN pg_catalog.date_part('epoch', v_next - pg_catalog.clock_timestamp());
 END

@@ -2387,6 +2387,11 @@ BEGIN
     SELECT min(COALESCE(s.next_fire, '-infinity')) INTO v_next FROM pgrelay.schedule_defs s
      WHERE s.owner_node = pgrelay._this_node();
   END IF;
+  IF v_next IS NULL OR v_next = 'infinity' THEN
+    RETURN NULL;  -- none, or only expressions that never match
+  ELSIF v_next = '-infinity' THEN
+    RETURN 0;
+  END IF;
   RETURN pg_catalog.date_part('epoch', v_next - pg_catalog.clock_timestamp());
 END
 $$;
@@ -4301,6 +4306,7 @@ CREATE VIEW pgrelay.schedules AS
     s.every,
     s.cron,
     s.timezone,
+    s.anchor,
     s.owner_node AS node,
     s.next_fire,
     s.last_due,

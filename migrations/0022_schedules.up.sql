@@ -59,6 +59,7 @@ SELECT s.name, s.channel, s.payload, s.every, s.cron, s.timezone, s.anchor,
 REVOKE ALL ON pgrelay.schedule_defs, pgrelay.schedules FROM PUBLIC;
 GRANT SELECT ON pgrelay.schedule_defs, pgrelay.schedules TO pgrelay_viewer;
 GRANT SELECT, UPDATE ON pgrelay.schedule_defs TO pgrelay_processor;
+GRANT SELECT ON pgrelay.schedules TO pgrelay_processor;  -- pgrelay stats
 
 -- ---------------------------------------------------------------------------
 -- Cron expressions

@@ -110,3 +110,42 @@ func (s *Store) ScheduleWake(ctx context.Context, scope ClaimScope) (time.Durati
 	}
 	return time.Duration(*secs * float64(time.Second)), true, nil
 }
+
+// Schedule is a row of pgrelay.schedules as `pgrelay stats` shows it.
+type Schedule struct {
+	Name, Channel string
+	// Timing is the interval (PostgreSQL's text) or the cron expression.
+	Timing    string
+	Cron      bool
+	Timezone  string
+	Node      int
+	NextFire  *time.Time
+	Never     bool // a cron expression no date matches (next_fire 'infinity')
+	LastFire  *time.Time
+	Fires     int64
+	LastError *string
+}
+
+// Schedules reads pgrelay.schedules by name.
+func Schedules(ctx context.Context, q Querier) ([]Schedule, error) {
+	rows, err := q.Query(ctx, `SELECT s.name, s.channel, COALESCE(s.every::pg_catalog.text, s.cron), s.cron IS NOT NULL,
+		s.timezone, s.node, CASE WHEN pg_catalog.isfinite(s.next_fire) THEN s.next_fire END,
+		s.next_fire = 'infinity', s.last_fire, s.fires, s.last_error
+		FROM pgrelay.schedules s ORDER BY s.name`)
+	if err != nil {
+		return nil, fmt.Errorf("read pgrelay.schedules: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Schedule, error) {
+		var s Schedule
+		var node int32
+		var never *bool
+		err := r.Scan(&s.Name, &s.Channel, &s.Timing, &s.Cron, &s.Timezone, &node, &s.NextFire, &never,
+			&s.LastFire, &s.Fires, &s.LastError)
+		s.Node, s.Never = int(node), never != nil && *never
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read pgrelay.schedules: %w", err)
+	}
+	return out, nil
+}

@@ -5904,6 +5904,7 @@ GRANT SELECT,UPDATE ON TABLE pgrelay.schedule_defs TO pgrelay_processor;
 --
 
 GRANT SELECT ON TABLE pgrelay.schedules TO pgrelay_viewer;
+GRANT SELECT ON TABLE pgrelay.schedules TO pgrelay_processor;
 
 
 --

@@ -327,3 +327,21 @@ func TestEveryNextOnTheWallClock(t *testing.T) {
 			"SELECT pgrelay._every_next($1::timestamptz, $2::interval, $3, $4::timestamptz)::text", c.anchor, c.every, c.tz, c.after)))
 	}
 }
+
+// The schedule functions' parameters, as SPEC.md names them (callers pass
+// them by name).
+func TestScheduleSignaturesMatchSpec(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	require.Equal(t, "p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text",
+		identityArgs(t, d.Pool, "pgrelay.schedule"))
+	args := arguments(t, d.Pool, "pgrelay.schedule")
+	require.Equal(t, "interval DEFAULT NULL::interval", args["p_every"])
+	require.Equal(t, "text DEFAULT NULL::text", args["p_cron"])
+	require.Equal(t, "text DEFAULT 'UTC'::text", args["p_timezone"])
+	require.Equal(t, "p_name text", identityArgs(t, d.Pool, "pgrelay.unschedule"))
+	require.Equal(t, []string{"name", "channel", "payload", "every", "cron", "timezone", "anchor", "node", "next_fire",
+		"last_due", "last_fire", "last_event", "fires", "last_error", "created_by", "created_at", "updated_at"},
+		testenv.Column[string](t, d.Pool, `SELECT attname::text FROM pg_attribute
+			WHERE attrelid = 'pgrelay.schedules'::regclass AND attnum > 0 ORDER BY attnum`))
+}

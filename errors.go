@@ -110,6 +110,23 @@ var (
 	ErrDeadLetterNodeGone error = newCode(prcodes.DeadLetterNodeGone, "dead letter pinned to a decommissioned node")
 )
 
+// Schedules (pgrelay.schedule; docs/user-guide.md, "Periodic events"):
+var (
+	// ErrInvalidScheduleName (PR060): a schedule name NULL or not 1 to 100
+	// of A-Z a-z 0-9 _ . : -.
+	ErrInvalidScheduleName error = newCode(prcodes.InvalidScheduleName, "invalid schedule name")
+	// ErrInvalidScheduleTiming (PR061): neither or both of an interval and a
+	// cron expression given.
+	ErrInvalidScheduleTiming error = newCode(prcodes.InvalidScheduleTiming, "give exactly one of an interval and a cron expression")
+	// ErrInvalidEvery (PR062): an interval under 1 second or with a negative
+	// part.
+	ErrInvalidEvery error = newCode(prcodes.InvalidEvery, "invalid schedule interval")
+	// ErrInvalidCron (PR063): not a cron expression pgrelay accepts.
+	ErrInvalidCron error = newCode(prcodes.InvalidCron, "invalid cron expression")
+	// ErrInvalidTimezone (PR064): not a time zone name of pg_timezone_names.
+	ErrInvalidTimezone error = newCode(prcodes.InvalidTimezone, "unknown time zone")
+)
+
 // The notifier (pgrelay_notifier.send, create_channel, set_status;
 // docs/notifier.md, "What send() refuses"):
 var (
@@ -158,6 +175,7 @@ func sentinels() []error {
 		ErrInvalidNodeID, ErrUnknownMode, ErrNodeAlive, ErrInvalidDeadAfter,
 		ErrClaimTakenBack, ErrLeaseEnded, ErrPublishHorizonBlind,
 		ErrUnknownDeadLetter, ErrDeadLetterNodeGone,
+		ErrInvalidScheduleName, ErrInvalidScheduleTiming, ErrInvalidEvery, ErrInvalidCron, ErrInvalidTimezone,
 		ErrNotEmailChannel, ErrNoRecipients, ErrInvalidAddress, ErrInvalidSubject,
 		ErrBodyTooLarge, ErrInvalidHeaders, ErrTooManyRecipients, ErrNullBody,
 		ErrMessageTooLarge, ErrUnknownNotificationStatus, ErrArrayLengthsDiffer,

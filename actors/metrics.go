@@ -33,7 +33,7 @@ type Metrics struct {
 // dbErrorOps are the operations pgrelay_db_errors_total counts: each starts
 // at zero.
 func dbErrorOps() []string {
-	return []string{"batch", "claim", "complete", "heartbeat", "rescue", "lease", "trim", "queue_stats"}
+	return []string{"batch", "claim", "complete", "heartbeat", "rescue", "lease", "trim", "queue_stats", "schedule"}
 }
 
 // initChannel makes the per-channel counters exist, at zero, for channel.

@@ -23,6 +23,8 @@
 //	│               work, ends a rejoin
 //	├── leader      (leader mode) holds the leader lease: the election
 //	├── janitor     trims pgrelay.log past its retention
+//	├── scheduler   fires the periodic events of pgrelay.schedules this node
+//	│               may fire, each tick once
 //	└── publisher   publishes the log's events on NATS (only with NATS)
 //
 // The durable truth is always in PostgreSQL: actors hold only claims, and a

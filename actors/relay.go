@@ -92,6 +92,7 @@ func (r *relay) Receive(ctx actor.Context) {
 			spawn(leaderProps(r.d), "leader")
 		}
 		spawn(janitorProps(r.d), "janitor")
+		spawn(schedulerProps(r.d), "scheduler")
 		if r.d.bus != nil {
 			spawn(publisherProps(r.d), "publisher")
 		}

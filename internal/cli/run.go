@@ -535,5 +535,10 @@ func runStats(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	writeBacklog(a.stdout, backlog, dropped)
+	schedules, err := store.Schedules(cctx, conn)
+	if err != nil {
+		return err
+	}
+	writeSchedules(a.stdout, schedules, time.Now())
 	return nil
 }

@@ -99,3 +99,34 @@ func writeBacklog(w io.Writer, rows []store.CursorBacklog, dropped []store.Dropp
 			time.Since(d.LastDroppedAt).Round(time.Second))
 	}
 }
+
+// writeSchedules prints, under the stats table, each schedule of
+// pgrelay.schedules: its timing, node, next and last fire, events enqueued
+// and last error.
+func writeSchedules(w io.Writer, rows []store.Schedule, now time.Time) {
+	for _, s := range rows {
+		timing := "every " + s.Timing
+		if s.Cron {
+			timing = fmt.Sprintf("cron '%s' %s", s.Timing, s.Timezone)
+		}
+		next := "next not computed yet"
+		switch {
+		case s.Never:
+			next = "never fires"
+		case s.NextFire != nil && s.NextFire.After(now):
+			next = "next in " + s.NextFire.Sub(now).Round(time.Second).String()
+		case s.NextFire != nil:
+			next = "due " + now.Sub(*s.NextFire).Round(time.Second).String() + " ago"
+		}
+		last := "never fired"
+		if s.LastFire != nil {
+			last = "last fired " + now.Sub(*s.LastFire).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(w, "schedule %s (channel %s, %s, node %d): %s, %s, %d events", s.Name, s.Channel, timing, s.Node,
+			next, last, s.Fires)
+		if s.LastError != nil {
+			fmt.Fprintf(w, "; last error: %s", *s.LastError)
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -59,3 +59,19 @@ func TestStatsCancelsWaiting(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^channel c: 2 events being cancelled \(a running attempt finishes first\)$`, out)
 }
+
+// `pgrelay stats` lists the schedules: timing, node, next and last fire,
+// events, last error.
+func TestStatsSchedules(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.Exec("SELECT pgrelay.register('reports', 'SELECT length($1)')")
+	d.Exec("SELECT pgrelay.schedule('nightly', 'reports', 'n', p_cron := '0 3 * * *', p_timezone := 'Europe/Paris')")
+	d.Exec("SELECT pgrelay.schedule('ping', 'reports', 'p', p_every := '5 minutes')")
+	d.Exec(`UPDATE pgrelay.schedule_defs SET last_fire = now() - interval '1 hour', fires = 7,
+		last_error = 'notify failed: x' WHERE name = 'ping'`)
+	code, out, errOut := cliMain("stats", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^schedule nightly \(channel reports, cron '0 3 \* \* \*' Europe/Paris, node 0\): next not computed yet, never fired, 0 events$`, out)
+	assert.Regexp(t, `(?m)^schedule ping \(channel reports, every 00:05:00, node 0\): next in (4m5\ds|5m0s), last fired 1h0m\d+s ago, 7 events; last error: notify failed: x$`, out)
+}

@@ -57,6 +57,20 @@ const (
 	DeadLetterNodeGone = "PR051"
 )
 
+// Schedules (pgrelay.schedule).
+const (
+	// InvalidScheduleName: NULL or not 1 to 100 of A-Z a-z 0-9 _ . : -.
+	InvalidScheduleName = "PR060"
+	// InvalidScheduleTiming: neither or both of p_every and p_cron.
+	InvalidScheduleTiming = "PR061"
+	// InvalidEvery: p_every under 1 second or with a negative part.
+	InvalidEvery = "PR062"
+	// InvalidCron: p_cron is not a cron expression pgrelay accepts.
+	InvalidCron = "PR063"
+	// InvalidTimezone: p_timezone is not a name of pg_timezone_names.
+	InvalidTimezone = "PR064"
+)
+
 // The notifier (pgrelay_notifier.send, create_channel, set_status).
 const (
 	NotEmailChannel           = "PR100"

@@ -4288,6 +4288,13 @@ CREATE INDEX dead_letters_ended ON pgrelay.dead_letters USING btree (ended_at);
 
 
 --
+-- Name: dead_letters_origin; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX dead_letters_origin ON pgrelay.dead_letters USING btree (origin_id, id);
+
+
+--
 -- Name: log_node_id; Type: INDEX; Schema: pgrelay; Owner: postgres
 --
 

@@ -79,6 +79,9 @@ lint:
 # TestConsoleInBrowser: the console in a headless Chromium (deps-browser),
 # TestAlertRules: docs/alerts.yml under `promtool test rules` (deps-promtool),
 # and TestNodeSubscriber: a Node.js JetStream consumer (deps-node).
+#
+# The actors package runs once, under the race detector, every test of it:
+# its tests were nearly all run twice before (without, then with -race).
 test: deps-test deps-browser deps-promtool deps-node lint
-	$(GO) test $(TESTFLAGS) ./...
-	$(GO) test $(TESTFLAGS) -race -run 'Actor|Race' ./actors/...
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '^github.com/pgrelay/pgrelay/actors$$')
+	$(GO) test $(TESTFLAGS) -race ./actors/...

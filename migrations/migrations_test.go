@@ -34,6 +34,7 @@ func TestAllIsOrdered(t *testing.T) {
 // Several processes migrating one empty database at once: exactly one applies
 // each migration, all end at the latest version, and a second run does nothing.
 func TestUpConcurrentAndIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	require.NoError(t, pg.Exec(ctx, "postgres", "CREATE DATABASE migrate_concurrent"))
 	url := pg.URL("migrate_concurrent")
@@ -79,6 +80,7 @@ func TestUpConcurrentAndIdempotent(t *testing.T) {
 // A migration that fails rolls back whole, with every migration applied in
 // the same run: the schema and pgrelay.schema_migrations are as they were.
 func TestUpRollsBackAFailingMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	all, err := migrations.All()
 	require.NoError(t, err)
@@ -153,8 +155,10 @@ func TestUpRollsBackAFailingMigration(t *testing.T) {
 
 // Roles are cluster-wide and the migration lock is per database: databases of
 // one fresh cluster migrated at once all create the roles, and none fails
-// because another created one first.
+// because another created one first. (The cluster is its own: the test runs
+// beside the others.)
 func TestUpDatabasesOfOneClusterAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fresh, err := devenv.StartPostgres(ctx, devenv.PostgresConfig{})
 	require.NoError(t, err)
@@ -191,6 +195,7 @@ func TestUpDatabasesOfOneClusterAtOnce(t *testing.T) {
 // newer pgrelay) is refused: applying the baseline's later migrations by
 // number there would skip or repeat work. Nothing is changed.
 func TestUpRefusesUnknownRecordedMigrations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct{ name, rows, want string }{
 		{"prerelease", "(1, 'core'), (2, 'succeed'), (17, 'no_outside_locks')",

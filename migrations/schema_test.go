@@ -32,6 +32,7 @@ var update = flag.Bool("update", false, "rewrite migrations/testdata/schema.sql 
 // (docs/upgrading.md), and the diff of this snapshot shows in review what the
 // new migration changes.
 func TestSchemaSnapshot(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	require.NoError(t, pg.Exec(ctx, "postgres", "CREATE DATABASE schema_snapshot"))
 	url := pg.URL("schema_snapshot")

@@ -440,8 +440,9 @@ func TestDeadLetterRetryRequeuesTheEmail(t *testing.T) {
 		"SELECT status FROM pgrelay_notifier.status_events WHERE notification_id = $1 ORDER BY id", sent))
 }
 
-// Retention, retry_all and the listing read their indexes on a large table
-// (also with the generic plans PL/pgSQL caches), never the whole table.
+// Retention, retry_all, the listing and an event's dead letters read their
+// indexes on a large table (also with the generic plans PL/pgSQL caches),
+// never the whole table.
 func TestExplainDeadLetters(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
@@ -459,6 +460,9 @@ func TestExplainDeadLetters(t *testing.T) {
 			ORDER BY y.ended_at, y.id FOR UPDATE SKIP LOCKED`, "('c3', now() - interval '1 hour')", "dead_letters_channel_ended"},
 		"list": {`SELECT d.id FROM pgrelay.dead_letters d WHERE d.channel = $1 ORDER BY d.ended_at DESC LIMIT 100`,
 			"('c3')", "dead_letters_channel_ended"},
+		// The console's event page: an event's dead letters, newest first.
+		"of_origin": {`SELECT d.id FROM pgrelay.dead_letters d WHERE d.origin_id = $1 ORDER BY d.id DESC LIMIT $2`,
+			"(4242, 10)", "dead_letters_origin"},
 	} {
 		_, err := c.Exec(bg, "PREPARE "+name+" AS "+tc.sql)
 		require.NoError(t, err, name)

@@ -173,36 +173,35 @@ func TestGoHandleTxBatchTimeout(t *testing.T) {
 
 // Events of a 'channel' channel keep their order and run one at a time
 // across two Processors with HandleTx batches on (the default), and so do
-// each payload's events of a 'payload' channel.
+// each payload's events of a 'payload' channel. Order and overlap are the
+// committed runs' (app.ran, numbered and timed on the server as they run): a
+// run whose transaction rolled back (a batch that rolled back whole, a claim
+// taken back from a Processor a loaded machine kept from heartbeating) ran
+// again, but committed once.
 func TestGoHandleTxSerialModesKeepOrderWithBatches(t *testing.T) {
 	t.Parallel()
 	d := goDB(t)
+	d.Exec(`CREATE TABLE app.ran (n bigint GENERATED ALWAYS AS IDENTITY, lane text NOT NULL, origin_id bigint NOT NULL,
+		started_at timestamptz NOT NULL DEFAULT clock_timestamp(), ended_at timestamptz)`)
 	d.Exec("SELECT pgrelay.register('ledger', 'post', p_kind := 'go', p_concurrency_mode := 'channel')")
 	d.Exec("SELECT pgrelay.register('accounts', 'post', p_kind := 'go', p_concurrency_mode := 'payload')")
-	var mu sync.Mutex
-	order := map[string][]int64{} // origin ids by lane, in the order they ran
-	running := map[string]int{}
-	most := 0
 	handler := func(ctx context.Context, tx pgx.Tx, ev pgrelay.Event) error {
 		lane := ev.Channel + "/" + ev.Payload
 		if ev.Channel == "ledger" {
 			lane = ev.Channel
 		}
-		mu.Lock()
-		running[lane]++
-		most = max(most, running[lane])
-		order[lane] = append(order[lane], ev.OriginID)
-		mu.Unlock()
-		_, err := tx.Exec(ctx, "INSERT INTO app.shipments VALUES ($1, $2)", ev.OriginID, ev.Attempt)
+		var n int64
+		if err := tx.QueryRow(ctx, `WITH s AS (INSERT INTO app.shipments VALUES ($1, $2))
+			INSERT INTO app.ran (lane, origin_id) VALUES ($3, $1) RETURNING n`, ev.OriginID, ev.Attempt, lane).Scan(&n); err != nil {
+			return err
+		}
 		// Long enough for the other Processor to claim, were it allowed to.
 		select {
 		case <-time.After(2 * time.Millisecond):
 		case <-ctx.Done():
-			err = ctx.Err()
+			return ctx.Err()
 		}
-		mu.Lock()
-		running[lane]--
-		mu.Unlock()
+		_, err := tx.Exec(ctx, "UPDATE app.ran SET ended_at = clock_timestamp() WHERE n = $1", n)
 		return err
 	}
 	for range 2 {
@@ -222,12 +221,22 @@ func TestGoHandleTxSerialModesKeepOrderWithBatches(t *testing.T) {
 		return d.Count("SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'") == 2*n
 	})
 	require.Equal(t, 2*n, d.Count("SELECT count(*) FROM app.shipments"))
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, 1, most, "one event at a time per channel or payload")
+	require.Equal(t, 2*n, d.Count("SELECT count(*) FROM app.ran"))
+	require.Zero(t, d.Count(`SELECT count(*) FROM app.ran a JOIN app.ran b ON b.lane = a.lane AND b.n > a.n
+		WHERE b.started_at < a.ended_at`), "one event at a time per channel or payload")
+	order := map[string][]int64{} // origin ids by lane, in the order their committed runs ran
+	rows, err := d.Pool.Query(context.Background(), "SELECT lane, origin_id FROM app.ran ORDER BY n")
+	require.NoError(t, err)
+	for rows.Next() {
+		var lane string
+		var id int64
+		require.NoError(t, rows.Scan(&lane, &id))
+		order[lane] = append(order[lane], id)
+	}
+	require.NoError(t, rows.Err())
 	require.Len(t, order, 5)
 	for lane, ids := range order {
-		require.IsIncreasing(t, ids, "%s: in the order enqueued", lane)
+		require.IsIncreasing(t, ids, "%s: in the order enqueued, each once", lane)
 	}
 	require.Len(t, order["ledger"], n)
 }

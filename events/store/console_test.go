@@ -126,15 +126,14 @@ func TestConsoleStatementsUseIndexes(t *testing.T) {
 	uses(e.plan(), "log_origin")
 	_, _, err = EventPayload(ctx, e, 42, 65537)
 	require.NoError(t, err)
-	// The dead letters have no index by origin_id (as DeadLettersOf):
-	// the queue, the log and event_payloads are read by theirs.
 	plan := e.plan()
-	for _, ix := range []string{"log_origin", "event_payloads_pkey", "queue_pkey", "queue_retry_origin"} {
-		require.Contains(t, plan, ix, plan)
-	}
-	require.NotContains(t, plan, "Seq Scan on log", plan)
+	uses(plan, "log_origin", "event_payloads_pkey", "queue_pkey", "queue_retry_origin", "dead_letters_origin")
 	require.NotContains(t, plan, "Seq Scan on queue", plan)
 	require.NotContains(t, plan, "Seq Scan on event_payloads", plan)
+	of, err := DeadLettersOf(ctx, e, 42, 10, 201)
+	require.NoError(t, err)
+	require.Len(t, of, 1)
+	uses(e.plan(), "dead_letters_origin")
 
 	dead, err := DeadLetterCounts(ctx, e)
 	require.NoError(t, err)

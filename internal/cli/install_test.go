@@ -10,12 +10,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay/internal/version"
 )
 
 // TestMakeInstall runs the README's install commands into a temporary prefix:
-// `make install` puts a working pgrelay in $(PREFIX)/bin that tells its release
-// and commit, and `make install-service` a systemd unit that runs it and that
-// systemd-analyze accepts.
+// `make install` puts a working pgrelay in $(PREFIX)/bin, built by `make
+// build`, that tells its release (the source's) and commit, and `make
+// install-service` a systemd unit that runs it and that systemd-analyze
+// accepts.
 func TestMakeInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary with make")
@@ -40,7 +43,8 @@ func TestMakeInstall(t *testing.T) {
 	require.NoError(t, err, "%s version: %s", bin, out)
 	head, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
 	require.NoError(t, err)
-	assert.Regexp(t, regexp.MustCompile(`^pgrelay \S+ \(commit `+strings.TrimSpace(string(head))+`(\+modified)?, \S+\)\n$`), string(out))
+	assert.Regexp(t, regexp.MustCompile(`^pgrelay `+regexp.QuoteMeta(version.Release)+` \(commit `+
+		strings.TrimSpace(string(head))+`(\+modified)?, \S+\)\n$`), string(out))
 
 	unit := filepath.Join(unitDir, "pgrelay.service")
 	b, err := os.ReadFile(unit)

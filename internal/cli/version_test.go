@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,8 @@ import (
 
 // Every build names the release the source holds: a plain `go build` (no
 // -ldflags, as `go install` builds too) and `make build`, whatever tags the
-// clone has.
+// clone has. `make build`'s binary is TestMakeInstall's (make install builds
+// it): one link of the binary less.
 func TestBuildsPrintTheSourcesRelease(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -32,15 +32,4 @@ func TestBuildsPrintTheSourcesRelease(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.True(t, strings.HasPrefix(printed(bin), want), "go build: %q, want %q…", printed(bin), want)
-
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("no make: make build not checked")
-	}
-	bin = filepath.Join(t.TempDir(), "pgrelay")
-	mk := exec.Command("make", "-s", "build", "BIN="+bin)
-	mk.Dir = root
-	mk.Env = append(os.Environ(), "MAKEFLAGS=")
-	out, err = mk.CombinedOutput()
-	require.NoError(t, err, string(out))
-	require.True(t, strings.HasPrefix(printed(bin), want), "make build: %q, want %q…", printed(bin), want)
 }

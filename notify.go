@@ -56,14 +56,18 @@ func notifyOpts(opts []NotifyOption) notifyOptions {
 // refuses the event.
 func Notify(ctx context.Context, q Querier, channel, payload string, opts ...NotifyOption) (int64, error) {
 	o := notifyOpts(opts)
+	ctx, tp, end := notifySpan(ctx, channel, 1)
 	var id int64
 	err := q.QueryRow(ctx,
-		`SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text,
+		`SELECT pgrelay.notify(`+channelArg(tp, 5)+`, $2::pg_catalog.text,
 			$3::pg_catalog.timestamptz, $4::pg_catalog.interval)`,
-		channel, payload, o.notBefore, o.delay).Scan(&id)
+		traced([]any{channel, payload, o.notBefore, o.delay}, tp)...).Scan(&id)
 	if err != nil {
-		return 0, fmt.Errorf("pgrelay: notify on channel %q: %w", channel, Classify(err))
+		err = fmt.Errorf("pgrelay: notify on channel %q: %w", channel, Classify(err))
+		end(nil, err)
+		return 0, err
 	}
+	end([]int64{id}, nil)
 	return id, nil
 }
 
@@ -76,15 +80,19 @@ func NotifyMany(ctx context.Context, q Querier, channel string, payloads []strin
 		payloads = []string{} // NULL is notify_many's error (PR005), not an empty batch
 	}
 	o := notifyOpts(opts)
+	ctx, tp, end := notifySpan(ctx, channel, len(payloads))
 	var ids []int64
 	err := q.QueryRow(ctx,
 		`SELECT pg_catalog.array_agg(n.id ORDER BY n.ord)
-		   FROM pgrelay.notify_many($1::pg_catalog.text, $2::pg_catalog.text[],
+		   FROM pgrelay.notify_many(`+channelArg(tp, 5)+`, $2::pg_catalog.text[],
 		          $3::pg_catalog.timestamptz, $4::pg_catalog.interval) WITH ORDINALITY AS n(id, ord)`,
-		channel, payloads, o.notBefore, o.delay).Scan(&ids)
+		traced([]any{channel, payloads, o.notBefore, o.delay}, tp)...).Scan(&ids)
 	if err != nil {
-		return nil, fmt.Errorf("pgrelay: notify %d events on channel %q: %w", len(payloads), channel, Classify(err))
+		err = fmt.Errorf("pgrelay: notify %d events on channel %q: %w", len(payloads), channel, Classify(err))
+		end(nil, err)
+		return nil, err
 	}
+	end(ids, nil)
 	return ids, nil
 }
 

@@ -24,6 +24,10 @@ type GoDirect struct {
 	// succeeded; a *HandlerError otherwise): its Event (events.Succeeded,
 	// events.Failed or events.GaveUp), Error and RetryAfter.
 	Outcome func(e *DirectEvent, err error) Outcome
+	// Trace, when set (a tracing Processor), reads the producers' trace
+	// contexts of a round's events in the batch's transaction, once the
+	// round is claimed and before any handler runs: one query per round.
+	Trace func(ctx context.Context, tx pgx.Tx, evs []DirectEvent) error
 }
 
 // RunGoDirect is RunDirect for a 'none' go channel whose handler, of kind
@@ -72,6 +76,9 @@ func (s *Store) runGoRound(ctx context.Context, g GoDirect, what string, b *Dire
 		// back to the pool (a no-op after the commit).
 		defer func() { _ = tx.Rollback(done) }()
 		err = claimGo(cctx, tx, b, claim, args...)
+		if err == nil && g.Trace != nil && len(b.Events) > 0 {
+			err = g.Trace(cctx, tx, b.Events)
+		}
 	}
 	ccancel()
 	if err != nil {

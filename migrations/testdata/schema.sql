@@ -1871,6 +1871,36 @@ $$;
 ALTER FUNCTION pgrelay._queue_before_insert() OWNER TO postgres;
 
 --
+-- Name: _queue_trace(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._queue_trace() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v text := pg_catalog.current_setting('pgrelay.traceparent', true);
+BEGIN
+  IF pg_catalog.length(v) > 55 THEN
+    IF pg_catalog.substr(v, 56) IS DISTINCT FROM '@' || pg_catalog.statement_timestamp()::pg_catalog.text THEN
+      RETURN NULL; -- set by an earlier statement's _traced
+    END IF;
+    v := pg_catalog.left(v, 55);
+  END IF;
+  IF v ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+     AND pg_catalog.substr(v, 4, 32) <> pg_catalog.repeat('0', 32)
+     AND pg_catalog.substr(v, 37, 16) <> pg_catalog.repeat('0', 16) THEN
+    INSERT INTO pgrelay.event_traces (origin_id, traceparent) VALUES (NEW.origin_id, v)
+    ON CONFLICT (origin_id) DO NOTHING;
+  END IF;
+  RETURN NULL;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay._queue_trace() OWNER TO postgres;
+
+--
 -- Name: _queue_wake_replica(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2279,6 +2309,22 @@ $$;
 ALTER FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) OWNER TO postgres;
 
 --
+-- Name: _traced(text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._traced(p_channel text, p_traceparent text) RETURNS text
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT pg_catalog.set_config('pgrelay.traceparent',
+           COALESCE(p_traceparent, '') || '@' || pg_catalog.statement_timestamp()::pg_catalog.text, true);
+  SELECT p_channel
+$$;
+
+
+ALTER FUNCTION pgrelay._traced(p_channel text, p_traceparent text) OWNER TO postgres;
+
+--
 -- Name: _trim_dead_letters(interval, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2331,6 +2377,32 @@ $$;
 
 
 ALTER FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) OWNER TO postgres;
+
+--
+-- Name: _trim_event_traces(interval, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._trim_event_traces(p_older_than interval, p_batch integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  n int;
+BEGIN
+  DELETE FROM pgrelay.event_traces t
+   WHERE t.origin_id IN (SELECT x.origin_id FROM pgrelay.event_traces x
+                          WHERE x.origin_id < pgrelay._id_floor(now() - p_older_than)
+                            AND NOT EXISTS (SELECT FROM pgrelay.queue q WHERE q.id = x.origin_id)
+                            AND NOT EXISTS (SELECT FROM pgrelay.queue q
+                                             WHERE q.origin_id = x.origin_id AND q.retry_of IS NOT NULL)
+                          ORDER BY x.origin_id LIMIT p_batch);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._trim_event_traces(p_older_than interval, p_batch integer) OWNER TO postgres;
 
 --
 -- Name: _trim_log(interval, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3846,6 +3918,19 @@ CREATE TABLE pgrelay.event_payloads (
 ALTER TABLE pgrelay.event_payloads OWNER TO postgres;
 
 --
+-- Name: event_traces; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.event_traces (
+    origin_id bigint NOT NULL,
+    traceparent text NOT NULL,
+    CONSTRAINT event_traces_traceparent CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
+);
+
+
+ALTER TABLE pgrelay.event_traces OWNER TO postgres;
+
+--
 -- Name: go_handlers; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4138,6 +4223,14 @@ ALTER TABLE ONLY pgrelay.event_payloads
 
 
 --
+-- Name: event_traces event_traces_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.event_traces
+    ADD CONSTRAINT event_traces_pkey PRIMARY KEY (origin_id);
+
+
+--
 -- Name: go_handlers go_handlers_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
 --
 
@@ -4387,6 +4480,13 @@ CREATE TRIGGER queue_after_insert AFTER INSERT ON pgrelay.queue REFERENCING NEW 
 CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue FOR EACH ROW WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_before_insert();
 
 ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
+
+
+--
+-- Name: queue queue_trace; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER queue_trace AFTER INSERT ON pgrelay.queue FOR EACH ROW WHEN (((new.id = new.origin_id) AND (current_setting('pgrelay.traceparent'::text, true) <> ''::text))) EXECUTE FUNCTION pgrelay._queue_trace();
 
 
 --
@@ -4946,6 +5046,13 @@ GRANT ALL ON FUNCTION pgrelay._queue_before_insert() TO pgrelay_processor;
 
 
 --
+-- Name: FUNCTION _queue_trace(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._queue_trace() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _queue_wake_replica(); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5041,6 +5148,16 @@ REVOKE ALL ON FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) FRO
 
 
 --
+-- Name: FUNCTION _traced(p_channel text, p_traceparent text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._traced(p_channel text, p_traceparent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._traced(p_channel text, p_traceparent text) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._traced(p_channel text, p_traceparent text) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._traced(p_channel text, p_traceparent text) TO pgrelay_notifier;
+
+
+--
 -- Name: FUNCTION _trim_dead_letters(p_older_than interval, p_batch integer); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5054,6 +5171,14 @@ GRANT ALL ON FUNCTION pgrelay._trim_dead_letters(p_older_than interval, p_batch 
 
 REVOKE ALL ON FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _trim_event_traces(p_older_than interval, p_batch integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._trim_event_traces(p_older_than interval, p_batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._trim_event_traces(p_older_than interval, p_batch integer) TO pgrelay_processor;
 
 
 --
@@ -5385,6 +5510,15 @@ GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.event_payloads TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_viewer;
+
+
+--
+-- Name: TABLE event_traces; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.event_traces TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.event_traces TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay.event_traces TO pgrelay_viewer;
 
 
 --

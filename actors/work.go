@@ -100,7 +100,7 @@ func Work(ctx context.Context, cfg Config, channel string) ([]Worked, error) {
 	}
 	d := &deps{cfg: cfg, store: st, kinds: kinds, goHandlers: names, metrics: metrics,
 		log: cfg.Logger.With("processor", procID, "work", channel), processor: procID, info: info, runCtx: ctx,
-		tracing: newTracing(cfg.TracerProvider),
+		tracing:  newTracing(cfg.TracerProvider),
 		handlers: handlers.Registry{"go": handlers.Go{Store: st, Handlers: cfg.GoHandlers}}}
 	w := worker{d: d, channel: channel, ran: map[int64]bool{}}
 	for {

@@ -24,10 +24,6 @@ const (
 	AttrOutcome = "pgrelay.outcome"
 )
 
-// traceparentSetting is the transaction-local setting the enqueue reads the
-// producer's trace context from (pgrelay._queue_trace).
-const traceparentSetting = "pgrelay.traceparent"
-
 // notifySpan starts Notify's (or NotifyMany's, n events) producer span when
 // ctx carries a span: a child of it, from the tracer provider of that span,
 // so that only an application that traces pays for it and the root package

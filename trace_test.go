@@ -62,7 +62,7 @@ func TestNotifyStoresTheProducerSpan(t *testing.T) {
 	require.Equal(t, trace.SpanContextFromContext(ctx).SpanID(), one.Parent.SpanID(), "a child of the application's span")
 	attrs := map[string]string{}
 	for _, kv := range one.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	require.Equal(t, "pgrelay", attrs["messaging.system"])
 	require.Equal(t, "orders", attrs["messaging.destination.name"])

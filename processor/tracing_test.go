@@ -29,7 +29,7 @@ func tracedProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemory
 func attrs(s tracetest.SpanStub) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

@@ -12,8 +12,13 @@ import (
 )
 
 // producerModules are the only modules a program that only enqueues may
-// link besides the standard library: pgrelay and pgx with its own.
+// link besides the standard library: pgrelay, pgx with its own, and the
+// OpenTelemetry API with its own (the producer span of Notify; no SDK, no
+// exporter).
 var producerModules = map[string]bool{
+	"go.opentelemetry.io/otel":       true,
+	"go.opentelemetry.io/otel/trace": true,
+	"github.com/cespare/xxhash/v2":   true, // the OTel API's attribute hashing
 	"github.com/pgrelay/pgrelay":     true,
 	"github.com/jackc/pgx/v5":        true,
 	"github.com/jackc/pgpassfile":    true,
@@ -24,9 +29,10 @@ var producerModules = map[string]bool{
 }
 
 // A program that calls Notify, NotifyMany, Status, Send and ParseEvent
-// (testdata/producer) links pgx and the standard library: not the actor
-// library, NATS, SMTP or Prometheus, which only the processor package
-// needs. So does the root package itself.
+// (testdata/producer) links pgx, the OpenTelemetry API and the standard
+// library: not the actor library, NATS, SMTP, Prometheus or an OpenTelemetry
+// SDK, which only the processor package and cmd/pgrelay need. So does the
+// root package itself.
 func TestProducerLinks(t *testing.T) {
 	t.Parallel()
 	goCmd, err := exec.LookPath("go")

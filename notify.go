@@ -109,15 +109,19 @@ func Notify(ctx context.Context, q Querier, channel, payload string, opts ...Not
 	if o.keysSet {
 		return 0, fmt.Errorf("pgrelay: notify on channel %q: %w", channel, errOptionOfOther)
 	}
+	ctx, tp, end := notifySpan(ctx, channel, 1)
 	var id int64
 	err := q.QueryRow(ctx,
-		`SELECT pgrelay.notify($1::pg_catalog.text, $2::pg_catalog.text,
+		`SELECT pgrelay.notify(`+channelArg(tp, 8)+`, $2::pg_catalog.text,
 			$3::pg_catalog.timestamptz, $4::pg_catalog.interval,
 			$5::pg_catalog.int4, $6::pg_catalog.text, $7::pg_catalog.interval)`,
-		channel, payload, o.notBefore, o.delay, o.priority, o.key, o.uniqueFor).Scan(&id)
+		traced([]any{channel, payload, o.notBefore, o.delay, o.priority, o.key, o.uniqueFor}, tp)...).Scan(&id)
 	if err != nil {
-		return 0, fmt.Errorf("pgrelay: notify on channel %q: %w", channel, Classify(err))
+		err = fmt.Errorf("pgrelay: notify on channel %q: %w", channel, Classify(err))
+		end(nil, err)
+		return 0, err
 	}
+	end([]int64{id}, nil)
 	return id, nil
 }
 
@@ -140,16 +144,20 @@ func NotifyMany(ctx context.Context, q Querier, channel string, payloads []strin
 			keys = []string{}
 		}
 	}
+	ctx, tp, end := notifySpan(ctx, channel, len(payloads))
 	var ids []int64
 	err := q.QueryRow(ctx,
 		`SELECT pg_catalog.array_agg(n.id ORDER BY n.ord)
-		   FROM pgrelay.notify_many($1::pg_catalog.text, $2::pg_catalog.text[],
+		   FROM pgrelay.notify_many(`+channelArg(tp, 8)+`, $2::pg_catalog.text[],
 		          $3::pg_catalog.timestamptz, $4::pg_catalog.interval,
 		          $5::pg_catalog.int4, $6::pg_catalog.text[], $7::pg_catalog.interval) WITH ORDINALITY AS n(id, ord)`,
-		channel, payloads, o.notBefore, o.delay, o.priority, keys, o.uniqueFor).Scan(&ids)
+		traced([]any{channel, payloads, o.notBefore, o.delay, o.priority, keys, o.uniqueFor}, tp)...).Scan(&ids)
 	if err != nil {
-		return nil, fmt.Errorf("pgrelay: notify %d events on channel %q: %w", len(payloads), channel, Classify(err))
+		err = fmt.Errorf("pgrelay: notify %d events on channel %q: %w", len(payloads), channel, Classify(err))
+		end(nil, err)
+		return nil, err
 	}
+	end(ids, nil)
 	return ids, nil
 }
 

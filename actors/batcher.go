@@ -382,6 +382,7 @@ func runDirect(d *deps, channel string, run batchRun, n int, self *actor.PID) {
 	defer d.batches.Done()
 	var b *store.DirectBatch
 	var err error
+	start := time.Now()
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -396,6 +397,9 @@ func runDirect(d *deps, channel string, run batchRun, n int, self *actor.PID) {
 		b, err = run(ctx, d.store, d.scope(), n)
 	}()
 	countBatch(d, b, err)
+	if err == nil {
+		d.tracing.directBatch(d, b, start, time.Now())
+	}
 	d.slots.free(n)
 	d.send(self, &batchDone{requested: n, batch: b, err: err})
 }

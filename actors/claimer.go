@@ -193,6 +193,9 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool, channel string) {
 		} else {
 			rows, ready, err = d.store.Claim(qctx, d.processor, d.scope(), n, d.kinds, d.direct, d.directGo)
 		}
+		if err == nil {
+			d.tracing.lookup(qctx, d, rows)
+		}
 		cancel()
 		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: time.Since(start), at: time.Now()})
 	}()

@@ -35,6 +35,7 @@ type deps struct {
 	// 'none' go channels run in direct batches (batcher) too.
 	directGo  []string
 	metrics   *Metrics
+	tracing   *tracing // nil: no spans
 	log       *slog.Logger
 	processor int64
 	node      int // pg_relay.node_id of the Processor's sessions

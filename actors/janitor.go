@@ -67,6 +67,10 @@ func (j *janitor) Receive(ctx actor.Context) {
 				// Payloads kept for status events go with the log rows.
 				_, err = d.store.TrimEventPayloads(tctx, d.cfg.LogRetention, d.cfg.LogRetentionUnpublished, trimBatch)
 			}
+			if err == nil {
+				// So do the producers' trace contexts.
+				_, err = d.store.TrimEventTraces(tctx, d.cfg.LogRetention, trimBatch)
+			}
 			dead, deadErr := d.store.TrimDeadLetters(tctx, d.cfg.DeadLetterRetention, trimBatch)
 			_, cancelErr := d.store.SweepCancels(tctx)
 			d.send(self, &trimResult{trimmed: t, err: err, dead: dead, deadErr: deadErr, cancelErr: cancelErr})

@@ -47,6 +47,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgrelay/pgrelay/events/bus"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -190,6 +191,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the Processor's metrics (default: none).
 	Registerer prometheus.Registerer
+	// TracerProvider, when set, receives a span for every attempt the
+	// Processor runs, linked to the producer's span when the event has a
+	// trace context (one more query per claim or batch reads it). Nil
+	// (default): no spans, and no query.
+	TracerProvider trace.TracerProvider
 	// Version is the release this Processor reports: in pgrelay.processors
 	// (the console, pgrelay nodes), in the pgrelay_build_info metric and
 	// to NATS (default: pgrelay's release, internal/version).
@@ -510,7 +516,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.d = &deps{
 		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, directGo: directGo, metrics: metrics, log: logger, bus: p.bus,
 		processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
-		actorIDs: actorIDs{system: system},
+		tracing: newTracing(p.cfg.TracerProvider), actorIDs: actorIDs{system: system},
 	}
 	p.d.slots = newSlots(p.cfg.Concurrency, metrics.InFlight, p.d.notifySlotsFreed)
 	if rejoin {

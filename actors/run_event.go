@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -19,14 +20,32 @@ import (
 // panicking handler costs one failed attempt.
 func run(d *deps, ev handlers.Event, self *actor.PID) {
 	start := time.Now()
-	committed, err := invoke(d, ev)
+	ctx, span := d.tracing.start(d.runCtx, attemptOf(ev), time.Time{})
+	committed, err := invoke(d, ctx, ev)
 	took := time.Since(start)
 	d.metrics.HandlerDuration.WithLabelValues(ev.Channel).Observe(took.Seconds())
-	finish(d, ev, outcomeOf(d, ev, committed, err, took))
+	out := outcomeOf(d, ev, committed, err, took)
+	d.tracing.end(span, attemptOf(ev), spanOutcome(out, err), err, time.Time{})
+	finish(d, ev, out)
 	d.send(self, &handlerFinished{ev: ev, took: took})
 }
 
-func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
+// spanOutcome is what an attempt's span records of out, the outcome
+// outcomeOf gave for a handler's err: nil is a success the handler's
+// transaction recorded, or a claim taken back (released).
+func spanOutcome(out *store.Outcome, err error) events.Kind {
+	switch {
+	case out != nil:
+		return out.Event
+	case err == nil:
+		return events.Succeeded
+	}
+	return events.Release
+}
+
+// invoke runs ev's handler under base (the run context, with the attempt's
+// span when tracing).
+func invoke(d *deps, base context.Context, ev handlers.Event) (committed bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			d.log.Error("handler panicked", "channel", ev.Channel, "id", ev.ID, "panic", r,
@@ -43,10 +62,10 @@ func invoke(d *deps, ev handlers.Event) (committed bool, err error) {
 	// connection: waiting for one is not the handler's time. A Go handler
 	// sets its deadline itself too (a transactional one once it has its
 	// connection).
-	ctx, cancel := context.WithTimeout(d.runCtx, ev.Timeout)
+	ctx, cancel := context.WithTimeout(base, ev.Timeout)
 	if ev.Kind == "sql" || ev.Kind == "go" {
 		cancel()
-		ctx, cancel = context.WithCancel(d.runCtx)
+		ctx, cancel = context.WithCancel(base)
 	}
 	defer cancel()
 	committed, err = h.Handle(ctx, ev)
@@ -68,7 +87,20 @@ func timedOut(d *deps, ev handlers.Event, err error) error {
 // each). It never panics.
 func runBatch(d *deps, evs []handlers.Event, self *actor.PID) {
 	start := time.Now()
-	err := invokeBatch(d, evs)
+	// One span per event; the handler's ctx carries the first's.
+	ctx := d.runCtx
+	var spans []trace.Span
+	if d.tracing != nil {
+		spans = make([]trace.Span, len(evs))
+		for i, ev := range evs {
+			var sctx context.Context
+			sctx, spans[i] = d.tracing.start(d.runCtx, attemptOf(ev), start)
+			if i == 0 {
+				ctx = sctx
+			}
+		}
+	}
+	err := invokeBatch(d, ctx, evs)
 	took := time.Since(start)
 	share := took / time.Duration(len(evs))
 	// One claim was taken back (which, the transaction does not say): the
@@ -78,18 +110,25 @@ func runBatch(d *deps, evs []handlers.Event, self *actor.PID) {
 		d.log.Warn("a claim of a batch was taken back while its handler ran; the batch rolled back and its other events are released",
 			"channel", evs[0].Channel, "events", len(evs))
 	}
-	for _, ev := range evs {
+	for i, ev := range evs {
 		d.metrics.HandlerDuration.WithLabelValues(ev.Channel).Observe(share.Seconds())
 		if lost {
+			if spans != nil {
+				d.tracing.end(spans[i], attemptOf(ev), events.Release, err, time.Time{})
+			}
 			release(d, ev)
 		} else {
-			finish(d, ev, outcomeOf(d, ev, err == nil, err, share))
+			out := outcomeOf(d, ev, err == nil, err, share)
+			if spans != nil {
+				d.tracing.end(spans[i], attemptOf(ev), spanOutcome(out, err), err, time.Time{})
+			}
+			finish(d, ev, out)
 		}
 		d.send(self, &handlerFinished{ev: ev, took: share})
 	}
 }
 
-func invokeBatch(d *deps, evs []handlers.Event) (err error) {
+func invokeBatch(d *deps, base context.Context, evs []handlers.Event) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			d.log.Error("handler panicked", "channel", evs[0].Channel, "events", len(evs), "panic", r,
@@ -102,7 +141,7 @@ func invokeBatch(d *deps, evs []handlers.Event) (err error) {
 		return fmt.Errorf("no Go handlers in this Processor")
 	}
 	// The handler sets its deadline once it has its connection.
-	ctx, cancel := context.WithCancel(d.runCtx)
+	ctx, cancel := context.WithCancel(base)
 	defer cancel()
 	return timedOut(d, evs[0], h.HandleBatch(ctx, evs))
 }
@@ -199,16 +238,43 @@ func goDirect(d *deps) store.GoDirect {
 	event := func(e *store.DirectEvent) handlers.Event {
 		return handlers.Event{Claimed: store.Claimed{ID: e.ID, OriginID: e.OriginID, Channel: e.Channel,
 			Payload: e.Payload, Attempt: e.Attempt, EnqueuedAt: e.EnqueuedAt, Kind: e.Kind, Handler: e.Handler,
-			Mode: "none", Timeout: e.Timeout, MaxAttempts: e.MaxAttempts}, ProcessorID: d.processor}
+			Mode: "none", Timeout: e.Timeout, MaxAttempts: e.MaxAttempts, Traceparent: e.Traceparent},
+			ProcessorID: d.processor}
+	}
+	var readTraces func(ctx context.Context, tx pgx.Tx, evs []store.DirectEvent) error
+	if d.tracing != nil {
+		readTraces = func(ctx context.Context, tx pgx.Tx, evs []store.DirectEvent) error {
+			origins := make([]int64, len(evs))
+			for i, e := range evs {
+				origins[i] = e.OriginID
+			}
+			found, err := store.Traceparents(ctx, tx, origins)
+			if err != nil {
+				return err
+			}
+			for i := range evs {
+				evs[i].Traceparent = found[evs[i].OriginID]
+			}
+			return nil
+		}
 	}
 	return store.GoDirect{
+		Trace: readTraces,
 		Run: func(ctx context.Context, tx pgx.Tx, e *store.DirectEvent) (err error) {
 			ev := event(e)
+			ctx, span := d.tracing.start(ctx, attemptOf(ev), time.Time{})
 			defer func() {
 				if r := recover(); r != nil {
 					d.log.Error("handler panicked", "channel", ev.Channel, "id", ev.ID, "panic", r,
 						"stack", string(debug.Stack()))
 					err = fmt.Errorf("handler panicked: %v", r)
+				}
+				if span != nil {
+					k := classify(ev, err, d.runCtx.Err() != nil)
+					if k == "" {
+						k = events.Failed
+					}
+					d.tracing.end(span, attemptOf(ev), k, err, time.Time{})
 				}
 			}()
 			h, ok := d.handlers["go"].(handlers.Go)

@@ -100,6 +100,7 @@ func Work(ctx context.Context, cfg Config, channel string) ([]Worked, error) {
 	}
 	d := &deps{cfg: cfg, store: st, kinds: kinds, goHandlers: names, metrics: metrics,
 		log: cfg.Logger.With("processor", procID, "work", channel), processor: procID, info: info, runCtx: ctx,
+		tracing:  newTracing(cfg.TracerProvider),
 		handlers: handlers.Registry{"go": handlers.Go{Store: st, Handlers: cfg.GoHandlers}}}
 	w := worker{d: d, channel: channel, ran: map[int64]bool{}}
 	for {
@@ -137,6 +138,7 @@ func (w *worker) round(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
+	w.d.tracing.lookup(ctx, w.d, claimed)
 	var outs []store.Outcome
 	n := 0
 	for _, c := range claimed {
@@ -153,7 +155,8 @@ func (w *worker) round(ctx context.Context) (int, error) {
 			continue
 		}
 		start := time.Now()
-		committed, herr := invoke(w.d, ev)
+		sctx, span := w.d.tracing.start(ctx, attemptOf(ev), time.Time{})
+		committed, herr := invoke(w.d, sctx, ev)
 		out := outcomeOf(w.d, ev, committed, herr, time.Since(start))
 		k := events.Succeeded
 		if out == nil && herr != nil {
@@ -172,6 +175,7 @@ func (w *worker) round(ctx context.Context) (int, error) {
 				k = events.GaveUp
 			}
 		}
+		w.d.tracing.end(span, attemptOf(ev), k, herr, time.Time{})
 		w.done = append(w.done, Worked{Event: ev, Outcome: k, Err: herr})
 	}
 	if _, err := w.d.store.Complete(context.WithoutCancel(ctx), w.d.processor, outs); err != nil {

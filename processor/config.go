@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgrelay/pgrelay/actors"
 )
@@ -125,6 +126,15 @@ type Config struct {
 	// `pgrelay run`'s /metrics (docs/operations.md); default none. A
 	// program serving Prometheus passes its registry.
 	Registerer prometheus.Registerer
+	// TracerProvider, when set, receives an OpenTelemetry span for every
+	// attempt the Processor runs, of every kind it runs: "process
+	// <channel>", linked to the producer's span of Notify when the event
+	// was enqueued with a trace context, and in a Go handler's ctx
+	// (docs/go.md). The application chooses the SDK and the exporter
+	// (go.opentelemetry.io/otel/sdk/trace's provider, or
+	// otel.GetTracerProvider()). Default nil: no spans, and none of the
+	// queries that read the trace context.
+	TracerProvider trace.TracerProvider
 }
 
 // NATSConfig is Config.NATS: the NATS server and the JetStream stream of
@@ -187,6 +197,7 @@ func (c Config) actorsConfig() actors.Config {
 		MessageIDDomain:         c.MessageIDDomain,
 		Logger:                  c.Logger,
 		Registerer:              c.Registerer,
+		TracerProvider:          c.TracerProvider,
 	}
 	if n := c.NATS; n != nil {
 		ac.NATS = &actors.NATSConfig{URL: n.URL, CredsFile: n.CredsFile, TLSCert: n.TLSCert,

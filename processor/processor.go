@@ -65,7 +65,9 @@ type Processor struct {
 	cfg      Config
 	mu       sync.Mutex
 	handlers map[string]handlers.GoHandler
-	running  *actors.Processor
+	// middleware wraps every handler (Use), outermost first.
+	middleware []Middleware
+	running    *actors.Processor
 }
 
 // NewProcessor validates cfg and prepares a Processor; it connects nothing
@@ -175,7 +177,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	if len(p.handlers) == 0 && len(cfg.Kinds) == 0 {
 		return errors.New("pgrelay: processor has nothing to run: register a Go handler, or give Config.Kinds")
 	}
-	cfg.GoHandlers = p.handlers
+	cfg.GoHandlers = p.goHandlers()
 	running, err := actors.New(cfg)
 	if err != nil {
 		return err

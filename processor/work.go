@@ -35,7 +35,7 @@ type Outcome struct {
 func (p *Processor) Work(ctx context.Context, channel string) ([]Outcome, error) {
 	p.mu.Lock()
 	cfg := p.cfg.actorsConfig()
-	cfg.GoHandlers = p.handlers
+	cfg.GoHandlers = p.goHandlers()
 	started := p.running != nil
 	p.mu.Unlock()
 	if started {

@@ -55,6 +55,9 @@ type DirectEvent struct {
 	Timeout     time.Duration
 	MaxAttempts int
 	Kind        string // the channel's: sql, or go (RunGoDirect)
+	// Traceparent: the producer's trace context, read by GoDirect.Trace
+	// ("" for none, or when the Processor does not trace).
+	Traceparent string
 
 	// Outcome is what the batch recorded: events.Succeeded, events.Failed,
 	// events.GaveUp (a failure the completion recorded as the last attempt,

@@ -25,6 +25,10 @@ type GoDirect struct {
 	// events.Failed, events.GaveUp or events.Snoozed), Error, RetryAfter and
 	// SnoozeFor.
 	Outcome func(e *DirectEvent, err error) Outcome
+	// Trace, when set (a tracing Processor), reads the producers' trace
+	// contexts of a round's events in the batch's transaction, once the
+	// round is claimed and before any handler runs: one query per round.
+	Trace func(ctx context.Context, tx pgx.Tx, evs []DirectEvent) error
 }
 
 // RunGoDirect is RunDirect for a 'none' go channel whose handler, of kind
@@ -73,6 +77,9 @@ func (s *Store) runGoRound(ctx context.Context, g GoDirect, what string, b *Dire
 		// back to the pool (a no-op after the commit).
 		defer func() { _ = tx.Rollback(done) }()
 		err = claimGo(cctx, tx, b, claim, args...)
+		if err == nil && g.Trace != nil && len(b.Events) > 0 {
+			err = g.Trace(cctx, tx, b.Events)
+		}
 	}
 	ccancel()
 	if err != nil {

@@ -80,6 +80,9 @@ type Claimed struct {
 	Mode         string // the channel's concurrency_mode
 	Timeout      time.Duration
 	MaxAttempts  int
+	// Traceparent is the producer's trace context, read only by a tracing
+	// Processor (Traceparents); "" for none.
+	Traceparent string
 }
 
 // Ready is a channel with rows ready for a direct batch (Claim): a 'none'

@@ -175,7 +175,25 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	// New only checks the configuration (connects nothing): what it refuses
 	// (an unsupported --mode, --dead-after not above --heartbeat-interval) is
 	// a command-line mistake, reported before any connection attempt.
-	p, err := actors.New(f.config(logger, reg))
+	tracing, err := otlpTracing(ctx)
+	if err != nil {
+		return err
+	}
+	pcfg := f.config(logger, reg)
+	if tracing != nil {
+		pcfg.TracerProvider = tracing
+		logger.Info("exporting traces over OTLP (OTEL_* environment)")
+		// Last of all, once the Processor has stopped: the spans of the
+		// last attempts are flushed.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := tracing.Shutdown(sctx); err != nil {
+				logger.Warn("flushing the last spans failed", "err", err)
+			}
+		}()
+	}
+	p, err := actors.New(pcfg)
 	if err != nil {
 		return configUsage(err)
 	}

@@ -2439,13 +2439,39 @@ BEGIN
       END IF;
     END IF;
   END IF;
-  PERFORM pg_catalog.pg_notify('pgrelay',
-    (SELECT pg_catalog.md5(t.wake_key OPERATOR(pg_catalog.||) p_channel) FROM pgrelay.this_node t));
+  PERFORM pg_catalog.pg_notify('pgrelay', pgrelay._wake_hint(p_channel));
 END
 $$;
 
 
 ALTER FUNCTION pgrelay._wake(p_channel text) OWNER TO postgres;
+
+--
+-- Name: this_node; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.this_node (
+    singleton boolean DEFAULT true NOT NULL,
+    node_id integer NOT NULL,
+    wake_key text DEFAULT md5((gen_random_uuid())::text) NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT this_node_node CHECK (((node_id >= 0) AND (node_id <= 1023))),
+    CONSTRAINT this_node_singleton CHECK (singleton)
+);
+
+
+ALTER TABLE pgrelay.this_node OWNER TO postgres;
+
+--
+-- Name: _wake_hint(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._wake_hint(p_channel text) RETURNS text
+    LANGUAGE sql STABLE
+    RETURN (SELECT md5((t.wake_key || _wake_hint.p_channel)) AS md5 FROM pgrelay.this_node t);
+
+
+ALTER FUNCTION pgrelay._wake_hint(p_channel text) OWNER TO postgres;
 
 --
 -- Name: _wake_slot(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3987,22 +4013,6 @@ CREATE TABLE pgrelay.sync_asks (
 ALTER TABLE pgrelay.sync_asks OWNER TO postgres;
 
 --
--- Name: this_node; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.this_node (
-    singleton boolean DEFAULT true NOT NULL,
-    node_id integer NOT NULL,
-    wake_key text DEFAULT md5((gen_random_uuid())::text) NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT this_node_node CHECK (((node_id >= 0) AND (node_id <= 1023))),
-    CONSTRAINT this_node_singleton CHECK (singleton)
-);
-
-
-ALTER TABLE pgrelay.this_node OWNER TO postgres;
-
---
 -- Name: wake_slots; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -5073,6 +5083,39 @@ GRANT ALL ON FUNCTION pgrelay._wake(p_channel text) TO pgrelay_processor;
 
 
 --
+-- Name: COLUMN this_node.node_id; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_producer;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_admin;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_processor;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: COLUMN this_node.wake_key; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
+
+
+--
+-- Name: COLUMN this_node.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
+GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _wake_hint(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._wake_hint(p_channel text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._wake_hint(p_channel text) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _wake_slot(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5461,31 +5504,6 @@ GRANT SELECT ON TABLE pgrelay.sync_answers TO pgrelay_admin;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.sync_asks TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.sync_asks TO pgrelay_admin;
-
-
---
--- Name: COLUMN this_node.node_id; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_producer;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_admin;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_processor;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_notifier;
-
-
---
--- Name: COLUMN this_node.wake_key; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
-
-
---
--- Name: COLUMN this_node.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
-GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
 
 
 --

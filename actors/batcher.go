@@ -23,8 +23,9 @@ type (
 		channel string
 		kind    string // the channel's: sql, or go (a HandleTx handler's)
 		seen    time.Time
+		hint    string // the channel's wake hint, from the claimer ("" when unknown)
 	}
-	// batchHint: a notification named a channel by its wakeHint; the
+	// batchHint: a notification named a channel by its wake hint; the
 	// channel's batcher, if it is running, gets a batchReady, else the
 	// claimer a wake (whose claim starts a batcher when one is due).
 	batchHint struct {

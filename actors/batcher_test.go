@@ -636,15 +636,3 @@ func TestActorPoisonInCompletion(t *testing.T) {
 		})
 	}
 }
-
-// A wake-up names its channel by md5(wake_key || channel), computed by
-// pgrelay._wake; the dispatcher finds the channel's batcher by the
-// same digest.
-func TestWakeHintMatchesTheDatabase(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	key := e.Text(`SELECT wake_key FROM pgrelay.this_node`)
-	for _, ch := range []string{"orders", "a-b_c"} {
-		require.Equal(t, e.Text(`SELECT md5(wake_key || $1) FROM pgrelay.this_node`, ch), actors.WakeHint(key, ch))
-	}
-}

@@ -30,7 +30,8 @@ type (
 		requested int
 		err       error
 		took      time.Duration
-		at        time.Time // when the result arrived: after the ready rows committed
+		at        time.Time         // when the result arrived: after the ready rows committed
+		hints     map[string]string // wake hints of the channels (wake.go)
 	}
 	stopped struct{}
 )
@@ -96,13 +97,13 @@ func (c *claimer) Receive(ctx actor.Context) {
 				_, dispatcher, _ := c.d.pids()
 				last := lastOfChannels(m.rows)
 				for i, row := range m.rows {
-					ctx.Send(dispatcher, &dispatchOne{row: row, last: last[row.Channel] == i})
+					ctx.Send(dispatcher, &dispatchOne{row: row, last: last[row.Channel] == i, hint: m.hints[row.Channel]})
 				}
 			}
 			if len(m.ready) > 0 {
 				_, dispatcher, _ := c.d.pids()
 				for _, r := range m.ready {
-					ctx.Send(dispatcher, &batchReady{channel: r.Channel, kind: r.Kind, seen: m.at})
+					ctx.Send(dispatcher, &batchReady{channel: r.Channel, kind: r.Kind, seen: m.at, hint: m.hints[r.Channel]})
 				}
 			}
 			if len(m.rows) == m.requested {
@@ -197,8 +198,39 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool, channel string) {
 			d.tracing.lookup(qctx, d, rows)
 		}
 		cancel()
-		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: time.Since(start), at: time.Now()})
+		took := time.Since(start)
+		var hints map[string]string
+		if err == nil {
+			hints = d.hintsOf(rows, ready)
+		}
+		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: took, at: time.Now(), hints: hints})
 	}()
+}
+
+// hintsOf is the wake hints of the channels a dispatcher may hear of by
+// one: those of a claim's 'none'-mode rows, claimed channel by channel
+// when woken, and those with a ready batch.
+func (d *deps) hintsOf(rows []store.Claimed, ready []store.Ready) map[string]string {
+	var channels []string
+	for _, r := range rows {
+		if r.Mode == "none" {
+			channels = append(channels, r.Channel)
+		}
+	}
+	for _, r := range ready {
+		if r.Channel != "" {
+			channels = append(channels, r.Channel)
+		}
+	}
+	if len(channels) == 0 {
+		return nil
+	}
+	hints, err := d.hints.of(d.runCtx, d, channels)
+	if err != nil {
+		d.metrics.DBErrors.WithLabelValues("wake_hint").Inc()
+		d.log.Warn("could not read the wake hints; wake-ups of these channels wake the claimer", "err", err)
+	}
+	return hints
 }
 
 // claimAtLeast is how many slots must be free before a busy Processor claims

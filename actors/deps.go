@@ -39,12 +39,12 @@ type deps struct {
 	log       *slog.Logger
 	processor int64
 	node      int // pg_relay.node_id of the Processor's sessions
-	// wakeKey: this node's wake-up key; a wake-up that names a channel
-	// carries wakeHint(wakeKey, channel), not the name.
-	wakeKey string
-	info    store.ProcessorInfo
-	runCtx  context.Context // cancelled when in-flight handlers must stop
-	slots   *slots          // claimed events and what running batches hold; the in-flight gauge
+	// hints: what a wake-up names each channel by, as the database says
+	// (wake.go).
+	hints  *wakeHints
+	info   store.ProcessorInfo
+	runCtx context.Context // cancelled when in-flight handlers must stop
+	slots  *slots          // claimed events and what running batches hold; the in-flight gauge
 	// pendingOutcomes: outcomes sent to the completer and not yet written
 	// (in its mailbox, its buffer, or being written); the claimer claims
 	// nothing while maxPendingOutcomes wait.

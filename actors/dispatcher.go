@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"crypto/md5"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -16,10 +14,12 @@ import (
 // Messages of the dispatcher and the channel and lane actors.
 type (
 	// dispatchOne: a row the claimer claimed; last: the last row of its
-	// channel in its claim that runs.
+	// channel in its claim that runs; hint: its channel's wake hint, for a
+	// 'none'-mode row ("" when unknown).
 	dispatchOne struct {
 		row  store.Claimed
 		last bool
+		hint string
 	}
 	// runEvent: run one event (parent to child, whose key in the parent's
 	// router is key); last: the last of its channel in its claim.
@@ -139,22 +139,15 @@ type hinted struct {
 	batch   bool
 }
 
-// hint notes channel under its wakeHint.
-func (p *dispatcher) hint(channel string, batch bool) {
-	if p.d.wakeKey == "" {
+// hint notes channel under its wake hint (wake.go), when the claimer had it.
+func (p *dispatcher) hint(hint, channel string, batch bool) {
+	if hint == "" {
 		return
 	}
 	if p.hints == nil {
 		p.hints = map[string]hinted{}
 	}
-	p.hints[wakeHint(p.d.wakeKey, channel)] = hinted{channel: channel, batch: batch}
-}
-
-// wakeHint is what a wake-up carries for channel: md5(key || channel) in
-// hex, as pgrelay._wake computes it.
-func wakeHint(key, channel string) string {
-	sum := md5.Sum([]byte(key + channel))
-	return hex.EncodeToString(sum[:])
+	p.hints[hint] = hinted{channel: channel, batch: batch}
 }
 
 func dispatcherProps(d *deps) *actor.Props {
@@ -177,7 +170,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 			release(p.d, ev)
 		default:
 			if row.Mode == "none" && m.last { // once a channel and claim
-				p.hint(row.Channel, false)
+				p.hint(m.hint, row.Channel, false)
 			}
 			key := channelKey(row.Channel, row.Mode)
 			mode := row.Mode
@@ -193,7 +186,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 			if channel == "" {
 				name = fmt.Sprintf("lanes-%d-", p.d.node)
 			} else {
-				p.hint(channel, true)
+				p.hint(m.hint, channel, true)
 			}
 			p.r.route(ctx, key, func() *actor.Props { return batcherProps(p.d, key, channel, kind) }, name, m)
 		}

@@ -97,7 +97,7 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig, due chan<- str
 		}
 		armDue(due)
 		claimer, dispatcher, _ := d.pids()
-		if n.Payload != "" && d.wakeKey != "" {
+		if n.Payload != "" {
 			// The dispatcher wakes the claimer unless a running batcher
 			// takes the hint.
 			d.send(dispatcher, &batchHint{hint: n.Payload, seen: time.Now()})

@@ -434,7 +434,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	}
 	// The node id producers stamp is the one the Processors of the node
 	// run with (they cannot set their own).
-	recorded, wakeKey, err := st.RecordNode(ctx)
+	recorded, err := st.RecordNode(ctx)
 	if err != nil {
 		return fmt.Errorf("pgrelay: %w", err)
 	}
@@ -515,7 +515,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	undo.push(cancel)
 	p.d = &deps{
 		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, directGo: directGo, metrics: metrics, log: logger, bus: p.bus,
-		processor: procID, node: node, wakeKey: wakeKey, info: info, runCtx: runCtx,
+		processor: procID, node: node, hints: &wakeHints{}, info: info, runCtx: runCtx,
 		tracing: newTracing(p.cfg.TracerProvider), actorIDs: actorIDs{system: system},
 	}
 	p.d.slots = newSlots(p.cfg.Concurrency, metrics.InFlight, p.d.notifySlotsFreed)

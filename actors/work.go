@@ -70,7 +70,7 @@ func Work(ctx context.Context, cfg Config, channel string) ([]Worked, error) {
 
 	host, _ := os.Hostname()
 	info := store.ProcessorInfo{Mode: cfg.Mode, Hostname: host, PID: os.Getpid(), Version: cfg.Version}
-	if _, _, err := st.RecordNode(ctx); err != nil {
+	if _, err := st.RecordNode(ctx); err != nil {
 		return nil, fmt.Errorf("pgrelay: work on channel %q: %w", channel, err)
 	}
 	procID, _, err := st.StartProcessor(ctx, info)

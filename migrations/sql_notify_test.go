@@ -255,7 +255,8 @@ func TestNotifyWakesOnlyWhenAsked(t *testing.T) {
 	l.next()
 }
 
-// The wake-up names the channel by a digest with this node's wake-up key:
+// The wake-up names the channel by a digest with this node's wake-up key
+// (_wake_hint):
 // anyone may LISTEN, and a listener outside pgrelay's roles must not learn
 // channel names. A statement or transaction enqueuing on several channels
 // sends one per channel whose slot was armed.
@@ -266,8 +267,11 @@ func TestNotifyWakeNamesChannel(t *testing.T) {
 	d.register("signups", "")
 	require.NotEqual(t, testenv.One[int](t, d.Pool, "SELECT pgrelay._wake_slot('orders')"),
 		testenv.One[int](t, d.Pool, "SELECT pgrelay._wake_slot('signups')"), "the test needs two slots")
+	// What the Processor asks for (store.WakeHints) is what a wake-up sends.
 	hint := func(ch string) string {
-		return testenv.One[string](t, d.Pool, "SELECT md5(wake_key || $1) FROM pgrelay.this_node", ch)
+		h := testenv.One[string](t, d.Pool, "SELECT pgrelay._wake_hint($1)", ch)
+		require.Equal(t, testenv.One[string](t, d.Pool, "SELECT md5(wake_key || $1) FROM pgrelay.this_node", ch), h)
+		return h
 	}
 	l := listenWakes(t, d)
 	next := func() string {

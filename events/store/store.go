@@ -515,15 +515,38 @@ type ProcessorInfo struct {
 }
 
 // RecordNode records the node id of this Processor's sessions as the one
-// producers stamp (pgrelay._record_node()); returns the id recorded before
-// and the node's wake-up key.
-func (s *Store) RecordNode(ctx context.Context) (previous int, wakeKey string, err error) {
+// producers stamp (pgrelay._record_node()); returns the id recorded before.
+func (s *Store) RecordNode(ctx context.Context) (previous int, err error) {
 	var prev int32
-	err = s.bg.QueryRow(ctx, "SELECT pgrelay._record_node(), (SELECT t.wake_key FROM pgrelay.this_node t)").Scan(&prev, &wakeKey)
-	if err != nil {
-		return 0, "", fmt.Errorf("record this node's id: %w", err)
+	if err := s.bg.QueryRow(ctx, "SELECT pgrelay._record_node()").Scan(&prev); err != nil {
+		return 0, fmt.Errorf("record this node's id: %w", err)
 	}
-	return int(prev), wakeKey, nil
+	return int(prev), nil
+}
+
+// WakeHints is what a wake-up names each of channels by
+// (pgrelay._wake_hint: a digest with this node's secret key), by channel.
+func (s *Store) WakeHints(ctx context.Context, channels []string) (map[string]string, error) {
+	rows, err := s.bg.Query(ctx, `SELECT c.channel, pgrelay._wake_hint(c.channel)
+		FROM pg_catalog.unnest($1::pg_catalog.text[]) AS c(channel)`, channels)
+	if err != nil {
+		return nil, fmt.Errorf("read the wake hints of %d channels: %w", len(channels), err)
+	}
+	hints := make(map[string]string, len(channels))
+	for rows.Next() {
+		var ch string
+		var hint *string
+		if err := rows.Scan(&ch, &hint); err != nil {
+			return nil, fmt.Errorf("read the wake hints: %w", err)
+		}
+		if hint != nil {
+			hints[ch] = *hint
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the wake hints of %d channels: %w", len(channels), err)
+	}
+	return hints, nil
 }
 
 // StartProcessor registers a Processor instance and returns its id and the

@@ -14,7 +14,8 @@
 // Processor runs (processors.go) and takes every pgrelay table before it
 // changes any, waiting only while it holds none (locks.go), so no other
 // transaction deadlocks with it. On a Spock node the migration stays on that
-// node and pgrelay's tables join replication (spock.go).
+// node and pgrelay's tables join replication, and an upgrade is refused
+// while the node replicates with its peers (spock.go).
 package migrations
 
 import (
@@ -119,7 +120,11 @@ func Up(ctx context.Context, db Beginner) (Result, error) { return up(ctx, db, f
 
 // UpWith is Up with opts.
 func UpWith(ctx context.Context, db Beginner, opts Options) (Result, error) {
-	return up(ctx, db, files, opts, true)
+	fsys := fs.FS(files)
+	if opts.Files != nil {
+		fsys = opts.Files
+	}
+	return up(ctx, db, fsys, opts, true)
 }
 
 // up applies every pending migration of fsys in one transaction: a migration
@@ -209,10 +214,16 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, opts Options, firstTry boo
 		if err := refuseRunningProcessors(ctx, tx, opts); err != nil {
 			return Result{}, err
 		}
+		if err := spockRefuseReplicating(ctx, tx, spock, current, opts); err != nil {
+			return Result{}, err
+		}
 		if err := lockTables(ctx, tx, opts); err != nil {
 			return Result{}, err
 		}
 		if err := refuseRunningProcessors(ctx, tx, opts); err != nil {
+			return Result{}, err
+		}
+		if err := spockRefuseReplicating(ctx, tx, spock, current, opts); err != nil {
 			return Result{}, err
 		}
 	}

@@ -113,6 +113,7 @@ BEGIN
     RETURNING 1
   )
   SELECT count(*) INTO n FROM lg;
+  UPDATE pgrelay.schedule_defs s SET owner_node = p_adopter WHERE s.owner_node = p_dead;
   RETURN n;
 END
 $$;
@@ -197,6 +198,158 @@ $$;
 
 
 ALTER FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) OWNER TO postgres;
+
+--
+-- Name: _cancel_apply(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancel_apply(p_origin bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  k pgrelay.cancels;
+  v_node int := pgrelay._this_node();
+  v_reason text;
+  v_n int;
+  v_mails bigint[];
+  v_mail_channels text[];
+BEGIN
+  SELECT * INTO k FROM pgrelay.cancels c WHERE c.origin_id = p_origin;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  v_reason := pg_catalog.format('cancelled by %s', k.requested_by);
+  WITH del AS (
+    DELETE FROM pgrelay.queue q
+     WHERE q.id IN (SELECT x.id FROM pgrelay.queue x
+                     WHERE ((x.id = p_origin AND x.origin_id = p_origin)
+                            OR (x.origin_id = p_origin AND x.retry_of IS NOT NULL))
+                       AND x.dispatched_at IS NULL
+                       AND pgrelay._cancels_here(x.run_in_node, x.owner_node)
+                       FOR UPDATE SKIP LOCKED)
+       AND q.dispatched_at IS NULL
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT del.id, del.origin_id, del.channel, del.attempt, 'cancelled', v_reason, v_node
+      FROM del ORDER BY del.id
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM lg),
+         (SELECT pg_catalog.array_agg(m.n) FROM del JOIN pgrelay.channels c ON c.channel = del.channel,
+                 LATERAL (SELECT pgrelay._notification_of(c.kind, del.payload) AS n) m WHERE m.n IS NOT NULL),
+         (SELECT pg_catalog.array_agg(del.channel) FROM del JOIN pgrelay.channels c ON c.channel = del.channel
+           WHERE pgrelay._notification_of(c.kind, del.payload) IS NOT NULL)
+    INTO v_n, v_mails, v_mail_channels;
+  IF v_n = 0 THEN
+    RETURN false;
+  END IF;
+  IF v_mails IS NOT NULL THEN
+    PERFORM pgrelay_notifier._cancel_for_events(v_mails, v_mail_channels, v_reason);
+  END IF;
+  DELETE FROM pgrelay.cancels c WHERE c.origin_id = p_origin;
+  RETURN true;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancel_apply(p_origin bigint) OWNER TO postgres;
+
+--
+-- Name: _cancel_email_event(bigint, text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancel_email_event(p_notification_id bigint, p_channel text, p_by text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_origin bigint;
+BEGIN
+  FOR v_origin IN
+    SELECT DISTINCT q.origin_id FROM pgrelay.queue q
+     WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.payload = p_notification_id::text
+    UNION
+    SELECT q.origin_id FROM pgrelay.queue q
+     WHERE q.dispatched_at IS NOT NULL AND q.dispatched_by IS NOT NULL
+       AND q.channel = p_channel AND q.payload = p_notification_id::text
+  LOOP
+    PERFORM pgrelay._cancel_request(v_origin, p_by);
+  END LOOP;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancel_email_event(p_notification_id bigint, p_channel text, p_by text) OWNER TO postgres;
+
+--
+-- Name: _cancel_request(bigint, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancel_request(p_origin bigint, p_by text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  INSERT INTO pgrelay.cancels (origin_id, requested_by) VALUES (p_origin, p_by)
+  ON CONFLICT (origin_id) DO NOTHING;
+  PERFORM pgrelay._cancel_apply(p_origin);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancel_request(p_origin bigint, p_by text) OWNER TO postgres;
+
+--
+-- Name: _cancel_sweep(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancel_sweep() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_origin bigint;
+  n int := 0;
+BEGIN
+  FOR v_origin IN SELECT c.origin_id FROM pgrelay.cancels c ORDER BY c.origin_id LOOP
+    IF pgrelay._cancel_apply(v_origin) THEN
+      n := n + 1;
+    END IF;
+  END LOOP;
+  DELETE FROM pgrelay.cancels c
+   WHERE c.requested_at < pg_catalog.now() - interval '1 hour'
+     AND NOT EXISTS (SELECT FROM pgrelay.queue q
+                      WHERE (q.id = c.origin_id AND q.origin_id = c.origin_id)
+                         OR (q.origin_id = c.origin_id AND q.retry_of IS NOT NULL));
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancel_sweep() OWNER TO postgres;
+
+--
+-- Name: _cancels_here(integer, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node integer) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT CASE
+    WHEN NOT EXISTS (SELECT FROM pgrelay.nodes n
+                      WHERE n.node_id >= 0 AND n.node_id <> pgrelay._this_node() AND n.decommissioned_at IS NULL)
+      THEN true
+    WHEN p_run_in_node IS NOT NULL THEN p_run_in_node = pgrelay._this_node()
+    ELSE COALESCE((SELECT l.leader_node FROM pgrelay.nodes l
+                    WHERE l.node_id = -1 AND l.lease_until > pg_catalog.now()), p_owner_node) = pgrelay._this_node()
+  END
+$$;
+
+
+ALTER FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node integer) OWNER TO postgres;
 
 --
 -- Name: _channel_locks_create(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -411,19 +564,19 @@ CREATE FUNCTION pgrelay._check_flow(p_channel text, p_priority integer, p_max_in
 BEGIN
   IF p_priority IS NOT NULL AND (p_priority < -32768 OR p_priority > 32767) THEN
     RAISE EXCEPTION 'pgrelay: channel %: priority must be between -32768 and 32767, got %',
-      p_channel, p_priority USING ERRCODE = 'PR019';
+      p_channel, p_priority USING ERRCODE = 'PR009';
   END IF;
   IF p_max_in_flight IS NOT NULL AND p_max_in_flight < 0 THEN
     RAISE EXCEPTION 'pgrelay: channel %: max_in_flight must be positive (0: no limit), got %',
-      p_channel, p_max_in_flight USING ERRCODE = 'PR009';
+      p_channel, p_max_in_flight USING ERRCODE = 'PR019';
   END IF;
   IF p_rate_limit IS NOT NULL AND p_rate_limit < 0 THEN
     RAISE EXCEPTION 'pgrelay: channel %: rate_limit must be positive (0: no limit), got %',
-      p_channel, p_rate_limit USING ERRCODE = 'PR009';
+      p_channel, p_rate_limit USING ERRCODE = 'PR019';
   END IF;
   IF p_rate_period IS NOT NULL AND (p_rate_period <= interval '0' OR p_rate_period > interval '1 day') THEN
     RAISE EXCEPTION 'pgrelay: channel %: rate_period must be positive and at most 1 day, got %',
-      p_channel, p_rate_period USING ERRCODE = 'PR009';
+      p_channel, p_rate_period USING ERRCODE = 'PR019';
   END IF;
 END
 $$;
@@ -1123,6 +1276,12 @@ CREATE TABLE pgrelay.queue (
     lane bigint,
     phash bigint,
     priority smallint DEFAULT 0 NOT NULL,
+    enqueued_by text DEFAULT 
+CASE
+    WHEN (current_setting('role'::text) = 'none'::text) THEN (SESSION_USER)::text
+    ELSE current_setting('role'::text)
+END,
+    snoozes integer DEFAULT 0 NOT NULL,
     CONSTRAINT queue_attempt CHECK ((attempt > 0))
 )
 WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
@@ -1237,6 +1396,8 @@ DECLARE
   v_node int := pgrelay._this_node();
   v_released int;
   v_done int;
+  v_mails bigint[];
+  v_mail_channels text[];
 BEGIN
   -- A direct batch of successes, nearly every batch: its rows, locked in
   -- the caller's transaction, are deleted and logged; nothing to release,
@@ -1297,11 +1458,18 @@ BEGIN
               CASE WHEN o.event <> 'succeeded' THEN q.payload END AS payload,
               CASE WHEN o.event <> 'succeeded' THEN q.enqueued_at END AS enqueued_at,
               CASE WHEN o.event <> 'succeeded' THEN q.expires_at END AS expires_at,
-              CASE WHEN o.event <> 'succeeded' THEN q.run_in_node END AS run_in_node
+              CASE WHEN o.event <> 'succeeded' THEN q.run_in_node END AS run_in_node,
+              CASE WHEN o.event <> 'succeeded' THEN q.priority END AS priority,
+              CASE WHEN o.event <> 'succeeded' THEN q.enqueued_by END AS enqueued_by,
+              CASE WHEN o.event <> 'succeeded' THEN q.snoozes END AS snoozes
   ), d AS (
-    -- The channel's attempts, read for a failure only.
+    -- The channel's attempts, read for a failure only; a cancel request,
+    -- for a failure or a give-up only.
     SELECT del.*,
-           CASE WHEN del.o_event = 'failed'
+           CASE WHEN del.o_event IN ('failed', 'gave_up')
+                 AND EXISTS (SELECT FROM pgrelay.cancels k WHERE k.origin_id = del.origin_id)
+                THEN 'cancelled'
+                WHEN del.o_event = 'failed'
                  AND del.attempt >= COALESCE((SELECT c.max_attempts FROM pgrelay.channels c
                                                WHERE c.channel = del.channel), 0)
                 THEN 'gave_up' ELSE del.o_event END AS final
@@ -1317,9 +1485,9 @@ BEGIN
     RETURNING 1
   ), rt AS (
     INSERT INTO pgrelay.queue (origin_id, channel, payload, attempt, retry_of, enqueued_at,
-                               not_before, expires_at)
+                               not_before, expires_at, priority, enqueued_by, snoozes)
     SELECT d.origin_id, d.channel, d.payload, d.attempt + 1, d.id, d.enqueued_at,
-           now() + pgrelay._backoff(c.retry_delay, d.attempt), d.expires_at
+           now() + pgrelay._backoff(c.retry_delay, d.attempt), d.expires_at, d.priority, d.enqueued_by, d.snoozes
       FROM d JOIN pgrelay.channels c ON c.channel = d.channel
      WHERE d.final = 'failed' AND c.retry_delay IS NOT NULL
      ORDER BY d.id
@@ -1334,17 +1502,129 @@ BEGIN
      WHERE d.final IN ('gave_up', 'expired')
      ORDER BY d.id
     RETURNING 1
+  ), kc AS (
+    -- The requests of the events that ended cancelled.
+    DELETE FROM pgrelay.cancels k
+     WHERE k.origin_id IN (SELECT d.origin_id FROM d WHERE d.final = 'cancelled')
+    RETURNING 1
+  ), mails AS (
+    SELECT m.n, d.channel
+      FROM d JOIN pgrelay.channels c ON c.channel = d.channel,
+           LATERAL (SELECT pgrelay._notification_of(c.kind, d.payload) AS n) m
+     WHERE d.final = 'cancelled' AND m.n IS NOT NULL
   )
   SELECT (SELECT count(*) FROM lg),
-         COALESCE((SELECT pg_catalog.array_agg(d.id ORDER BY d.id) FROM d WHERE d.final = 'gave_up'), '{}')
-    INTO v_done, gave_up;
+         COALESCE((SELECT pg_catalog.array_agg(d.id ORDER BY d.id) FROM d WHERE d.final = 'gave_up'), '{}'),
+         (SELECT pg_catalog.array_agg(mails.n) FROM mails),
+         (SELECT pg_catalog.array_agg(mails.channel) FROM mails)
+    INTO v_done, gave_up, v_mails, v_mail_channels;
 
+  IF v_mails IS NOT NULL THEN
+    PERFORM pgrelay_notifier._cancel_for_events(v_mails, v_mail_channels, 'cancelled: its event was cancelled');
+  END IF;
   done := v_released + v_done;
 END
 $$;
 
 
 ALTER FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) OWNER TO postgres;
+
+--
+-- Name: _cron_error(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cron_error(p_cron text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_fields text[];
+  v_min constant int[] := '{0,0,1,1,0}';
+  v_max constant int[] := '{59,23,31,12,6}';
+  v_name constant text[] := '{minute,hour,day of month,month,day of week}';
+  v_item text;
+  v_m text[];
+  v_lo int;
+  v_hi int;
+BEGIN
+  IF p_cron IS NULL THEN
+    RETURN 'the expression is NULL';
+  END IF;
+  IF p_cron IN ('@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly') THEN
+    RETURN NULL;
+  END IF;
+  IF p_cron ~ '^@every' THEN
+    RETURN '@every is not a cron expression here: give the interval as p_every';
+  ELSIF p_cron ~ '^@' THEN
+    RETURN 'unknown descriptor (one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly)';
+  ELSIF p_cron ~ '^[ \t]*(CRON_)?TZ=' THEN
+    RETURN 'give the time zone as p_timezone, not in the expression';
+  END IF;
+  IF p_cron !~ '^[ \t]*[^ \t]+([ \t]+[^ \t]+)*[ \t]*$' THEN
+    RETURN 'fields are separated by spaces or tabs';
+  END IF;
+  v_fields := pg_catalog.regexp_split_to_array(pg_catalog.btrim(p_cron, E' \t'), E'[ \t]+');
+  IF pg_catalog.cardinality(v_fields) <> 5 THEN
+    RETURN pg_catalog.format('expected exactly 5 fields (minute hour day-of-month month day-of-week), found %s',
+                             pg_catalog.cardinality(v_fields));
+  END IF;
+  FOR i IN 1 .. 5 LOOP
+    FOREACH v_item IN ARRAY pg_catalog.string_to_array(v_fields[i], ',') LOOP
+      v_m := pg_catalog.regexp_match(v_item, '^(?:([*?])|([A-Za-z0-9]+)(?:-([A-Za-z0-9]+))?)(?:/([0-9]{1,9}))?$');
+      IF v_m IS NULL THEN
+        RETURN pg_catalog.format('%s field: %L is not *, a value, a range a-b, or one of those with /step',
+                                 v_name[i], v_item);
+      END IF;
+      IF v_m[1] IS NOT NULL THEN
+        v_lo := v_min[i];
+        v_hi := v_max[i];
+      ELSE
+        v_lo := pgrelay._cron_value(v_m[2], i);
+        v_hi := CASE WHEN v_m[3] IS NOT NULL THEN pgrelay._cron_value(v_m[3], i)
+                     WHEN v_m[4] IS NOT NULL THEN v_max[i]
+                     ELSE v_lo END;
+        IF v_lo IS NULL OR v_hi IS NULL THEN
+          RETURN pg_catalog.format('%s field: %L has a value that is neither a number nor a name of the field',
+                                   v_name[i], v_item);
+        END IF;
+      END IF;
+      IF v_lo < v_min[i] OR v_hi > v_max[i] THEN
+        RETURN pg_catalog.format('%s field: %L is outside %s-%s', v_name[i], v_item, v_min[i], v_max[i]);
+      END IF;
+      IF v_lo > v_hi THEN
+        RETURN pg_catalog.format('%s field: %L begins after it ends', v_name[i], v_item);
+      END IF;
+      IF v_m[4] IS NOT NULL AND v_m[4]::int = 0 THEN
+        RETURN pg_catalog.format('%s field: %L has a step of 0', v_name[i], v_item);
+      END IF;
+    END LOOP;
+  END LOOP;
+  RETURN NULL;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay._cron_error(p_cron text) OWNER TO postgres;
+
+--
+-- Name: _cron_value(text, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._cron_value(p_token text, p_field integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+  SELECT CASE
+    WHEN p_token ~ '^[0-9]{1,9}$' THEN p_token::int
+    WHEN p_field = 4 THEN pg_catalog.array_position(
+      '{jan,feb,mar,apr,may,jun,jul,aug,sep,oct,nov,dec}'::text[], pg_catalog.lower(p_token))
+    WHEN p_field = 5 THEN pg_catalog.array_position(
+      '{sun,mon,tue,wed,thu,fri,sat}'::text[], pg_catalog.lower(p_token)) - 1
+  END
+$_$;
+
+
+ALTER FUNCTION pgrelay._cron_value(p_token text, p_field integer) OWNER TO postgres;
 
 --
 -- Name: _default_cluster_name(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -1584,129 +1864,6 @@ $$;
 ALTER FUNCTION pgrelay._enqueue_unique(ch pgrelay.channels, p_key text, p_payload text, p_due timestamp with time zone, p_unique_for interval) OWNER TO postgres;
 
 --
--- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  v bigint := pg_catalog.nextval('pgrelay._id_seq');
-  t bigint := p_ms << 12;
-  v_moved bool := false;
-BEGIN
-  IF v < t - 409600 THEN
-    BEGIN
-      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
-      IF FOUND THEN
-        v := pg_catalog.nextval('pgrelay._id_seq');
-        IF v < t - 409600 THEN
-          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-          v := t;
-        END IF;
-        v_moved := true;
-      ELSE
-        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
-      END IF;
-      RAISE EXCEPTION USING ERRCODE = 'PR099';
-    EXCEPTION WHEN SQLSTATE 'PR099' THEN
-      NULL;
-    END;
-    IF NOT v_moved THEN
-      v := pg_catalog.nextval('pgrelay._id_seq');
-      IF v < t - 409600 THEN
-        BEGIN
-          PERFORM FROM pgrelay.this_node n FOR UPDATE;
-          v := pg_catalog.nextval('pgrelay._id_seq');
-          IF v < t - 409600 THEN
-            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-            v := t;
-          END IF;
-          RAISE EXCEPTION USING ERRCODE = 'PR099';
-        EXCEPTION WHEN SQLSTATE 'PR099' THEN
-          NULL;
-        END;
-      END IF;
-    END IF;
-  END IF;
-  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
-
---
--- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id() RETURNS bigint
-    LANGUAGE sql
-    RETURN pgrelay._next_id_at(((floor((EXTRACT(epoch FROM clock_timestamp()) * (1000)::numeric)))::bigint - '1767225600000'::bigint));
-
-
-ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
-
---
--- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._this_node() RETURNS integer
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  s text := pg_catalog.current_setting('pg_relay.node_id', true);
-  v_node int;
-BEGIN
-  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
-  IF v_node IS NULL THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
-    RETURN v_node;
-  END IF;
-  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
-     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  RETURN v_node;
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
-
---
--- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.queue (
-    id bigint DEFAULT pgrelay._next_id() NOT NULL,
-    origin_id bigint NOT NULL,
-    channel text NOT NULL,
-    payload text NOT NULL,
-    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
-    run_in_node integer,
-    attempt integer DEFAULT 1 NOT NULL,
-    retry_of bigint,
-    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
-    not_before timestamp with time zone DEFAULT now() NOT NULL,
-    expires_at timestamp with time zone,
-    dispatched_at timestamp with time zone,
-    dispatched_by bigint,
-    lane bigint,
-    phash bigint,
-    priority smallint DEFAULT 0 NOT NULL,
-    CONSTRAINT queue_attempt CHECK ((attempt > 0))
-)
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
-
-
-ALTER TABLE pgrelay.queue OWNER TO postgres;
-
---
 -- Name: _event_open(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -1756,6 +1913,45 @@ END;
 
 
 ALTER FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) OWNER TO postgres;
+
+--
+-- Name: _every_next(timestamp with time zone, interval, text, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._every_next(p_anchor timestamp with time zone, p_every interval, p_timezone text, p_after timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_secs float8 := pg_catalog.date_part('epoch', p_every);
+  v_gone float8 := pg_catalog.date_part('epoch', p_after - p_anchor);
+  v_k bigint;
+  v_next timestamptz;
+BEGIN
+  IF pg_catalog.date_part('month', p_every) = 0 AND pg_catalog.date_part('year', p_every) = 0
+     AND pg_catalog.date_part('day', p_every) = 0 THEN
+    -- A duration: elapsed time, whatever the zone.
+    v_k := GREATEST(1, pg_catalog.floor(v_gone / v_secs)::bigint + 1);
+    v_next := p_anchor + v_k * p_every;
+    IF v_next <= p_after THEN  -- rounding
+      v_next := v_next + p_every;
+    END IF;
+    RETURN v_next;
+  END IF;
+  -- Days or months: on the zone's wall clock, from an estimate that cannot
+  -- overshoot (a day may be 23 hours, a month 28 days against 30 counted).
+  v_k := GREATEST(1, pg_catalog.floor(v_gone / (v_secs * 1.1))::bigint);
+  LOOP
+    v_next := ((p_anchor AT TIME ZONE p_timezone) + v_k * p_every) AT TIME ZONE p_timezone;
+    EXIT WHEN v_next > p_after;
+    v_k := v_k + 1;
+  END LOOP;
+  RETURN v_next;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._every_next(p_anchor timestamp with time zone, p_every interval, p_timezone text, p_after timestamp with time zone) OWNER TO postgres;
 
 --
 -- Name: _expiry_of(interval, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2035,6 +2231,17 @@ $$;
 
 
 ALTER FUNCTION pgrelay._log_release_key() OWNER TO postgres;
+
+--
+-- Name: _max_snoozes(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._max_snoozes() RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    RETURN 1000;
+
+
+ALTER FUNCTION pgrelay._max_snoozes() OWNER TO postgres;
 
 --
 -- Name: nodes; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -2370,6 +2577,36 @@ $$;
 
 
 ALTER FUNCTION pgrelay._queue_before_insert() OWNER TO postgres;
+
+--
+-- Name: _queue_trace(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._queue_trace() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v text := pg_catalog.current_setting('pgrelay.traceparent', true);
+BEGIN
+  IF pg_catalog.length(v) > 55 THEN
+    IF pg_catalog.substr(v, 56) IS DISTINCT FROM '@' || pg_catalog.statement_timestamp()::pg_catalog.text THEN
+      RETURN NULL; -- set by an earlier statement's _traced
+    END IF;
+    v := pg_catalog.left(v, 55);
+  END IF;
+  IF v ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+     AND pg_catalog.substr(v, 4, 32) <> pg_catalog.repeat('0', 32)
+     AND pg_catalog.substr(v, 37, 16) <> pg_catalog.repeat('0', 16) THEN
+    INSERT INTO pgrelay.event_traces (origin_id, traceparent) VALUES (NEW.origin_id, v)
+    ON CONFLICT (origin_id) DO NOTHING;
+  END IF;
+  RETURN NULL;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay._queue_trace() OWNER TO postgres;
 
 --
 -- Name: _queue_wake_replica(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2732,6 +2969,170 @@ $$;
 ALTER FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) OWNER TO postgres;
 
 --
+-- Name: _schedule_fire(text, timestamp with time zone, timestamp with time zone, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  s pgrelay.schedule_defs;
+  v_due timestamptz;
+  v_id bigint;
+  v_err text;
+BEGIN
+  SELECT * INTO s FROM pgrelay.schedule_defs x WHERE x.name = p_name FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF p_error IS NOT NULL THEN
+    UPDATE pgrelay.schedule_defs x SET next_fire = 'infinity', last_error = p_error WHERE x.name = p_name;
+    RETURN NULL;
+  END IF;
+  v_due := COALESCE(s.next_fire, p_first);
+  IF v_due IS NULL OR v_due > now() THEN
+    UPDATE pgrelay.schedule_defs x SET next_fire = v_due WHERE x.name = p_name AND x.next_fire IS DISTINCT FROM v_due;
+    RETURN NULL;
+  END IF;
+  BEGIN
+    v_id := pgrelay.notify(p_channel := s.channel, p_payload := s.payload);
+  EXCEPTION WHEN OTHERS THEN
+    v_err := pg_catalog.format('notify failed: %s (SQLSTATE %s)', SQLERRM, SQLSTATE);
+  END;
+  UPDATE pgrelay.schedule_defs x
+     SET next_fire = CASE WHEN s.every IS NOT NULL THEN pgrelay._every_next(s.anchor, s.every, s.timezone, now())
+                          ELSE p_next END,
+         last_due = v_due, last_fire = now(), last_event = v_id, last_error = v_err,
+         fires = x.fires + CASE WHEN v_id IS NOT NULL THEN 1 ELSE 0 END
+   WHERE x.name = p_name;
+  RETURN v_id;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text) OWNER TO postgres;
+
+--
+-- Name: _schedules_due(text, boolean, bigint, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer) RETURNS TABLE(name text, cron text, timezone text, next_fire timestamp with time zone, anchor timestamp with time zone, now timestamp with time zone)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_all bool;
+  v_own bool;
+BEGIN
+  SELECT x.all_rows, x.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) x;
+  RETURN QUERY
+  SELECT s.name, s.cron, s.timezone, s.next_fire, s.anchor, now()
+    FROM pgrelay.schedule_defs s
+   WHERE (v_all OR (v_own AND s.owner_node = pgrelay._this_node()))
+     AND (s.next_fire IS NULL OR s.next_fire <= now())
+   ORDER BY s.next_fire NULLS FIRST
+   LIMIT p_limit
+     FOR UPDATE OF s SKIP LOCKED;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer) OWNER TO postgres;
+
+--
+-- Name: _schedules_wake(text, boolean, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) RETURNS double precision
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_all bool;
+  v_own bool;
+  v_next timestamptz;
+BEGIN
+  SELECT x.all_rows, x.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) x;
+  IF v_all THEN
+    SELECT min(COALESCE(s.next_fire, '-infinity')) INTO v_next FROM pgrelay.schedule_defs s;
+  ELSIF v_own THEN
+    SELECT min(COALESCE(s.next_fire, '-infinity')) INTO v_next FROM pgrelay.schedule_defs s
+     WHERE s.owner_node = pgrelay._this_node();
+  END IF;
+  IF v_next IS NULL OR v_next = 'infinity' THEN
+    RETURN NULL;  -- none, or only expressions that never match
+  ELSIF v_next = '-infinity' THEN
+    RETURN 0;
+  END IF;
+  RETURN pg_catalog.date_part('epoch', v_next - pg_catalog.clock_timestamp());
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) OWNER TO postgres;
+
+--
+-- Name: _snooze(bigint, bigint[], timestamp with time zone[], interval[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_ids bigint[];
+  v_at timestamptz[];
+  r record;
+BEGIN
+  WITH o AS (
+    SELECT * FROM unnest(p_ids, p_claimed_at, p_delays) AS o(id, claimed_at, delay)
+  ), up AS (
+    UPDATE pgrelay.queue q
+       SET dispatched_at = NULL, dispatched_by = NULL, snoozes = q.snoozes + 1,
+           not_before = pg_catalog.clock_timestamp() + GREATEST(COALESCE(o.delay, interval '0'), interval '0')
+      FROM o
+     WHERE q.id = o.id
+       AND CASE WHEN p_processor IS NULL THEN q.dispatched_at IS NULL
+                ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
+       AND q.snoozes < pgrelay._max_snoozes()
+       AND NOT EXISTS (SELECT FROM pgrelay.cancels k WHERE k.origin_id = q.origin_id)
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.not_before
+  ), lg AS (
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    SELECT up.id, up.origin_id, up.channel, up.attempt, 'snoozed',
+           'snoozed until ' || pg_catalog.to_char(up.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+           v_node
+      FROM up ORDER BY up.id
+    RETURNING queue_id
+  )
+  SELECT (SELECT count(*) FROM lg),
+         (SELECT pg_catalog.array_agg(o.id ORDER BY o.id) FROM o WHERE o.id NOT IN (SELECT lg.queue_id FROM lg)),
+         (SELECT pg_catalog.array_agg(o.claimed_at ORDER BY o.id) FROM o WHERE o.id NOT IN (SELECT lg.queue_id FROM lg))
+    INTO done, v_ids, v_at;
+  gave_up := '{}';
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  -- The rest: those past the bound or being cancelled fail their attempt
+  -- (a row no longer held is not recorded there either).
+  SELECT * INTO r
+    FROM pgrelay._complete_outcomes(p_processor, v_ids, v_at,
+           pg_catalog.array_fill('failed'::text, ARRAY[pg_catalog.cardinality(v_ids)]),
+           pg_catalog.array_fill(pg_catalog.format('snoozed %s times, the most an event may', pgrelay._max_snoozes()),
+                                 ARRAY[pg_catalog.cardinality(v_ids)]));
+  done := done + r.done;
+  gave_up := r.gave_up;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) OWNER TO postgres;
+
+--
 -- Name: _succeed(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2864,6 +3265,22 @@ $$;
 ALTER FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) OWNER TO postgres;
 
 --
+-- Name: _traced(text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._traced(p_channel text, p_traceparent text) RETURNS text
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT pg_catalog.set_config('pgrelay.traceparent',
+           COALESCE(p_traceparent, '') || '@' || pg_catalog.statement_timestamp()::pg_catalog.text, true);
+  SELECT p_channel
+$$;
+
+
+ALTER FUNCTION pgrelay._traced(p_channel text, p_traceparent text) OWNER TO postgres;
+
+--
 -- Name: _trim_dead_letters(interval, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2916,6 +3333,32 @@ $$;
 
 
 ALTER FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) OWNER TO postgres;
+
+--
+-- Name: _trim_event_traces(interval, integer); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._trim_event_traces(p_older_than interval, p_batch integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  n int;
+BEGIN
+  DELETE FROM pgrelay.event_traces t
+   WHERE t.origin_id IN (SELECT x.origin_id FROM pgrelay.event_traces x
+                          WHERE x.origin_id < pgrelay._id_floor(now() - p_older_than)
+                            AND NOT EXISTS (SELECT FROM pgrelay.queue q WHERE q.id = x.origin_id)
+                            AND NOT EXISTS (SELECT FROM pgrelay.queue q
+                                             WHERE q.origin_id = x.origin_id AND q.retry_of IS NOT NULL)
+                          ORDER BY x.origin_id LIMIT p_batch);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._trim_event_traces(p_older_than interval, p_batch integer) OWNER TO postgres;
 
 --
 -- Name: _trim_log(interval, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3006,7 +3449,7 @@ CREATE FUNCTION pgrelay._unique_for(p_unique_for interval) RETURNS interval
 BEGIN
   IF p_unique_for <= interval '0' OR p_unique_for > interval '3650 days' THEN
     RAISE EXCEPTION 'pgrelay.notify: p_unique_for must be more than zero and at most 3650 days, got %', p_unique_for
-      USING ERRCODE = 'PR019';
+      USING ERRCODE = 'PR024';
   END IF;
   RETURN p_unique_for;
 END
@@ -3044,13 +3487,39 @@ BEGIN
       END IF;
     END IF;
   END IF;
-  PERFORM pg_catalog.pg_notify('pgrelay',
-    (SELECT pg_catalog.md5(t.wake_key OPERATOR(pg_catalog.||) p_channel) FROM pgrelay.this_node t));
+  PERFORM pg_catalog.pg_notify('pgrelay', pgrelay._wake_hint(p_channel));
 END
 $$;
 
 
 ALTER FUNCTION pgrelay._wake(p_channel text) OWNER TO postgres;
+
+--
+-- Name: this_node; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.this_node (
+    singleton boolean DEFAULT true NOT NULL,
+    node_id integer NOT NULL,
+    wake_key text DEFAULT md5((gen_random_uuid())::text) NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT this_node_node CHECK (((node_id >= 0) AND (node_id <= 1023))),
+    CONSTRAINT this_node_singleton CHECK (singleton)
+);
+
+
+ALTER TABLE pgrelay.this_node OWNER TO postgres;
+
+--
+-- Name: _wake_hint(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._wake_hint(p_channel text) RETURNS text
+    LANGUAGE sql STABLE
+    RETURN (SELECT md5((t.wake_key || _wake_hint.p_channel)) AS md5 FROM pgrelay.this_node t);
+
+
+ALTER FUNCTION pgrelay._wake_hint(p_channel text) OWNER TO postgres;
 
 --
 -- Name: _wake_slot(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3078,6 +3547,33 @@ $$;
 
 
 ALTER FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) OWNER TO postgres;
+
+--
+-- Name: cancel(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.cancel(p_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_by text;
+BEGIN
+  SELECT q.enqueued_by INTO v_by
+    FROM pgrelay.queue q
+   WHERE (q.id = p_id AND q.origin_id = p_id) OR (q.origin_id = p_id AND q.retry_of IS NOT NULL)
+   ORDER BY q.attempt DESC
+   LIMIT 1;
+  IF NOT FOUND OR NOT pgrelay_notifier._may_see(v_by) THEN
+    RETURN false;
+  END IF;
+  PERFORM pgrelay._cancel_request(p_id, pgrelay_notifier._caller());
+  RETURN true;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.cancel(p_id bigint) OWNER TO postgres;
 
 --
 -- Name: decommission(integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3485,7 +3981,7 @@ BEGIN
   PERFORM pgrelay._check_channel(c);
   PERFORM pgrelay._check_flow(p_channel, p_priority, p_max_in_flight, p_rate_limit, p_rate_period);
   IF p_rate_period IS NOT NULL AND COALESCE(p_rate_limit, 0) = 0 THEN
-    RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit', p_channel USING ERRCODE = 'PR009';
+    RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit', p_channel USING ERRCODE = 'PR019';
   END IF;
   c.priority := COALESCE(p_priority, 0);
   c.max_in_flight := NULLIF(p_max_in_flight, 0);
@@ -3628,6 +4124,70 @@ $$;
 ALTER FUNCTION pgrelay.retry_all(p_channel text, p_since timestamp with time zone) OWNER TO postgres;
 
 --
+-- Name: schedule(text, text, text, interval, text, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.schedule(p_name text, p_channel text, p_payload text, p_every interval DEFAULT NULL::interval, p_cron text DEFAULT NULL::text, p_timezone text DEFAULT 'UTC'::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_why text;
+BEGIN
+  IF p_name IS NULL OR p_name !~ '^[A-Za-z0-9_.:-]{1,100}$' THEN
+    RAISE EXCEPTION 'pgrelay.schedule: invalid schedule name %', COALESCE(pg_catalog.quote_literal(p_name), 'NULL')
+      USING ERRCODE = 'PR060', HINT = 'A name is 1 to 100 of A-Z a-z 0-9 _ . : -';
+  END IF;
+  IF p_channel IS NULL OR NOT EXISTS (SELECT FROM pgrelay.channels c WHERE c.channel = p_channel) THEN
+    RAISE EXCEPTION 'pgrelay.schedule: unknown channel %', COALESCE(pg_catalog.quote_literal(p_channel), 'NULL')
+      USING ERRCODE = 'PR001', HINT = 'Register it first: pgrelay.register().';
+  END IF;
+  IF p_payload IS NULL THEN
+    RAISE EXCEPTION 'pgrelay.schedule: the payload is NULL' USING ERRCODE = 'PR005';
+  END IF;
+  IF (p_every IS NULL) = (p_cron IS NULL) THEN
+    RAISE EXCEPTION 'pgrelay.schedule: give exactly one of p_every and p_cron'
+      USING ERRCODE = 'PR061';
+  END IF;
+  IF p_every IS NOT NULL AND (p_every < interval '1 second'
+       OR pg_catalog.date_part('year', p_every) < 0 OR pg_catalog.date_part('month', p_every) < 0
+       OR pg_catalog.date_part('day', p_every) < 0
+       OR p_every - pg_catalog.make_interval(years => pg_catalog.date_part('year', p_every)::int,
+                                             months => pg_catalog.date_part('month', p_every)::int,
+                                             days => pg_catalog.date_part('day', p_every)::int) < interval '0') THEN
+    RAISE EXCEPTION 'pgrelay.schedule: p_every must be at least 1 second, with no negative part; got %', p_every
+      USING ERRCODE = 'PR062';
+  END IF;
+  IF p_cron IS NOT NULL THEN
+    v_why := pgrelay._cron_error(p_cron);
+    IF v_why IS NOT NULL THEN
+      RAISE EXCEPTION 'pgrelay.schedule: invalid cron expression %: %', pg_catalog.quote_literal(p_cron), v_why
+        USING ERRCODE = 'PR063',
+        HINT = 'Five fields (minute hour day-of-month month day-of-week), as "0 3 * * *", or @daily, @hourly, ...';
+    END IF;
+  END IF;
+  IF p_timezone IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_names z WHERE z.name = p_timezone) THEN
+    RAISE EXCEPTION 'pgrelay.schedule: unknown time zone %', COALESCE(pg_catalog.quote_literal(p_timezone), 'NULL')
+      USING ERRCODE = 'PR064', HINT = 'A name of pg_timezone_names, as ''UTC'' or ''Europe/Paris''.';
+  END IF;
+
+  INSERT INTO pgrelay.schedule_defs AS s (name, channel, payload, every, cron, timezone, next_fire)
+  VALUES (p_name, p_channel, p_payload, p_every, p_cron, p_timezone,
+          CASE WHEN p_every IS NOT NULL THEN now() + p_every END)
+  ON CONFLICT (name) DO UPDATE
+    SET channel = EXCLUDED.channel, payload = EXCLUDED.payload, updated_at = now(), last_error = NULL,
+        every = EXCLUDED.every, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
+        anchor = CASE WHEN (s.every, s.cron, s.timezone) IS NOT DISTINCT FROM (EXCLUDED.every, EXCLUDED.cron, EXCLUDED.timezone)
+                      THEN s.anchor ELSE now() END,
+        next_fire = CASE WHEN (s.every, s.cron, s.timezone) IS NOT DISTINCT FROM (EXCLUDED.every, EXCLUDED.cron, EXCLUDED.timezone)
+                         THEN s.next_fire ELSE EXCLUDED.next_fire END;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay.schedule(p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text) OWNER TO postgres;
+
+--
 -- Name: status(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -3652,7 +4212,7 @@ BEGIN
   END IF;
   SELECT l.event INTO v
     FROM pgrelay.log l
-   WHERE l.origin_id = p_id AND l.event IN ('succeeded', 'gave_up', 'expired', 'deduplicated')
+   WHERE l.origin_id = p_id AND l.event IN ('succeeded', 'gave_up', 'expired', 'deduplicated', 'cancelled')
    ORDER BY l.id DESC
    LIMIT 1;
   RETURN v;
@@ -3722,6 +4282,23 @@ $$;
 ALTER FUNCTION pgrelay.unregister(p_channel text, p_force boolean) OWNER TO postgres;
 
 --
+-- Name: unschedule(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay.unschedule(p_name text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM pgrelay.schedule_defs s WHERE s.name = p_name;
+  RETURN FOUND;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay.unschedule(p_name text) OWNER TO postgres;
+
+--
 -- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean, integer, integer, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -3765,7 +4342,7 @@ BEGIN
   IF p_rate_limit = 0 THEN
     IF p_rate_period IS NOT NULL THEN
       RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit (p_rate_limit := 0 removes it)',
-        p_channel USING ERRCODE = 'PR009';
+        p_channel USING ERRCODE = 'PR019';
     END IF;
     c.rate_limit := NULL;
     c.rate_period := NULL;
@@ -3773,7 +4350,7 @@ BEGIN
     c.rate_limit := COALESCE(p_rate_limit, old.rate_limit);
     IF c.rate_limit IS NULL AND p_rate_period IS NOT NULL THEN
       RAISE EXCEPTION 'pgrelay: channel %: rate_period needs a rate_limit (the channel has none)',
-        p_channel USING ERRCODE = 'PR009';
+        p_channel USING ERRCODE = 'PR019';
     END IF;
     c.rate_period := CASE WHEN c.rate_limit IS NOT NULL
                           THEN COALESCE(p_rate_period, old.rate_period, interval '1 second') END;
@@ -3844,6 +4421,37 @@ $$;
 
 
 ALTER FUNCTION pgrelay_notifier._caller() OWNER TO pgrelay_notifier;
+
+--
+-- Name: _cancel_for_events(bigint[], text[], text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+CREATE FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_ids bigint[];
+  v_channels text[];
+BEGIN
+  WITH c AS (
+    UPDATE pgrelay_notifier.notifications n
+       SET status = 'cancelled', updated_at = pg_catalog.clock_timestamp()
+      FROM unnest(p_notification_ids, p_channels) AS e(id, channel)
+     WHERE n.notification_id = e.id AND n.channel = e.channel AND n.status IN ('queued', 'sending')
+    RETURNING n.notification_id, n.channel
+  )
+  SELECT pg_catalog.array_agg(c.notification_id ORDER BY c.notification_id),
+         pg_catalog.array_agg(c.channel ORDER BY c.notification_id)
+    INTO v_ids, v_channels FROM c;
+  IF v_ids IS NOT NULL THEN
+    PERFORM pgrelay_notifier._event(v_ids, v_channels, 'cancelled', p_reason);
+  END IF;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) OWNER TO pgrelay_notifier;
 
 --
 -- Name: _check_address(text, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -4049,6 +4657,7 @@ BEGIN
     RETURN false;
   END IF;
   PERFORM pgrelay_notifier._event(ARRAY[p_notification_id], ARRAY[v_channel], 'cancelled', NULL);
+  PERFORM pgrelay._cancel_email_event(p_notification_id, v_channel, pgrelay_notifier._caller());
   RETURN true;
 END
 $$;
@@ -4491,6 +5100,27 @@ CREATE SEQUENCE pgrelay._id_seq
 ALTER TABLE pgrelay._id_seq OWNER TO postgres;
 
 --
+-- Name: cancels; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.cancels (
+    origin_id bigint NOT NULL,
+    requested_by text NOT NULL,
+    requested_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    node integer DEFAULT pgrelay._this_node() NOT NULL
+);
+
+
+ALTER TABLE pgrelay.cancels OWNER TO postgres;
+
+--
+-- Name: TABLE cancels; Type: COMMENT; Schema: pgrelay; Owner: postgres
+--
+
+COMMENT ON TABLE pgrelay.cancels IS 'Cancel requests (pgrelay.cancel): applied by the node that runs the event; a running attempt that fails ends cancelled.';
+
+
+--
 -- Name: channel_locks; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4529,6 +5159,19 @@ CREATE TABLE pgrelay.event_payloads (
 ALTER TABLE pgrelay.event_payloads OWNER TO postgres;
 
 --
+-- Name: event_traces; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.event_traces (
+    origin_id bigint NOT NULL,
+    traceparent text NOT NULL,
+    CONSTRAINT event_traces_traceparent CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
+);
+
+
+ALTER TABLE pgrelay.event_traces OWNER TO postgres;
+
+--
 -- Name: flow_locks; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4565,7 +5208,7 @@ CREATE TABLE pgrelay.log (
     error text,
     node integer DEFAULT pgrelay._this_node() NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text, 'enqueued'::text])))
+    CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text, 'enqueued'::text, 'cancelled'::text, 'snoozed'::text])))
 );
 
 
@@ -4640,6 +5283,61 @@ CREATE TABLE pgrelay.publish_leases (
 ALTER TABLE pgrelay.publish_leases OWNER TO postgres;
 
 --
+-- Name: schedule_defs; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.schedule_defs (
+    name text NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    every interval,
+    cron text,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
+    anchor timestamp with time zone DEFAULT now() NOT NULL,
+    next_fire timestamp with time zone,
+    last_due timestamp with time zone,
+    last_fire timestamp with time zone,
+    last_event bigint,
+    last_error text,
+    fires bigint DEFAULT 0 NOT NULL,
+    created_by name DEFAULT SESSION_USER NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedule_defs_one_timing CHECK (((every IS NULL) <> (cron IS NULL)))
+);
+
+
+ALTER TABLE pgrelay.schedule_defs OWNER TO postgres;
+
+--
+-- Name: schedules; Type: VIEW; Schema: pgrelay; Owner: postgres
+--
+
+CREATE VIEW pgrelay.schedules AS
+ SELECT s.name,
+    s.channel,
+    s.payload,
+    s.every,
+    s.cron,
+    s.timezone,
+    s.anchor,
+    s.owner_node AS node,
+    s.next_fire,
+    s.last_due,
+    s.last_fire,
+    s.last_event,
+    s.fires,
+    s.last_error,
+    s.created_by,
+    s.created_at,
+    s.updated_at
+   FROM pgrelay.schedule_defs s;
+
+
+ALTER TABLE pgrelay.schedules OWNER TO postgres;
+
+--
 -- Name: schema_migrations; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -4680,22 +5378,6 @@ CREATE TABLE pgrelay.sync_asks (
 
 
 ALTER TABLE pgrelay.sync_asks OWNER TO postgres;
-
---
--- Name: this_node; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.this_node (
-    singleton boolean DEFAULT true NOT NULL,
-    node_id integer NOT NULL,
-    wake_key text DEFAULT md5((gen_random_uuid())::text) NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT this_node_node CHECK (((node_id >= 0) AND (node_id <= 1023))),
-    CONSTRAINT this_node_singleton CHECK (singleton)
-);
-
-
-ALTER TABLE pgrelay.this_node OWNER TO postgres;
 
 --
 -- Name: unique_keys; Type: TABLE; Schema: pgrelay; Owner: postgres
@@ -4813,6 +5495,14 @@ CREATE TABLE pgrelay_notifier.status_events (
 ALTER TABLE pgrelay_notifier.status_events OWNER TO postgres;
 
 --
+-- Name: cancels cancels_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.cancels
+    ADD CONSTRAINT cancels_pkey PRIMARY KEY (origin_id);
+
+
+--
 -- Name: channel_locks channel_locks_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
 --
 
@@ -4850,6 +5540,14 @@ ALTER TABLE ONLY pgrelay.dedup_locks
 
 ALTER TABLE ONLY pgrelay.event_payloads
     ADD CONSTRAINT event_payloads_pkey PRIMARY KEY (queue_id);
+
+
+--
+-- Name: event_traces event_traces_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.event_traces
+    ADD CONSTRAINT event_traces_pkey PRIMARY KEY (origin_id);
 
 
 --
@@ -4922,6 +5620,14 @@ ALTER TABLE ONLY pgrelay.publish_leases
 
 ALTER TABLE ONLY pgrelay.queue
     ADD CONSTRAINT queue_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: schedule_defs schedule_defs_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.schedule_defs
+    ADD CONSTRAINT schedule_defs_pkey PRIMARY KEY (name);
 
 
 --
@@ -5019,6 +5725,13 @@ CREATE INDEX dead_letters_ended ON pgrelay.dead_letters USING btree (ended_at);
 
 
 --
+-- Name: dead_letters_origin; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX dead_letters_origin ON pgrelay.dead_letters USING btree (origin_id, id);
+
+
+--
 -- Name: flow_starts_channel; Type: INDEX; Schema: pgrelay; Owner: postgres
 --
 
@@ -5086,6 +5799,13 @@ CREATE INDEX queue_ready ON pgrelay.queue USING btree (channel, not_before, id) 
 --
 
 CREATE INDEX queue_retry_origin ON pgrelay.queue USING btree (origin_id) WHERE (retry_of IS NOT NULL);
+
+
+--
+-- Name: schedule_defs_owner_next; Type: INDEX; Schema: pgrelay; Owner: postgres
+--
+
+CREATE INDEX schedule_defs_owner_next ON pgrelay.schedule_defs USING btree (owner_node, next_fire);
 
 
 --
@@ -5160,6 +5880,13 @@ CREATE TRIGGER queue_after_insert AFTER INSERT ON pgrelay.queue REFERENCING NEW 
 CREATE TRIGGER queue_before_insert BEFORE INSERT ON pgrelay.queue FOR EACH ROW WHEN ((current_setting('pgrelay.stamped'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION pgrelay._queue_before_insert();
 
 ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
+
+
+--
+-- Name: queue queue_trace; Type: TRIGGER; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TRIGGER queue_trace AFTER INSERT ON pgrelay.queue FOR EACH ROW WHEN (((new.id = new.origin_id) AND (current_setting('pgrelay.traceparent'::text, true) <> ''::text))) EXECUTE FUNCTION pgrelay._queue_trace();
 
 
 --
@@ -5239,6 +5966,45 @@ GRANT ALL ON FUNCTION pgrelay._backoff(p_retry_delay interval, p_attempt integer
 
 REVOKE ALL ON FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._batch_fence(p_mode text, p_term bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _cancel_apply(p_origin bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancel_apply(p_origin bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._cancel_apply(p_origin bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _cancel_email_event(p_notification_id bigint, p_channel text, p_by text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancel_email_event(p_notification_id bigint, p_channel text, p_by text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._cancel_email_event(p_notification_id bigint, p_channel text, p_by text) TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _cancel_request(p_origin bigint, p_by text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancel_request(p_origin bigint, p_by text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _cancel_sweep(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancel_sweep() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._cancel_sweep() TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _cancels_here(p_run_in_node integer, p_owner_node integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node integer) TO pgrelay_processor;
 
 
 --
@@ -5467,6 +6233,20 @@ GRANT ALL ON FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigin
 
 
 --
+-- Name: FUNCTION _cron_error(p_cron text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cron_error(p_cron text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _cron_value(p_token text, p_field integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._cron_value(p_token text, p_field integer) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _default_cluster_name(); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5521,44 +6301,6 @@ REVOKE ALL ON FUNCTION pgrelay._enqueue_unique(ch pgrelay.channels, p_key text, 
 
 
 --
--- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
-
-
---
--- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
-
-
---
--- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
-
-
---
--- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
-GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
-
-
---
 -- Name: FUNCTION _event_open(p_origin_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5604,6 +6346,13 @@ REVOKE ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT clu
 GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_processor;
 GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_viewer;
 GRANT ALL ON FUNCTION pgrelay._event_settings(OUT event_schema integer, OUT cluster_name text) TO pgrelay_admin;
+
+
+--
+-- Name: FUNCTION _every_next(p_anchor timestamp with time zone, p_every interval, p_timezone text, p_after timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._every_next(p_anchor timestamp with time zone, p_every interval, p_timezone text, p_after timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -5711,6 +6460,14 @@ REVOKE ALL ON FUNCTION pgrelay._lock_channel_exclusive(p_channel text) FROM PUBL
 --
 
 REVOKE ALL ON FUNCTION pgrelay._log_release_key() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _max_snoozes(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._max_snoozes() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._max_snoozes() TO pgrelay_processor;
 
 
 --
@@ -5834,6 +6591,13 @@ GRANT ALL ON FUNCTION pgrelay._queue_before_insert() TO pgrelay_processor;
 
 
 --
+-- Name: FUNCTION _queue_trace(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._queue_trace() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _queue_wake_replica(); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5898,6 +6662,38 @@ REVOKE ALL ON FUNCTION pgrelay._retry_dead(dl pgrelay.dead_letters) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION _schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._schedule_fire(p_name text, p_first timestamp with time zone, p_next timestamp with time zone, p_error text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._schedules_due(p_mode text, p_leader boolean, p_term bigint, p_limit integer) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _schedules_wake(p_mode text, p_leader boolean, p_term bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_term bigint) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _succeed(p_processor bigint, p_id bigint, p_claimed_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5937,6 +6733,16 @@ REVOKE ALL ON FUNCTION pgrelay._take_dead_letter(p_id bigint, p_caller text) FRO
 
 
 --
+-- Name: FUNCTION _traced(p_channel text, p_traceparent text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._traced(p_channel text, p_traceparent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._traced(p_channel text, p_traceparent text) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._traced(p_channel text, p_traceparent text) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._traced(p_channel text, p_traceparent text) TO pgrelay_notifier;
+
+
+--
 -- Name: FUNCTION _trim_dead_letters(p_older_than interval, p_batch integer); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5950,6 +6756,14 @@ GRANT ALL ON FUNCTION pgrelay._trim_dead_letters(p_older_than interval, p_batch 
 
 REVOKE ALL ON FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._trim_event_payloads(p_older_than interval, p_batch integer, p_unpublished_max interval) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _trim_event_traces(p_older_than interval, p_batch integer); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._trim_event_traces(p_older_than interval, p_batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._trim_event_traces(p_older_than interval, p_batch integer) TO pgrelay_processor;
 
 
 --
@@ -5976,6 +6790,39 @@ GRANT ALL ON FUNCTION pgrelay._wake(p_channel text) TO pgrelay_processor;
 
 
 --
+-- Name: COLUMN this_node.node_id; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_producer;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_admin;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_processor;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: COLUMN this_node.wake_key; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
+
+
+--
+-- Name: COLUMN this_node.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
+GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _wake_hint(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._wake_hint(p_channel text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._wake_hint(p_channel text) TO pgrelay_processor;
+
+
+--
 -- Name: FUNCTION _wake_slot(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -5989,6 +6836,15 @@ GRANT ALL ON FUNCTION pgrelay._wake_slot(p_channel text) TO pgrelay_processor;
 
 REVOKE ALL ON FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION cancel(p_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.cancel(p_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.cancel(p_id bigint) TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay.cancel(p_id bigint) TO pgrelay_admin;
 
 
 --
@@ -6088,6 +6944,14 @@ GRANT ALL ON FUNCTION pgrelay.retry_all(p_channel text, p_since timestamp with t
 
 
 --
+-- Name: FUNCTION schedule(p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.schedule(p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.schedule(p_name text, p_channel text, p_payload text, p_every interval, p_cron text, p_timezone text) TO pgrelay_admin;
+
+
+--
 -- Name: FUNCTION status(p_id bigint); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -6117,6 +6981,14 @@ GRANT ALL ON FUNCTION pgrelay.unregister(p_channel text, p_force boolean) TO pgr
 
 
 --
+-- Name: FUNCTION unschedule(p_name text); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay.unschedule(p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.unschedule(p_name text) TO pgrelay_admin;
+
+
+--
 -- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -6129,6 +7001,15 @@ GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text
 --
 
 REVOKE ALL ON FUNCTION pgrelay_notifier._caller() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+--
+
+REVOKE ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) TO postgres;
 
 
 --
@@ -6282,12 +7163,29 @@ GRANT USAGE,UPDATE ON SEQUENCE pgrelay._id_seq TO pgrelay_notifier;
 
 
 --
+-- Name: TABLE cancels; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT,DELETE ON TABLE pgrelay.cancels TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.cancels TO pgrelay_viewer;
+
+
+--
 -- Name: TABLE event_payloads; Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.event_payloads TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.event_payloads TO pgrelay_viewer;
+
+
+--
+-- Name: TABLE event_traces; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.event_traces TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.event_traces TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay.event_traces TO pgrelay_viewer;
 
 
 --
@@ -6351,6 +7249,22 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.publish_leases TO pgrelay_pro
 
 
 --
+-- Name: TABLE schedule_defs; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.schedule_defs TO pgrelay_viewer;
+GRANT SELECT,UPDATE ON TABLE pgrelay.schedule_defs TO pgrelay_processor;
+
+
+--
+-- Name: TABLE schedules; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.schedules TO pgrelay_viewer;
+GRANT SELECT ON TABLE pgrelay.schedules TO pgrelay_processor;
+
+
+--
 -- Name: TABLE schema_migrations; Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -6373,31 +7287,6 @@ GRANT SELECT ON TABLE pgrelay.sync_answers TO pgrelay_admin;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.sync_asks TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.sync_asks TO pgrelay_admin;
-
-
---
--- Name: COLUMN this_node.node_id; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_producer;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_admin;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_processor;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_notifier;
-
-
---
--- Name: COLUMN this_node.wake_key; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
-
-
---
--- Name: COLUMN this_node.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
-GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
 
 
 --

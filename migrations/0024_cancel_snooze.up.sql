@@ -36,8 +36,10 @@ ALTER TABLE pgrelay.log VALIDATE CONSTRAINT log_event;
 -- per payload (TestEnqueuedByIsTheCaller ties the two). Rows enqueued
 -- before this migration have none: only admins cancel them. A retry keeps
 -- it; a retried dead letter is its admin's.
-ALTER TABLE pgrelay.queue ADD COLUMN enqueued_by text,
-  ADD COLUMN snoozes int NOT NULL DEFAULT 0;
+-- snoozes first, a smallint beside priority's: no alignment padding, as
+-- the queue's rows are its hot path's pages.
+ALTER TABLE pgrelay.queue ADD COLUMN snoozes smallint NOT NULL DEFAULT 0,
+  ADD COLUMN enqueued_by text;
 ALTER TABLE pgrelay.queue ALTER COLUMN enqueued_by
   SET DEFAULT CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none' THEN SESSION_USER::text
                    ELSE pg_catalog.current_setting('role') END;

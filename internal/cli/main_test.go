@@ -21,10 +21,7 @@ import (
 
 var pg *testenv.Postgres
 
-// Most of these tests wait on a pgrelay subprocess, a cluster or a timeout
-// (the package used about half a core of the two it ran on): four at a
-// time, not GOMAXPROCS.
-func TestMain(m *testing.M) { os.Exit(clitest.MainWaiting(m, &pg, 4)) }
+func TestMain(m *testing.M) { os.Exit(clitest.Main(m, &pg)) }
 
 // cliMain runs the command line in this process.
 var cliMain = clitest.Run

@@ -8,10 +8,8 @@ package testenv
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,20 +89,4 @@ func ClusterT(t testing.TB, cfg devenv.ClusterConfig) *devenv.Cluster {
 	}
 	t.Cleanup(c.Stop)
 	return c
-}
-
-// SetParallel lets up to n of a package's parallel tests run at once unless
-// the command line sets -parallel (whose default is GOMAXPROCS, 2 on the
-// project's 2-core machine): for a package whose tests mostly wait, on
-// subprocesses, clusters starting, timeouts and polls, rather than compute.
-// Call it from TestMain, before m.Run.
-func SetParallel(n int) {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(n))
-	}
 }

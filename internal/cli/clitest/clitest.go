@@ -24,16 +24,6 @@ import (
 // ...))) without a separate `go build`.
 const RunMainEnv = "PGRELAY_CLI_TEST_RUN_MAIN"
 
-// MainWaiting is Main for a package whose tests mostly wait (on pgrelay
-// subprocesses, clusters starting, signals and timeouts) rather than compute:
-// up to n of its parallel tests run at once (testenv.SetParallel).
-func MainWaiting(m *testing.M, pg **testenv.Postgres, n int) int {
-	if os.Getenv(RunMainEnv) != "1" {
-		testenv.SetParallel(n)
-	}
-	return Main(m, pg)
-}
-
 // Main is a TestMain for tests of the command line; it returns the exit
 // code for os.Exit. As the command (RunMainEnv) it runs cli.Main. Else it
 // runs the tests against one throwaway PostgreSQL, stored in *pg, without

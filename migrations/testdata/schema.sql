@@ -1276,12 +1276,12 @@ CREATE TABLE pgrelay.queue (
     lane bigint,
     phash bigint,
     priority smallint DEFAULT 0 NOT NULL,
+    snoozes smallint DEFAULT 0 NOT NULL,
     enqueued_by text DEFAULT 
 CASE
     WHEN (current_setting('role'::text) = 'none'::text) THEN (SESSION_USER)::text
     ELSE current_setting('role'::text)
 END,
-    snoozes integer DEFAULT 0 NOT NULL,
     CONSTRAINT queue_attempt CHECK ((attempt > 0))
 )
 WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');

@@ -25,7 +25,6 @@ func IsBatchDone(msg any) bool {
 // HotPoolConns is how many connections the Processor's hot pool holds open.
 func HotPoolConns(p *Processor) int32 { return p.hot.Stat().TotalConns() }
 
-
 // DispatchPayload returns the payload of a message when it is the
 // dispatcher's dispatchOne, for hooks that pick one event.
 func DispatchPayload(msg any) (string, bool) {

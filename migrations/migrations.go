@@ -55,6 +55,9 @@ func all(fsys fs.FS) ([]Migration, error) {
 	}
 	var out []Migration
 	for _, e := range entries {
+		if e.IsDir() {
+			continue // functions/ (functions.go)
+		}
 		m := fileName.FindStringSubmatch(e.Name())
 		if m == nil {
 			return nil, fmt.Errorf("migration file %q is not named NNNN_name.up.sql", e.Name())
@@ -85,8 +88,8 @@ func all(fsys fs.FS) ([]Migration, error) {
 // Every other table of schemas pgrelay and pgrelay_notifier is replicated
 // (docs/multi-master.md).
 func NodeLocalTables() []string {
-	return []string{"schema_migrations", "channel_locks", "this_node", "dedup_locks", "publish_leases", "wake_slots",
-		"go_handlers", "flow_locks", "flow_starts"}
+	return []string{"schema_migrations", "schema_functions", "channel_locks", "this_node", "dedup_locks", "publish_leases",
+		"wake_slots", "go_handlers", "flow_locks", "flow_starts"}
 }
 
 // Latest is the highest embedded migration version.
@@ -112,19 +115,33 @@ type Result struct {
 	// Replication lists what the call changed in Spock's replication sets
 	// (spock.go), one line each.
 	Replication []string
+	// Functions tells that the call applied the function files
+	// (functions.go): they differed from the database's.
+	Functions bool
 }
 
 // Up applies every pending migration in one transaction, with the default
 // Options.
-func Up(ctx context.Context, db Beginner) (Result, error) { return up(ctx, db, files, Options{}, true) }
+func Up(ctx context.Context, db Beginner) (Result, error) { return UpWith(ctx, db, Options{}) }
 
 // UpWith is Up with opts.
 func UpWith(ctx context.Context, db Beginner, opts Options) (Result, error) {
 	fsys := fs.FS(files)
-	if opts.Files != nil {
-		fsys = opts.Files
+	fset, err := readFunctions(functionFiles)
+	if err != nil {
+		return Result{}, err
 	}
-	return up(ctx, db, fsys, opts, true)
+	if opts.Files != nil {
+		// Another set of files (a test's, a release's): its function files
+		// if it has any.
+		fsys, fset = opts.Files, nil
+		if _, err := fs.Stat(fsys, "functions"); err == nil {
+			if fset, err = readFunctions(fsys); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	return up(ctx, db, fsys, fset, opts, true)
 }
 
 // up applies every pending migration of fsys in one transaction: a migration
@@ -134,7 +151,10 @@ func UpWith(ctx context.Context, db Beginner, opts Options) (Result, error) {
 // (processors.go), then takes every pgrelay table (locks.go), and checks
 // the Processors again: a Processor that registers meanwhile waits for the
 // migration's commit.
-func up(ctx context.Context, db Beginner, fsys fs.FS, opts Options, firstTry bool) (Result, error) {
+//
+// fset, when not nil, is the function files to apply after the migrations
+// (functions.go): whenever they differ from the database's.
+func up(ctx context.Context, db Beginner, fsys fs.FS, fset *functionSet, opts Options, firstTry bool) (Result, error) {
 	opts = opts.withDefaults()
 	migs, err := all(fsys)
 	if err != nil {
@@ -168,14 +188,10 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, opts Options, firstTry boo
 			return Result{}, err
 		}
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return up(ctx, db, fsys, opts, false)
+		return up(ctx, db, fsys, fset, opts, false)
 	}
 	if _, err := tx.Exec(ctx, "LOCK TABLE pgrelay.schema_migrations IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 		return Result{}, fmt.Errorf("migrate: lock pgrelay.schema_migrations: %w", err)
-	}
-	type record struct {
-		Version int32
-		Name    string
 	}
 	rows, err := tx.Query(ctx, "SELECT version, name FROM pgrelay.schema_migrations ORDER BY version")
 	if err != nil {
@@ -188,6 +204,9 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, opts Options, firstTry boo
 	known := map[int]string{}
 	for _, m := range migs {
 		known[m.Version] = m.Name
+	}
+	if records, err = mapDevelopmentRecords(ctx, tx, records, known); err != nil {
+		return Result{}, err
 	}
 	applied := map[int]bool{}
 	current := 0
@@ -208,7 +227,20 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, opts Options, firstTry boo
 			pending = append(pending, m)
 		}
 	}
-	if len(pending) > 0 {
+	functionsDiffer := false
+	if fset != nil {
+		a, err := readAppliedFunctions(ctx, tx)
+		if err != nil {
+			return Result{}, err
+		}
+		if a.checksum != fset.checksum {
+			if newerRelease(a.release) {
+				return Result{}, fmt.Errorf("migrate: %w: nothing was changed", errNewerFunctions(a))
+			}
+			functionsDiffer = true
+		}
+	}
+	if len(pending) > 0 || functionsDiffer {
 		// Refused before any wait for a lock, and again once every table
 		// is held.
 		if err := refuseRunningProcessors(ctx, tx, opts); err != nil {
@@ -239,6 +271,12 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, opts Options, firstTry boo
 		res.Applied = append(res.Applied, m)
 		current = max(current, m.Version)
 	}
+	if functionsDiffer {
+		if err := applyFunctions(ctx, tx, fset); err != nil {
+			return Result{}, err
+		}
+		res.Functions = true
+	}
 	if res.Replication, err = spockReplicationSets(ctx, tx, spock); err != nil {
 		return Result{}, err
 	}
@@ -249,14 +287,25 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, opts Options, firstTry boo
 	return res, nil
 }
 
-// createVersionTable creates schema pgrelay and its version table when
-// missing.
+// record is a row of pgrelay.schema_migrations.
+type record struct {
+	Version int32
+	Name    string
+}
+
+// createVersionTable creates schema pgrelay and its version tables (the
+// migrations and the function files applied) when missing.
 func createVersionTable(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `
 		CREATE SCHEMA IF NOT EXISTS pgrelay;
 		CREATE TABLE IF NOT EXISTS pgrelay.schema_migrations (
 		  version    pg_catalog.int4 PRIMARY KEY,
 		  name       pg_catalog.text NOT NULL,
+		  applied_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+		);
+		CREATE TABLE IF NOT EXISTS pgrelay.schema_functions (
+		  checksum   pg_catalog.text NOT NULL,
+		  release    pg_catalog.text NOT NULL,
 		  applied_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
 		);`); err != nil {
 		return fmt.Errorf("migrate: create the version table: %w", err)
@@ -286,7 +335,7 @@ func RequireLatest(ctx context.Context, q interface {
 		return fmt.Errorf("the database's pgrelay schema is at version %d, newer than this pgrelay's %d: "+
 			"it was migrated by a newer pgrelay; run that release's Processors (docs/upgrading.md)", v, want)
 	}
-	return nil
+	return requireFunctions(ctx, q)
 }
 
 // RequireMigrated returns an error when the database's schema is older than

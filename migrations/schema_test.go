@@ -26,11 +26,10 @@ var update = flag.Bool("update", false, "rewrite migrations/testdata/schema.sql 
 // owners, grants and comments) with the committed testdata/schema.sql;
 // `go test ./migrations -run TestSchemaSnapshot -update` rewrites it.
 //
-// The migrations up to release v0.1.0 are its baseline, one file per schema.
-// From v0.1.0 on, a change to the schema comes only as a new migration
-// appended after the last one, never as an edit of a released file
-// (docs/upgrading.md), and the diff of this snapshot shows in review what the
-// new migration changes.
+// The migrations of release v0.1.0 are its baseline, one file per schema;
+// 0003 is the upgrade to v0.2.0, and each function has its file under
+// functions/ (docs/architecture.md, "The schema's files"). The diff of this
+// snapshot shows in review what a change of either does to the schema.
 func TestSchemaSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -42,12 +41,7 @@ func TestSchemaSnapshot(t *testing.T) {
 	_, err = migrations.Up(ctx, c)
 	require.NoError(t, err)
 
-	bin, err := devenv.FindPGBin("")
-	require.NoError(t, err)
-	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pg_dump"), "--schema-only",
-		"--schema=pgrelay", "--schema=pgrelay_notifier", "--dbname="+url).Output()
-	require.NoError(t, err, "pg_dump: %s", stderrOf(err))
-	got := normaliseDump(out)
+	got := dumpSchema(t, url)
 
 	path := filepath.Join("testdata", "schema.sql")
 	if *update {
@@ -59,6 +53,28 @@ func TestSchemaSnapshot(t *testing.T) {
 	require.NoError(t, err, "run: go test ./migrations -run TestSchemaSnapshot -update")
 	if d := firstDifference(string(want), string(got)); d != "" {
 		t.Fatalf("the migrated schema differs from %s:\n%s\nreview the change, then run: go test ./migrations -run TestSchemaSnapshot -update", path, d)
+	}
+}
+
+// dumpSchema is pg_dump --schema-only of pgrelay's schemas in the database
+// at url, without what varies between runs.
+func dumpSchema(t *testing.T, url string) []byte {
+	t.Helper()
+	bin, err := devenv.FindPGBin("")
+	require.NoError(t, err)
+	out, err := exec.CommandContext(context.Background(), filepath.Join(bin, "pg_dump"), "--schema-only",
+		"--schema=pgrelay", "--schema=pgrelay_notifier", "--dbname="+url).Output()
+	require.NoError(t, err, "pg_dump: %s", stderrOf(err))
+	return normaliseDump(out)
+}
+
+// requireSnapshot fails unless got is testdata/schema.sql.
+func requireSnapshot(t *testing.T, got []byte, how string) {
+	t.Helper()
+	want, err := os.ReadFile(filepath.Join("testdata", "schema.sql"))
+	require.NoError(t, err)
+	if d := firstDifference(string(want), string(got)); d != "" {
+		t.Fatalf("%s: the schema differs from testdata/schema.sql:\n%s", how, d)
 	}
 }
 

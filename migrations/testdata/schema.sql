@@ -5338,6 +5338,19 @@ CREATE VIEW pgrelay.schedules AS
 ALTER TABLE pgrelay.schedules OWNER TO postgres;
 
 --
+-- Name: schema_functions; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.schema_functions (
+    checksum text NOT NULL,
+    release text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+ALTER TABLE pgrelay.schema_functions OWNER TO postgres;
+
+--
 -- Name: schema_migrations; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -7262,6 +7275,15 @@ GRANT SELECT,UPDATE ON TABLE pgrelay.schedule_defs TO pgrelay_processor;
 
 GRANT SELECT ON TABLE pgrelay.schedules TO pgrelay_viewer;
 GRANT SELECT ON TABLE pgrelay.schedules TO pgrelay_processor;
+
+
+--
+-- Name: TABLE schema_functions; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.schema_functions TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay.schema_functions TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.schema_functions TO pgrelay_viewer;
 
 
 --

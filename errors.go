@@ -171,7 +171,7 @@ func sentinels() []error {
 		ErrInvalidChannelName, ErrInvalidKind, ErrInvalidConcurrencyMode,
 		ErrInvalidMaxAttempts, ErrInvalidTimeout, ErrInvalidRetryDelay,
 		ErrInvalidExpireAfter, ErrInvalidHandler, ErrInvalidPublishErrors,
-		ErrInvalidPriority, ErrInvalidFlowLimit,
+		ErrInvalidFlowLimit,
 		ErrInvalidNodeID, ErrUnknownMode, ErrNodeAlive, ErrInvalidDeadAfter,
 		ErrClaimTakenBack, ErrLeaseEnded, ErrPublishHorizonBlind,
 		ErrUnknownDeadLetter, ErrDeadLetterNodeGone,

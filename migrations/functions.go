@@ -171,23 +171,43 @@ func applyFunctions(ctx context.Context, tx pgx.Tx, set *functionSet) error {
 	return nil
 }
 
+// FunctionsApplied tells whether the database has this build's function
+// files (false for a database never migrated).
+func FunctionsApplied(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (bool, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, "SELECT pg_catalog.to_regclass('pgrelay.schema_functions'::pg_catalog.text) IS NOT NULL").Scan(&exists); err != nil {
+		return false, fmt.Errorf("read the applied functions' checksum: %w", err)
+	}
+	if !exists {
+		return false, nil
+	}
+	set, err := readFunctions(functionFiles)
+	if err != nil {
+		return false, err
+	}
+	a, err := readAppliedFunctions(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	return a.checksum == set.checksum, nil
+}
+
 // requireFunctions returns an error unless the database's functions are
 // this build's.
 func requireFunctions(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) error {
-	set, err := readFunctions(functionFiles)
-	if err != nil {
+	ok, err := FunctionsApplied(ctx, q)
+	if err != nil || ok {
 		return err
 	}
 	a, err := readAppliedFunctions(ctx, q)
 	if err != nil {
 		return err
 	}
-	switch {
-	case a.checksum == set.checksum:
-		return nil
-	case newerRelease(a.release):
+	if newerRelease(a.release) {
 		return errNewerFunctions(a)
 	}
 	return errors.New("the database's pgrelay functions are not this pgrelay's: run 'pgrelay migrate' first")

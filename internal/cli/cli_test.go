@@ -88,7 +88,8 @@ func TestMigrate(t *testing.T) {
 	for _, m := range all {
 		fmt.Fprintf(&applied, "applied %04d_%s\n", m.Version, m.Name)
 	}
-	wantFirst := applied.String() + fmt.Sprintf("schema at version %d\n", latest)
+	wantFirst := applied.String() + "applied the function files (migrations/functions)\n" +
+		fmt.Sprintf("schema at version %d\n", latest)
 	wantAgain := fmt.Sprintf("schema at version %d\n", latest)
 	require.True(t, strings.HasPrefix(wantFirst, "applied 0001_pgrelay\n"), wantFirst)
 

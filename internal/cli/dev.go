@@ -332,7 +332,11 @@ func migrateAttached(ctx context.Context, a *app, url string) error {
 	if err != nil {
 		return err
 	}
-	if v >= migrations.Latest() {
+	current, err := migrations.FunctionsApplied(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if v > migrations.Latest() || (v == migrations.Latest() && current) {
 		fmt.Fprintf(a.stdout, "schema at version %d: nothing to migrate\n", v)
 		return nil
 	}

@@ -489,6 +489,9 @@ func sayMigrated(w io.Writer, res migrations.Result) {
 	for _, m := range res.Applied {
 		fmt.Fprintf(w, "applied %04d_%s\n", m.Version, m.Name)
 	}
+	if res.Functions {
+		fmt.Fprintln(w, "applied the function files (migrations/functions)")
+	}
 	for _, r := range res.Replication {
 		fmt.Fprintln(w, r)
 	}

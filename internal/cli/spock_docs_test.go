@@ -260,7 +260,8 @@ func TestSpockMigrateWithoutSuperuser(t *testing.T) {
 		REVOKE EXECUTE ON FUNCTION spock.repset_add_table(name, regclass, boolean, text[], text, boolean) FROM PUBLIC`))
 	code, out, errOut = runCLI(t, nil, "migrate", "--database-url", owner)
 	require.Equal(t, 0, code, "%s%s", out, errOut)
-	require.Regexp(t, `(?m)^Spock: replication sets unchanged: migrate: add pgrelay.channels to Spock replication set default: .+\. `+
+	// The first table in name order is refused; the message names it.
+	require.Regexp(t, `(?m)^Spock: replication sets unchanged: migrate: add pgrelay\.[a-z_]+ to Spock replication set default: .+\. `+
 		`Spock: put pgrelay's tables in replication as a superuser`, out)
 
 	code, out, errOut = runCLI(t, nil, "migrate", "--database-url", p.URL("app"))

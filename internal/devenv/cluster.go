@@ -505,8 +505,8 @@ func (c *Cluster) String() string {
 // errors, subscriptions not replicating, and the conflicts Spock resolved on
 // pgrelay's tables.
 type Health struct {
-	// Exceptions are spock.exception_log's rows, "node N: table: error",
-	// on every node.
+	// Exceptions are spock.exception_log's rows, "node N: table: error
+	// (operation, remote tuple, local tuple)", on every node.
 	Exceptions []string
 	// NotReplicating names the subscriptions whose status is not
 	// 'replicating' ("node N: sub=status", then the tail of node N's log).
@@ -533,7 +533,8 @@ func (c *Cluster) Health(ctx context.Context) (Health, error) {
 		}
 		err = func() error {
 			defer conn.Close(context.WithoutCancel(ctx))
-			rows, err := conn.Query(ctx, `SELECT format('node %s: %s.%s: %s', $1::int, table_schema, table_name, error_message)
+			rows, err := conn.Query(ctx, `SELECT format('node %s: %s.%s: %s (%s, remote %s, local %s)', $1::int, table_schema, table_name, error_message,
+				  operation, left(COALESCE(remote_new_tup, remote_old_tup)::text, 400), left(local_tup::text, 400))
 				FROM spock.exception_log ORDER BY retry_errored_at`, n)
 			if err != nil {
 				return err

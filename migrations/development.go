@@ -29,7 +29,7 @@ var developmentSeries = []record{
 }
 
 // developmentSeriesEnd is the last commit whose migrations are the series.
-const developmentSeriesEnd = "0954cb1"
+const developmentSeriesEnd = "78ae9af"
 
 // folded is the migration the series became.
 var folded = record{3, "v0_2_0"}

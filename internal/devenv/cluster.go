@@ -543,6 +543,10 @@ func (c *Cluster) Health(ctx context.Context) (Health, error) {
 			if err != nil {
 				return err
 			}
+			if len(ex) > 0 {
+				// Spock's apply worker logs the error the row met.
+				ex[len(ex)-1] += "\n" + c.nodes[n-1].logTail()
+			}
 			h.Exceptions = append(h.Exceptions, ex...)
 			rows, err = conn.Query(ctx, `SELECT format('node %s: %s=%s', $1::int, subscription_name, status)
 				FROM spock.sub_show_status() WHERE status <> 'replicating' ORDER BY 1`, n)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -57,10 +56,6 @@ type ClusterConfig struct {
 	// (spock.enable_ddl_replication, include_ddl_repset,
 	// allow_ddl_from_functions), as pgEdge's packages install it.
 	AutoDDL bool
-	// Migrations, when set, holds the migration files every node is
-	// migrated with instead of this pgrelay's: an older release's (a test
-	// then upgrades the cluster).
-	Migrations fs.FS
 }
 
 // Cluster is a real active-active (multi-master) PostgreSQL 15 cluster on
@@ -71,10 +66,9 @@ type ClusterConfig struct {
 // the pgrelay schema migrated, and pgrelay's tables in replication (all but
 // migrations.NodeLocalTables).
 type Cluster struct {
-	engine     Engine
-	autoDDL    bool
-	migrations fs.FS
-	nodes      []*Postgres
+	engine  Engine
+	autoDDL bool
+	nodes   []*Postgres
 }
 
 // FindPglogical checks that pglogical is installed for the server in binDir.
@@ -168,7 +162,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("devenv: unknown replication engine %q", cfg.Engine)
 	}
-	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, migrations: cfg.Migrations, nodes: make([]*Postgres, cfg.Nodes)}
+	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, nodes: make([]*Postgres, cfg.Nodes)}
 	for i := range c.nodes {
 		p, err := StartPostgres(ctx, PostgresConfig{BinDir: cfg.BinDir, Settings: settings, Logger: cfg.Logger})
 		if err != nil {
@@ -269,7 +263,7 @@ func (c *Cluster) migrate(ctx context.Context, n int) error {
 		return fmt.Errorf("node %d: %w", n, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := migrations.UpWith(ctx, conn, migrations.Options{Files: c.migrations}); err != nil {
+	if _, err := migrations.Up(ctx, conn); err != nil {
 		return fmt.Errorf("node %d: %w", n, err)
 	}
 	return nil

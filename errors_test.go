@@ -18,16 +18,25 @@ import (
 // raisedCode is a SQLSTATE the migrations raise.
 var raisedCode = regexp.MustCompile(`ERRCODE\s*=\s*'(PR[0-9A-Z]{3})'`)
 
-// The PR codes the migrations raise are exactly those the package has a
-// sentinel for: a new code cannot be forgotten, nor a sentinel outlive its
+// The PR codes the migrations and the function files raise are exactly
+// those the package has a sentinel for: a new code cannot be forgotten, nor a sentinel outlive its
 // code. prcodes.Internal never leaves its function; prcodes.ChannelPaused is
 // reserved (no longer raised) and may be absent.
 func TestSentinelsCoverEveryPRCode(t *testing.T) {
 	all, err := migrations.All()
 	require.NoError(t, err)
-	raised := map[string]bool{}
+	functions, err := migrations.Functions()
+	require.NoError(t, err)
+	sql := make([]string, 0, len(all)+len(functions))
 	for _, m := range all {
-		for _, sm := range raisedCode.FindAllStringSubmatch(m.SQL, -1) {
+		sql = append(sql, m.SQL)
+	}
+	for _, f := range functions {
+		sql = append(sql, f[1])
+	}
+	raised := map[string]bool{}
+	for _, text := range sql {
+		for _, sm := range raisedCode.FindAllStringSubmatch(text, -1) {
 			raised[sm[1]] = true
 		}
 	}

@@ -6,7 +6,6 @@ package actors_test
 // transaction, as notify()'s p_priority stores it.
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -32,12 +31,7 @@ func TestActorHighPriorityOvertakesTheBacklog(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "the backlog to be draining", func() bool {
 		return e.Count(`SELECT count(*) FROM public.runs`) >= 100
 	})
-	tx, err := e.Pool.Begin(context.Background())
-	require.NoError(t, err)
-	high := testenv.Column[int64](t, tx, `SELECT pgrelay.notify_many('pri', ARRAY(SELECT 'high' || g FROM generate_series(1, 10) g))`)
-	_, err = tx.Exec(context.Background(), `UPDATE pgrelay.queue SET priority = 10 WHERE id = ANY ($1)`, high)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(context.Background()))
+	e.Exec(`SELECT pgrelay.notify_many('pri', ARRAY(SELECT 'high' || g FROM generate_series(1, 10) g), p_priority := 10)`)
 	committed := testenv.One[time.Time](t, e.Pool, "SELECT clock_timestamp()")
 	testenv.Eventually(t, 120*time.Second, "every event to run", func() bool {
 		return e.Count(`SELECT count(*) FROM public.runs`) == 1010

@@ -265,9 +265,8 @@ func TestSnooze(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "p_max_attempts := 2, p_concurrency_mode := 'channel'")
 	proc := startProcessor(t, d.Pool)
-	id := d.notify("c", "x")
+	id := testenv.One[int64](t, d.Pool, "SELECT pgrelay.notify('c', 'x', p_priority := 7)")
 	behind := d.notify("c", "y")
-	d.Exec("UPDATE pgrelay.queue SET priority = 7 WHERE id = $1", id)
 	snooze := func(c claimedRow, delay string) (int32, []int64) {
 		t.Helper()
 		var n int32

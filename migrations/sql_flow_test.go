@@ -23,18 +23,10 @@ import (
 var queueSort = regexp.MustCompile(`Sort Key: q(_\d+)?\.`)
 
 // notifyPriority enqueues payloads on channel with priority, in one
-// transaction.
+// statement.
 func (d *sqlDB) notifyPriority(channel string, priority int, payloads ...string) []int64 {
 	d.T.Helper()
-	var out []int64
-	tx, err := d.Pool.Begin(bg)
-	require.NoError(d.T, err)
-	defer func() { _ = tx.Rollback(bg) }()
-	out = testenv.Column[int64](d.T, tx, "SELECT pgrelay.notify_many($1, $2)", channel, payloads)
-	_, err = tx.Exec(bg, "UPDATE pgrelay.queue SET priority = $2 WHERE id = ANY ($1)", out, priority)
-	require.NoError(d.T, err)
-	require.NoError(d.T, tx.Commit(bg))
-	return out
+	return testenv.Column[int64](d.T, d.Pool, "SELECT pgrelay.notify_many($1, $2, p_priority := $3)", channel, payloads, priority)
 }
 
 func payloads(prefix string, n int) []string {

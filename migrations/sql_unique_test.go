@@ -19,7 +19,7 @@ func TestNotifyPriority(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "")
 	d.register("dedup", "p_deduplicate := true")
-	d.Exec("UPDATE pgrelay.channels SET priority = 3 WHERE channel IN ('c', 'dedup')")
+	d.Exec("SELECT pgrelay.update(c, p_priority := 3) FROM unnest(ARRAY['c', 'dedup']) c")
 
 	priority := func(id int64) int {
 		return d.Count("SELECT priority FROM pgrelay.queue WHERE id = $1", id)

@@ -10,6 +10,7 @@ package migrations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -220,4 +221,24 @@ func requireNoDeadlock(t *testing.T, err error, what string) {
 		t.Fatalf("%s met a deadlock: %v", what, err)
 	}
 	require.NoError(t, err, what)
+}
+
+// The baseline is the release: 0001 and 0002 are exactly the files of
+// v0.1.0 kept in testdata, so a database installed by the release and one
+// installed today start from the same statements. A change to either file
+// is a change to a released schema, which only a new migration may make.
+func TestBaselineIsTheRelease(t *testing.T) {
+	all, err := migrations.All()
+	require.NoError(t, err)
+	baseline := 0
+	for _, m := range all {
+		if m.Version > 2 {
+			continue
+		}
+		baseline++
+		want, err := os.ReadFile(fmt.Sprintf("testdata/v0.1.0/%04d_%s.up.sql", m.Version, m.Name))
+		require.NoError(t, err)
+		require.Equal(t, string(want), m.SQL, "migration %04d_%s differs from release v0.1.0", m.Version, m.Name)
+	}
+	require.Equal(t, 2, baseline)
 }

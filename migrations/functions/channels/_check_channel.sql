@@ -1,5 +1,7 @@
--- _check_channel: as in 0001, and kind 'go', whose handler is a name: 1 to
--- 100 letters, digits, '_', '.' or '-', starting with a letter or '_' (PR017).
+-- _check_channel: the checks every channel definition passes, at register,
+-- update and create_channel: its name, kind, concurrency mode, handler and
+-- settings. A 'go' channel's handler is a name: 1 to 100 letters, digits,
+-- '_', '.' or '-', starting with a letter or '_' (PR017).
 
 CREATE OR REPLACE FUNCTION pgrelay._check_channel(c pgrelay.channels, p_check_handler boolean DEFAULT true) RETURNS void
     LANGUAGE plpgsql

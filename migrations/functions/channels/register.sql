@@ -1,7 +1,9 @@
--- register, update and create_channel gain p_priority, p_max_in_flight,
--- p_rate_limit and p_rate_period, last (as 0019 did for p_publish_enqueued).
--- register: 0 (or NULL) sets no limit; p_rate_period defaults to 1 second
--- once p_rate_limit is set, and needs one.
+-- register, update and create_channel take the channel's settings as
+-- named parameters, the newest last, so positional calls written for an
+-- older release keep their meaning. p_priority is the channel's default
+-- priority; p_max_in_flight and p_rate_limit/p_rate_period its flow limits:
+-- at register, 0 (or NULL) sets no limit; p_rate_period defaults to 1
+-- second once p_rate_limit is set, and needs one.
 
 CREATE OR REPLACE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER

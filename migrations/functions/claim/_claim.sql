@@ -1,6 +1,8 @@
--- _claim: as in 0010, with the channels visited in the order of their
--- priority (at random among equals), the heads of a 'payload' channel's
--- lanes taken in the order of their priority, and each channel's limits.
+-- _claim: a Processor's claim over every channel it serves. Channels are
+-- visited in the order of their priority (at random among equals, which
+-- keeps a fair share), each taking its share of p_limit within its own
+-- limits; a 'payload' channel's lane heads are taken in the order of their
+-- priority, a serialised lane in FIFO order.
 
 CREATE OR REPLACE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
     LANGUAGE plpgsql

@@ -1,5 +1,6 @@
--- _claim_lanes_direct: as in 0001, but a limited channel's lanes are not a
--- batch's.
+-- _claim_lanes_direct: the heads of the ready lanes of the serialised sql
+-- channels, one event per lane, for a lane batch; a channel with flow
+-- limits is _claim's, not a batch's.
 
 CREATE OR REPLACE FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) RETURNS TABLE(id bigint, origin_id bigint, channel text, lane bigint, payload text, attempt integer, enqueued_at timestamp with time zone, expired boolean, handler text, timeout_ms bigint, max_attempts integer)
     LANGUAGE plpgsql

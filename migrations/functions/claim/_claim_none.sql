@@ -1,5 +1,7 @@
--- _claim_none: as in 0010, in the order of priorities, within the channel's
--- limits. (A Processor claims again once the outcomes it wrote free a place.)
+-- _claim_none: the claim of a 'none' channel's events, for _claim: the
+-- ready rows in the order of their priority (then due time and id), as many
+-- as the channel's limits allow. (A Processor claims again once the
+-- outcomes it wrote free a place.)
 
 CREATE OR REPLACE FUNCTION pgrelay._claim_none(p_processor bigint, ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean, p_limit integer) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
     LANGUAGE plpgsql

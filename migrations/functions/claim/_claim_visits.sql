@@ -1,5 +1,6 @@
--- _claim_visits: as in 0010, but a limited channel is never left to direct
--- batches: _claim visits it whatever p_direct and p_direct_kinds say.
+-- _claim_visits: whether _claim visits channel c: not paused, of a kind it
+-- serves, and not left to direct batches (p_direct, p_direct_kinds). A
+-- channel with flow limits is always _claim's, whatever p_direct says.
 
 CREATE OR REPLACE FUNCTION pgrelay._claim_visits(c pgrelay.channels, p_kinds text[], p_direct bool,
                                                  p_direct_kinds text[]) RETURNS bool

@@ -1,5 +1,5 @@
--- _ready_direct(p_mode, p_leader): the function above for the sql
--- channels (p_kinds '{sql}'), names only, as in 0001.
+-- _ready_direct(p_mode, p_leader): the sql channels (p_kinds '{sql}') that
+-- have ready events for direct batches, names only.
 
 CREATE OR REPLACE FUNCTION pgrelay._ready_direct(p_mode text, p_leader boolean) RETURNS SETOF text
     LANGUAGE sql STABLE

@@ -1,4 +1,6 @@
--- discard: as in 0003, its log row written by _discarded.
+-- discard: an admin ends a dead letter for good: it is taken from
+-- pgrelay.dead_letters (the rights and the row's existence are checked by
+-- _take_dead_letter) and its 'discarded' log row written by _discarded.
 
 CREATE OR REPLACE FUNCTION pgrelay.discard(p_id bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER

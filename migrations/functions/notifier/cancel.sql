@@ -1,5 +1,5 @@
--- pgrelay_notifier.cancel: as in 0002, and the notification's event is
--- cancelled with it.
+-- pgrelay_notifier.cancel: cancels a notification that has not been sent,
+-- and the event that carries it, so the two never disagree.
 
 CREATE OR REPLACE FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER

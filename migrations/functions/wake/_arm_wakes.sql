@@ -1,9 +1,9 @@
--- _arm_wakes: as in 0001, but the table is counted only when the arming
--- armed nothing, and then only for emptiness: the slots are all there or
--- none is (an unlogged table starts empty after a crash; pgrelay's roles
--- delete none, and a producer whose slot is missing notifies anyway, see
--- _wake). The count of all 1024 rows ran on every arming, that is after
--- every notification, beside the batch or claim the notification started.
+-- _arm_wakes: arms the wake slots a Processor listens on. The table is
+-- counted only when the arming armed nothing, and then only for emptiness:
+-- the slots are all there or none is (an unlogged table starts empty after
+-- a crash; pgrelay's roles delete none, and a producer whose slot is
+-- missing notifies anyway, see _wake). Counting all 1024 rows at every
+-- arming would cost that count after every notification.
 
 CREATE OR REPLACE FUNCTION pgrelay._arm_wakes() RETURNS integer
     LANGUAGE plpgsql

@@ -22,7 +22,7 @@ type (
 // The Processor's periodic database work is split among three actors, each
 // with its own statements, timeout and skip-while-busy, so that a slow
 // statement of one delays none of the others (docs/architecture.md,
-// "Heartbeat, rescue and the lease"):
+// "Heartbeat, leader, rescue and adoption"):
 //   - heartbeat (liveness): marks this instance and its node alive and
 //     answers the other nodes' asks (the proof, below);
 //   - rescuer: rescue, adoption and the rejoin (rescuer.go);

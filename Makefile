@@ -57,7 +57,7 @@ install: build
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/pgrelay
 
 # The unit runs $(PREFIX)/bin/pgrelay as the system user pgrelay, with its
-# settings in /etc/pgrelay/pgrelay.env (docs/user-guide.md, "Install").
+# settings in /etc/pgrelay/pgrelay.env (docs/user-guide.md, "As a systemd service").
 install-service:
 	install -d $(DESTDIR)$(SYSTEMDDIR)
 	sed 's|/usr/local/bin/pgrelay|$(PREFIX)/bin/pgrelay|' docs/systemd/pgrelay.service > $(DESTDIR)$(SYSTEMDDIR)/pgrelay.service

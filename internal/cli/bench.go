@@ -34,7 +34,8 @@ func printBenchUsage(fs *flag.FlagSet) {
 	}
 	fmt.Fprintf(w, "  %-10s %s\n", "all", strings.Join(bench.All(), " "))
 	fmt.Fprint(w, `
-docs/reference.md describes what each scenario measures and how.
+docs/benchmarks.md describes what each scenario measures and how; docs/reference.md
+names the scenarios and their flags.
 
 --peer river runs River's version of burn-down, enqueue, latency, producers,
 latency-load and go (the harness in bench/river, built with the go command) on

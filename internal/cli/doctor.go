@@ -322,7 +322,7 @@ func checkRoles(ctx context.Context, n *doctorNode, _ doctorConfig) ([]doctorFin
 		case !exists:
 			out = append(out, doctorFinding{ID: "role-missing", Severity: severityProblem,
 				Message: fmt.Sprintf("role %s does not exist: the logins that should hold it cannot use pgrelay", name),
-				Fix:     fmt.Sprintf("CREATE ROLE %s NOLOGIN;  -- then grant it as docs/reference.md (Roles and privileges) lists", pgx.Identifier{name}.Sanitize())})
+				Fix:     fmt.Sprintf("CREATE ROLE %s NOLOGIN;  -- then its GRANT lines of the schema snapshot, migrations/testdata/schema.sql (docs/reference.md, Roles and privileges)", pgx.Identifier{name}.Sanitize())})
 		case login:
 			out = append(out, doctorFinding{ID: "role-login", Severity: severityProblem,
 				Message: fmt.Sprintf("role %s can log in: pgrelay's roles are granted to logins, never logged in as", name),

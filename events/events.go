@@ -97,6 +97,10 @@ type LogEvent struct {
 	Error    *string   `json:"error"`
 	Node     int       `json:"node"`
 	At       time.Time `json:"at"`
+	// Priority is the event's priority (notify()'s p_priority, or its
+	// channel's default); 0, the default, is left out of the documents (the
+	// log stores it as NULL).
+	Priority int `json:"priority,omitempty"`
 }
 
 // Status is what pgrelay.status() returns for a notification.

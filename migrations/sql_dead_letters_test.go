@@ -493,7 +493,7 @@ func TestDeadLetterSignatures(t *testing.T) {
 	require.Equal(t, []string{
 		"id bigint NO", "origin_id bigint NO", "channel text NO", "payload text NO", "attempts integer NO",
 		"last_error text YES", "outcome text NO", "ended_at timestamp with time zone NO", "node integer NO",
-		"run_in_node integer YES", "notification_id bigint YES",
+		"run_in_node integer YES", "notification_id bigint YES", "priority smallint YES",
 	}, testenv.Column[string](t, d.Pool, `SELECT column_name || ' ' || data_type || ' ' || is_nullable
 		FROM information_schema.columns WHERE table_schema = 'pgrelay' AND table_name = 'dead_letters'
 		ORDER BY ordinal_position`))

@@ -152,7 +152,7 @@ type LogRow struct {
 func LogBatch(ctx context.Context, c Querier, node int, after, before int64, limit int) ([]LogRow, error) {
 	rows, err := c.Query(ctx, `
 		SELECT l.id, l.queue_id, l.origin_id, l.channel, l.attempt, l.event, l.error, l.node, l.at,
-		       COALESCE(ch.publish_payload, false),
+		       COALESCE(l.priority, 0::pg_catalog.int2), COALESCE(ch.publish_payload, false),
 		       CASE WHEN ch.publish_payload THEN
 		         COALESCE((SELECT p.payload FROM pgrelay.event_payloads p WHERE p.queue_id OPERATOR(pg_catalog.=) l.queue_id),
 		                  (SELECT q.payload FROM pgrelay.queue q WHERE q.id OPERATOR(pg_catalog.=) l.queue_id))
@@ -171,9 +171,10 @@ func LogBatch(ctx context.Context, c Querier, node int, after, before int64, lim
 		var l LogRow
 		var ev string
 		var attempt, n int32
+		var priority int16
 		err := r.Scan(&l.ID, &l.QueueID, &l.OriginID, &l.Channel, &attempt, &ev, &l.Error, &n, &l.At,
-			&l.PublishPayload, &l.Payload, &l.PublishErrors)
-		l.Event, l.Attempt, l.Node = events.Kind(ev), int(attempt), int(n)
+			&priority, &l.PublishPayload, &l.Payload, &l.PublishErrors)
+		l.Event, l.Attempt, l.Node, l.Priority = events.Kind(ev), int(attempt), int(n), int(priority)
 		return l, err
 	})
 	if err != nil {

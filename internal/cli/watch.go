@@ -133,6 +133,7 @@ type watchDoc struct {
 	ErrorClass     string    `json:"error_class"`
 	Node           int       `json:"node"`
 	At             time.Time `json:"at"`
+	Priority       int       `json:"priority"`
 	Payload        *string   `json:"payload"`
 	PayloadOmitted bool      `json:"payload_omitted"`
 	NotificationID docID     `json:"notification_id"`
@@ -270,6 +271,9 @@ func (p *watchPrinter) print(m watched) {
 	} else {
 		fmt.Fprintf(&b, "%-23s  %-20s %-13s id=%d origin=%d attempt=%d node=%d", at, d.Channel, d.Event,
 			d.ID, d.OriginID, d.Attempt, d.Node)
+		if d.Priority != 0 {
+			fmt.Fprintf(&b, " priority=%d", d.Priority)
+		}
 	}
 	if d.ErrorClass != "" {
 		fmt.Fprintf(&b, " error_class=%s", d.ErrorClass)

@@ -90,7 +90,7 @@ DECLARE
   n int;
 BEGIN
   WITH t AS (
-    SELECT q.id, q.origin_id, q.channel, q.attempt, q.dispatched_at IS NOT NULL AS was_claimed
+    SELECT q.id, q.origin_id, q.channel, q.attempt, q.priority, q.dispatched_at IS NOT NULL AS was_claimed
       FROM pgrelay.queue q
      WHERE q.run_in_node IS NULL
        AND (q.owner_node = p_dead OR (q.dispatched_at IS NOT NULL AND q.dispatched_by = ANY (p_procs)))
@@ -104,10 +104,11 @@ BEGIN
      WHERE q.id = t.id
     RETURNING q.id
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, priority)
     SELECT t.id, t.origin_id, t.channel, t.attempt, 'adopted',
            pg_catalog.format('%s; adopted by node %s%s', p_why, p_adopter,
-                             CASE WHEN t.was_claimed THEN ' (its claim was taken back)' ELSE '' END)
+                             CASE WHEN t.was_claimed THEN ' (its claim was taken back)' ELSE '' END),
+           NULLIF(t.priority, 0)
       FROM t WHERE t.id IN (SELECT u.id FROM u)
      ORDER BY t.id
     RETURNING 1
@@ -229,10 +230,11 @@ BEGIN
                        AND pgrelay._cancels_here(x.run_in_node, x.owner_node)
                        FOR UPDATE SKIP LOCKED)
        AND q.dispatched_at IS NULL
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload, q.priority
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
-    SELECT del.id, del.origin_id, del.channel, del.attempt, 'cancelled', v_reason, v_node
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
+    SELECT del.id, del.origin_id, del.channel, del.attempt, 'cancelled', v_reason, v_node,
+           NULLIF(del.priority, 0)
       FROM del ORDER BY del.id
     RETURNING 1
   )
@@ -978,7 +980,12 @@ DECLARE
   v_n int := 0;
   v_got int;
   v_steps int := 0;
+  v_taken bigint[] := '{}';
+  v_sign int;
+  v_lo smallint;
+  v_hi smallint;
   r record;
+  hp record;
   ch pgrelay.channels;
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
@@ -988,51 +995,104 @@ BEGIN
   IF v_ch IS NOT NULL AND v_lane IS NULL THEN
     v_lane := -9223372036854775808;
   END IF;
-  -- A loose index scan over queue_lane: one probe per lane, however long the
-  -- lanes are. Bounded, so a queue full of lanes this batch cannot serve
-  -- costs a bounded claim.
-  WHILE v_n < p_limit AND v_steps < 4 * p_limit + 64 LOOP
-    v_steps := v_steps + 1;
-    IF v_ch IS NULL THEN
-      SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
-       WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL
-       ORDER BY q.channel, q.lane LIMIT 1;
-    ELSE
-      SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
-       WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND (q.channel, q.lane) > (v_ch, v_lane)
-       ORDER BY q.channel, q.lane LIMIT 1;
-    END IF;
-    IF NOT FOUND THEN
-      EXIT WHEN v_wrapped;
-      v_wrapped := true;
-      v_ch := NULL;
-      v_lane := NULL;
+
+  FOREACH v_sign IN ARRAY ARRAY[1, 0, -1] LOOP
+    EXIT WHEN v_n >= p_limit;
+    IF v_sign <> 0 THEN
+      v_lo := CASE WHEN v_sign > 0 THEN 1 ELSE -32768 END;
+      v_hi := CASE WHEN v_sign > 0 THEN 32767 ELSE -1 END;
+      -- The heads of a priority above (below) 0: the lanes holding the
+      -- channels' rows of that sign, a bounded number, and their heads of
+      -- that sign in priority order. Each is locked, ready, or passed over.
+      FOR hp IN
+        SELECT y.id, y.channel, y.priority
+          FROM pgrelay.channels c
+         CROSS JOIN LATERAL (
+           SELECT DISTINCT x.lane
+             FROM (SELECT q.lane FROM pgrelay.queue q
+                    WHERE q.channel = c.channel AND q.dispatched_at IS NULL
+                      AND q.priority <> 0 AND q.priority BETWEEN v_lo AND v_hi
+                    ORDER BY q.priority DESC, q.not_before, q.id
+                    LIMIT p_limit) x
+            WHERE x.lane IS NOT NULL) l
+         CROSS JOIN LATERAL pgrelay._lane_head(c.channel, l.lane, v_node, v_all, v_own) hd
+          JOIN pgrelay.queue y ON y.id = hd.id
+         WHERE c.kind = 'sql' AND NOT c.paused AND c.concurrency_mode IN ('channel', 'payload')
+           AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
+           AND y.priority BETWEEN v_lo AND v_hi AND y.id <> ALL (v_taken)
+         ORDER BY y.priority DESC, c.priority DESC, y.origin_id, y.id
+      LOOP
+        EXIT WHEN v_n >= p_limit;
+        IF ch.channel IS DISTINCT FROM hp.channel THEN
+          SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = hp.channel;
+        END IF;
+        RETURN QUERY
+        SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
+               COALESCE(q.expires_at <= now(), false), ch.handler,
+               (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
+          FROM pgrelay.queue q
+         WHERE q.id = hp.id AND q.not_before <= now() AND q.dispatched_at IS NULL
+           FOR UPDATE OF q SKIP LOCKED;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        IF v_got > 0 THEN
+          v_n := v_n + 1;
+          v_taken := v_taken || hp.id;
+        END IF;
+      END LOOP;
+      ch := NULL;
       CONTINUE;
     END IF;
-    v_ch := r.channel;
-    v_lane := r.lane;
-    -- Once around: stop where the walk began.
-    EXIT WHEN v_wrapped AND p_after_channel IS NOT NULL
-          AND (v_ch, v_lane) > (p_after_channel, COALESCE(p_after_lane, -9223372036854775808));
-    IF ch.channel IS DISTINCT FROM v_ch THEN
-      ch := NULL;
-      SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = v_ch;
-    END IF;
-    CONTINUE WHEN ch.channel IS NULL OR ch.paused OR ch.kind <> 'sql'
-               OR ch.concurrency_mode NOT IN ('channel', 'payload')
-               OR ch.max_in_flight IS NOT NULL OR ch.rate_limit IS NOT NULL;
-    RETURN QUERY
-    WITH head AS (
-      SELECT h.id FROM pgrelay._lane_head(v_ch, v_lane, v_node, v_all, v_own) h
-    )
-    SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
-           COALESCE(q.expires_at <= now(), false), ch.handler,
-           (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
-      FROM pgrelay.queue q JOIN head ON q.id = head.id
-     WHERE q.not_before <= now() AND q.dispatched_at IS NULL
-       FOR UPDATE OF q SKIP LOCKED;
-    GET DIAGNOSTICS v_got = ROW_COUNT;
-    v_n := v_n + v_got;
+
+    -- The walk: a loose index scan over queue_lane, one probe per lane,
+    -- however long the lanes are. Bounded, so a queue full of lanes this
+    -- batch cannot serve costs a bounded claim.
+    WHILE v_n < p_limit AND v_steps < 4 * p_limit + 64 LOOP
+      v_steps := v_steps + 1;
+      IF v_ch IS NULL THEN
+        SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
+         WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL
+         ORDER BY q.channel, q.lane LIMIT 1;
+      ELSE
+        SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
+         WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND (q.channel, q.lane) > (v_ch, v_lane)
+         ORDER BY q.channel, q.lane LIMIT 1;
+      END IF;
+      IF NOT FOUND THEN
+        EXIT WHEN v_wrapped;
+        v_wrapped := true;
+        v_ch := NULL;
+        v_lane := NULL;
+        CONTINUE;
+      END IF;
+      v_ch := r.channel;
+      v_lane := r.lane;
+      -- Once around: stop where the walk began.
+      EXIT WHEN v_wrapped AND p_after_channel IS NOT NULL
+            AND (v_ch, v_lane) > (p_after_channel, COALESCE(p_after_lane, -9223372036854775808));
+      IF ch.channel IS DISTINCT FROM v_ch THEN
+        ch := NULL;
+        SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = v_ch;
+      END IF;
+      CONTINUE WHEN ch.channel IS NULL OR ch.paused OR ch.kind <> 'sql'
+                 OR ch.concurrency_mode NOT IN ('channel', 'payload')
+                 OR ch.max_in_flight IS NOT NULL OR ch.rate_limit IS NOT NULL;
+      -- A head taken above is this transaction's (SKIP LOCKED does not pass
+      -- over its own locks); one of a priority below 0 waits for the end.
+      RETURN QUERY
+      WITH head AS (
+        SELECT h.id FROM pgrelay._lane_head(v_ch, v_lane, v_node, v_all, v_own) h
+      )
+      SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
+             COALESCE(q.expires_at <= now(), false), ch.handler,
+             (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
+        FROM pgrelay.queue q JOIN head ON q.id = head.id
+       WHERE q.not_before <= now() AND q.dispatched_at IS NULL AND q.priority >= 0
+         AND q.id <> ALL (v_taken)
+         FOR UPDATE OF q SKIP LOCKED;
+      GET DIAGNOSTICS v_got = ROW_COUNT;
+      v_n := v_n + v_got;
+    END LOOP;
+    ch := NULL;
   END LOOP;
 END
 $$;
@@ -1411,12 +1471,13 @@ BEGIN
     WITH del AS (
       DELETE FROM pgrelay.queue q
        WHERE q.id = ANY (p_ids) AND pg_catalog.num_nulls(q.dispatched_at) = 1
-      RETURNING q.id, q.origin_id, q.channel, q.attempt
+      RETURNING q.id, q.origin_id, q.channel, q.attempt, q.priority
     ), ids AS (
       SELECT pgrelay._next_ids((SELECT count(*) FROM del)::int) AS a
     )
-    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
-    SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, 'succeeded', v_node
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, priority)
+    SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, 'succeeded', v_node,
+           NULLIF(x.priority, 0)
       FROM (SELECT del.*, pg_catalog.row_number() OVER (ORDER BY del.id) AS rn FROM del) x, ids
      ORDER BY x.id;
     GET DIAGNOSTICS done = ROW_COUNT;
@@ -1454,12 +1515,11 @@ BEGIN
                 ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
     -- What a retry or a dead letter takes from the row, only for an
     -- outcome that can make one.
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, o.event AS o_event, o.error AS o_error,
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.priority, o.event AS o_event, o.error AS o_error,
               CASE WHEN o.event <> 'succeeded' THEN q.payload END AS payload,
               CASE WHEN o.event <> 'succeeded' THEN q.enqueued_at END AS enqueued_at,
               CASE WHEN o.event <> 'succeeded' THEN q.expires_at END AS expires_at,
               CASE WHEN o.event <> 'succeeded' THEN q.run_in_node END AS run_in_node,
-              CASE WHEN o.event <> 'succeeded' THEN q.priority END AS priority,
               CASE WHEN o.event <> 'succeeded' THEN q.enqueued_by END AS enqueued_by,
               CASE WHEN o.event <> 'succeeded' THEN q.snoozes END AS snoozes
   ), d AS (
@@ -1477,9 +1537,10 @@ BEGIN
   ), ids AS (
     SELECT pgrelay._next_ids((SELECT count(*) FROM d)::int) AS a
   ), lg AS (
-    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, error, node)
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, error, node, priority)
     SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, x.final,
-           CASE WHEN x.o_error IS NULL THEN NULL ELSE pg_catalog.left(x.o_error, 8000) END, v_node
+           CASE WHEN x.o_error IS NULL THEN NULL ELSE pg_catalog.left(x.o_error, 8000) END, v_node,
+           NULLIF(x.priority, 0)
       FROM (SELECT d.*, pg_catalog.row_number() OVER (ORDER BY d.id) AS rn FROM d) x, ids
      ORDER BY x.id
     RETURNING 1
@@ -1494,10 +1555,11 @@ BEGIN
     RETURNING 1
   ), dl AS (
     INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
-                                      ended_at, node, run_in_node, notification_id)
+                                      ended_at, node, run_in_node, notification_id, priority)
     SELECT d.id, d.origin_id, d.channel, d.payload, d.attempt,
            CASE WHEN d.o_error IS NULL THEN NULL ELSE pg_catalog.left(d.o_error, 8000) END, d.final,
-           pg_catalog.clock_timestamp(), v_node, d.run_in_node, pgrelay._notification_of(c.kind, d.payload)
+           pg_catalog.clock_timestamp(), v_node, d.run_in_node, pgrelay._notification_of(c.kind, d.payload),
+           NULLIF(d.priority, 0)
       FROM d LEFT JOIN pgrelay.channels c ON c.channel = d.channel
      WHERE d.final IN ('gave_up', 'expired')
      ORDER BY d.id
@@ -1653,6 +1715,7 @@ CREATE TABLE pgrelay.dead_letters (
     node integer NOT NULL,
     run_in_node integer,
     notification_id bigint,
+    priority smallint,
     CONSTRAINT dead_letters_outcome CHECK ((outcome = ANY (ARRAY['gave_up'::text, 'expired'::text])))
 );
 
@@ -1667,10 +1730,11 @@ CREATE FUNCTION pgrelay._discarded(dl pgrelay.dead_letters) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, priority)
   VALUES (dl.id, dl.origin_id, dl.channel, dl.attempts, 'discarded',
           pg_catalog.format('discarded by %s: dead letter %s (%s after %s attempts)',
-                            session_user, dl.id, dl.outcome, dl.attempts));
+                            session_user, dl.id, dl.outcome, dl.attempts),
+          NULLIF(dl.priority, 0));
 $$;
 
 
@@ -1739,11 +1803,11 @@ BEGIN
   -- The k-th event gets the k-th log id: enqueued rows in the events' order.
   IF ch.publish_enqueued THEN
     IF pg_catalog.cardinality(p_ids) = 1 THEN
-      INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
-      VALUES (pgrelay._next_id(), p_ids[1], p_ids[1], ch.channel, 1, 'enqueued', v_node);
+      INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, priority)
+      VALUES (pgrelay._next_id(), p_ids[1], p_ids[1], ch.channel, 1, 'enqueued', v_node, NULLIF(ch.priority, 0));
     ELSE
-      INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
-      SELECT l.id, l.queue_id, l.queue_id, ch.channel, 1, 'enqueued', v_node
+      INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, priority)
+      SELECT l.id, l.queue_id, l.queue_id, ch.channel, 1, 'enqueued', v_node, NULLIF(ch.priority, 0)
         FROM ROWS FROM (pg_catalog.unnest(pgrelay._next_ids(pg_catalog.cardinality(p_ids))),
                         pg_catalog.unnest(p_ids)) AS l(id, queue_id);
     END IF;
@@ -1787,8 +1851,9 @@ BEGIN
    LIMIT 1
      FOR SHARE OF q SKIP LOCKED;
   IF FOUND THEN
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
-    VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node, priority)
+    VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node,
+            NULLIF(ch.priority, 0));
     RETURN v_row.origin_id;
   END IF;
   v_id := pgrelay._next_id();
@@ -1826,8 +1891,8 @@ BEGIN
    ORDER BY k.origin_id
    LIMIT 1;
   IF FOUND THEN
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
-    VALUES (v_holder, pgrelay._next_id(), ch.channel, 1, 'deduplicated', v_node);
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node, priority)
+    VALUES (v_holder, pgrelay._next_id(), ch.channel, 1, 'deduplicated', v_node, NULLIF(ch.priority, 0));
     RETURN v_holder;
   END IF;
   v_id := pgrelay._next_id();
@@ -2511,8 +2576,8 @@ BEGIN
     JOIN pgrelay.channels c ON c.channel = n.channel
    WHERE c.publish_payload
   ON CONFLICT (queue_id) DO NOTHING;
-  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event)
-  SELECT n.id, n.origin_id, n.channel, n.attempt, 'enqueued'
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, priority)
+  SELECT n.id, n.origin_id, n.channel, n.attempt, 'enqueued', NULLIF(n.priority, 0)
     FROM new_rows n
     JOIN pgrelay.channels c ON c.channel = n.channel
    WHERE c.publish_enqueued AND n.retry_of IS NULL
@@ -2742,7 +2807,7 @@ BEGIN
   -- A row pinned to another node is that node's, whoever holds it: only
   -- that node (or a decommission) changes it.
   WITH held AS (
-    SELECT q.id, q.origin_id, q.channel, q.attempt, COALESCE(c.max_attempts, 0) AS max_attempts,
+    SELECT q.id, q.origin_id, q.channel, q.attempt, q.priority, COALESCE(c.max_attempts, 0) AS max_attempts,
            CASE WHEN q.dispatched_by = ANY (v_dead)
                 THEN pg_catalog.format('processor %s stopped heartbeating while running attempt %s',
                                        q.dispatched_by, q.attempt)
@@ -2773,22 +2838,22 @@ BEGIN
     RETURNING q.id, q.channel, q.payload, q.run_in_node
   ), dl AS (
     INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
-                                      ended_at, node, run_in_node, notification_id)
+                                      ended_at, node, run_in_node, notification_id, priority)
     SELECT gone.id, held.origin_id, gone.channel, gone.payload, held.attempt,
            held.why || ' (its last attempt)', 'gave_up', pg_catalog.clock_timestamp(), v_node,
-           gone.run_in_node, pgrelay._notification_of(c.kind, gone.payload)
+           gone.run_in_node, pgrelay._notification_of(c.kind, gone.payload), NULLIF(held.priority, 0)
       FROM gone
       JOIN held ON held.id = gone.id
       LEFT JOIN pgrelay.channels c ON c.channel = gone.channel
      ORDER BY gone.id
     RETURNING 1
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
     SELECT held.id, held.origin_id, held.channel, held.attempt,
            CASE WHEN held.attempt < held.max_attempts THEN 'rescued' ELSE 'gave_up' END,
            CASE WHEN held.attempt < held.max_attempts THEN held.why
                 ELSE held.why || ' (its last attempt)' END,
-           v_node
+           v_node, NULLIF(held.priority, 0)
       FROM held
      WHERE held.id IN (SELECT back.id FROM back UNION ALL SELECT gone.id FROM gone)
      ORDER BY held.id
@@ -2849,7 +2914,7 @@ BEGIN
     v_proven := 9223372036854775807;
   END IF;
   FOR h IN
-    SELECT u.* FROM pgrelay.unique_keys u
+    SELECT u.*, q.priority FROM pgrelay.unique_keys u
       JOIN pgrelay.queue q ON q.id = u.origin_id
      WHERE u.held AND q.owner_node = v_node AND q.dispatched_at IS NULL
      ORDER BY u.origin_id
@@ -2869,10 +2934,10 @@ BEGIN
     ELSE
       DELETE FROM pgrelay.queue q WHERE q.id = h.origin_id;
       DELETE FROM pgrelay.unique_keys x WHERE x.origin_id = h.origin_id;
-      INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+      INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
       VALUES (h.origin_id, h.origin_id, h.channel, 1, 'deduplicated',
               pg_catalog.format('deduplicated: event %s holds the key (the lowest id of its key across the cluster)',
-                                v_survivor), v_node);
+                                v_survivor), v_node, NULLIF(h.priority, 0));
     END IF;
     n := n + 1;
   END LOOP;
@@ -2942,21 +3007,22 @@ BEGIN
   v_id := pgrelay._next_id();
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'on', true);
   INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, attempt, retry_of,
-                             enqueued_at, not_before, expires_at, lane, phash)
+                             enqueued_at, not_before, expires_at, lane, phash, priority)
   VALUES (v_id, dl.origin_id, dl.channel, dl.payload, COALESCE(v_pin, v_node), v_pin, 1, dl.id,
           now(), now(), pgrelay._expiry_of(ch.expire_after, now(), now()),
-          pgrelay._lane_of(ch.concurrency_mode, dl.payload), pgrelay._phash_of(ch.deduplicate, dl.payload));
+          pgrelay._lane_of(ch.concurrency_mode, dl.payload), pgrelay._phash_of(ch.deduplicate, dl.payload),
+          COALESCE(dl.priority, 0));
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
   PERFORM pgrelay._wake(ch.channel);
   IF ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, dl.payload)
     ON CONFLICT (queue_id) DO NOTHING;
   END IF;
-  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
   VALUES (v_id, dl.origin_id, dl.channel, 1, 'retried',
           pg_catalog.format('retried by %s: dead letter %s (%s after %s attempts) enqueued again as %s',
                             session_user, dl.id, dl.outcome, dl.attempts, v_id),
-          v_node);
+          v_node, NULLIF(dl.priority, 0));
   IF ch.kind = 'email' AND dl.notification_id IS NOT NULL THEN
     PERFORM pgrelay_notifier.requeue(dl.notification_id, dl.channel,
       pg_catalog.format('queued again: dead letter %s of event %s was retried by %s', dl.id, dl.origin_id,
@@ -3101,12 +3167,12 @@ BEGIN
                 ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
        AND q.snoozes < pgrelay._max_snoozes()
        AND NOT EXISTS (SELECT FROM pgrelay.cancels k WHERE k.origin_id = q.origin_id)
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.not_before
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.not_before, q.priority
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
     SELECT up.id, up.origin_id, up.channel, up.attempt, 'snoozed',
            'snoozed until ' || pg_catalog.to_char(up.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-           v_node
+           v_node, NULLIF(up.priority, 0)
       FROM up ORDER BY up.id
     RETURNING queue_id
   )
@@ -3613,23 +3679,23 @@ BEGIN
   WITH d AS (
     DELETE FROM pgrelay.queue q
      WHERE q.run_in_node = p_node
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload, q.run_in_node,
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload, q.run_in_node, q.priority,
               pg_catalog.format('%s: a row pinned to it can never run%s', v_why,
                                 CASE WHEN q.dispatched_at IS NOT NULL
                                      THEN pg_catalog.format(' (its processor %s held attempt %s)',
                                                             q.dispatched_by, q.attempt)
                                      ELSE '' END) AS why
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
-    SELECT d.id, d.origin_id, d.channel, d.attempt, 'gave_up', d.why
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, priority)
+    SELECT d.id, d.origin_id, d.channel, d.attempt, 'gave_up', d.why, NULLIF(d.priority, 0)
       FROM d ORDER BY d.id
     RETURNING 1
   ), dl AS (
     INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
-                                      ended_at, node, run_in_node, notification_id)
+                                      ended_at, node, run_in_node, notification_id, priority)
     SELECT d.id, d.origin_id, d.channel, d.payload, d.attempt, d.why, 'gave_up',
            pg_catalog.clock_timestamp(), pgrelay._this_node(), d.run_in_node,
-           pgrelay._notification_of(c.kind, d.payload)
+           pgrelay._notification_of(c.kind, d.payload), NULLIF(d.priority, 0)
       FROM d
       LEFT JOIN pgrelay.channels c ON c.channel = d.channel
      ORDER BY d.id
@@ -5209,6 +5275,7 @@ CREATE TABLE pgrelay.log (
     error text,
     node integer DEFAULT pgrelay._this_node() NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    priority smallint,
     CONSTRAINT log_event CHECK ((event = ANY (ARRAY['succeeded'::text, 'failed'::text, 'gave_up'::text, 'expired'::text, 'deduplicated'::text, 'adopted'::text, 'rescued'::text, 'retried'::text, 'discarded'::text, 'enqueued'::text, 'cancelled'::text, 'snoozed'::text])))
 );
 

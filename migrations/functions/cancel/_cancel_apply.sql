@@ -28,10 +28,11 @@ BEGIN
                        AND pgrelay._cancels_here(x.run_in_node, x.owner_node)
                        FOR UPDATE SKIP LOCKED)
        AND q.dispatched_at IS NULL
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload, q.priority
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
-    SELECT del.id, del.origin_id, del.channel, del.attempt, 'cancelled', v_reason, v_node
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
+    SELECT del.id, del.origin_id, del.channel, del.attempt, 'cancelled', v_reason, v_node,
+           NULLIF(del.priority, 0)
       FROM del ORDER BY del.id
     RETURNING 1
   )

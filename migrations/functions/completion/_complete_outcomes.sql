@@ -2,7 +2,8 @@
 -- request ends 'cancelled', no retry, no dead letter, its email's
 -- notification cancelled; the retry row keeps the event's priority, sender
 -- and snoozes. The direct-successes statement is unchanged: a success
--- never reads a request.
+-- never reads a request. Every log row and dead letter carries the event's
+-- priority, NULL for 0 (0004_log_priority).
 
 CREATE OR REPLACE FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) RETURNS record
     LANGUAGE plpgsql
@@ -29,12 +30,13 @@ BEGIN
     WITH del AS (
       DELETE FROM pgrelay.queue q
        WHERE q.id = ANY (p_ids) AND pg_catalog.num_nulls(q.dispatched_at) = 1
-      RETURNING q.id, q.origin_id, q.channel, q.attempt
+      RETURNING q.id, q.origin_id, q.channel, q.attempt, q.priority
     ), ids AS (
       SELECT pgrelay._next_ids((SELECT count(*) FROM del)::int) AS a
     )
-    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
-    SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, 'succeeded', v_node
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, priority)
+    SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, 'succeeded', v_node,
+           NULLIF(x.priority, 0)
       FROM (SELECT del.*, pg_catalog.row_number() OVER (ORDER BY del.id) AS rn FROM del) x, ids
      ORDER BY x.id;
     GET DIAGNOSTICS done = ROW_COUNT;
@@ -72,12 +74,11 @@ BEGIN
                 ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
     -- What a retry or a dead letter takes from the row, only for an
     -- outcome that can make one.
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, o.event AS o_event, o.error AS o_error,
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.priority, o.event AS o_event, o.error AS o_error,
               CASE WHEN o.event <> 'succeeded' THEN q.payload END AS payload,
               CASE WHEN o.event <> 'succeeded' THEN q.enqueued_at END AS enqueued_at,
               CASE WHEN o.event <> 'succeeded' THEN q.expires_at END AS expires_at,
               CASE WHEN o.event <> 'succeeded' THEN q.run_in_node END AS run_in_node,
-              CASE WHEN o.event <> 'succeeded' THEN q.priority END AS priority,
               CASE WHEN o.event <> 'succeeded' THEN q.enqueued_by END AS enqueued_by,
               CASE WHEN o.event <> 'succeeded' THEN q.snoozes END AS snoozes
   ), d AS (
@@ -95,9 +96,10 @@ BEGIN
   ), ids AS (
     SELECT pgrelay._next_ids((SELECT count(*) FROM d)::int) AS a
   ), lg AS (
-    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, error, node)
+    INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, error, node, priority)
     SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, x.final,
-           CASE WHEN x.o_error IS NULL THEN NULL ELSE pg_catalog.left(x.o_error, 8000) END, v_node
+           CASE WHEN x.o_error IS NULL THEN NULL ELSE pg_catalog.left(x.o_error, 8000) END, v_node,
+           NULLIF(x.priority, 0)
       FROM (SELECT d.*, pg_catalog.row_number() OVER (ORDER BY d.id) AS rn FROM d) x, ids
      ORDER BY x.id
     RETURNING 1
@@ -112,10 +114,11 @@ BEGIN
     RETURNING 1
   ), dl AS (
     INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
-                                      ended_at, node, run_in_node, notification_id)
+                                      ended_at, node, run_in_node, notification_id, priority)
     SELECT d.id, d.origin_id, d.channel, d.payload, d.attempt,
            CASE WHEN d.o_error IS NULL THEN NULL ELSE pg_catalog.left(d.o_error, 8000) END, d.final,
-           pg_catalog.clock_timestamp(), v_node, d.run_in_node, pgrelay._notification_of(c.kind, d.payload)
+           pg_catalog.clock_timestamp(), v_node, d.run_in_node, pgrelay._notification_of(c.kind, d.payload),
+           NULLIF(d.priority, 0)
       FROM d LEFT JOIN pgrelay.channels c ON c.channel = d.channel
      WHERE d.final IN ('gave_up', 'expired')
      ORDER BY d.id

@@ -30,12 +30,12 @@ BEGIN
                 ELSE q.dispatched_by = p_processor AND q.dispatched_at = o.claimed_at END
        AND q.snoozes < pgrelay._max_snoozes()
        AND NOT EXISTS (SELECT FROM pgrelay.cancels k WHERE k.origin_id = q.origin_id)
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.not_before
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.not_before, q.priority
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
     SELECT up.id, up.origin_id, up.channel, up.attempt, 'snoozed',
            'snoozed until ' || pg_catalog.to_char(up.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-           v_node
+           v_node, NULLIF(up.priority, 0)
       FROM up ORDER BY up.id
     RETURNING queue_id
   )

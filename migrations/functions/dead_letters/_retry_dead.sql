@@ -1,7 +1,9 @@
 -- _retry_dead: enqueues dead letter dl (already deleted by the caller) again
--- and returns the new queue id: the same channel and payload, a fresh
--- attempt chain (attempt 1, due now, the channel's expire_after counted from
--- now), and the SAME origin_id, with retry_of naming the attempt that ended:
+-- and returns the new queue id: the same channel, payload and priority (the
+-- event's, not the channel's default; 0 for a dead letter that kept none), a
+-- fresh attempt chain (attempt 1, due now, the channel's expire_after
+-- counted from now), and the SAME origin_id, with retry_of naming the
+-- attempt that ended:
 -- status(origin_id) follows the retry, and the log tells the notification's
 -- whole story under one id. The row is pinned to the node the dead event was
 -- pinned to when its channel is node-restricted (to this node when it was
@@ -39,21 +41,22 @@ BEGIN
   v_id := pgrelay._next_id();
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'on', true);
   INSERT INTO pgrelay.queue (id, origin_id, channel, payload, owner_node, run_in_node, attempt, retry_of,
-                             enqueued_at, not_before, expires_at, lane, phash)
+                             enqueued_at, not_before, expires_at, lane, phash, priority)
   VALUES (v_id, dl.origin_id, dl.channel, dl.payload, COALESCE(v_pin, v_node), v_pin, 1, dl.id,
           now(), now(), pgrelay._expiry_of(ch.expire_after, now(), now()),
-          pgrelay._lane_of(ch.concurrency_mode, dl.payload), pgrelay._phash_of(ch.deduplicate, dl.payload));
+          pgrelay._lane_of(ch.concurrency_mode, dl.payload), pgrelay._phash_of(ch.deduplicate, dl.payload),
+          COALESCE(dl.priority, 0));
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
   PERFORM pgrelay._wake(ch.channel);
   IF ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload) VALUES (v_id, dl.payload)
     ON CONFLICT (queue_id) DO NOTHING;
   END IF;
-  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
   VALUES (v_id, dl.origin_id, dl.channel, 1, 'retried',
           pg_catalog.format('retried by %s: dead letter %s (%s after %s attempts) enqueued again as %s',
                             session_user, dl.id, dl.outcome, dl.attempts, v_id),
-          v_node);
+          v_node, NULLIF(dl.priority, 0));
   IF ch.kind = 'email' AND dl.notification_id IS NOT NULL THEN
     PERFORM pgrelay_notifier.requeue(dl.notification_id, dl.channel,
       pg_catalog.format('queued again: dead letter %s of event %s was retried by %s', dl.id, dl.origin_id,

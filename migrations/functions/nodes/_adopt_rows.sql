@@ -11,7 +11,7 @@ DECLARE
   n int;
 BEGIN
   WITH t AS (
-    SELECT q.id, q.origin_id, q.channel, q.attempt, q.dispatched_at IS NOT NULL AS was_claimed
+    SELECT q.id, q.origin_id, q.channel, q.attempt, q.priority, q.dispatched_at IS NOT NULL AS was_claimed
       FROM pgrelay.queue q
      WHERE q.run_in_node IS NULL
        AND (q.owner_node = p_dead OR (q.dispatched_at IS NOT NULL AND q.dispatched_by = ANY (p_procs)))
@@ -25,10 +25,11 @@ BEGIN
      WHERE q.id = t.id
     RETURNING q.id
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, priority)
     SELECT t.id, t.origin_id, t.channel, t.attempt, 'adopted',
            pg_catalog.format('%s; adopted by node %s%s', p_why, p_adopter,
-                             CASE WHEN t.was_claimed THEN ' (its claim was taken back)' ELSE '' END)
+                             CASE WHEN t.was_claimed THEN ' (its claim was taken back)' ELSE '' END),
+           NULLIF(t.priority, 0)
       FROM t WHERE t.id IN (SELECT u.id FROM u)
      ORDER BY t.id
     RETURNING 1

@@ -42,7 +42,7 @@ BEGIN
   -- A row pinned to another node is that node's, whoever holds it: only
   -- that node (or a decommission) changes it.
   WITH held AS (
-    SELECT q.id, q.origin_id, q.channel, q.attempt, COALESCE(c.max_attempts, 0) AS max_attempts,
+    SELECT q.id, q.origin_id, q.channel, q.attempt, q.priority, COALESCE(c.max_attempts, 0) AS max_attempts,
            CASE WHEN q.dispatched_by = ANY (v_dead)
                 THEN pg_catalog.format('processor %s stopped heartbeating while running attempt %s',
                                        q.dispatched_by, q.attempt)
@@ -73,22 +73,22 @@ BEGIN
     RETURNING q.id, q.channel, q.payload, q.run_in_node
   ), dl AS (
     INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
-                                      ended_at, node, run_in_node, notification_id)
+                                      ended_at, node, run_in_node, notification_id, priority)
     SELECT gone.id, held.origin_id, gone.channel, gone.payload, held.attempt,
            held.why || ' (its last attempt)', 'gave_up', pg_catalog.clock_timestamp(), v_node,
-           gone.run_in_node, pgrelay._notification_of(c.kind, gone.payload)
+           gone.run_in_node, pgrelay._notification_of(c.kind, gone.payload), NULLIF(held.priority, 0)
       FROM gone
       JOIN held ON held.id = gone.id
       LEFT JOIN pgrelay.channels c ON c.channel = gone.channel
      ORDER BY gone.id
     RETURNING 1
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
     SELECT held.id, held.origin_id, held.channel, held.attempt,
            CASE WHEN held.attempt < held.max_attempts THEN 'rescued' ELSE 'gave_up' END,
            CASE WHEN held.attempt < held.max_attempts THEN held.why
                 ELSE held.why || ' (its last attempt)' END,
-           v_node
+           v_node, NULLIF(held.priority, 0)
       FROM held
      WHERE held.id IN (SELECT back.id FROM back UNION ALL SELECT gone.id FROM gone)
      ORDER BY held.id

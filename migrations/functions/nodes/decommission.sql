@@ -49,23 +49,23 @@ BEGIN
   WITH d AS (
     DELETE FROM pgrelay.queue q
      WHERE q.run_in_node = p_node
-    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload, q.run_in_node,
+    RETURNING q.id, q.origin_id, q.channel, q.attempt, q.payload, q.run_in_node, q.priority,
               pg_catalog.format('%s: a row pinned to it can never run%s', v_why,
                                 CASE WHEN q.dispatched_at IS NOT NULL
                                      THEN pg_catalog.format(' (its processor %s held attempt %s)',
                                                             q.dispatched_by, q.attempt)
                                      ELSE '' END) AS why
   ), lg AS (
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error)
-    SELECT d.id, d.origin_id, d.channel, d.attempt, 'gave_up', d.why
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, priority)
+    SELECT d.id, d.origin_id, d.channel, d.attempt, 'gave_up', d.why, NULLIF(d.priority, 0)
       FROM d ORDER BY d.id
     RETURNING 1
   ), dl AS (
     INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome,
-                                      ended_at, node, run_in_node, notification_id)
+                                      ended_at, node, run_in_node, notification_id, priority)
     SELECT d.id, d.origin_id, d.channel, d.payload, d.attempt, d.why, 'gave_up',
            pg_catalog.clock_timestamp(), pgrelay._this_node(), d.run_in_node,
-           pgrelay._notification_of(c.kind, d.payload)
+           pgrelay._notification_of(c.kind, d.payload), NULLIF(d.priority, 0)
       FROM d
       LEFT JOIN pgrelay.channels c ON c.channel = d.channel
      ORDER BY d.id

@@ -1,4 +1,5 @@
--- _enqueue: as in 0019, plus the priority of the channel row it is given.
+-- _enqueue: as in 0019, plus the priority of the channel row it is given,
+-- which its enqueued log rows carry too (NULL for 0).
 
 CREATE OR REPLACE FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone) RETURNS void
     LANGUAGE plpgsql
@@ -28,11 +29,11 @@ BEGIN
   -- The k-th event gets the k-th log id: enqueued rows in the events' order.
   IF ch.publish_enqueued THEN
     IF pg_catalog.cardinality(p_ids) = 1 THEN
-      INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
-      VALUES (pgrelay._next_id(), p_ids[1], p_ids[1], ch.channel, 1, 'enqueued', v_node);
+      INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, priority)
+      VALUES (pgrelay._next_id(), p_ids[1], p_ids[1], ch.channel, 1, 'enqueued', v_node, NULLIF(ch.priority, 0));
     ELSE
-      INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
-      SELECT l.id, l.queue_id, l.queue_id, ch.channel, 1, 'enqueued', v_node
+      INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node, priority)
+      SELECT l.id, l.queue_id, l.queue_id, ch.channel, 1, 'enqueued', v_node, NULLIF(ch.priority, 0)
         FROM ROWS FROM (pg_catalog.unnest(pgrelay._next_ids(pg_catalog.cardinality(p_ids))),
                         pg_catalog.unnest(p_ids)) AS l(id, queue_id);
     END IF;

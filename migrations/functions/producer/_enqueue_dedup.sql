@@ -1,7 +1,8 @@
 -- _enqueue_dedup: the deduplicating insert of one payload, due at p_due
 -- (NULL: now). A pending row with the same payload absorbs the call: its
 -- origin id is returned and the suppressed call is logged as 'deduplicated'
--- under a fresh id, with queue_id naming the row that absorbed it. The
+-- under a fresh id, with queue_id naming the row that absorbed it and the
+-- call's priority (which the absorbing row does not take). The
 -- absorbing row stands for the call, so it must run after the notifying
 -- transaction commits, or the handler misses that transaction's change.
 --
@@ -54,8 +55,9 @@ BEGIN
    LIMIT 1
      FOR SHARE OF q SKIP LOCKED;
   IF FOUND THEN
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
-    VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node);
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node, priority)
+    VALUES (v_row.id, pgrelay._next_id(), ch.channel, v_row.attempt, 'deduplicated', v_node,
+            NULLIF(ch.priority, 0));
     RETURN v_row.origin_id;
   END IF;
   v_id := pgrelay._next_id();

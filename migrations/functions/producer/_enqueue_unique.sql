@@ -5,7 +5,8 @@
 -- with 40001 instead, to be retried. The holder is the lowest id among the
 -- rows that hold the key (on a node-restricted channel, those of this
 -- node). A held key logs 'deduplicated' (queue_id: the holder, origin_id: a
--- fresh id no caller receives) and returns the holder's id.
+-- fresh id no caller receives, priority: the call's) and returns the
+-- holder's id.
 --
 -- Each call then trims two of this node's rows whose check time has passed
 -- (not those of its own transaction): gone when neither the window nor the
@@ -38,8 +39,8 @@ BEGIN
    ORDER BY k.origin_id
    LIMIT 1;
   IF FOUND THEN
-    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node)
-    VALUES (v_holder, pgrelay._next_id(), ch.channel, 1, 'deduplicated', v_node);
+    INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, node, priority)
+    VALUES (v_holder, pgrelay._next_id(), ch.channel, 1, 'deduplicated', v_node, NULLIF(ch.priority, 0));
     RETURN v_holder;
   END IF;
   v_id := pgrelay._next_id();

@@ -1,5 +1,6 @@
 -- Direct inserts: rows that start an event (retry_of NULL) of channels with
--- the setting, in the statement's id order. Retry rows carry retry_of.
+-- the setting, in the statement's id order, with the row's priority (NULL
+-- for 0). Retry rows carry retry_of.
 
 CREATE OR REPLACE FUNCTION pgrelay._queue_after_insert() RETURNS trigger
     LANGUAGE plpgsql
@@ -16,8 +17,8 @@ BEGIN
     JOIN pgrelay.channels c ON c.channel = n.channel
    WHERE c.publish_payload
   ON CONFLICT (queue_id) DO NOTHING;
-  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event)
-  SELECT n.id, n.origin_id, n.channel, n.attempt, 'enqueued'
+  INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, priority)
+  SELECT n.id, n.origin_id, n.channel, n.attempt, 'enqueued', NULLIF(n.priority, 0)
     FROM new_rows n
     JOIN pgrelay.channels c ON c.channel = n.channel
    WHERE c.publish_enqueued AND n.retry_of IS NULL

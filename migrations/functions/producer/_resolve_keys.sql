@@ -31,7 +31,7 @@ BEGIN
     v_proven := 9223372036854775807;
   END IF;
   FOR h IN
-    SELECT u.* FROM pgrelay.unique_keys u
+    SELECT u.*, q.priority FROM pgrelay.unique_keys u
       JOIN pgrelay.queue q ON q.id = u.origin_id
      WHERE u.held AND q.owner_node = v_node AND q.dispatched_at IS NULL
      ORDER BY u.origin_id
@@ -51,10 +51,10 @@ BEGIN
     ELSE
       DELETE FROM pgrelay.queue q WHERE q.id = h.origin_id;
       DELETE FROM pgrelay.unique_keys x WHERE x.origin_id = h.origin_id;
-      INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node)
+      INSERT INTO pgrelay.log (queue_id, origin_id, channel, attempt, event, error, node, priority)
       VALUES (h.origin_id, h.origin_id, h.channel, 1, 'deduplicated',
               pg_catalog.format('deduplicated: event %s holds the key (the lowest id of its key across the cluster)',
-                                v_survivor), v_node);
+                                v_survivor), v_node, NULLIF(h.priority, 0));
     END IF;
     n := n + 1;
   END LOOP;

@@ -1,0 +1,21 @@
+-- An event's priority in its log rows and its dead letter.
+--
+-- pgrelay.log.priority: the priority of the event a row is about, written by
+-- every function that logs an event (the NATS documents carry it as
+-- "priority", docs/events.md); NULL for priority 0. Most events have
+-- priority 0, and a NULL costs their rows nothing: a row whose error is NULL
+-- (every success) has a null bitmap already, and ten columns fit in its two
+-- bytes as nine did. A row with an error and a priority of 0 gains the
+-- bitmap (8 bytes with the alignment of its header).
+--
+-- pgrelay.dead_letters.priority: the priority of the event that ended, so
+-- that a retry (retry, retry_all) enqueues it at that priority again; NULL
+-- for 0, and for the dead letters written before this migration, whose
+-- priority was not kept (they are retried at 0, as before).
+--
+-- Nullable columns without a default: added in the catalog only, no rewrite
+-- of either table. Both tables replicate on a multi-master cluster, so the
+-- rule for a column added to a replicated table holds (docs/multi-master.md:
+-- stop every node's Processors, migrate every node, then start them).
+ALTER TABLE pgrelay.log ADD COLUMN priority smallint NULL;
+ALTER TABLE pgrelay.dead_letters ADD COLUMN priority smallint NULL;

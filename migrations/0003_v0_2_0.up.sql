@@ -570,3 +570,15 @@ CREATE TABLE pgrelay.event_traces (
 );
 
 GRANT SELECT ON pgrelay.event_traces TO pgrelay_processor, pgrelay_admin, pgrelay_viewer;
+
+-- An event's priority in its log rows and its dead letter. log.priority is
+-- written by every function that logs an event (the NATS documents carry it
+-- as "priority"); dead_letters.priority is what a retry enqueues the event
+-- at again. NULL for priority 0: most events have priority 0, and a NULL
+-- costs their rows nothing (a success's row, whose error is NULL, has a
+-- null bitmap already). Nullable without a default: added in the catalog
+-- only, no rewrite of either table. IF NOT EXISTS: development.go applies
+-- these two statements to a database migrated by a development build that
+-- recorded 0003_v0_2_0 before they were part of it.
+ALTER TABLE pgrelay.log ADD COLUMN IF NOT EXISTS priority smallint NULL;
+ALTER TABLE pgrelay.dead_letters ADD COLUMN IF NOT EXISTS priority smallint NULL;

@@ -17,6 +17,12 @@ import (
 //     become 0003_v0_2_0's, and the function files are applied;
 //   - one that records only part of it is refused, with what to do: migrate
 //     it with the series' last build first.
+//
+// 0003_v0_2_0 landed before the release, and what came after it until the
+// release was folded into it too (foldedLater). A database migrated in that
+// window records 0003_v0_2_0 and, perhaps, a later migration: the later
+// record is removed (its change is the fold's); a later change the database
+// lacks is applied, once every table is held.
 
 // developmentSeries is the series, in order.
 var developmentSeries = []record{
@@ -33,6 +39,62 @@ const developmentSeriesEnd = "78ae9af"
 
 // folded is the migration the series became.
 var folded = record{3, "v0_2_0"}
+
+// foldedLater are the migrations written after folded first landed, folded
+// into it before the release: each with a query that says whether a
+// database lacks its change, and the change, idempotent (as folded states
+// it).
+var foldedLater = []struct {
+	record
+	missing string
+	change  string
+}{
+	{record{4, "log_priority"},
+		`SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) 'pgrelay.dead_letters'::pg_catalog.regclass
+		   AND a.attname OPERATOR(pg_catalog.=) 'priority' AND NOT a.attisdropped)`,
+		`ALTER TABLE pgrelay.log ADD COLUMN IF NOT EXISTS priority smallint NULL;
+		 ALTER TABLE pgrelay.dead_letters ADD COLUMN IF NOT EXISTS priority smallint NULL`},
+}
+
+// foldLater removes the records of foldedLater from a database that records
+// folded, and returns the changes it lacks, to apply once every table is
+// held.
+func foldLater(ctx context.Context, tx pgx.Tx, records []record) ([]record, []string, error) {
+	has := map[record]bool{}
+	for _, r := range records {
+		has[r] = true
+	}
+	if !has[folded] {
+		return records, nil, nil
+	}
+	var kept []record
+	later := map[record]bool{}
+	for _, f := range foldedLater {
+		later[f.record] = true
+	}
+	for _, r := range records {
+		if !later[r] {
+			kept = append(kept, r)
+		}
+	}
+	var changes []string
+	for _, f := range foldedLater {
+		if has[f.record] {
+			if _, err := tx.Exec(ctx, `DELETE FROM pgrelay.schema_migrations WHERE version OPERATOR(pg_catalog.=) $1::pg_catalog.int4`, f.Version); err != nil {
+				return nil, nil, fmt.Errorf("migrate: map %04d_%s to %04d_%s: %w", f.Version, f.Name, folded.Version, folded.Name, err)
+			}
+			continue
+		}
+		var missing bool
+		if err := tx.QueryRow(ctx, f.missing).Scan(&missing); err != nil {
+			return nil, nil, fmt.Errorf("migrate: check %04d_%s's change: %w", f.Version, f.Name, err)
+		}
+		if missing {
+			changes = append(changes, f.change)
+		}
+	}
+	return kept, changes, nil
+}
 
 // mapDevelopmentRecords returns records with the whole development series
 // replaced by the migration it became, in the database too; an error for

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -306,5 +307,43 @@ func TestDevelopmentSeriesRecords(t *testing.T) {
 		require.ErrorContains(t, err, "migrate it first with a pgrelay built at commit")
 		require.ErrorContains(t, err, "nothing was changed")
 		require.Equal(t, 7, testenv.One[int](t, c, "SELECT count(*) FROM pgrelay.schema_migrations"))
+	})
+}
+
+// A database migrated between 0003_v0_2_0's first landing and the release:
+// it records 0003_v0_2_0, and either the later migration folded into it
+// since (0004_log_priority, whose record goes) or not (then it lacks the
+// columns, which migrate adds). Either way it ends at the snapshot.
+func TestFoldedLaterRecords(t *testing.T) {
+	t.Parallel()
+	versions := func(c *pgx.Conn) []string {
+		return testenv.Column[string](t, c, "SELECT version || '_' || name FROM pgrelay.schema_migrations ORDER BY version")
+	}
+	t.Run("recorded", func(t *testing.T) {
+		t.Parallel()
+		url := pg.DB(t)
+		c := testenv.ConnectAs(t, url, "", -1)
+		_, err := c.Exec(bg, "INSERT INTO pgrelay.schema_migrations (version, name) VALUES (4, 'log_priority')")
+		require.NoError(t, err)
+		res, err := migrations.Up(bg, c)
+		require.NoError(t, err)
+		require.Empty(t, res.Applied)
+		require.Equal(t, []string{"1_pgrelay", "2_notifier", "3_v0_2_0"}, versions(c))
+		require.NoError(t, migrations.RequireLatest(bg, c))
+		requireSnapshot(t, dumpSchema(t, url), "a database that recorded 0004_log_priority")
+	})
+	t.Run("lacking", func(t *testing.T) {
+		t.Parallel()
+		url := pg.DB(t)
+		c := testenv.ConnectAs(t, url, "", -1)
+		_, err := c.Exec(bg, "ALTER TABLE pgrelay.log DROP COLUMN priority; ALTER TABLE pgrelay.dead_letters DROP COLUMN priority")
+		require.NoError(t, err)
+		res, err := migrations.Up(bg, c)
+		require.NoError(t, err)
+		require.Empty(t, res.Applied)
+		require.Equal(t, 1, testenv.One[int](t, c, `SELECT count(*) FROM pg_catalog.pg_attribute
+			WHERE attrelid = 'pgrelay.dead_letters'::regclass AND attname = 'priority' AND NOT attisdropped`))
+		require.Equal(t, []string{"1_pgrelay", "2_notifier", "3_v0_2_0"}, versions(c))
+		requireSnapshot(t, dumpSchema(t, url), "a database of 0003_v0_2_0 without the priority columns")
 	})
 }

@@ -196,6 +196,10 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, fset *functionSet, opts Op
 	if records, err = mapDevelopmentRecords(ctx, tx, records, known); err != nil {
 		return Result{}, err
 	}
+	records, lacking, err := foldLater(ctx, tx, records)
+	if err != nil {
+		return Result{}, err
+	}
 	applied := map[int]bool{}
 	current := 0
 	for _, r := range records {
@@ -228,7 +232,7 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, fset *functionSet, opts Op
 			functionsDiffer = true
 		}
 	}
-	if len(pending) > 0 || functionsDiffer {
+	if len(pending) > 0 || functionsDiffer || len(lacking) > 0 {
 		// Refused before any wait for a lock, and again once every table
 		// is held.
 		if err := refuseRunningProcessors(ctx, tx, opts); err != nil {
@@ -242,6 +246,11 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, fset *functionSet, opts Op
 		}
 	}
 	var res Result
+	for _, change := range lacking {
+		if _, err := tx.Exec(ctx, change); err != nil {
+			return Result{}, fmt.Errorf("migrate: apply what %04d_%s gained after it first landed: %w", folded.Version, folded.Name, err)
+		}
+	}
 	for _, m := range pending {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return Result{}, fmt.Errorf("migrate: apply %04d_%s: %w", m.Version, m.Name, err)

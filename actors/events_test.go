@@ -324,7 +324,7 @@ func TestActorEventsMultiMaster(t *testing.T) {
 	_, js := natsClient(t, n.URL())
 	e := newEnv(t)
 	e.Exec(`SELECT pgrelay.register('mm', 'SELECT length($1)')`)
-	nats := withNATS(n.URL())
+	nats := alive(withNATS(n.URL()))
 	p1 := e.startNode(1, actors.ModeMultiNode, nats)
 	p2 := e.startNode(2, actors.ModeMultiNode, nats)
 	e.enqueueOn(1, "mm", payloads("one", 700))

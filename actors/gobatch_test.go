@@ -72,13 +72,13 @@ func TestActorGoDirectMultiNodeOwnRowsOnly(t *testing.T) {
 	e.Exec(`SELECT pgrelay.register('m', 'ship', p_kind := 'go')`)
 	e.enqueueOn(1, "m", payloads("one", 200))
 	e.enqueueOn(2, "m", payloads("two", 200))
-	ship := func(c *actors.Config) {
+	ship := alive(func(c *actors.Config) {
 		c.GoHandlers = map[string]handlers.GoHandler{"ship": {Tx: true,
 			Fn: func(ctx context.Context, tx pgx.Tx, ev handlers.Event) error {
 				_, err := tx.Exec(ctx, "INSERT INTO public.ran(payload) VALUES ($1)", ev.Payload)
 				return err
 			}}}
-	}
+	})
 	e.startNode(1, actors.ModeMultiNode, ship)
 	testenv.Eventually(e.T, 30*time.Second, "node 1's rows", func() bool {
 		return e.Count(`SELECT count(*) FROM ran`) == 200

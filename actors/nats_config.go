@@ -32,6 +32,10 @@ type NATSConfig struct {
 	// MaxBytes of the stream: applied when set; when zero a new stream has
 	// no size limit and an existing one keeps its own.
 	MaxBytes int64
+	// Replicas of the stream in a NATS cluster (1..5): applied when set,
+	// also to an existing stream (the servers add or drop copies in place);
+	// when zero a new stream gets 1 and an existing one keeps its own.
+	Replicas int
 	// PublishBatch is the most events published per round (default 500):
 	// one log query, one burst of publishes, one wait for the acks and one
 	// cursor update each.

@@ -324,6 +324,8 @@ func TestActorNATSConfigInvalid(t *testing.T) {
 		{actors.NATSConfig{PublishBatch: 4001}, "nats-publish-batch 4001: expected 1..4000"},
 		{actors.NATSConfig{MaxAge: -time.Second}, "nats-max-age must not be negative"},
 		{actors.NATSConfig{MaxBytes: -1}, "nats-max-bytes must not be negative"},
+		{actors.NATSConfig{Replicas: 6}, "nats-replicas 6: expected 1..5"},
+		{actors.NATSConfig{Replicas: -1}, "nats-replicas -1: expected 1..5"},
 		{actors.NATSConfig{Retention: "workqueue"}, `nats-retention "workqueue": expected limits or interest`},
 		{actors.NATSConfig{Stream: "a.b"}, "stream name"},
 		{actors.NATSConfig{TLSCert: "c.pem"}, "needs its key"},
@@ -334,7 +336,7 @@ func TestActorNATSConfigInvalid(t *testing.T) {
 	}
 	for _, r := range []string{"", "limits", "interest"} {
 		_, err := actors.New(actors.Config{DatabaseURL: "postgres://127.0.0.1:1/x",
-			NATS: &actors.NATSConfig{URL: "nats://127.0.0.1:4222", Retention: r, MaxBytes: 1 << 30}})
+			NATS: &actors.NATSConfig{URL: "nats://127.0.0.1:4222", Retention: r, MaxBytes: 1 << 30, Replicas: 5}})
 		require.NoError(t, err, r)
 	}
 }

@@ -44,7 +44,7 @@ func (w *pubWorker) setUpStream(ctx context.Context) error {
 		return nil
 	}
 	did, err := bc.EnsureStream(ctx, bus.StreamConfig{Name: n.Stream, MaxAge: n.MaxAge, Retention: n.Retention,
-		MaxBytes: n.MaxBytes})
+		MaxBytes: n.MaxBytes, Replicas: n.Replicas})
 	if err != nil {
 		return err
 	}

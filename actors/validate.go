@@ -109,6 +109,9 @@ func (n *NATSConfig) validate() error {
 		return refuse("nats-max-age", "must not be negative")
 	case n.MaxBytes < 0:
 		return refuse("nats-max-bytes", "must not be negative")
+	case n.Replicas < 0 || n.Replicas > bus.MaxReplicas:
+		return refuse("nats-replicas", "%d: expected 1..%d (a copy of the stream on each of that many servers "+
+			"of the NATS cluster)", n.Replicas, bus.MaxReplicas)
 	case n.Retention != "" && n.Retention != bus.RetentionLimits && n.Retention != bus.RetentionInterest:
 		return refuse("nats-retention", "%q: expected %s or %s (work-queue retention would allow only one "+
 			"consumer of the events)", n.Retention, bus.RetentionLimits, bus.RetentionInterest)

@@ -159,6 +159,10 @@ type NATSConfig struct {
 	// MaxBytes of the stream: applied when set; when zero a new stream has
 	// no size limit and an existing one keeps its own.
 	MaxBytes int64
+	// Replicas of the stream in a NATS cluster (1..5): applied when set,
+	// also to an existing stream; when zero a new stream gets 1 and an
+	// existing one keeps its own.
+	Replicas int
 	// PublishBatch is the most events published per round (default 500).
 	PublishBatch int
 	// PublishInterval is how often the publisher looks for new events once
@@ -202,7 +206,7 @@ func (c Config) actorsConfig() actors.Config {
 	if n := c.NATS; n != nil {
 		ac.NATS = &actors.NATSConfig{URL: n.URL, CredsFile: n.CredsFile, TLSCert: n.TLSCert,
 			TLSKey: n.TLSKey, TLSCA: n.TLSCA, Stream: n.Stream, MaxAge: n.MaxAge,
-			Retention: n.Retention, MaxBytes: n.MaxBytes, PublishBatch: n.PublishBatch,
+			Retention: n.Retention, MaxBytes: n.MaxBytes, Replicas: n.Replicas, PublishBatch: n.PublishBatch,
 			PublishInterval: n.PublishInterval}
 	}
 	return ac

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -72,10 +73,32 @@ func TestEnsureStream(t *testing.T) {
 	_, err = c.EnsureStream(ctx, bus.StreamConfig{MaxBytes: -5})
 	require.ErrorContains(t, err, "max bytes")
 
+	// Replicas: one server keeps one; more are refused by JetStream, the
+	// error naming the stream and what it takes.
+	did, err = c.EnsureStream(ctx, bus.StreamConfig{Replicas: 1})
+	require.NoError(t, err)
+	require.Equal(t, "ok", did)
+	_, err = c.EnsureStream(ctx, bus.StreamConfig{Replicas: 3})
+	require.ErrorIs(t, err, bus.ErrStreamConfig)
+	require.ErrorContains(t, err, "update stream "+bus.DefaultStream)
+	require.ErrorContains(t, err, "replicas 3): ")
+	require.ErrorContains(t, err, "(3 replicas take a NATS cluster of at least 3 servers with JetStream)")
+	for _, n := range []int{-1, 6} {
+		_, err = c.EnsureStream(ctx, bus.StreamConfig{Replicas: n})
+		require.ErrorContains(t, err, "expected 1..5")
+	}
+	s, err = c.JetStream().Stream(ctx, bus.DefaultStream)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.CachedInfo().Config.Replicas)
+
 	// A new stream gets them at creation.
 	_, err = c.EnsureStream(ctx, bus.StreamConfig{Name: "NEWONE", Retention: bus.RetentionInterest, MaxBytes: 4096})
 	require.ErrorIs(t, err, bus.ErrStreamConfig, "the subjects overlap with the first stream")
 	require.NoError(t, c.JetStream().DeleteStream(ctx, bus.DefaultStream))
+	_, err = c.EnsureStream(ctx, bus.StreamConfig{Name: "NEWONE", Replicas: 3})
+	require.ErrorIs(t, err, bus.ErrStreamConfig)
+	require.ErrorContains(t, err, "create stream NEWONE")
+	require.ErrorContains(t, err, "not supported in non-clustered mode")
 	did, err = c.EnsureStream(ctx, bus.StreamConfig{Name: "NEWONE", Retention: bus.RetentionInterest, MaxBytes: 4096})
 	require.NoError(t, err)
 	require.Equal(t, "created", did)
@@ -333,4 +356,41 @@ func TestConnectLogHidesToken(t *testing.T) {
 		10*time.Second, 10*time.Millisecond)
 	require.NotContains(t, logs.String(), token)
 	require.Contains(t, logs.String(), "nats://xxxxx@127.0.0.1:")
+}
+
+// A JetStream API request that no server answers (as one sent while a
+// cluster elects a new leader) fails after the request timeout, not at the
+// caller's much later deadline: the publisher's round, which has a minute,
+// sends it again instead of waiting that minute out.
+func TestAPIRequestUnanswered(t *testing.T) {
+	n, err := devenv.StartNATS(devenv.NATSConfig{NoJetStream: true})
+	require.NoError(t, err)
+	t.Cleanup(n.Stop)
+	sink, err := nats.Connect(n.URL())
+	require.NoError(t, err)
+	t.Cleanup(sink.Close)
+	_, err = sink.Subscribe("$JS.API.>", func(*nats.Msg) {}) // heard, never answered
+	require.NoError(t, err)
+	require.NoError(t, sink.Flush())
+	c, err := bus.Connect(bus.Options{URL: n.URL(), RequestTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.Eventually(t, c.Connected, 10*time.Second, 10*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for name, call := range map[string]func() error{
+		"JetStreamEnabled": func() error { _, err := c.JetStreamEnabled(ctx); return err },
+		"EnsureStream":     func() error { _, err := c.EnsureStream(ctx, bus.StreamConfig{}); return err },
+		"StreamState":      func() error { _, err := c.StreamState(ctx, bus.DefaultStream); return err },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, context.DeadlineExceeded, name)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s still waits for an answer after 30s", name)
+		}
+	}
 }

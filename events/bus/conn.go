@@ -6,6 +6,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,10 @@ type Options struct {
 	ReconnectJitter time.Duration
 	// Logger receives connection state changes (default: discard).
 	Logger *slog.Logger
+	// RequestTimeout bounds each JetStream API request (account info, the
+	// stream's look-up, creation and update), whatever the caller's
+	// deadline (default 5s).
+	RequestTimeout time.Duration
 }
 
 // Conn is a NATS connection that never gives up: an unreachable server at
@@ -53,6 +58,8 @@ type Conn struct {
 	js  jetstream.JetStream
 	log *slog.Logger
 	gen atomic.Uint64
+	// requestTimeout: see Options.RequestTimeout.
+	requestTimeout time.Duration
 
 	mu      sync.Mutex
 	routes  map[string]route
@@ -80,7 +87,10 @@ func Connect(o Options) (*Conn, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Conn{log: o.Logger, routes: map[string]route{}}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Second
+	}
+	c := &Conn{log: o.Logger, routes: map[string]route{}, requestTimeout: o.RequestTimeout}
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
@@ -133,7 +143,7 @@ func Connect(o Options) (*Conn, error) {
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncTimeout(10*time.Second),
 		jetstream.WithPublishAsyncMaxPending(4096),
-		jetstream.WithDefaultTimeout(5*time.Second))
+		jetstream.WithDefaultTimeout(o.RequestTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
@@ -143,6 +153,15 @@ func Connect(o Options) (*Conn, error) {
 		c.gen.Add(1)
 	}
 	return c, nil
+}
+
+// apiContext bounds one JetStream API request by the request timeout. The
+// caller's deadline may be much longer (a publishing round has a minute):
+// a request no server answers, as one sent while a cluster elects a new
+// leader, then fails after the timeout and the caller sends it again,
+// instead of waiting out its whole deadline.
+func (c *Conn) apiContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.requestTimeout)
 }
 
 // noteConnErr records msg as the last connection failure and reports

@@ -17,7 +17,9 @@ func (c *Conn) JetStreamEnabled(ctx context.Context) (bool, error) {
 	if !c.nc.IsConnected() {
 		return false, ErrNotConnected
 	}
-	_, err := c.js.AccountInfo(ctx)
+	actx, cancel := c.apiContext(ctx)
+	defer cancel()
+	_, err := c.js.AccountInfo(actx)
 	switch {
 	case err == nil:
 		return true, nil
@@ -41,7 +43,16 @@ type StreamConfig struct {
 	// this size. 0 when creating means no limit; 0 for an existing stream
 	// leaves its limit as it is.
 	MaxBytes int64
+	// Replicas is how many servers of a NATS cluster keep a copy of the
+	// stream (1..MaxReplicas). 0 when creating means 1; 0 for an existing
+	// stream leaves its replicas as they are. A number that differs from
+	// an existing stream's is applied: the servers add or drop copies in
+	// place, keeping the messages.
+	Replicas int
 }
+
+// MaxReplicas is the most replicas JetStream gives a stream.
+const MaxReplicas = 5
 
 // Retention policies of the events stream. Work-queue retention is not
 // offered: it allows one consumer per subject and removes a message once it
@@ -79,12 +90,12 @@ const (
 
 // EnsureStream creates the events stream, or reconciles an existing one:
 // subjects pgrelay.> are added when the stream does not capture them (its
-// narrower pgrelay.* subjects are replaced) and MaxAge, Retention and
-// MaxBytes are applied when set;
-// everything else (storage, replicas, limits) is left as the operator set
-// it. A stream pgrelay cannot publish to (sealed, a mirror, no acks) or a
-// change the server refuses (another stream captures pgrelay.>) is an
-// ErrStreamConfig error saying what to fix. It returns what it did:
+// narrower pgrelay.* subjects are replaced) and MaxAge, Retention, MaxBytes
+// and Replicas are applied when set; everything else (storage, placement,
+// limits) is left as the operator set it. A stream pgrelay cannot publish
+// to (sealed, a mirror, no acks) or a change the server refuses (another
+// stream captures pgrelay.>, more replicas than the cluster has servers) is
+// an ErrStreamConfig error saying what to fix. It returns what it did:
 // "created", "updated" or "ok".
 func (c *Conn) EnsureStream(ctx context.Context, cfg StreamConfig) (string, error) {
 	if cfg.Name == "" {
@@ -97,7 +108,12 @@ func (c *Conn) EnsureStream(ctx context.Context, cfg StreamConfig) (string, erro
 	if cfg.MaxBytes < 0 {
 		return "", fmt.Errorf("bus: stream max bytes %d must not be negative", cfg.MaxBytes)
 	}
-	s, err := c.js.Stream(ctx, cfg.Name)
+	if cfg.Replicas < 0 || cfg.Replicas > MaxReplicas {
+		return "", fmt.Errorf("bus: stream replicas %d: expected 1..%d", cfg.Replicas, MaxReplicas)
+	}
+	actx, cancel := c.apiContext(ctx)
+	s, err := c.js.Stream(actx, cfg.Name)
+	cancel()
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		age := cfg.MaxAge
 		if age <= 0 {
@@ -107,7 +123,10 @@ func (c *Conn) EnsureStream(ctx context.Context, cfg StreamConfig) (string, erro
 		if maxBytes == 0 {
 			maxBytes = -1 // no limit
 		}
-		_, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
+		replicas := max(cfg.Replicas, 1)
+		actx, cancel := c.apiContext(ctx)
+		defer cancel()
+		_, err = c.js.CreateStream(actx, jetstream.StreamConfig{
 			Name:        cfg.Name,
 			Description: "pgrelay status events (docs/events.md)",
 			Subjects:    []string{events.StreamSubjects},
@@ -116,14 +135,15 @@ func (c *Conn) EnsureStream(ctx context.Context, cfg StreamConfig) (string, erro
 			MaxAge:      age,
 			MaxBytes:    maxBytes,
 			Duplicates:  min(DuplicateWindow, age),
+			Replicas:    replicas,
 		})
 		if err != nil {
 			var apiErr *jetstream.APIError
 			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNameInUse {
 				return "", err // created concurrently: try again
 			}
-			return "", fmt.Errorf("%w: create stream %s with subjects %s: %w", ErrStreamConfig, cfg.Name,
-				events.StreamSubjects, err)
+			return "", fmt.Errorf("%w: create stream %s with subjects %s, replicas %d: %w%s", ErrStreamConfig, cfg.Name,
+				events.StreamSubjects, replicas, err, replicasHint(replicas))
 		}
 		return "created", nil
 	}
@@ -169,14 +189,31 @@ func (c *Conn) EnsureStream(ctx context.Context, cfg StreamConfig) (string, erro
 		conf.MaxBytes = cfg.MaxBytes
 		changed = true
 	}
+	hint := ""
+	if cfg.Replicas > 0 && conf.Replicas != cfg.Replicas {
+		conf.Replicas = cfg.Replicas
+		hint = replicasHint(cfg.Replicas)
+		changed = true
+	}
 	if !changed {
 		return "ok", nil
 	}
-	if _, err := c.js.UpdateStream(ctx, conf); err != nil {
-		return "", fmt.Errorf("%w: update stream %s (subjects %v, max age %s, retention %s, max bytes %d): %w",
-			ErrStreamConfig, cfg.Name, conf.Subjects, conf.MaxAge, conf.Retention, conf.MaxBytes, err)
+	actx, cancel = c.apiContext(ctx)
+	defer cancel()
+	if _, err := c.js.UpdateStream(actx, conf); err != nil {
+		return "", fmt.Errorf("%w: update stream %s (subjects %v, max age %s, retention %s, max bytes %d, replicas %d): %w%s",
+			ErrStreamConfig, cfg.Name, conf.Subjects, conf.MaxAge, conf.Retention, conf.MaxBytes, conf.Replicas, err, hint)
 	}
 	return "updated", nil
+}
+
+// replicasHint is what the error of a stream asked for n replicas adds:
+// more than one take a cluster.
+func replicasHint(n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d replicas take a NATS cluster of at least %d servers with JetStream)", n, n)
 }
 
 func slicesContainsAny(s []string, vs ...string) bool {
@@ -206,7 +243,9 @@ func (c *Conn) StreamState(ctx context.Context, stream string) (StreamState, err
 	if !c.nc.IsConnected() {
 		return StreamState{}, ErrNotConnected
 	}
-	s, err := c.js.Stream(ctx, stream)
+	actx, cancel := c.apiContext(ctx)
+	defer cancel()
+	s, err := c.js.Stream(actx, stream)
 	if err != nil {
 		return StreamState{}, fmt.Errorf("bus: look up stream %s: %w", stream, c.wrap(err, ""))
 	}

@@ -399,6 +399,8 @@ func TestRunNATSFlagErrors(t *testing.T) {
 		{nil, []string{"--nats-url", "nats://x:4222", "--nats-stream", "a.b"}, "stream name"},
 		{nil, []string{"--nats-url", "nats://x:4222", "--nats-retention", "workqueue"}, "--nats-retention \"workqueue\""},
 		{nil, []string{"--nats-url", "nats://x:4222", "--nats-max-bytes", "-1"}, "--nats-max-bytes"},
+		{nil, []string{"--nats-url", "nats://x:4222", "--nats-replicas", "6"}, "--nats-replicas 6: expected 1..5"},
+		{[]string{"PGRELAY_NATS_URL=nats://x:4222", "PGRELAY_NATS_REPLICAS=-1"}, nil, "--nats-replicas -1"},
 	} {
 		args := append([]string{"run", "--database-url", "postgres://127.0.0.1:1/x"}, c.args...)
 		var code int

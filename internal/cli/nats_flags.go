@@ -21,6 +21,7 @@ type natsFlags struct {
 	maxAge                             time.Duration
 	retention                          string
 	maxBytes                           int64
+	replicas                           int
 	batch                              int
 	interval                           time.Duration
 }
@@ -42,6 +43,7 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&n.maxAge, "nats-max-age", 0, "max age of the stream's messages (default: 168h for a new stream, an existing stream's own)")
 	fs.StringVar(&n.retention, "nats-retention", "", "retention of the stream: limits or interest (default: limits for a new stream, an existing stream's own)")
 	fs.Int64Var(&n.maxBytes, "nats-max-bytes", 0, "max size of the stream in bytes, oldest messages removed first (default: none for a new stream, an existing stream's own)")
+	fs.IntVar(&n.replicas, "nats-replicas", 0, "servers of the NATS cluster that keep a copy of the stream, 1-5, applied to an existing stream too (default: 1 for a new stream, an existing stream's own)")
 	d := actors.Defaults().NATS
 	fs.IntVar(&n.batch, "nats-publish-batch", d.PublishBatch, "most events published per round (1-4000)")
 	fs.DurationVar(&n.interval, "nats-publish-interval", d.PublishInterval, "how often the publisher looks for new events once caught up")
@@ -52,7 +54,8 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 // the other settings to a server of its own then.
 func (n *natsFlags) config() *actors.NATSConfig {
 	return &actors.NATSConfig{URL: n.url, CredsFile: n.creds, TLSCert: n.tlsCert, TLSKey: n.tlsKey,
-		TLSCA: n.tlsCA, Stream: n.stream, MaxAge: n.maxAge, Retention: n.retention, MaxBytes: n.maxBytes, PublishBatch: n.batch, PublishInterval: n.interval}
+		TLSCA: n.tlsCA, Stream: n.stream, MaxAge: n.maxAge, Retention: n.retention, MaxBytes: n.maxBytes,
+		Replicas: n.replicas, PublishBatch: n.batch, PublishInterval: n.interval}
 }
 
 // busOptions are the connection options of the flags.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -29,6 +30,24 @@ type NATSConfig struct {
 	// Auth, when set, makes the server accept only users of its operator
 	// (NewNATSAuth: JWT and NKey credentials).
 	Auth *NATSAuth
+	// Name of the server (default "pgrelay-test"): each server of a
+	// cluster needs its own.
+	Name string
+	// Cluster, when set, makes the server one of a NATS cluster on
+	// 127.0.0.1, its JetStream clustered (streams may have replicas).
+	Cluster *NATSCluster
+}
+
+// NATSCluster is a server's part in a cluster: every server of it has the
+// same Name and Routes, and a Port of its own among them.
+type NATSCluster struct {
+	// Name of the cluster.
+	Name string
+	// Port on 127.0.0.1 that the other servers route to.
+	Port int
+	// Routes are the cluster ports of every server of the cluster (its own
+	// included: a server ignores the route to itself).
+	Routes []int
 }
 
 // NATS is an in-process NATS server (nats-server/v2), for the tests,
@@ -80,8 +99,12 @@ func (n *NATS) Start() error {
 		}
 		_ = l.Close()
 	}
+	name := n.cfg.Name
+	if name == "" {
+		name = "pgrelay-test"
+	}
 	opts := &server.Options{
-		ServerName: "pgrelay-test",
+		ServerName: name,
 		Host:       "127.0.0.1",
 		Port:       n.cfg.Port,
 		NoLog:      true,
@@ -92,6 +115,12 @@ func (n *NATS) Start() error {
 		// Tests and dev are small: keep JetStream from reserving much.
 		JetStreamMaxMemory: 256 << 20,
 		JetStreamMaxStore:  4 << 30,
+	}
+	if c := n.cfg.Cluster; c != nil {
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: "127.0.0.1", Port: c.Port}
+		for _, p := range c.Routes {
+			opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+		}
 	}
 	if n.cfg.TLS != nil {
 		tc, err := n.cfg.TLS.serverConfig()

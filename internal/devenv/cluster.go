@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -56,6 +57,10 @@ type ClusterConfig struct {
 	// (spock.enable_ddl_replication, include_ddl_repset,
 	// allow_ddl_from_functions), as pgEdge's packages install it.
 	AutoDDL bool
+	// Migrations, when set, holds the migration files every node is
+	// migrated with instead of this pgrelay's: an older release's (a test
+	// then upgrades the cluster).
+	Migrations fs.FS
 }
 
 // Cluster is a real active-active (multi-master) PostgreSQL 15 cluster on
@@ -66,9 +71,10 @@ type ClusterConfig struct {
 // the pgrelay schema migrated, and pgrelay's tables in replication (all but
 // migrations.NodeLocalTables).
 type Cluster struct {
-	engine  Engine
-	autoDDL bool
-	nodes   []*Postgres
+	engine     Engine
+	autoDDL    bool
+	migrations fs.FS
+	nodes      []*Postgres
 }
 
 // FindPglogical checks that pglogical is installed for the server in binDir.
@@ -162,7 +168,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("devenv: unknown replication engine %q", cfg.Engine)
 	}
-	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, nodes: make([]*Postgres, cfg.Nodes)}
+	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, migrations: cfg.Migrations, nodes: make([]*Postgres, cfg.Nodes)}
 	for i := range c.nodes {
 		p, err := StartPostgres(ctx, PostgresConfig{BinDir: cfg.BinDir, Settings: settings, Logger: cfg.Logger})
 		if err != nil {
@@ -263,7 +269,7 @@ func (c *Cluster) migrate(ctx context.Context, n int) error {
 		return fmt.Errorf("node %d: %w", n, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := migrations.Up(ctx, conn); err != nil {
+	if _, err := migrations.UpWith(ctx, conn, migrations.Options{Files: c.migrations}); err != nil {
 		return fmt.Errorf("node %d: %w", n, err)
 	}
 	return nil

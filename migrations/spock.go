@@ -169,8 +169,10 @@ func spockSyncSets(ctx context.Context, tx pgx.Tx, s spockState) ([]string, erro
 // know), or logs the transaction in spock.exception_log and discards it (a
 // table it does not have, a constraint it breaks; exception_behaviour
 // transdiscard, the default) or disables the subscription (sub_disable).
-// Nothing was changed: disable every node's subscriptions, migrate every
-// node, then enable them again (docs/upgrading.md, Multi-master clusters).
+// Nothing was changed: disable every node's subscriptions, migrate and
+// restart every node, then enable them again (docs/upgrading.md, Upgrading a
+// Spock cluster: the restart makes Spock 5.0 forget the transaction an apply
+// worker was stopped in, which it would otherwise skip).
 type ReplicatingError struct {
 	// Subscriptions are this node's enabled subscriptions.
 	Subscriptions []string
@@ -189,8 +191,8 @@ func (e *ReplicatingError) Error() string {
 	return "migrate: this Spock node replicates with its peers (" + strings.Join(parts, "; ") + "): " +
 		"a row written by a migrated node does not apply on a node not yet migrated (Spock stops applying that node's changes, " +
 		"or discards the transaction into spock.exception_log); disable every node's subscriptions " +
-		"(SELECT spock.sub_disable(sub_name, true) FROM spock.subscription), migrate every node, then enable them again " +
-		"(docs/upgrading.md, Multi-master clusters); --allow-replication migrates anyway: nothing was changed"
+		"(SELECT spock.sub_disable(sub_name, true) FROM spock.subscription), migrate and restart every node, then enable them again " +
+		"(docs/upgrading.md, Upgrading a Spock cluster); --allow-replication migrates anyway: nothing was changed"
 }
 
 // spockRefuseReplicating returns a ReplicatingError when this Spock node,

@@ -14,7 +14,8 @@
 // Processor runs (processors.go) and takes every pgrelay table before it
 // changes any, waiting only while it holds none (locks.go), so no other
 // transaction deadlocks with it. On a Spock node the migration stays on that
-// node and pgrelay's tables join replication (spock.go).
+// node and pgrelay's tables join replication, and an upgrade is refused
+// while the node replicates with its peers (spock.go).
 package migrations
 
 import (
@@ -125,11 +126,22 @@ func Up(ctx context.Context, db Beginner) (Result, error) { return UpWith(ctx, d
 
 // UpWith is Up with opts.
 func UpWith(ctx context.Context, db Beginner, opts Options) (Result, error) {
+	fsys := fs.FS(files)
 	fset, err := readFunctions(functionFiles)
 	if err != nil {
 		return Result{}, err
 	}
-	return up(ctx, db, files, fset, opts, true)
+	if opts.Files != nil {
+		// Another set of files (a test's, a release's): its function files
+		// if it has any.
+		fsys, fset = opts.Files, nil
+		if _, err := fs.Stat(fsys, "functions"); err == nil {
+			if fset, err = readFunctions(fsys); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	return up(ctx, db, fsys, fset, opts, true)
 }
 
 // up applies every pending migration of fsys in one transaction: a migration
@@ -238,10 +250,16 @@ func up(ctx context.Context, db Beginner, fsys fs.FS, fset *functionSet, opts Op
 		if err := refuseRunningProcessors(ctx, tx, opts); err != nil {
 			return Result{}, err
 		}
+		if err := spockRefuseReplicating(ctx, tx, spock, current, opts); err != nil {
+			return Result{}, err
+		}
 		if err := lockTables(ctx, tx, opts); err != nil {
 			return Result{}, err
 		}
 		if err := refuseRunningProcessors(ctx, tx, opts); err != nil {
+			return Result{}, err
+		}
+		if err := spockRefuseReplicating(ctx, tx, spock, current, opts); err != nil {
 			return Result{}, err
 		}
 	}

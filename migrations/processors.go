@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -38,6 +39,14 @@ type Options struct {
 	// Waiting, when set, is told each time a wait for a table timed out and
 	// Up tries again.
 	Waiting func(LockWait)
+	// Files, when set, holds the migration files to apply instead of this
+	// pgrelay's own: an older release's (tests that build a database at its
+	// schema, then upgrade it).
+	Files fs.FS
+	// AllowReplication upgrades a Spock node whose subscriptions are
+	// enabled or that a peer streams from, which Up refuses otherwise
+	// (ReplicatingError).
+	AllowReplication bool
 }
 
 func (o Options) withDefaults() Options {

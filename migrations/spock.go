@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -158,4 +159,75 @@ func spockSyncSets(ctx context.Context, tx pgx.Tx, s spockState) ([]string, erro
 		}
 	}
 	return done, nil
+}
+
+// ReplicatingError is Up's refusal to upgrade a Spock node while it
+// replicates with its peers: nodes are migrated one at a time, and a row a
+// migrated node writes (a new column, a new table, a value a new CHECK
+// allows) cannot apply on a peer not yet migrated. Spock then stops applying
+// anything from that node until the peer is migrated (a column it does not
+// know), or logs the transaction in spock.exception_log and discards it (a
+// table it does not have, a constraint it breaks; exception_behaviour
+// transdiscard, the default) or disables the subscription (sub_disable).
+// Nothing was changed: disable every node's subscriptions, migrate and
+// restart every node, then enable them again (docs/upgrading.md, Upgrading a
+// Spock cluster: the restart makes Spock 5.0 forget the transaction an apply
+// worker was stopped in, which it would otherwise skip).
+type ReplicatingError struct {
+	// Subscriptions are this node's enabled subscriptions.
+	Subscriptions []string
+	// Streaming are the replication slots of this node a peer streams from.
+	Streaming []string
+}
+
+func (e *ReplicatingError) Error() string {
+	var parts []string
+	if len(e.Subscriptions) > 0 {
+		parts = append(parts, "enabled subscriptions "+strings.Join(e.Subscriptions, ", "))
+	}
+	if len(e.Streaming) > 0 {
+		parts = append(parts, "peers streaming from slots "+strings.Join(e.Streaming, ", "))
+	}
+	return "migrate: this Spock node replicates with its peers (" + strings.Join(parts, "; ") + "): " +
+		"a row written by a migrated node does not apply on a node not yet migrated (Spock stops applying that node's changes, " +
+		"or discards the transaction into spock.exception_log); disable every node's subscriptions " +
+		"(SELECT spock.sub_disable(sub_name, true) FROM spock.subscription), migrate and restart every node, then enable them again " +
+		"(docs/upgrading.md, Upgrading a Spock cluster); --allow-replication migrates anyway: nothing was changed"
+}
+
+// spockRefuseReplicating returns a ReplicatingError when this Spock node,
+// with pgrelay installed (version > 0), has an enabled subscription or a
+// peer streaming from it. A first install (version 0) is not refused: no
+// pgrelay row exists yet, and the cluster's set-up migrates every node
+// before any is used (docs/multi-master.md).
+func spockRefuseReplicating(ctx context.Context, tx pgx.Tx, s spockState, version int, opts Options) error {
+	if !s.node || version == 0 || opts.AllowReplication {
+		return nil
+	}
+	// A login that may not read Spock's subscriptions is not refused: the
+	// procedure is then the operator's (the replication sets are left to a
+	// superuser too, spockReplicationSets).
+	var readable bool
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.has_table_privilege(pg_catalog.format('%I.subscription', $1::pg_catalog.text), 'SELECT'::pg_catalog.text)`,
+		s.schema).Scan(&readable); err != nil {
+		return fmt.Errorf("migrate: check access to Spock's subscriptions: %w", err)
+	}
+	if !readable {
+		return nil
+	}
+	var e ReplicatingError
+	if err := tx.QueryRow(ctx, `SELECT
+		  COALESCE((SELECT pg_catalog.array_agg(sub_name::pg_catalog.text ORDER BY sub_name)
+		     FROM `+pgx.Identifier{s.schema}.Sanitize()+`.subscription WHERE sub_enabled), '{}'::pg_catalog.text[]),
+		  COALESCE((SELECT pg_catalog.array_agg(slot_name::pg_catalog.text ORDER BY slot_name)
+		     FROM pg_catalog.pg_replication_slots
+		    WHERE plugin OPERATOR(pg_catalog.=) 'spock_output'::pg_catalog.name
+		      AND database OPERATOR(pg_catalog.=) pg_catalog.current_database() AND active), '{}'::pg_catalog.text[])`).
+		Scan(&e.Subscriptions, &e.Streaming); err != nil {
+		return fmt.Errorf("migrate: read whether this Spock node replicates: %w", err)
+	}
+	if len(e.Subscriptions) > 0 || len(e.Streaming) > 0 {
+		return &e
+	}
+	return nil
 }

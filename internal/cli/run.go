@@ -444,6 +444,8 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 		"a Processor silent this long counts as stopped; with migrations to apply, migrate refuses while any runs (give the Processors' --dead-after; default 10s, as theirs)")
 	lockWait := fs.Duration("lock-wait", migrations.DefaultLockWait,
 		"how long to wait for transactions that hold pgrelay's tables before giving up, changing nothing")
+	allowReplication := fs.Bool("allow-replication", false,
+		"on a Spock node, upgrade while its subscriptions are enabled or a peer streams from it (refused otherwise: docs/upgrading.md)")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
@@ -461,6 +463,7 @@ func runMigrate(ctx context.Context, a *app, args []string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	res, err := migrations.UpWith(ctx, conn, migrations.Options{ProcessorDeadAfter: *deadAfter, LockWait: *lockWait,
+		AllowReplication: *allowReplication,
 		Waiting: func(w migrations.LockWait) {
 			held := make([]string, len(w.Holders))
 			for i, h := range w.Holders {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -56,6 +57,10 @@ type ClusterConfig struct {
 	// (spock.enable_ddl_replication, include_ddl_repset,
 	// allow_ddl_from_functions), as pgEdge's packages install it.
 	AutoDDL bool
+	// Migrations, when set, holds the migration files every node is
+	// migrated with instead of this pgrelay's: an older release's (a test
+	// then upgrades the cluster).
+	Migrations fs.FS
 }
 
 // Cluster is a real active-active (multi-master) PostgreSQL 15 cluster on
@@ -66,9 +71,10 @@ type ClusterConfig struct {
 // the pgrelay schema migrated, and pgrelay's tables in replication (all but
 // migrations.NodeLocalTables).
 type Cluster struct {
-	engine  Engine
-	autoDDL bool
-	nodes   []*Postgres
+	engine     Engine
+	autoDDL    bool
+	migrations fs.FS
+	nodes      []*Postgres
 }
 
 // FindPglogical checks that pglogical is installed for the server in binDir.
@@ -162,7 +168,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("devenv: unknown replication engine %q", cfg.Engine)
 	}
-	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, nodes: make([]*Postgres, cfg.Nodes)}
+	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, migrations: cfg.Migrations, nodes: make([]*Postgres, cfg.Nodes)}
 	for i := range c.nodes {
 		p, err := StartPostgres(ctx, PostgresConfig{BinDir: cfg.BinDir, Settings: settings, Logger: cfg.Logger})
 		if err != nil {
@@ -263,7 +269,7 @@ func (c *Cluster) migrate(ctx context.Context, n int) error {
 		return fmt.Errorf("node %d: %w", n, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := migrations.Up(ctx, conn); err != nil {
+	if _, err := migrations.UpWith(ctx, conn, migrations.Options{Files: c.migrations}); err != nil {
 		return fmt.Errorf("node %d: %w", n, err)
 	}
 	return nil
@@ -376,6 +382,17 @@ func (c *Cluster) status(ctx context.Context, n int) string {
 func (c *Cluster) waitReplicating(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	lastNudge := time.Now()
+	// A node is nudged once its subscriptions have not all replicated for
+	// this long. On Spock not before the manager restarted a failed worker
+	// on its own (spock.restart_delay_default, 5 s): the nudge disables a
+	// subscription, and a worker that started meanwhile is stopped, maybe
+	// inside a transaction, which Spock 5.0 then skips when the worker
+	// starts again (docs/upgrading.md, Upgrading a Spock cluster).
+	nudgeAfter := 1500 * time.Millisecond
+	if c.engine == Spock {
+		nudgeAfter = 15 * time.Second
+	}
+	notReady := map[int]time.Time{}
 	want := strings.TrimSuffix(strings.Repeat("replicating,", c.N()-1), ",")
 	for {
 		sts := make([]string, c.N())
@@ -383,6 +400,11 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 		for n := 1; n <= c.N(); n++ {
 			sts[n-1] = c.status(ctx, n)
 			ok = ok && sts[n-1] == want
+			if sts[n-1] == want {
+				delete(notReady, n)
+			} else if _, seen := notReady[n]; !seen {
+				notReady[n] = time.Now()
+			}
 		}
 		if ok {
 			return nil
@@ -407,7 +429,9 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 							(SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()), sub.sub_id))`
 			}
 			for n := 1; n <= c.N(); n++ {
-				_ = c.nodes[n-1].Exec(ctx, ClusterDB, nudge)
+				if since, bad := notReady[n]; bad && time.Since(since) > nudgeAfter {
+					_ = c.nodes[n-1].Exec(ctx, ClusterDB, nudge)
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -500,7 +524,7 @@ func (c *Cluster) String() string {
 // pgrelay's tables.
 type Health struct {
 	// Exceptions are spock.exception_log's rows, "node N: table: error
-	// (operation, remote tuple, local tuple)", on every node.
+	// (every other column, as JSON)", on every node.
 	Exceptions []string
 	// NotReplicating names the subscriptions whose status is not
 	// 'replicating' ("node N: sub=status", then the tail of node N's log).
@@ -527,9 +551,10 @@ func (c *Cluster) Health(ctx context.Context) (Health, error) {
 		}
 		err = func() error {
 			defer conn.Close(context.WithoutCancel(ctx))
-			rows, err := conn.Query(ctx, `SELECT format('node %s: %s.%s: %s (%s, remote %s, local %s)', $1::int, table_schema, table_name, error_message,
-				  operation, left(COALESCE(remote_new_tup, remote_old_tup)::text, 400), left(local_tup::text, 400))
-				FROM spock.exception_log ORDER BY retry_errored_at`, n)
+			// Every column of the row, the error first.
+			rows, err := conn.Query(ctx, `SELECT format('node %s: %s.%s: %s (%s)', $1::int, e.table_schema, e.table_name, e.error_message,
+				  left((to_jsonb(e) - 'error_message')::text, 1500))
+				FROM spock.exception_log e ORDER BY e.retry_errored_at`, n)
 			if err != nil {
 				return err
 			}

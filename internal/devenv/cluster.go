@@ -56,6 +56,9 @@ type ClusterConfig struct {
 	// (spock.enable_ddl_replication, include_ddl_repset,
 	// allow_ddl_from_functions), as pgEdge's packages install it.
 	AutoDDL bool
+	// Durable keeps PostgreSQL's default durability on every node (see
+	// PostgresConfig.Durable): benchmarks measure with it.
+	Durable bool
 }
 
 // Cluster is a real active-active (multi-master) PostgreSQL 15 cluster on
@@ -164,7 +167,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, nodes: make([]*Postgres, cfg.Nodes)}
 	for i := range c.nodes {
-		p, err := StartPostgres(ctx, PostgresConfig{BinDir: cfg.BinDir, Settings: settings, Logger: cfg.Logger})
+		p, err := StartPostgres(ctx, PostgresConfig{BinDir: cfg.BinDir, Settings: settings, Logger: cfg.Logger, Durable: cfg.Durable})
 		if err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("start node %d: %w", i+1, err)

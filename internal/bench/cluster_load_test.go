@@ -15,17 +15,17 @@ import (
 // clusterNode is a node's figures of cluster-load, as far as the test reads
 // them.
 type clusterNode struct {
-	Node             int     `json:"node"`
-	Producing        bool    `json:"producing"`
-	Produced         int     `json:"produced"`
-	Completed        int     `json:"completed"`
-	ClusterEvents    int     `json:"cluster_events"`
-	Window           float64 `json:"window_seconds"`
-	WALBytes         int64   `json:"wal_bytes"`
-	WALBytesPerEvent float64 `json:"wal_bytes_per_event"`
+	Node             int         `json:"node"`
+	Producing        bool        `json:"producing"`
+	Produced         int         `json:"produced"`
+	Completed        int         `json:"completed"`
+	ClusterEvents    int         `json:"cluster_events"`
+	Window           float64     `json:"window_seconds"`
+	WALBytes         int64       `json:"wal_bytes"`
+	WALBytesPerEvent float64     `json:"wal_bytes_per_event"`
 	CPU              *clusterCPU `json:"server_cpu_us_per_event"`
 	CPUPerSecond     *clusterCPU `json:"server_cpu_us_per_second"`
-	Peers []struct {
+	Peers            []struct {
 		Peer              int     `json:"peer"`
 		SentBytes         int64   `json:"sent_bytes"`
 		SentBytesPerEvent float64 `json:"sent_bytes_per_event"`

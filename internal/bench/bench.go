@@ -53,7 +53,7 @@ func Scenarios() []Scenario {
 		{"go", "burn-down on a go channel: a no-op Handle, HandleTx (batched, then --sql-batch 1), HandleTxBatch: events/s; then latency at --rate of HandleTx and Handle beside the sql kind's", true, true, (*bench).scenarioGo},
 		{"cluster", "multi-node burn-down on a two-node pglogical cluster: 1 node, 2", false, false, (*bench).scenarioCluster},
 		{"cluster-spock", "the same on a three-node Spock cluster (SPOCK_PG_HOME): 1 node, 2, 3", false, false, (*bench).scenarioClusterSpock},
-		{"cluster-load", "three Spock nodes (--cluster-nodes) under --cluster-rate per producing node: multi-node with node 1 producing, then every node; leader: events/s, WAL, bytes sent to each peer, apply lag, server CPU per node", false, false, (*bench).scenarioClusterLoad},
+		{"cluster-load", "three Spock nodes (--cluster-nodes) at --cluster-rate per producing node: multi-node idle, node 1 producing, every node; leader: events/s, WAL, bytes sent to each peer, apply lag, server CPU per node", false, false, (*bench).scenarioClusterLoad},
 		{"soak", "integrity: mixed workload under faults for --duration, then invariants", false, false, (*bench).scenarioSoak},
 	}
 }

@@ -62,6 +62,7 @@ func TestBenchClusterLoad(t *testing.T) {
 	if _, err := devenv.FindSpock(); err != nil {
 		t.Skipf("Spock variant skipped: %v", err)
 	}
+	t.Parallel() // its own cluster: nothing of the shared test server's
 	plot := filepath.Join(t.TempDir(), "report.html")
 	code, out, errOut := cliMain("bench", "cluster-load", "--json", "--cluster-nodes", "2", "--cluster-rate", "40",
 		"--cluster-duration", "2s", "--cluster-producers", "2", "--plot", plot, "--log-level", "warn")

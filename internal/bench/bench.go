@@ -1,6 +1,6 @@
 // Package bench is `pgrelay bench`: the scenarios that measure pgrelay on
 // PostgreSQL (burn-down, enqueue, latency, backlog, channels, ceiling, nats,
-// email, producers, latency-load, cluster), the integrity soak, the River peer and the reports (table,
+// email, producers, latency-load, go, cluster, cluster-load), the integrity soak, the River peer and the reports (table,
 // JSON, HTML). The command line (internal/cli) parses and checks the flags
 // and calls Run.
 package bench
@@ -53,6 +53,7 @@ func Scenarios() []Scenario {
 		{"go", "burn-down on a go channel: a no-op Handle, HandleTx (batched, then --sql-batch 1), HandleTxBatch: events/s; then latency at --rate of HandleTx and Handle beside the sql kind's", true, true, (*bench).scenarioGo},
 		{"cluster", "multi-node burn-down on a two-node pglogical cluster: 1 node, 2", false, false, (*bench).scenarioCluster},
 		{"cluster-spock", "the same on a three-node Spock cluster (SPOCK_PG_HOME): 1 node, 2, 3", false, false, (*bench).scenarioClusterSpock},
+		{"cluster-load", "three Spock nodes (--cluster-nodes) at --cluster-rate per producing node: multi-node idle, node 1 producing, every node; leader: events/s, WAL, bytes sent to each peer, apply lag, server CPU per node", false, false, (*bench).scenarioClusterLoad},
 		{"soak", "integrity: mixed workload under faults for --duration, then invariants", false, false, (*bench).scenarioSoak},
 	}
 }
@@ -99,6 +100,11 @@ type Options struct {
 	HOLBacklog   int
 	HOLEvents    int
 	HOLRate      float64
+	// cluster-load
+	ClusterNodes     int
+	ClusterRate      float64 // events/s per producing node
+	ClusterDuration  time.Duration
+	ClusterProducers int // connections per producing node
 }
 
 // Config is one run of the bench: its options, the measured Processors'

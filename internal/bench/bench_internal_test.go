@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +63,20 @@ func TestBenchPercentile(t *testing.T) {
 	l := latencyOf(d)
 	assert.Equal(t, latencyStats{P50: 50, P95: 95, P99: 99, Max: 100}, *l)
 	assert.Nil(t, latencyOf(nil))
+}
+
+func TestBenchBars(t *testing.T) {
+	// Stacked: a bar per row with its segments end to end, the row's sum
+	// after it; rows without a value draw nothing.
+	svg := string(barChart{unit: "µs", series: []string{"a", "b<c"}, stacked: true,
+		rows: []barRow{{label: "x & y", values: []float64{30, 12.5}}, {label: "none", values: []float64{0, 0}}}}.svg())
+	assert.Equal(t, 2, strings.Count(svg, `class="bar"`))
+	assert.Contains(t, svg, "x &amp; y")
+	assert.Contains(t, svg, "b&lt;c")
+	assert.Contains(t, svg, ">42.5</text>")
+	// Grouped: a bar per value, each labelled.
+	svg = string(barChart{unit: "ms", series: []string{"p50", "p99"}, rows: []barRow{{label: "r", values: []float64{1.5, 250}}}}.svg())
+	assert.Equal(t, 2, strings.Count(svg, `class="bar"`))
+	assert.Contains(t, svg, ">1.5</text>")
+	assert.Contains(t, svg, ">250</text>")
 }

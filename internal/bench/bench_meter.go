@@ -347,3 +347,58 @@ func (p *rtProxy) close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
+
+// cpuParts is a server's CPU time by kind of process, in 1/userHZ s.
+type cpuParts struct {
+	backend int64 // client backends
+	send    int64 // walsenders
+	apply   int64 // Spock's (or pglogical's) apply workers
+	rest    int64 // the postmaster, its reaped children, the other background processes
+}
+
+func (c cpuParts) total() int64 { return c.backend + c.send + c.apply + c.rest }
+
+func (c cpuParts) minus(d cpuParts) cpuParts {
+	return cpuParts{backend: c.backend - d.backend, send: c.send - d.send, apply: c.apply - d.apply, rest: c.rest - d.rest}
+}
+
+// serverCPUParts is serverCPU split by kind of process, told by each live
+// child's process title (/proc/<pid>/cmdline: "postgres: walsender …",
+// "postgres: spock apply …", a client backend's "postgres: user db
+// host(port) …"). A process that exits moves its time to the rest.
+func serverCPUParts(postmaster int) (cpuParts, error) {
+	pm, err := readStat(postmaster)
+	if err != nil {
+		return cpuParts{}, err
+	}
+	parts := cpuParts{rest: pm.cpu}
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", postmaster, postmaster))
+	if err != nil {
+		return cpuParts{}, err
+	}
+	for _, f := range strings.Fields(string(kids)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return cpuParts{}, fmt.Errorf("/proc/%d/task/%d/children: %w", postmaster, postmaster, err)
+		}
+		st, err := readStat(pid)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return cpuParts{}, err
+		}
+		title, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		switch t := string(title); {
+		case strings.Contains(t, "walsender"):
+			parts.send += st.cpu
+		case strings.Contains(t, " apply "):
+			parts.apply += st.cpu
+		case strings.Contains(t, "("): // "postgres: user db host(port) state"
+			parts.backend += st.cpu
+		default:
+			parts.rest += st.cpu
+		}
+	}
+	return parts, nil
+}

@@ -91,8 +91,8 @@ func writePlot(path string, r *benchReport) error {
 }
 
 // plotCharts are the report's charts: throughput over time (burn-down and
-// ceiling together, then each other scenario with a series) and the
-// latency CDF.
+// ceiling together, then each other scenario with a series), the latency
+// CDFs, the costs per event and cluster-load's figures per node.
 func plotCharts(r *benchReport) []plotChart {
 	var charts []plotChart
 	var burn []chartLine
@@ -139,7 +139,8 @@ func plotCharts(r *benchReport) []plotChart {
 	if c, ok := latencyChart(r, "latency-load", "Latency under load: enqueue commit to handler start (CDF)", true); ok {
 		charts = append(charts, c)
 	}
-	return charts
+	charts = append(charts, costCharts(r)...)
+	return append(charts, clusterCharts(r)...)
 }
 
 // latencyChart is the CDF of the latencies of scenario's measurements, a

@@ -91,6 +91,8 @@ type measurement struct {
 	// WaitEvents are the producers' backends per wait event, averaged over
 	// samples of pg_stat_activity taken during the run, largest first.
 	WaitEvents []waitShare `json:"wait_events,omitempty"`
+	// Node is a node's figures in a phase of cluster-load.
+	Node *clusterNodeFigures `json:"cluster_node,omitempty"`
 }
 
 // latencyStats are latency percentiles (nearest rank) in milliseconds.
@@ -247,6 +249,9 @@ func (r *benchReport) writeText(w io.Writer) error {
 		return err
 	}
 	if err := r.writeCosts(&b); err != nil {
+		return err
+	}
+	if err := r.writeCluster(&b); err != nil {
 		return err
 	}
 	if ratios := r.allRatios(); len(ratios) > 0 {

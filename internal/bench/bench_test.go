@@ -266,6 +266,14 @@ func TestBenchScenarios(t *testing.T) {
 		assert.Contains(t, string(html), "Throughput over time: burn-down")
 		assert.Contains(t, string(html), "Latency: enqueue commit to handler start (CDF)")
 		assert.NotContains(t, string(html), "<script")
+		// In a browser: every chart draws its marks, the costs per event
+		// among them (no --round-trips: no round-trips chart).
+		charts := reportCharts(t, plot)
+		for _, title := range []string{"Throughput over time: burn-down", "Latency: enqueue commit to handler start (CDF)",
+			"Cost per event: server CPU", "Cost per event: WAL"} {
+			assert.Positive(t, charts[title], "%s: %v", title, charts)
+		}
+		assert.NotContains(t, charts, "Cost per event: round trips")
 		// One CPU profile per measured part.
 		for _, part := range []string{"burn-down", "enqueue", "latency", "backlog-1000", "backlog-5000",
 			"channels-channel", "channels-none", "ceiling"} {
@@ -511,7 +519,16 @@ func TestBenchPeerRiver(t *testing.T) {
 	html, err := os.ReadFile(plot)
 	require.NoError(t, err)
 	assert.Contains(t, string(html), "river burn-down")
-	assert.Equal(t, 2, strings.Count(string(html), "<svg"))
+	// Throughput, latency, and the three costs per event with River's
+	// phases and the bare loop's beside pgrelay's.
+	assert.Equal(t, 5, strings.Count(string(html), "<svg"))
+	for _, row := range []string{"burn-down: burn-down (river)", "burn-down: burn-down (pgrelay)", "ceiling: burn-down (bare loop)"} {
+		assert.Contains(t, string(html), row)
+	}
+	charts := reportCharts(t, plot)
+	for _, title := range []string{"Cost per event: server CPU", "Cost per event: round trips", "Cost per event: WAL"} {
+		assert.GreaterOrEqual(t, charts[title], 3, "%s: a bar for pgrelay, River and the bare loop at least: %v", title, charts)
+	}
 
 	t.Run("harness tests", func(t *testing.T) {
 		// The harness's own tests run against a database of their own.
@@ -581,6 +598,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--producer-duration", "0s"}, "--producer-duration and --load-duration must be positive"},
 		{[]string{"--load-rate", "0"}, "--load-rate and --hol-rate must be positive numbers"},
 		{[]string{"--hol-backlog", "0"}, "--hol-backlog and --hol-events must be positive"},
+		{[]string{"--cluster-nodes", "5"}, "--cluster-nodes must be 2, 3 or 4"},
+		{[]string{"--cluster-rate", "0"}, "--cluster-rate, --cluster-duration and --cluster-producers must be positive"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
 		{[]string{"soak", "--duration", "0s"}, "--duration, --fault-every and --drain-timeout must be positive"},
 		{[]string{"soak", "--soak-rate", "0"}, "--soak-rate must be a positive number"},
@@ -594,11 +613,12 @@ func TestBenchUsage(t *testing.T) {
 	code, _, errOut := cliMain("bench", "-h")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, errOut, "Usage: pgrelay bench [flags] [scenario ...]")
-	for _, s := range []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling", "nats", "email", "producers", "latency-load", "cluster", "soak", "all"} {
+	for _, s := range []string{"burn-down", "enqueue", "latency", "backlog", "channels", "ceiling", "nats", "email", "producers", "latency-load", "cluster", "cluster-load", "soak", "all"} {
 		assert.Regexp(t, `(?m)^  `+s+`\s`, errOut)
 	}
 	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster", "duration", "seed", "soak-rate", "fault-every", "drain-timeout",
-		"producers", "producer-duration", "load-rate", "load-duration", "hol-backlog", "hol-events", "hol-rate"} {
+		"producers", "producer-duration", "load-rate", "load-duration", "hol-backlog", "hol-events", "hol-rate",
+		"cluster-nodes", "cluster-rate", "cluster-duration", "cluster-producers"} {
 		assert.Regexp(t, `(?m)^  -`+f+`\b`, errOut)
 	}
 }

@@ -72,7 +72,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&o.Peer, "peer", "", "also run burn-down, enqueue, latency, producers, latency-load and go with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")
 	fs.StringVar(&o.PeerDir, "peer-dir", "", "the peer harness's module directory (default bench/river)")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with every result instead of the table")
-	fs.StringVar(&o.Plot, "plot", "", "also write an HTML report (throughput over time, latency CDF; inline SVG) to this .html file")
+	fs.StringVar(&o.Plot, "plot", "", "also write an HTML report (throughput over time, latency CDFs, costs per event, cluster-load's figures per node; inline SVG) to this .html file")
 	fs.BoolVar(&o.Progress, "progress", false, "show progress on stderr even when it is not a terminal (then one line a second)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a Go CPU profile of each measured part to this file (with several parts, one file each: the part's name goes before the extension)")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Minute, "soak: how long the workload runs under faults (the drain and the checks follow)")
@@ -87,6 +87,10 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&o.HOLBacklog, "hol-backlog", 1000000, "latency-load: events pending in another channel in its head-of-line part")
 	fs.IntVar(&o.HOLEvents, "hol-events", 200, "latency-load: events on the idle channel in its head-of-line part")
 	fs.Float64Var(&o.HOLRate, "hol-rate", 20, "latency-load: events enqueued per second on the idle channel in its head-of-line part")
+	fs.IntVar(&o.ClusterNodes, "cluster-nodes", 3, "cluster-load: Spock nodes (2 to 4)")
+	fs.Float64Var(&o.ClusterRate, "cluster-rate", 300, "cluster-load: events enqueued per second on each producing node (notify(), one per transaction)")
+	fs.DurationVar(&o.ClusterDuration, "cluster-duration", 20*time.Second, "cluster-load: the measured window of each phase (after a 2 s warm-up)")
+	fs.IntVar(&o.ClusterProducers, "cluster-producers", 4, "cluster-load: producer connections on each producing node")
 	natsMode := fs.Bool("nats", false, "same as the scenario nats")
 	emailMode := fs.Bool("email", false, "same as the scenario email")
 	clusterMode := fs.Bool("cluster", false, "same as the scenario cluster")
@@ -216,6 +220,10 @@ func validateBench(o *bench.Options, list []bench.Scenario) error {
 		return &usageError{msg: "--load-rate and --hol-rate must be positive numbers"}
 	case o.HOLBacklog < 1 || o.HOLEvents < 1:
 		return &usageError{msg: "--hol-backlog and --hol-events must be positive"}
+	case o.ClusterNodes < 2 || o.ClusterNodes > 4:
+		return &usageError{msg: "--cluster-nodes must be 2, 3 or 4"}
+	case !(o.ClusterRate > 0) || math.IsInf(o.ClusterRate, 0) || o.ClusterDuration <= 0 || o.ClusterProducers < 1:
+		return &usageError{msg: "--cluster-rate, --cluster-duration and --cluster-producers must be positive"}
 	case o.Peer != "" && o.Peer != "river":
 		return &usageError{msg: fmt.Sprintf("--peer %q: the only peer is river", o.Peer)}
 	case o.Peer != "" && !slices.ContainsFunc(list, func(s bench.Scenario) bool { return s.Peer }):

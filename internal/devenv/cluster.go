@@ -61,6 +61,9 @@ type ClusterConfig struct {
 	// migrated with instead of this pgrelay's: an older release's (a test
 	// then upgrades the cluster).
 	Migrations fs.FS
+	// Durable keeps PostgreSQL's default durability on every node (see
+	// PostgresConfig.Durable): benchmarks measure with it.
+	Durable bool
 }
 
 // Cluster is a real active-active (multi-master) PostgreSQL 15 cluster on
@@ -170,7 +173,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	c := &Cluster{engine: cfg.Engine, autoDDL: cfg.AutoDDL, migrations: cfg.Migrations, nodes: make([]*Postgres, cfg.Nodes)}
 	for i := range c.nodes {
-		p, err := StartPostgres(ctx, PostgresConfig{BinDir: cfg.BinDir, Settings: settings, Logger: cfg.Logger})
+		p, err := StartPostgres(ctx, PostgresConfig{BinDir: cfg.BinDir, Settings: settings, Logger: cfg.Logger, Durable: cfg.Durable})
 		if err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("start node %d: %w", i+1, err)

@@ -11,7 +11,8 @@ import (
 )
 
 // The cost of a phase in WAL and write transactions, measured as pgrelay's
-// bench measures its own: the server's WAL position (pg_current_wal_lsn())
+// bench measures its own: the server's WAL insert position
+// (pg_current_wal_insert_lsn(): what was written, flushed or not)
 // and transaction id counter (the xmax of pg_current_snapshot(): every
 // transaction that writes draws one, a read-only one does not) before and
 // after the phase. Both are server-wide and exact at once (pg_stat_database
@@ -48,7 +49,7 @@ type walMark struct {
 // markWAL reads the server's WAL position and next transaction id.
 func markWAL(ctx context.Context, pool *pgxpool.Pool) (walMark, error) {
 	var m walMark
-	err := pool.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_lsn() - '0/0'::pg_catalog.pg_lsn)::pg_catalog.int8,
+	err := pool.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_insert_lsn() - '0/0'::pg_catalog.pg_lsn)::pg_catalog.int8,
 		pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::pg_catalog.text::pg_catalog.int8`).Scan(&m.lsn, &m.xid)
 	if err != nil {
 		return walMark{}, fmt.Errorf("read the WAL position and the transaction counter: %w", err)

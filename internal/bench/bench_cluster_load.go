@@ -42,7 +42,7 @@ import (
 // event produced completed and node 1's log holds a success for each.
 // Per node and per event produced in the cluster during the window:
 //
-//   - WAL bytes (pg_current_wal_lsn() at both ends);
+//   - WAL bytes (pg_current_wal_insert_lsn() at both ends);
 //   - server CPU µs, from /proc, split by process title into client
 //     backends (the producers', the Processor's, the bench's), walsenders
 //     (decoding for the peers), Spock's apply workers and the rest

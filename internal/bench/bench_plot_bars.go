@@ -157,7 +157,7 @@ func costCharts(r *benchReport) []plotChart {
 		{"Cost per event: round trips", "round trips per event (--round-trips)", func(c *eventCost) float64 { return c.RoundTripsPerEvent },
 			"Counted by a proxy in front of the measured system: each time the client spoke after the server did."},
 		{"Cost per event: WAL", "WAL bytes per event", func(c *eventCost) float64 { return c.WALBytesPerEvent },
-			"pg_current_wal_lsn() before and after the phase, server-wide, over its events."},
+			"pg_current_wal_insert_lsn() before and after the phase, server-wide, over its events."},
 	} {
 		var bars []barRow
 		for _, row := range rows {

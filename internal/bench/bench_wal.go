@@ -13,7 +13,8 @@ import (
 // per event, and how close the phase ran to the WAL flush.
 //
 // Both counters are server-wide and exact at once: the WAL position
-// (pg_current_wal_lsn()) and the transaction id counter (the xmax of
+// (pg_current_wal_insert_lsn(): what was written, flushed or not; the write
+// position lags it with asynchronous commit) and the transaction id counter (the xmax of
 // pg_current_snapshot(): every transaction that writes draws an id, a
 // read-only one does not). pg_stat_database's counters reach the view up to
 // a second late, so they are not used. The River harness measures its phases
@@ -57,7 +58,7 @@ type eventCost struct {
 // markWAL reads the server's WAL position and next transaction id.
 func markWAL(ctx context.Context, pool *pgxpool.Pool) (walMark, error) {
 	var m walMark
-	err := pool.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_lsn() - '0/0'::pg_catalog.pg_lsn)::pg_catalog.int8,
+	err := pool.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_insert_lsn() - '0/0'::pg_catalog.pg_lsn)::pg_catalog.int8,
 		pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::pg_catalog.text::pg_catalog.int8`).Scan(&m.lsn, &m.xid)
 	if err != nil {
 		return walMark{}, fmt.Errorf("read the WAL position and the transaction counter: %w", err)

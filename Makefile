@@ -82,12 +82,6 @@ lint:
 #
 # The actors package runs once, under the race detector, every test of it:
 # its tests were nearly all run twice before (without, then with -race).
-# The actors package runs under -race beside the others rather than after
-# them: most of every package's time is spent waiting on PostgreSQL, NATS and
-# timers, not on the CPU. Its output is shown when it ends, whole.
 test: deps-test deps-browser deps-promtool deps-node lint
-	@rm -f .actors-race.log; \
-	( $(GO) test $(TESTFLAGS) -race ./actors/... > .actors-race.log 2>&1 ) & actors=$$!; \
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '^github.com/pgrelay/pgrelay/actors$$'); rc=$$?; \
-	wait $$actors; arc=$$?; echo "$(GO) test $(TESTFLAGS) -race ./actors/..."; cat .actors-race.log; rm -f .actors-race.log; \
-	[ $$rc -eq 0 ] && [ $$arc -eq 0 ]
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '^github.com/pgrelay/pgrelay/actors$$')
+	$(GO) test $(TESTFLAGS) -race ./actors/...

@@ -95,9 +95,6 @@ func TestSQLProducerSetsTheTraceparent(t *testing.T) {
 	var a, b int64
 	require.NoError(t, tx.QueryRow(bg, "SELECT pgrelay.notify('orders', 'a')").Scan(&a))
 	require.NoError(t, tx.QueryRow(bg, "SELECT pgrelay.notify('orders', 'b')").Scan(&b))
-	// One statement, several events: each carries the trace context.
-	var many []int64
-	require.NoError(t, tx.QueryRow(bg, "SELECT pg_catalog.array_agg(id) FROM pgrelay.notify_many('orders', ARRAY['m1', 'm2', 'm3']) id").Scan(&many))
 	_, err = tx.Exec(bg, "SET LOCAL pgrelay.traceparent = 'not a traceparent'")
 	require.NoError(t, err)
 	var c int64
@@ -105,10 +102,6 @@ func TestSQLProducerSetsTheTraceparent(t *testing.T) {
 	require.NoError(t, tx.Commit(bg))
 	require.Equal(t, tp, traceOf(t, d, a))
 	require.Equal(t, tp, traceOf(t, d, b))
-	require.Len(t, many, 3)
-	for _, id := range many {
-		require.Equal(t, tp, traceOf(t, d, id))
-	}
 	require.Empty(t, traceOf(t, d, c))
 
 	sc, ok := pgrelay.ParseTraceparent(tp)

@@ -2663,8 +2663,7 @@ BEGIN
   IF v ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
      AND pg_catalog.substr(v, 4, 32) <> pg_catalog.repeat('0', 32)
      AND pg_catalog.substr(v, 37, 16) <> pg_catalog.repeat('0', 16) THEN
-    INSERT INTO pgrelay.event_traces (origin_id, traceparent)
-    SELECT n.origin_id, v FROM new_rows n WHERE n.id = n.origin_id
+    INSERT INTO pgrelay.event_traces (origin_id, traceparent) VALUES (NEW.origin_id, v)
     ON CONFLICT (origin_id) DO NOTHING;
   END IF;
   RETURN NULL;
@@ -5967,7 +5966,7 @@ ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 -- Name: queue queue_trace; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
-CREATE TRIGGER queue_trace AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT WHEN ((current_setting('pgrelay.traceparent'::text, true) <> ''::text)) EXECUTE FUNCTION pgrelay._queue_trace();
+CREATE TRIGGER queue_trace AFTER INSERT ON pgrelay.queue FOR EACH ROW WHEN (((new.id = new.origin_id) AND (current_setting('pgrelay.traceparent'::text, true) <> ''::text))) EXECUTE FUNCTION pgrelay._queue_trace();
 
 
 --

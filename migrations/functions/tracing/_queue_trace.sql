@@ -22,8 +22,7 @@ BEGIN
   IF v ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
      AND pg_catalog.substr(v, 4, 32) <> pg_catalog.repeat('0', 32)
      AND pg_catalog.substr(v, 37, 16) <> pg_catalog.repeat('0', 16) THEN
-    INSERT INTO pgrelay.event_traces (origin_id, traceparent)
-    SELECT n.origin_id, v FROM new_rows n WHERE n.id = n.origin_id
+    INSERT INTO pgrelay.event_traces (origin_id, traceparent) VALUES (NEW.origin_id, v)
     ON CONFLICT (origin_id) DO NOTHING;
   END IF;
   RETURN NULL;
@@ -32,11 +31,8 @@ $_$;
 
 REVOKE ALL ON FUNCTION pgrelay._queue_trace() FROM PUBLIC, pgrelay_producer, pgrelay_processor, pgrelay_admin, pgrelay_viewer, pgrelay_notifier;
 
--- Once per statement: an untraced enqueue pays the WHEN clause once,
--- whatever the number of rows (a row trigger's WHEN cost notify_many about
--- a fifth of its server CPU); a setting that is not set (NULL) or empty
--- skips the function. The inserted rows come from the transition table,
--- which queue_after_insert collects anyway. Retries (id <> origin_id) find
--- the first attempt's row.
+-- An untraced enqueue pays the WHEN clause only: a setting that is not set
+-- (NULL) or empty skips the function. Retries (id <> origin_id) find the
+-- first attempt's row.
 
-CREATE OR REPLACE TRIGGER queue_trace AFTER INSERT ON pgrelay.queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT WHEN ((current_setting('pgrelay.traceparent'::text, true) <> ''::text)) EXECUTE FUNCTION pgrelay._queue_trace();
+CREATE OR REPLACE TRIGGER queue_trace AFTER INSERT ON pgrelay.queue FOR EACH ROW WHEN (((new.id = new.origin_id) AND (current_setting('pgrelay.traceparent'::text, true) <> ''::text))) EXECUTE FUNCTION pgrelay._queue_trace();

@@ -243,6 +243,31 @@ func TestFunctionFilesOnePerFunction(t *testing.T) {
 	}
 }
 
+// grantees is the role list of a GRANT ... TO or REVOKE ... FROM.
+var grantees = regexp.MustCompile(`(?m)^(?:GRANT|REVOKE)\s.*?\s(?:TO|FROM)\s+([^;]+);`)
+
+// The function files grant to and revoke from pgrelay's own roles, PUBLIC
+// and CURRENT_USER (the migrating role) only: a role named after a test
+// machine's superuser ("postgres") need not exist where a user migrates, and
+// GRANT to a role that does not exist fails the migration.
+func TestFunctionFilesNameOnlyPgrelayRoles(t *testing.T) {
+	t.Parallel()
+	files, err := migrations.Functions()
+	require.NoError(t, err)
+	seen := 0
+	for _, f := range files {
+		for _, m := range grantees.FindAllStringSubmatch(f[1], -1) {
+			for _, role := range strings.Split(m[1], ",") {
+				role = strings.TrimSpace(role)
+				seen++
+				require.True(t, role == "PUBLIC" || role == "CURRENT_USER" || strings.HasPrefix(role, "pgrelay_"),
+					"%s grants to or revokes from %q", f[0], role)
+			}
+		}
+	}
+	require.Greater(t, seen, len(files), "the grants were read")
+}
+
 // A database migrated by a development build between v0.1.0 and v0.2.0
 // records the names of that series. The whole series is v0.2.0's schema: its
 // records become the folded migration's. Part of it is refused, with what to
@@ -312,38 +337,54 @@ func TestDevelopmentSeriesRecords(t *testing.T) {
 
 // A database migrated between 0003_v0_2_0's first landing and the release:
 // it records 0003_v0_2_0, and either the later migration folded into it
-// since (0004_log_priority, whose record goes) or not (then it lacks the
-// columns, which migrate adds). Either way it ends at the snapshot.
+// since (0004_log_priority, whose record goes, making way for the 0004 after
+// the release) or not (then it lacks the columns, which migrate adds).
+// Either way it ends at the snapshot.
 func TestFoldedLaterRecords(t *testing.T) {
 	t.Parallel()
 	versions := func(c *pgx.Conn) []string {
 		return testenv.Column[string](t, c, "SELECT version || '_' || name FROM pgrelay.schema_migrations ORDER BY version")
 	}
+	// Such a database has 0003_v0_2_0 as the release has it, and then the
+	// migrations after the release.
+	released := func(t *testing.T) (string, *pgx.Conn) {
+		url := pg.EmptyDB(t)
+		c := testenv.ConnectAs(t, url, "", -1)
+		_, err := migrations.UpFSFunctions(bg, c, v020(t))
+		require.NoError(t, err)
+		return url, c
+	}
+	var after []int
+	latest := []string{"1_pgrelay", "2_notifier", "3_v0_2_0"}
+	all, err := migrations.All()
+	require.NoError(t, err)
+	for _, m := range all[3:] {
+		after = append(after, m.Version)
+		latest = append(latest, fmt.Sprintf("%d_%s", m.Version, m.Name))
+	}
 	t.Run("recorded", func(t *testing.T) {
 		t.Parallel()
-		url := pg.DB(t)
-		c := testenv.ConnectAs(t, url, "", -1)
+		url, c := released(t)
 		_, err := c.Exec(bg, "INSERT INTO pgrelay.schema_migrations (version, name) VALUES (4, 'log_priority')")
 		require.NoError(t, err)
 		res, err := migrations.Up(bg, c)
 		require.NoError(t, err)
-		require.Empty(t, res.Applied)
-		require.Equal(t, []string{"1_pgrelay", "2_notifier", "3_v0_2_0"}, versions(c))
+		require.Equal(t, after, versionsOf(res.Applied))
+		require.Equal(t, latest, versions(c))
 		require.NoError(t, migrations.RequireLatest(bg, c))
 		requireSnapshot(t, dumpSchema(t, url), "a database that recorded 0004_log_priority")
 	})
 	t.Run("lacking", func(t *testing.T) {
 		t.Parallel()
-		url := pg.DB(t)
-		c := testenv.ConnectAs(t, url, "", -1)
+		url, c := released(t)
 		_, err := c.Exec(bg, "ALTER TABLE pgrelay.log DROP COLUMN priority; ALTER TABLE pgrelay.dead_letters DROP COLUMN priority")
 		require.NoError(t, err)
 		res, err := migrations.Up(bg, c)
 		require.NoError(t, err)
-		require.Empty(t, res.Applied)
+		require.Equal(t, after, versionsOf(res.Applied))
 		require.Equal(t, 1, testenv.One[int](t, c, `SELECT count(*) FROM pg_catalog.pg_attribute
 			WHERE attrelid = 'pgrelay.dead_letters'::regclass AND attname = 'priority' AND NOT attisdropped`))
-		require.Equal(t, []string{"1_pgrelay", "2_notifier", "3_v0_2_0"}, versions(c))
+		require.Equal(t, latest, versions(c))
 		requireSnapshot(t, dumpSchema(t, url), "a database of 0003_v0_2_0 without the priority columns")
 	})
 }

@@ -11,8 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -223,22 +226,84 @@ func requireNoDeadlock(t *testing.T, err error, what string) {
 	require.NoError(t, err, what)
 }
 
-// The baseline is the release: 0001 and 0002 are exactly the files of
-// v0.1.0 kept in testdata, so a database installed by the release and one
-// installed today start from the same statements. A change to either file
-// is a change to a released schema, which only a new migration may make.
+// The baseline is the releases: 0001 and 0002 are exactly the files of
+// v0.1.0 kept in testdata, and 0003 that of v0.2.0, so a database installed
+// by a release and one installed today start from the same statements. A
+// change to a released file is a change to a released schema, which only a
+// new migration may make.
 func TestBaselineIsTheRelease(t *testing.T) {
 	all, err := migrations.All()
 	require.NoError(t, err)
-	baseline := 0
+	released := 0
 	for _, m := range all {
-		if m.Version > 2 {
+		release := "v0.1.0"
+		switch {
+		case m.Version == 3:
+			release = "v0.2.0"
+		case m.Version > 3:
 			continue
 		}
-		baseline++
-		want, err := os.ReadFile(fmt.Sprintf("testdata/v0.1.0/%04d_%s.up.sql", m.Version, m.Name))
+		released++
+		want, err := os.ReadFile(fmt.Sprintf("testdata/%s/%04d_%s.up.sql", release, m.Version, m.Name))
 		require.NoError(t, err)
-		require.Equal(t, string(want), m.SQL, "migration %04d_%s differs from release v0.1.0", m.Version, m.Name)
+		require.Equal(t, string(want), m.SQL, "migration %04d_%s differs from release %s", m.Version, m.Name, release)
 	}
-	require.Equal(t, 2, baseline)
+	require.Equal(t, 3, released)
+}
+
+// v020 is release 0.2.0's migrations and function files: testdata/v0.2.0
+// holds what the release added to v0.1.0's (git archive v0.2.0 migrations).
+func v020(t *testing.T) fstest.MapFS {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for _, dir := range []string{"testdata/v0.1.0", "testdata/v0.2.0"} {
+		require.NoError(t, fs.WalkDir(os.DirFS(dir), ".", func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(path.Join(dir, p))
+			fsys[p] = &fstest.MapFile{Data: data}
+			return err
+		}))
+	}
+	return fsys
+}
+
+// A database of release 0.2.0, with a traced event queued, upgrades to the
+// schema a fresh install has; the trace stays, and a traced enqueue stores
+// its trace as before.
+func TestUpgradeFromV020GivesTheSnapshot(t *testing.T) {
+	t.Parallel()
+	url := pg.EmptyDB(t)
+	c := testenv.ConnectAs(t, url, "", -1)
+	res, err := migrations.UpFSFunctions(bg, c, v020(t))
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Version)
+	require.True(t, res.Functions)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traced := func() int64 {
+		tx, err := c.Begin(bg)
+		require.NoError(t, err)
+		_, err = tx.Exec(bg, "SET LOCAL pgrelay.traceparent = '"+tp+"'")
+		require.NoError(t, err)
+		id := testenv.One[int64](t, tx, "SELECT pgrelay.notify('c', 'x')")
+		require.NoError(t, tx.Commit(bg))
+		return id
+	}
+	_, err = c.Exec(bg, "SELECT pgrelay.register('c', 'SELECT length($1)')")
+	require.NoError(t, err)
+	before := traced()
+
+	res, err = migrations.Up(bg, c)
+	require.NoError(t, err)
+	var later []int
+	for v := 4; v <= migrations.Latest(); v++ {
+		later = append(later, v)
+	}
+	require.Equal(t, later, versionsOf(res.Applied))
+	require.True(t, res.Functions)
+	requireSnapshot(t, dumpSchema(t, url), "upgraded from v0.2.0")
+	after := traced()
+	require.Equal(t, []string{tp, tp}, testenv.Column[string](t, c,
+		"SELECT traceparent FROM pgrelay.event_traces WHERE origin_id IN ($1, $2)", before, after))
 }

@@ -7,4 +7,4 @@ package version
 // `pgrelay nodes`, the pgrelay_build_info metric): `make build`, `go
 // install` and a plain `go build` alike, with or without a tag in the
 // clone.
-const Release = "v0.2.0"
+const Release = "v0.3.0-dev"

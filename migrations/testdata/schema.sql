@@ -1791,6 +1791,9 @@ BEGIN
          ch.priority
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
+  IF pg_catalog.current_setting('pgrelay.traceparent', true) <> '' THEN
+    PERFORM pgrelay._store_traces(p_ids);
+  END IF;
   PERFORM pgrelay._wake(ch.channel);
   IF ch.publish_payload THEN
     INSERT INTO pgrelay.event_payloads (queue_id, payload)
@@ -2582,6 +2585,9 @@ BEGIN
     JOIN pgrelay.channels c ON c.channel = n.channel
    WHERE c.publish_enqueued AND n.retry_of IS NULL
    ORDER BY n.id;
+  IF pg_catalog.current_setting('pgrelay.traceparent', true) <> '' THEN
+    PERFORM pgrelay._store_traces(ARRAY(SELECT n.id FROM new_rows n WHERE n.id = n.origin_id));
+  END IF;
   SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
   IF v_first IS NULL THEN
     RETURN NULL;
@@ -2642,36 +2648,6 @@ $$;
 
 
 ALTER FUNCTION pgrelay._queue_before_insert() OWNER TO postgres;
-
---
--- Name: _queue_trace(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._queue_trace() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-DECLARE
-  v text := pg_catalog.current_setting('pgrelay.traceparent', true);
-BEGIN
-  IF pg_catalog.length(v) > 55 THEN
-    IF pg_catalog.substr(v, 56) IS DISTINCT FROM '@' || pg_catalog.statement_timestamp()::pg_catalog.text THEN
-      RETURN NULL; -- set by an earlier statement's _traced
-    END IF;
-    v := pg_catalog.left(v, 55);
-  END IF;
-  IF v ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
-     AND pg_catalog.substr(v, 4, 32) <> pg_catalog.repeat('0', 32)
-     AND pg_catalog.substr(v, 37, 16) <> pg_catalog.repeat('0', 16) THEN
-    INSERT INTO pgrelay.event_traces (origin_id, traceparent) VALUES (NEW.origin_id, v)
-    ON CONFLICT (origin_id) DO NOTHING;
-  END IF;
-  RETURN NULL;
-END
-$_$;
-
-
-ALTER FUNCTION pgrelay._queue_trace() OWNER TO postgres;
 
 --
 -- Name: _queue_wake_replica(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -3197,6 +3173,36 @@ $$;
 
 
 ALTER FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) OWNER TO postgres;
+
+--
+-- Name: _store_traces(bigint[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._store_traces(p_ids bigint[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v text := pg_catalog.current_setting('pgrelay.traceparent', true);
+BEGIN
+  IF pg_catalog.length(v) > 55 THEN
+    IF pg_catalog.substr(v, 56) IS DISTINCT FROM '@' || pg_catalog.statement_timestamp()::pg_catalog.text THEN
+      RETURN; -- set by an earlier statement's _traced
+    END IF;
+    v := pg_catalog.left(v, 55);
+  END IF;
+  IF v ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+     AND pg_catalog.substr(v, 4, 32) <> pg_catalog.repeat('0', 32)
+     AND pg_catalog.substr(v, 37, 16) <> pg_catalog.repeat('0', 16) THEN
+    INSERT INTO pgrelay.event_traces (origin_id, traceparent)
+    SELECT u.id, v FROM pg_catalog.unnest(p_ids) AS u(id)
+    ON CONFLICT (origin_id) DO NOTHING;
+  END IF;
+END
+$_$;
+
+
+ALTER FUNCTION pgrelay._store_traces(p_ids bigint[]) OWNER TO postgres;
 
 --
 -- Name: _succeed(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -5963,13 +5969,6 @@ ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 
 
 --
--- Name: queue queue_trace; Type: TRIGGER; Schema: pgrelay; Owner: postgres
---
-
-CREATE TRIGGER queue_trace AFTER INSERT ON pgrelay.queue FOR EACH ROW WHEN (((new.id = new.origin_id) AND (current_setting('pgrelay.traceparent'::text, true) <> ''::text))) EXECUTE FUNCTION pgrelay._queue_trace();
-
-
---
 -- Name: queue queue_wake_replica; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
@@ -6671,13 +6670,6 @@ GRANT ALL ON FUNCTION pgrelay._queue_before_insert() TO pgrelay_processor;
 
 
 --
--- Name: FUNCTION _queue_trace(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._queue_trace() FROM PUBLIC;
-
-
---
 -- Name: FUNCTION _queue_wake_replica(); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -6771,6 +6763,14 @@ GRANT ALL ON FUNCTION pgrelay._schedules_wake(p_mode text, p_leader boolean, p_t
 
 REVOKE ALL ON FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _store_traces(p_ids bigint[]); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._store_traces(p_ids bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._store_traces(p_ids bigint[]) TO pgrelay_processor;
 
 
 --

@@ -27,6 +27,9 @@ $$;
 
 ALTER FUNCTION pgrelay_notifier._cancel_for_events(bigint[], text[], text) OWNER TO pgrelay_notifier;
 
-REVOKE ALL ON FUNCTION pgrelay_notifier._cancel_for_events(bigint[], text[], text) FROM PUBLIC, pgrelay_producer, pgrelay_processor, pgrelay_admin, pgrelay_viewer;
+-- The migrating role runs it inside the SECURITY DEFINER functions it
+-- owns (cancel(), _cancel_sweep): CURRENT_USER, revoked first so that the
+-- grants come in the same order on a fresh install and on an upgrade.
+REVOKE ALL ON FUNCTION pgrelay_notifier._cancel_for_events(bigint[], text[], text) FROM PUBLIC, pgrelay_producer, pgrelay_processor, pgrelay_admin, pgrelay_viewer, CURRENT_USER;
 GRANT ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) TO postgres;
+GRANT ALL ON FUNCTION pgrelay_notifier._cancel_for_events(p_notification_ids bigint[], p_channels text[], p_reason text) TO CURRENT_USER;

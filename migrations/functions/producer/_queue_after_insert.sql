@@ -1,6 +1,8 @@
 -- Direct inserts: rows that start an event (retry_of NULL) of channels with
 -- the setting, in the statement's id order, with the row's priority (NULL
--- for 0). Retry rows carry retry_of.
+-- for 0), and the trace context of a producer that set one
+-- (_store_traces) with the rows that are first attempts. Retry rows carry
+-- retry_of.
 
 CREATE OR REPLACE FUNCTION pgrelay._queue_after_insert() RETURNS trigger
     LANGUAGE plpgsql
@@ -23,6 +25,9 @@ BEGIN
     JOIN pgrelay.channels c ON c.channel = n.channel
    WHERE c.publish_enqueued AND n.retry_of IS NULL
    ORDER BY n.id;
+  IF pg_catalog.current_setting('pgrelay.traceparent', true) <> '' THEN
+    PERFORM pgrelay._store_traces(ARRAY(SELECT n.id FROM new_rows n WHERE n.id = n.origin_id));
+  END IF;
   SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
   IF v_first IS NULL THEN
     RETURN NULL;

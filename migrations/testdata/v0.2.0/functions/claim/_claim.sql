@@ -1,0 +1,173 @@
+-- _claim: a Processor's claim over every channel it serves. Channels are
+-- visited in the order of their priority (at random among equals, which
+-- keeps a fair share), each taking its share of p_limit within its own
+-- limits; a 'payload' channel's lane heads are taken in the order of their
+-- priority, a serialised lane in FIFO order.
+
+CREATE OR REPLACE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_bitmapscan TO 'off'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  v_node int := pgrelay._this_node();
+  v_all bool;
+  v_own bool;
+  v_left int := p_limit;
+  v_nch int;
+  v_share int;
+  v_n int;
+  v_got int;
+  v_cap int;
+  v_full text[] := '{}';
+  v_pass int;
+  v_start bigint;
+  v_lanes bigint[];
+  v_first bigint[];
+  v_lane bigint;
+  v_limited bool;
+  ch pgrelay.channels;
+BEGIN
+  SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
+  IF p_limit IS NULL OR p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  SELECT count(*) INTO v_nch FROM pgrelay.channels c
+   WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds);
+  IF v_nch = 0 THEN
+    RETURN;
+  END IF;
+  v_share := GREATEST(1, (p_limit + v_nch - 1) / v_nch);
+
+  FOR v_pass IN 1..2 LOOP
+    FOR ch IN
+      SELECT * FROM pgrelay.channels c
+       WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds)
+         AND (v_pass = 1 OR c.channel = ANY (v_full))
+       ORDER BY c.priority DESC, pg_catalog.random()
+    LOOP
+      EXIT WHEN v_left <= 0;
+      IF ch.concurrency_mode = 'none' THEN
+        RETURN QUERY
+        SELECT * FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own,
+                                          CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_left := v_left - v_n;
+        IF v_pass = 1 AND v_n >= v_share THEN
+          v_full := v_full || ch.channel;
+        END IF;
+        CONTINUE;
+      END IF;
+
+      -- Serialised channels: one lane ('channel') or many ('payload').
+      CONTINUE WHEN v_pass = 2;
+      v_limited := ch.max_in_flight IS NOT NULL OR ch.rate_limit IS NOT NULL;
+      v_cap := LEAST(v_share, v_left);
+      IF v_limited THEN
+        v_cap := pgrelay._claim_allowance(ch, v_node, v_all, v_own, v_cap);
+        CONTINUE WHEN v_cap <= 0;
+      END IF;
+      v_first := '{}';
+      IF ch.concurrency_mode = 'channel' THEN
+        v_lanes := ARRAY[0::bigint];
+      ELSE
+        IF pgrelay._claim_prioritised(ch.channel) THEN
+          -- The lanes holding the rows of the highest priorities first: their
+          -- heads (which may be of another priority) are ordered below.
+          SELECT COALESCE(pg_catalog.array_agg(DISTINCT x.lane), '{}') INTO v_first
+            FROM (SELECT q.lane FROM pgrelay.queue q
+                   WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.priority > 0
+                   ORDER BY q.priority DESC, q.not_before, q.id
+                   LIMIT 2 * v_share + 8) x
+           WHERE x.lane IS NOT NULL;
+        END IF;
+        -- A loose index scan over the distinct lanes with pending rows, from a
+        -- random starting point, wrapping around, visiting a bounded number.
+        v_start := ((pg_catalog.random() - 0.5) * 18000000000000000000.0)::numeric::bigint;
+        WITH RECURSIVE l(lane) AS (
+          (SELECT q.lane FROM pgrelay.queue q
+            WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              AND q.lane >= v_start
+            ORDER BY q.lane LIMIT 1)
+          UNION ALL
+          SELECT (SELECT q.lane FROM pgrelay.queue q
+                   WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                     AND q.lane > l.lane
+                   ORDER BY q.lane LIMIT 1)
+            FROM l WHERE l.lane IS NOT NULL
+        )
+        SELECT pg_catalog.array_agg(x.lane) INTO v_lanes
+          FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL LIMIT 2 * v_share + 8) x;
+        IF COALESCE(pg_catalog.cardinality(v_lanes), 0) < 2 * v_share + 8 THEN
+          WITH RECURSIVE l(lane) AS (
+            (SELECT q.lane FROM pgrelay.queue q
+              WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+              ORDER BY q.lane LIMIT 1)
+            UNION ALL
+            SELECT (SELECT q.lane FROM pgrelay.queue q
+                     WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.lane IS NOT NULL
+                       AND q.lane > l.lane AND q.lane < v_start
+                     ORDER BY q.lane LIMIT 1)
+              FROM l WHERE l.lane IS NOT NULL
+          )
+          SELECT COALESCE(v_lanes, '{}') || COALESCE(pg_catalog.array_agg(x.lane), '{}') INTO v_lanes
+            FROM (SELECT l.lane FROM l WHERE l.lane IS NOT NULL AND l.lane < v_start
+                   LIMIT 2 * v_share + 8 - COALESCE(pg_catalog.cardinality(v_lanes), 0)) x;
+        END IF;
+        IF pg_catalog.cardinality(v_first) > 0 THEN
+          -- Priority chooses among the lanes' heads; each lane stays FIFO.
+          SELECT pg_catalog.array_agg(y.lane ORDER BY y.priority DESC, y.origin_id, y.id) INTO v_lanes
+            FROM pg_catalog.unnest((SELECT pg_catalog.array_agg(DISTINCT u.lane)
+                                      FROM pg_catalog.unnest(v_first || COALESCE(v_lanes, '{}')) u(lane))) l(lane)
+            CROSS JOIN LATERAL (
+              SELECT l.lane, q.priority, q.origin_id, q.id
+                FROM pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) h
+                JOIN pgrelay.queue q ON q.id = h.id) y;
+        END IF;
+      END IF;
+
+      v_n := 0;
+      FOREACH v_lane IN ARRAY COALESCE(v_lanes, '{}') LOOP
+        -- v_left is only brought down after the loop: bound by both here, or
+        -- a serialised channel visited last takes a full share of what is left.
+        EXIT WHEN v_n >= v_cap;
+        RETURN QUERY
+        WITH head AS (
+          SELECT h.id FROM pgrelay._lane_head(ch.channel, v_lane, v_node, v_all, v_own) h
+        ), locked AS (
+          -- The head itself, never the next row: a head a producer holds
+          -- (it absorbed a notify) leaves the lane for the next claim.
+          SELECT q.id
+            FROM pgrelay.queue q JOIN head ON q.id = head.id
+           WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+             FOR UPDATE OF q SKIP LOCKED
+        ), upd AS (
+          UPDATE pgrelay.queue q
+             SET dispatched_at = now(), dispatched_by = p_processor
+            FROM locked
+           WHERE q.id = locked.id
+          RETURNING q.*
+        )
+        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+               ch.max_attempts
+          FROM upd u;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        v_n := v_n + v_got;
+      END LOOP;
+      IF ch.rate_limit IS NOT NULL THEN
+        PERFORM pgrelay._claim_started(ch.channel, v_n);
+      END IF;
+      v_left := v_left - v_n;
+    END LOOP;
+    EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
+  END LOOP;
+END
+$$;
+
+REVOKE ALL ON FUNCTION pgrelay._claim(bigint, text, boolean, integer, text[], bigint, boolean, text[]) FROM PUBLIC, pgrelay_producer, pgrelay_processor, pgrelay_admin, pgrelay_viewer, pgrelay_notifier;
+GRANT ALL ON FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[], p_term bigint, p_direct boolean, p_direct_kinds text[]) TO pgrelay_processor;

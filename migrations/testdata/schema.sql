@@ -2657,8 +2657,18 @@ CREATE FUNCTION pgrelay._queue_wake_replica() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_node int := pgrelay._this_node();
 BEGIN
-  PERFORM pg_catalog.pg_notify('pgrelay', '');
+  IF NEW.run_in_node IS NOT NULL THEN
+    IF NEW.run_in_node <> v_node THEN
+      RETURN NULL;
+    END IF;
+  ELSIF NEW.owner_node <> v_node
+        AND EXISTS (SELECT FROM pgrelay.nodes n WHERE n.node_id = v_node AND n.mode = 'multi-node') THEN
+    RETURN NULL;
+  END IF;
+  PERFORM pg_catalog.pg_notify('pgrelay', pgrelay._wake_hint(NEW.channel));
   RETURN NULL;
 END
 $$;
@@ -5972,7 +5982,7 @@ ALTER TABLE pgrelay.queue ENABLE ALWAYS TRIGGER queue_before_insert;
 -- Name: queue queue_wake_replica; Type: TRIGGER; Schema: pgrelay; Owner: postgres
 --
 
-CREATE TRIGGER queue_wake_replica AFTER INSERT OR UPDATE ON pgrelay.queue FOR EACH ROW EXECUTE FUNCTION pgrelay._queue_wake_replica();
+CREATE TRIGGER queue_wake_replica AFTER INSERT OR UPDATE ON pgrelay.queue FOR EACH ROW WHEN ((new.dispatched_at IS NULL)) EXECUTE FUNCTION pgrelay._queue_wake_replica();
 
 ALTER TABLE pgrelay.queue ENABLE REPLICA TRIGGER queue_wake_replica;
 

@@ -646,6 +646,7 @@ CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean
     SET enable_bitmapscan TO 'off'
     SET enable_seqscan TO 'off'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1451,6 +1452,7 @@ CREATE FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();

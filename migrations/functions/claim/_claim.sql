@@ -2,7 +2,9 @@
 -- visited in the order of their priority (at random among equals, which
 -- keeps a fair share), each taking its share of p_limit within its own
 -- limits; a 'payload' channel's lane heads are taken in the order of their
--- priority, a serialised lane in FIFO order.
+-- priority, a serialised lane in FIFO order. Planned once per session, as
+-- _complete_outcomes is (TestClaimPlannedOnce): a custom plan at every call
+-- doubled the claim's time; TestExplainClaimPlans checks the generic plans.
 
 CREATE OR REPLACE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
     LANGUAGE plpgsql
@@ -10,6 +12,7 @@ CREATE OR REPLACE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_lea
     SET enable_bitmapscan TO 'off'
     SET enable_seqscan TO 'off'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE

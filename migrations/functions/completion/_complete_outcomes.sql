@@ -4,12 +4,20 @@
 -- and snoozes. The direct-successes statement is unchanged: a success
 -- never reads a request. Every log row and dead letter carries the event's
 -- priority, NULL for 0 (0004_log_priority).
+--
+-- Planned once per session (plan_cache_mode, TestCompletionPlannedOnce):
+-- PostgreSQL's plan cache kept making a custom plan of the general
+-- statement at every call, with the call's values, once a Processor had
+-- events in flight: about 3 ms of planning to complete one claimed event,
+-- against 0.4 ms to run it. The generic plans are the ones
+-- TestExplainCompletePlans checks.
 
 CREATE OR REPLACE FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   v_node int := pgrelay._this_node();

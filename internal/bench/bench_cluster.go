@@ -74,7 +74,7 @@ func (b *bench) clusterScenario(ctx context.Context, name string, cfg devenv.Clu
 	for k := 1; k <= c.N(); k++ {
 		m, err := b.clusterRun(ctx, nodeWords[k], pools[:k], urls[:k], channel)
 		if err != nil {
-			return res, err
+			return res, withHealth(ctx, c, err)
 		}
 		res.add(m)
 		if k == 1 {
@@ -140,6 +140,21 @@ func (b *bench) clusterRun(ctx context.Context, label string, pools []*pgxpool.P
 	m.Detail = fmt.Sprintf("every success in node 1's log (replication included) after %.3fs: %.0f events/s",
 		seen.Seconds(), float64(total)/seen.Seconds())
 	return m, nil
+}
+
+// withHealth adds to err what a Spock cluster says of its replication:
+// spock.exception_log and the subscriptions not replicating, each with the
+// node's log. A transaction that fails to apply disables its subscription
+// (exception_behaviour sub_disable): what it carried then never arrives.
+func withHealth(ctx context.Context, c *devenv.Cluster, err error) error {
+	if c.Engine() != devenv.Spock {
+		return err
+	}
+	h, herr := c.Health(context.WithoutCancel(ctx))
+	if herr != nil {
+		return fmt.Errorf("%w (the cluster's health could not be read: %v)", err, herr)
+	}
+	return fmt.Errorf("%w\nspock.exception_log: %q\nnot replicating: %q", err, h.Exceptions, h.NotReplicating)
 }
 
 // waitFor polls cond every 50 ms until it holds, for at most stallAfter.

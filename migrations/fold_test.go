@@ -345,15 +345,8 @@ func TestFoldedLaterRecords(t *testing.T) {
 	versions := func(c *pgx.Conn) []string {
 		return testenv.Column[string](t, c, "SELECT version || '_' || name FROM pgrelay.schema_migrations ORDER BY version")
 	}
-	// Such a database has 0003_v0_2_0 as the release has it, and then the
-	// migrations after the release.
-	released := func(t *testing.T) (string, *pgx.Conn) {
-		url := pg.EmptyDB(t)
-		c := testenv.ConnectAs(t, url, "", -1)
-		_, err := migrations.UpFSFunctions(bg, c, v020(t))
-		require.NoError(t, err)
-		return url, c
-	}
+	// Such a database has 0003_v0_2_0 as the release has it (v020DB), and
+	// then the migrations after the release.
 	var after []int
 	latest := []string{"1_pgrelay", "2_notifier", "3_v0_2_0"}
 	all, err := migrations.All()
@@ -364,7 +357,7 @@ func TestFoldedLaterRecords(t *testing.T) {
 	}
 	t.Run("recorded", func(t *testing.T) {
 		t.Parallel()
-		url, c := released(t)
+		url, c := v020DB(t)
 		_, err := c.Exec(bg, "INSERT INTO pgrelay.schema_migrations (version, name) VALUES (4, 'log_priority')")
 		require.NoError(t, err)
 		res, err := migrations.Up(bg, c)
@@ -376,7 +369,7 @@ func TestFoldedLaterRecords(t *testing.T) {
 	})
 	t.Run("lacking", func(t *testing.T) {
 		t.Parallel()
-		url, c := released(t)
+		url, c := v020DB(t)
 		_, err := c.Exec(bg, "ALTER TABLE pgrelay.log DROP COLUMN priority; ALTER TABLE pgrelay.dead_letters DROP COLUMN priority")
 		require.NoError(t, err)
 		res, err := migrations.Up(bg, c)

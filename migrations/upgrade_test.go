@@ -269,17 +269,25 @@ func v020(t *testing.T) fstest.MapFS {
 	return fsys
 }
 
+// v020DB is a database installed by release 0.2.0: its migrations and its
+// function files.
+func v020DB(t *testing.T) (url string, c *pgx.Conn) {
+	t.Helper()
+	url = pg.EmptyDB(t)
+	c = testenv.ConnectAs(t, url, "", -1)
+	res, err := migrations.UpFSFunctions(bg, c, v020(t))
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Version)
+	require.True(t, res.Functions)
+	return url, c
+}
+
 // A database of release 0.2.0, with a traced event queued, upgrades to the
 // schema a fresh install has; the trace stays, and a traced enqueue stores
 // its trace as before.
 func TestUpgradeFromV020GivesTheSnapshot(t *testing.T) {
 	t.Parallel()
-	url := pg.EmptyDB(t)
-	c := testenv.ConnectAs(t, url, "", -1)
-	res, err := migrations.UpFSFunctions(bg, c, v020(t))
-	require.NoError(t, err)
-	require.Equal(t, 3, res.Version)
-	require.True(t, res.Functions)
+	url, c := v020DB(t)
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	traced := func() int64 {
 		tx, err := c.Begin(bg)
@@ -290,11 +298,11 @@ func TestUpgradeFromV020GivesTheSnapshot(t *testing.T) {
 		require.NoError(t, tx.Commit(bg))
 		return id
 	}
-	_, err = c.Exec(bg, "SELECT pgrelay.register('c', 'SELECT length($1)')")
+	_, err := c.Exec(bg, "SELECT pgrelay.register('c', 'SELECT length($1)')")
 	require.NoError(t, err)
 	before := traced()
 
-	res, err = migrations.Up(bg, c)
+	res, err := migrations.Up(bg, c)
 	require.NoError(t, err)
 	var later []int
 	for v := 4; v <= migrations.Latest(); v++ {

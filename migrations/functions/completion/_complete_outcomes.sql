@@ -3,7 +3,7 @@
 -- notification cancelled; the retry row keeps the event's priority, sender
 -- and snoozes. The direct-successes statement is unchanged: a success
 -- never reads a request. Every log row and dead letter carries the event's
--- priority, NULL for 0 (0004_log_priority).
+-- priority, NULL for 0.
 --
 -- Planned once per session (plan_cache_mode, TestCompletionPlannedOnce):
 -- PostgreSQL's plan cache kept making a custom plan of the general

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/pgrelay/pgrelay"
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -24,15 +23,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ignore := goleak.IgnoreCurrent() // what runs before any test is not a leak
-	code := testenv.MainWithPostgres(m, &pg)
-	if code == 0 {
-		if err := goleak.Find(ignore); err != nil {
-			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testenv.MainWithPostgresNoLeaks(m, &pg))
 }
 
 // db is a fresh migrated database for one test: admin is the superuser,

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -19,15 +18,7 @@ import (
 var pg *testenv.Postgres
 
 func TestMain(m *testing.M) {
-	ignore := goleak.IgnoreCurrent() // what runs before any test is not a leak
-	code := testenv.MainWithPostgres(m, &pg)
-	if code == 0 {
-		if err := goleak.Find(ignore, ignoreDeadLetterThrottle()); err != nil {
-			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testenv.MainWithPostgresNoLeaks(m, &pg))
 }
 
 // env is one test's database (testenv.DB) with the Processor helpers of
@@ -73,12 +64,4 @@ func (e *env) startProcessor(mod func(*actors.Config)) *actors.Processor {
 	require.NoError(e.T, p.Start(context.Background()))
 	e.T.Cleanup(func() { _ = p.Stop(context.Background()) })
 	return p
-}
-
-// ignoreDeadLetterThrottle: the actor library's dead-letter log throttle
-// starts a goroutine that ends by itself one throttle interval (1 s) after a
-// dead letter, such as a message to an actor of a Processor that has just
-// stopped. It belongs to no Processor and outlives none for long.
-func ignoreDeadLetterThrottle() goleak.Option {
-	return goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/pgrelay/pgrelay/internal/devenv"
 )
@@ -43,6 +44,31 @@ func MainWithPostgres(m *testing.M, pg **Postgres) int {
 		fmt.Fprintln(os.Stderr, "warning:", err)
 	}
 	return code
+}
+
+// MainWithPostgresNoLeaks is MainWithPostgres followed, when the tests
+// passed, by a check that no goroutine they started still runs. The snapshot
+// of goroutines to ignore is taken before anything starts: taken after the
+// tests it would ignore every goroutine still running, leaks included.
+func MainWithPostgresNoLeaks(m *testing.M, pg **Postgres) int {
+	ignore := goleak.IgnoreCurrent()
+	code := MainWithPostgres(m, pg)
+	if code == 0 {
+		if err := goleak.Find(ignore, ignoreDeadLetterThrottle()); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// ignoreDeadLetterThrottle: the actor library's dead-letter log throttle
+// starts a goroutine that ends by itself one throttle interval (1 s) after a
+// dead letter, such as a message to an actor of a Processor that has just
+// stopped. It belongs to no Processor and outlives none for long, but longer
+// than goleak's retries wait.
+func ignoreDeadLetterThrottle() goleak.Option {
+	return goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
 }
 
 // DB creates a fresh migrated database for t and returns its URL.

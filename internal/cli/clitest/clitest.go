@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/pgrelay/pgrelay/internal/cli"
 	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
@@ -57,18 +55,7 @@ func Main(m *testing.M, pg **testenv.Postgres) int {
 			os.Unsetenv(name)
 		}
 	}
-	// The snapshot of goroutines to ignore is taken before anything starts:
-	// taken after the tests (goleak.Find(goleak.IgnoreCurrent())) it would
-	// ignore every goroutine still running, leaks included.
-	ignore := goleak.IgnoreCurrent()
-	code := testenv.MainWithPostgres(m, pg)
-	if code == 0 {
-		if err := goleak.Find(ignore, ignoreDeadLetterThrottle()); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	return code
+	return testenv.MainWithPostgresNoLeaks(m, pg)
 }
 
 // Run runs the command line in this process.
@@ -76,14 +63,6 @@ func Run(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = cli.Main(args, &out, &errb)
 	return code, out.String(), errb.String()
-}
-
-// ignoreDeadLetterThrottle: the actor library's dead-letter log throttle
-// starts a goroutine that ends by itself one throttle interval (1 s) after a
-// dead letter, such as a message to an actor of a Processor that has just
-// stopped. It belongs to no Processor and outlives none for long.
-func ignoreDeadLetterThrottle() goleak.Option {
-	return goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
 }
 
 // natsNode runs the NATS server of cfg (NATSNodeEnv) until a signal stops it.

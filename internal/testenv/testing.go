@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,5 +115,33 @@ func ClusterT(t testing.TB, cfg devenv.ClusterConfig) *devenv.Cluster {
 		t.Fatalf("start the %s cluster: %v", cfg.Engine, err)
 	}
 	t.Cleanup(c.Stop)
+	// A failed test says what the servers said: a node that dropped its
+	// connections shows only "unexpected EOF" to its clients.
+	t.Cleanup(func() {
+		if t.Failed() {
+			for n := 1; n <= c.N(); n++ {
+				t.Logf("node %d's server log (%s), its crashes and fatal errors:\n%s", n, c.Node(n).LogFile(), serverTrouble(c.Node(n).LogFile()))
+			}
+		}
+	})
 	return c
+}
+
+// serverTrouble is what a server's log says of crashes and fatal errors: at
+// most its last 60 such lines.
+func serverTrouble(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for l := range strings.Lines(string(b)) {
+		for _, k := range []string{"PANIC", "FATAL", "terminated by signal", "exited with exit code", "crash", "TRAP"} {
+			if strings.Contains(l, k) {
+				lines = append(lines, l)
+				break
+			}
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-60):], "")
 }

@@ -215,6 +215,11 @@ func TestExplainClaimPlans(t *testing.T) {
 		})
 		var plans []string
 		for _, n := range c.plans() {
+			// The probe for rows of another priority (_claim_prioritised)
+			// reads queue_priority alone: it is not the claim's scan.
+			if strings.Contains(n, "q.priority <> 0") && strings.Contains(n, "using queue_priority on queue") {
+				continue
+			}
 			if strings.Contains(n, "pgrelay.queue") && !strings.Contains(n, "Function Scan on _claim") {
 				plans = append(plans, n)
 			}

@@ -1222,145 +1222,18 @@ $$;
 ALTER FUNCTION pgrelay._claim_pick(p_channel text, p_node integer, p_all boolean, p_own boolean, p_limit integer) OWNER TO postgres;
 
 --
--- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  v bigint := pg_catalog.nextval('pgrelay._id_seq');
-  t bigint := p_ms << 12;
-  v_moved bool := false;
-BEGIN
-  IF v < t - 409600 THEN
-    BEGIN
-      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
-      IF FOUND THEN
-        v := pg_catalog.nextval('pgrelay._id_seq');
-        IF v < t - 409600 THEN
-          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-          v := t;
-        END IF;
-        v_moved := true;
-      ELSE
-        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
-      END IF;
-      RAISE EXCEPTION USING ERRCODE = 'PR099';
-    EXCEPTION WHEN SQLSTATE 'PR099' THEN
-      NULL;
-    END;
-    IF NOT v_moved THEN
-      v := pg_catalog.nextval('pgrelay._id_seq');
-      IF v < t - 409600 THEN
-        BEGIN
-          PERFORM FROM pgrelay.this_node n FOR UPDATE;
-          v := pg_catalog.nextval('pgrelay._id_seq');
-          IF v < t - 409600 THEN
-            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
-            v := t;
-          END IF;
-          RAISE EXCEPTION USING ERRCODE = 'PR099';
-        EXCEPTION WHEN SQLSTATE 'PR099' THEN
-          NULL;
-        END;
-      END IF;
-    END IF;
-  END IF;
-  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
-
---
--- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._next_id() RETURNS bigint
-    LANGUAGE sql
-    RETURN pgrelay._next_id_at(((floor((EXTRACT(epoch FROM clock_timestamp()) * (1000)::numeric)))::bigint - '1767225600000'::bigint));
-
-
-ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
-
---
--- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
---
-
-CREATE FUNCTION pgrelay._this_node() RETURNS integer
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-  s text := pg_catalog.current_setting('pg_relay.node_id', true);
-  v_node int;
-BEGIN
-  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
-  IF v_node IS NULL THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
-    RETURN v_node;
-  END IF;
-  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
-     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
-    RETURN pgrelay._node_setting();
-  END IF;
-  RETURN v_node;
-END
-$$;
-
-
-ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
-
---
--- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.queue (
-    id bigint DEFAULT pgrelay._next_id() NOT NULL,
-    origin_id bigint NOT NULL,
-    channel text NOT NULL,
-    payload text NOT NULL,
-    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
-    run_in_node integer,
-    attempt integer DEFAULT 1 NOT NULL,
-    retry_of bigint,
-    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
-    not_before timestamp with time zone DEFAULT now() NOT NULL,
-    expires_at timestamp with time zone,
-    dispatched_at timestamp with time zone,
-    dispatched_by bigint,
-    lane bigint,
-    phash bigint,
-    priority smallint DEFAULT 0 NOT NULL,
-    snoozes smallint DEFAULT 0 NOT NULL,
-    enqueued_by text DEFAULT 
-CASE
-    WHEN (current_setting('role'::text) = 'none'::text) THEN (SESSION_USER)::text
-    ELSE current_setting('role'::text)
-END,
-    CONSTRAINT queue_attempt CHECK ((attempt > 0))
-)
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
-
-
-ALTER TABLE pgrelay.queue OWNER TO postgres;
-
---
 -- Name: _claim_prioritised(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
 CREATE FUNCTION pgrelay._claim_prioritised(p_channel text) RETURNS boolean
-    LANGUAGE sql STABLE
-    BEGIN ATOMIC
- SELECT (EXISTS ( SELECT
-            FROM pgrelay.queue q
-           WHERE ((q.channel = _claim_prioritised.p_channel) AND (q.dispatched_at IS NULL) AND (q.priority <> 0)))) AS "exists";
-END;
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN EXISTS (SELECT FROM pgrelay.queue q
+                  WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.priority <> 0);
+END
+$$;
 
 
 ALTER FUNCTION pgrelay._claim_prioritised(p_channel text) OWNER TO postgres;
@@ -1934,6 +1807,135 @@ $$;
 ALTER FUNCTION pgrelay._enqueue_unique(ch pgrelay.channels, p_key text, p_payload text, p_due timestamp with time zone, p_unique_for interval) OWNER TO postgres;
 
 --
+-- Name: _next_id_at(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id_at(p_ms bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v bigint := pg_catalog.nextval('pgrelay._id_seq');
+  t bigint := p_ms << 12;
+  v_moved bool := false;
+BEGIN
+  IF v < t - 409600 THEN
+    BEGIN
+      PERFORM FROM pgrelay.this_node n FOR UPDATE SKIP LOCKED;
+      IF FOUND THEN
+        v := pg_catalog.nextval('pgrelay._id_seq');
+        IF v < t - 409600 THEN
+          PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+          v := t;
+        END IF;
+        v_moved := true;
+      ELSE
+        PERFORM FROM pgrelay.this_node n FOR KEY SHARE;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = 'PR099';
+    EXCEPTION WHEN SQLSTATE 'PR099' THEN
+      NULL;
+    END;
+    IF NOT v_moved THEN
+      v := pg_catalog.nextval('pgrelay._id_seq');
+      IF v < t - 409600 THEN
+        BEGIN
+          PERFORM FROM pgrelay.this_node n FOR UPDATE;
+          v := pg_catalog.nextval('pgrelay._id_seq');
+          IF v < t - 409600 THEN
+            PERFORM pg_catalog.setval('pgrelay._id_seq', t, true);
+            v := t;
+          END IF;
+          RAISE EXCEPTION USING ERRCODE = 'PR099';
+        EXCEPTION WHEN SQLSTATE 'PR099' THEN
+          NULL;
+        END;
+      END IF;
+    END IF;
+  END IF;
+  RETURN ((v >> 12) << 22) | (pgrelay._this_node()::bigint << 12) | (v & 4095);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._next_id_at(p_ms bigint) OWNER TO postgres;
+
+--
+-- Name: _next_id(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._next_id() RETURNS bigint
+    LANGUAGE sql
+    RETURN pgrelay._next_id_at(((floor((EXTRACT(epoch FROM clock_timestamp()) * (1000)::numeric)))::bigint - '1767225600000'::bigint));
+
+
+ALTER FUNCTION pgrelay._next_id() OWNER TO postgres;
+
+--
+-- Name: _this_node(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._this_node() RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  s text := pg_catalog.current_setting('pg_relay.node_id', true);
+  v_node int;
+BEGIN
+  SELECT t.node_id INTO v_node FROM pgrelay.this_node t;
+  IF v_node IS NULL THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  IF s = v_node::text OR (v_node = 0 AND pg_catalog.btrim(COALESCE(s, '')) = '') THEN
+    RETURN v_node;
+  END IF;
+  IF pg_catalog.pg_has_role(session_user, 'pgrelay_processor', 'MEMBER')
+     OR pg_catalog.pg_has_role(session_user, 'pgrelay_admin', 'MEMBER') THEN
+    RETURN pgrelay._node_setting();
+  END IF;
+  RETURN v_node;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._this_node() OWNER TO postgres;
+
+--
+-- Name: queue; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.queue (
+    id bigint DEFAULT pgrelay._next_id() NOT NULL,
+    origin_id bigint NOT NULL,
+    channel text NOT NULL,
+    payload text NOT NULL,
+    owner_node integer DEFAULT pgrelay._this_node() NOT NULL,
+    run_in_node integer,
+    attempt integer DEFAULT 1 NOT NULL,
+    retry_of bigint,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    dispatched_at timestamp with time zone,
+    dispatched_by bigint,
+    lane bigint,
+    phash bigint,
+    priority smallint DEFAULT 0 NOT NULL,
+    snoozes smallint DEFAULT 0 NOT NULL,
+    enqueued_by text DEFAULT 
+CASE
+    WHEN (current_setting('role'::text) = 'none'::text) THEN (SESSION_USER)::text
+    ELSE current_setting('role'::text)
+END,
+    CONSTRAINT queue_attempt CHECK ((attempt > 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='20000', autovacuum_vacuum_cost_delay='0');
+
+
+ALTER TABLE pgrelay.queue OWNER TO postgres;
+
+--
 -- Name: _event_open(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2090,12 +2092,14 @@ ALTER FUNCTION pgrelay._heartbeat(p_processor bigint, p_mode text, p_hostname te
 --
 
 CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zone) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT EXISTS (SELECT FROM pgrelay.nodes l
+BEGIN
+  RETURN EXISTS (SELECT FROM pgrelay.nodes l
                   WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
-                    AND l.lease_until > p_at)
+                    AND l.lease_until > p_at);
+END
 $$;
 
 
@@ -3579,28 +3583,20 @@ $$;
 ALTER FUNCTION pgrelay._wake(p_channel text) OWNER TO postgres;
 
 --
--- Name: this_node; Type: TABLE; Schema: pgrelay; Owner: postgres
---
-
-CREATE TABLE pgrelay.this_node (
-    singleton boolean DEFAULT true NOT NULL,
-    node_id integer NOT NULL,
-    wake_key text DEFAULT md5((gen_random_uuid())::text) NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT this_node_node CHECK (((node_id >= 0) AND (node_id <= 1023))),
-    CONSTRAINT this_node_singleton CHECK (singleton)
-);
-
-
-ALTER TABLE pgrelay.this_node OWNER TO postgres;
-
---
 -- Name: _wake_hint(text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
 CREATE FUNCTION pgrelay._wake_hint(p_channel text) RETURNS text
-    LANGUAGE sql STABLE
-    RETURN (SELECT md5((t.wake_key || _wake_hint.p_channel)) AS md5 FROM pgrelay.this_node t);
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v text;
+BEGIN
+  SELECT pg_catalog.md5(t.wake_key || p_channel) INTO v FROM pgrelay.this_node t;
+  RETURN v;
+END
+$$;
 
 
 ALTER FUNCTION pgrelay._wake_hint(p_channel text) OWNER TO postgres;
@@ -3621,12 +3617,13 @@ ALTER FUNCTION pgrelay._wake_slot(p_channel text) OWNER TO postgres;
 --
 
 CREATE FUNCTION pgrelay._wake_xids_ended(p_snapshot pg_snapshot) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT NOT EXISTS (
-    SELECT 1 FROM pg_catalog.pg_snapshot_xip(p_snapshot) AS x(xid)
-     WHERE pg_catalog.pg_xact_status(x.xid) OPERATOR(pg_catalog.=) 'in progress')
+BEGIN
+  RETURN NOT EXISTS (SELECT FROM pg_catalog.pg_snapshot_xip(p_snapshot) AS x(xid)
+                      WHERE pg_catalog.pg_xact_status(x.xid) = 'in progress');
+END
 $$;
 
 
@@ -5478,6 +5475,22 @@ CREATE TABLE pgrelay.sync_asks (
 ALTER TABLE pgrelay.sync_asks OWNER TO postgres;
 
 --
+-- Name: this_node; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.this_node (
+    singleton boolean DEFAULT true NOT NULL,
+    node_id integer NOT NULL,
+    wake_key text DEFAULT md5((gen_random_uuid())::text) NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT this_node_node CHECK (((node_id >= 0) AND (node_id <= 1023))),
+    CONSTRAINT this_node_singleton CHECK (singleton)
+);
+
+
+ALTER TABLE pgrelay.this_node OWNER TO postgres;
+
+--
 -- Name: unique_keys; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -6229,44 +6242,6 @@ GRANT ALL ON FUNCTION pgrelay._claim_pick(p_channel text, p_node integer, p_all 
 
 
 --
--- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
-
-
---
--- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
-
-
---
--- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
-GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
-
-
---
--- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
-GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
-
-
---
 -- Name: FUNCTION _claim_prioritised(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -6389,6 +6364,44 @@ REVOKE ALL ON FUNCTION pgrelay._enqueue_dedup(ch pgrelay.channels, p_payload tex
 --
 
 REVOKE ALL ON FUNCTION pgrelay._enqueue_unique(ch pgrelay.channels, p_key text, p_payload text, p_due timestamp with time zone, p_unique_for interval) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _next_id_at(p_ms bigint); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id_at(p_ms bigint) TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _next_id(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._next_id() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._next_id() TO pgrelay_notifier;
+
+
+--
+-- Name: FUNCTION _this_node(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._this_node() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_producer;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._this_node() TO pgrelay_notifier;
+
+
+--
+-- Name: TABLE queue; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_admin;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE pgrelay.queue TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.queue TO pgrelay_viewer;
 
 
 --
@@ -6882,31 +6895,6 @@ GRANT ALL ON FUNCTION pgrelay._wake(p_channel text) TO pgrelay_processor;
 
 
 --
--- Name: COLUMN this_node.node_id; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_producer;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_admin;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_processor;
-GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_notifier;
-
-
---
--- Name: COLUMN this_node.wake_key; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
-
-
---
--- Name: COLUMN this_node.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
---
-
-GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
-GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
-
-
---
 -- Name: FUNCTION _wake_hint(p_channel text); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -7388,6 +7376,31 @@ GRANT SELECT ON TABLE pgrelay.sync_answers TO pgrelay_admin;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.sync_asks TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.sync_asks TO pgrelay_admin;
+
+
+--
+-- Name: COLUMN this_node.node_id; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_producer;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_admin;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_processor;
+GRANT SELECT(node_id) ON TABLE pgrelay.this_node TO pgrelay_notifier;
+
+
+--
+-- Name: COLUMN this_node.wake_key; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT(wake_key) ON TABLE pgrelay.this_node TO pgrelay_processor;
+
+
+--
+-- Name: COLUMN this_node.updated_at; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_processor;
+GRANT UPDATE(updated_at) ON TABLE pgrelay.this_node TO pgrelay_notifier;
 
 
 --

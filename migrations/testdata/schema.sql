@@ -2776,6 +2776,7 @@ ALTER FUNCTION pgrelay._record_node() OWNER TO postgres;
 CREATE FUNCTION pgrelay._rescue(p_processor bigint, p_dead_after interval, p_lease_grace interval) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $_$
 DECLARE
   v_node int := pgrelay._this_node();

@@ -164,5 +164,8 @@ func peersReady(peers []store.SyncPeer, read, settled, overdue bool) (bool, stri
 	case len(dead) > 0:
 		return true, fmt.Sprintf("every live node answered; nodes %v look dead and --leader-settle has passed", dead)
 	}
-	return true, "every other node answered"
+	return true, allAnswered
 }
+
+// allAnswered is peersReady's reason when every other node answered.
+const allAnswered = "every other node answered"

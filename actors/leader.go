@@ -173,7 +173,14 @@ func (l *leader) elect(ctx actor.Context, m *leaseResult) {
 		}
 		d.leaderTerm.Store(lease.Term)
 		l.candidateAsk = 0
-		d.log.Info("leading", "term", lease.Term, "because", why)
+		// Leading by the time rule, without the answer of every other
+		// node, is right only while the replication lag stays under the
+		// settle and --dead-after (docs/multi-master.md): say so.
+		log := d.log.Info
+		if why != allAnswered {
+			log = d.log.Warn
+		}
+		log("leading", "term", lease.Term, "because", why)
 		ctx.Send(claimer, &wake{})
 	}
 }

@@ -413,6 +413,15 @@ func TestSpockCluster(t *testing.T) {
 			testenv.Eventually(t, 30*time.Second, fmt.Sprint("node 1's lease on node ", m.n), func() bool { return m.count(held) == 1 })
 		}
 		p2, p3 := n2.run("leader"), n3.run("leader")
+		// A failure below must not leave leaders running into the next scenario.
+		t.Cleanup(func() {
+			for _, p := range []*proc{p1, p2, p3} {
+				if !p.exited() {
+					_ = p.cmd.Process.Kill()
+					<-p.done
+				}
+			}
+		})
 		// A backlog enqueued on every node: the leader runs it all.
 		const backlog = 3000
 		for _, m := range all {
@@ -445,6 +454,12 @@ func TestSpockCluster(t *testing.T) {
 		require.Less(t, took, bound+4*time.Second, "takeover within the documented bound (plus a margin)")
 		testenv.Eventually(t, 2*time.Minute, "every event to succeed", func() bool { return succeeded(next, "lk") >= backlog })
 		w.sync() // node 1 lost only its Processor: its database must have every outcome too
+		if ran := leaderRuns(t, all); len(ran) > 0 {
+			t.Logf("events that ran more than once (payload: node@time...), then the lease rows:\n%s", strings.Join(ran, "\n"))
+			if h, err := w.c.Health(ctx); err == nil {
+				t.Logf("spock.resolutions on pgrelay's tables: %v\nthe latest of each: %v", h.Resolutions, h.Samples)
+			}
+		}
 		for _, m := range all {
 			require.Equal(t, backlog, succeeded(m, "lk"), "node %d's log", m.n)
 			require.Equal(t, backlog, m.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'lk' AND event = 'succeeded'`))
@@ -703,4 +718,52 @@ func TestSpockDeploymentScript(t *testing.T) {
 	w.check(t, "deployment script", map[string]string{
 		"pgrelay.channels insert_exists": "the script registered the same channel on every node at once: identical rows, either wins",
 	})
+}
+
+// leaderRuns describes, for a failed leader scenario, the events of channel
+// lk that ran more than once ("payload: node@time (log rows of its node)"),
+// the first 20, then each node's lease row and its lease-related log lines
+// are in the Processors' output.
+func leaderRuns(t *testing.T, all []*mmNode) []string {
+	t.Helper()
+	type run struct {
+		node int
+		at   time.Time
+	}
+	runs := map[string][]run{}
+	for _, m := range all {
+		rows, err := m.pool.Query(context.Background(), `SELECT payload, node, at FROM app.ran WHERE channel = 'lk'`)
+		require.NoError(t, err)
+		var p string
+		var r run
+		_, err = pgx.ForEachRow(rows, []any{&p, &r.node, &r.at}, func() error {
+			runs[p] = append(runs[p], r)
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	var out []string
+	for p, rs := range runs {
+		if len(rs) < 2 {
+			continue
+		}
+		d := p + ":"
+		for _, r := range rs {
+			d += fmt.Sprintf(" node %d@%s", r.node, r.at.Format("15:04:05.000"))
+		}
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	if len(out) > 0 {
+		for _, m := range all {
+			var lease string
+			require.NoError(t, m.pool.QueryRow(context.Background(), `SELECT format('leader %s term %s until %s taken %s',
+				leader_node, term, lease_until, taken_at) FROM pgrelay.nodes WHERE node_id = -1`).Scan(&lease))
+			out = append(out, fmt.Sprintf("node %d's lease row: %s", m.n, lease))
+		}
+	}
+	if len(out) > 24 {
+		out = append(out[:20], out[len(out)-len(all):]...)
+	}
+	return out
 }

@@ -69,12 +69,13 @@ func (l *leader) Receive(ctx actor.Context) {
 		self := ctx.Self()
 		d := l.d
 		ask, readTerm := l.wantAsk, l.candidateAsk
+		renew := !l.waiting(d)
 		// Stop waits for a step in progress: it releases the lease the step
 		// leaves in deps.leaseTerm.
 		d.work.Add(1)
 		go func() {
 			defer d.work.Done()
-			d.send(self, leaseOnce(d, ask, readTerm))
+			d.send(self, leaseOnce(d, ask, readTerm, renew))
 		}()
 	case *leaseResult:
 		l.busy = false
@@ -90,7 +91,7 @@ func (l *leader) Receive(ctx actor.Context) {
 // was read in an earlier step, so the ask follows it). The peers are read
 // before the lease: a take of theirs that they made before answering has
 // reached this node by then, and the lease read next shows who holds it.
-func leaseOnce(d *deps, ask bool, readTerm int64) *leaseResult {
+func leaseOnce(d *deps, ask bool, readTerm int64, renew bool) *leaseResult {
 	lctx, cancel := context.WithTimeout(context.Background(), leaseTimeout(d.cfg))
 	defer cancel()
 	r := &leaseResult{}
@@ -99,7 +100,7 @@ func leaseOnce(d *deps, ask bool, readTerm int64) *leaseResult {
 			r.read = true
 		}
 	}
-	if r.lease, r.leaseErr = d.store.LeaseStep(lctx, d.cfg.DeadAfter); r.leaseErr != nil {
+	if r.lease, r.leaseErr = d.store.LeaseStep(lctx, d.cfg.DeadAfter, renew); r.leaseErr != nil {
 		return r
 	}
 	// The lease this node holds (leading or not yet), kept here and only
@@ -115,6 +116,19 @@ func leaseOnce(d *deps, ask bool, readTerm int64) *leaseResult {
 		r.asked, r.proofErr = d.store.SyncAsk(lctx)
 	}
 	return r
+}
+
+// waiting reports whether this node is a candidate that must leave its take
+// as it is: it took the lease (or found it its own after a restart) and does
+// not lead yet, and less than half of --dead-after (the take's length) has
+// passed, a beat to spare. Takes made at the same moment on several nodes
+// resolve to one holder on every node by last update only while nothing else
+// writes the lease row: a renewal would be the latest update on its own node,
+// so each node would keep its own take and both would lead. Past the half it
+// renews, so that the take does not run out while it waits for the answers.
+func (l *leader) waiting(d *deps) bool {
+	return l.candidate != 0 && d.leaderTerm.Load() != l.candidate &&
+		time.Since(l.candidateAt)+d.cfg.HeartbeatInterval < d.cfg.DeadAfter/2
 }
 
 func (l *leader) handle(ctx actor.Context, m *leaseResult) {
@@ -146,7 +160,7 @@ func (l *leader) elect(ctx actor.Context, m *leaseResult) {
 	switch {
 	case !lease.Mine:
 		if leading > 0 {
-			d.log.Warn("lost the leader lease", "term", leading, "leader", lease.Leader)
+			d.log.Warn("lost the leader lease", "term", leading, "leader", lease.LeaderNode())
 		}
 		d.leaderTerm.Store(0)
 		l.candidate, l.candidateAsk, l.wantAsk = 0, 0, false

@@ -482,3 +482,33 @@ func TestActorLeaderLeadsWhenEveryPeerSawTheTake(t *testing.T) {
 	})
 	require.Equal(t, 20, e.Count(`SELECT count(*) FROM ran`))
 }
+
+// A node that took the leader lease does not renew it while it waits to lead,
+// for the first half of --dead-after: takes made at the same moment on
+// several nodes resolve to one holder on every node by last update only if
+// nothing else writes the lease row meanwhile. A renewal would make each
+// node's own copy the latest there, and both would lead (events ran twice on
+// a Spock cluster whose replication lagged a heartbeat). Past that half it
+// renews, so that its take does not run out while it waits.
+func TestActorCandidateDoesNotRenewItsTake(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startNode(1, actors.ModeLeader, func(c *actors.Config) {
+		c.HeartbeatInterval = 100 * time.Millisecond
+		c.DeadAfter = 10 * time.Second
+		c.LeaderSettle = time.Hour // never leads in this test
+	})
+	testenv.Eventually(e.T, 10*time.Second, "node 1 to take the lease", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1`) == 1
+	})
+	taken := e.Text(`SELECT lease_until::text FROM pgrelay.nodes WHERE node_id = -1`)
+	testenv.Eventually(e.T, 10*time.Second, "a second after the take (ten lease steps)", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND now() > taken_at + interval '1 second'`) == 1
+	})
+	require.Equal(t, taken, e.Text(`SELECT lease_until::text FROM pgrelay.nodes WHERE node_id = -1`),
+		"the candidate left its take as it was")
+	testenv.Eventually(e.T, 30*time.Second, "the candidate to renew its take past half of --dead-after", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.nodes
+		                 WHERE node_id = -1 AND leader_node = 1 AND lease_until > $1::timestamptz`, taken) == 1
+	})
+}

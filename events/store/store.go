@@ -628,11 +628,25 @@ type Lease struct {
 	Taken      bool // this step took it (it must settle before use)
 }
 
-// LeaseStep renews or takes the leader lease (see pgrelay._lease).
-func (s *Store) LeaseStep(ctx context.Context, duration time.Duration) (Lease, error) {
+// LeaderNode is the holder's node id, or -1 when no node holds the lease.
+func (l Lease) LeaderNode() int {
+	if l.Leader == nil {
+		return -1
+	}
+	return *l.Leader
+}
+
+// LeaseStep renews or takes the leader lease for duration (see
+// pgrelay._lease), or only reads it when renew is false (a candidate that
+// must not write the lease row yet).
+func (s *Store) LeaseStep(ctx context.Context, duration time.Duration, renew bool) (Lease, error) {
 	var l Lease
 	var term *int64
-	err := s.bg.QueryRow(ctx, "SELECT leader_node, term, lease_until, mine, taken FROM pgrelay._lease($1::pg_catalog.interval)", duration).
+	var d *time.Duration
+	if renew {
+		d = &duration
+	}
+	err := s.bg.QueryRow(ctx, "SELECT leader_node, term, lease_until, mine, taken FROM pgrelay._lease($1::pg_catalog.interval)", d).
 		Scan(&l.Leader, &term, &l.LeaseUntil, &l.Mine, &l.Taken)
 	if err != nil {
 		return Lease{}, fmt.Errorf("leader lease step: %w", err)

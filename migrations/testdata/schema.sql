@@ -2185,24 +2185,28 @@ DECLARE
   v_node int := pgrelay._this_node();
   l pgrelay.nodes;
 BEGIN
-  INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (-1, 'lease', now())
-  ON CONFLICT (node_id) DO NOTHING;
-  SELECT * INTO l FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
   taken := false;
-  IF l.leader_node = v_node AND l.lease_until > now() THEN
-    UPDATE pgrelay.nodes n SET lease_until = now() + p_duration, last_seen = now()
-     WHERE n.node_id = -1 RETURNING * INTO l;
-  ELSIF l.lease_until IS NULL OR l.lease_until <= now() THEN
-    UPDATE pgrelay.nodes n
-       SET leader_node = v_node, term = COALESCE(n.term, 0) + 1, lease_until = now() + p_duration,
-           taken_at = now(), last_seen = now()
-     WHERE n.node_id = -1 RETURNING * INTO l;
-    taken := true;
+  IF p_duration IS NULL THEN
+    SELECT * INTO l FROM pgrelay.nodes n WHERE n.node_id = -1;
+  ELSE
+    INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (-1, 'lease', now())
+    ON CONFLICT (node_id) DO NOTHING;
+    SELECT * INTO l FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+    IF l.leader_node = v_node AND l.lease_until > now() THEN
+      UPDATE pgrelay.nodes n SET lease_until = now() + p_duration, last_seen = now()
+       WHERE n.node_id = -1 RETURNING * INTO l;
+    ELSIF l.lease_until IS NULL OR l.lease_until <= now() THEN
+      UPDATE pgrelay.nodes n
+         SET leader_node = v_node, term = COALESCE(n.term, 0) + 1, lease_until = now() + p_duration,
+             taken_at = now(), last_seen = now()
+       WHERE n.node_id = -1 RETURNING * INTO l;
+      taken := true;
+    END IF;
   END IF;
   leader_node := l.leader_node;
   term := l.term;
   lease_until := l.lease_until;
-  mine := l.leader_node = v_node AND l.lease_until > now();
+  mine := COALESCE(l.leader_node = v_node AND l.lease_until > now(), false);
   RETURN NEXT;
 END
 $$;

@@ -338,10 +338,12 @@ func TestSpockCluster(t *testing.T) {
 		for _, m := range all {
 			testenv.Eventually(t, time.Minute, fmt.Sprint("150 emails sent, seen on node ", m.n), func() bool { return sent(m) == 150 })
 		}
+		// An email is marked sent before its event's outcome is written
+		// (the completer's batch): a stopped Processor has written them all.
+		stop(ps...)
 		for _, m := range all {
 			require.Equal(t, 50, m.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'succeeded' AND node = $1`, m.n))
 		}
-		stop(ps...)
 		// leader: the leader sends every email, whichever node composed it
 		// (it reads the notification from its own replicated copy).
 		send("ld")
@@ -351,6 +353,11 @@ func TestSpockCluster(t *testing.T) {
 		}
 		var leader int
 		require.NoError(t, n1.pool.QueryRow(ctx, `SELECT leader_node FROM pgrelay.nodes WHERE node_id = -1`).Scan(&leader))
+		// The outcomes follow the sends (the completer's batch), then
+		// replicate to node 1.
+		testenv.Eventually(t, time.Minute, "the 300 emails' successes logged, seen on node 1", func() bool {
+			return n1.count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'mail' AND event = 'succeeded'`) == 300
+		})
 		w.sync()
 		for _, m := range all {
 			want := 50 // its own, in multi-node mode

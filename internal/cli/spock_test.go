@@ -727,10 +727,10 @@ func TestSpockDeploymentScript(t *testing.T) {
 	})
 }
 
-// leaderRuns describes, for a failed leader scenario, the events of channel
-// lk that ran more than once ("payload: node@time (log rows of its node)"),
-// the first 20, then each node's lease row and its lease-related log lines
-// are in the Processors' output.
+// leaderRuns describes the events of channel lk that ran more than once,
+// "payload: node N@time ..." (the first 20), followed, when there are any, by
+// each node's lease row; nothing when every event ran once. The lease steps
+// of the Processors are in their output (warnings).
 func leaderRuns(t *testing.T, all []*mmNode) []string {
 	t.Helper()
 	type run struct {

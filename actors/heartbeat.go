@@ -30,7 +30,8 @@ type (
 
 // heartbeat marks this instance (and its node) alive in pgrelay.processors
 // and pgrelay.nodes every HeartbeatInterval and, in multi-node and leader
-// modes, answers the asks of other nodes (migrations/0006_rejoin_proof.up.sql).
+// modes, answers the asks of other nodes (why an answer proves something: the
+// comment on pgrelay.sync_asks in migrations/0003_v0_2_0.up.sql).
 // The answer goes with the beat: a peer that looks alive is one that
 // answers, so an answer never waits for a slow rescue or lease step (which
 // would make this node look like a pgrelay that does not answer).
@@ -131,11 +132,11 @@ func (d *deps) scope() store.ClaimScope { return d.leadership.scope(d.cfg.Mode) 
 // every other node and everything they did before seeing it has reached this
 // one: a rejoining node may claim its unrestricted rows, a candidate may
 // lead. read: peers holds the answers to the ask. A peer that answered has
-// applied the ask and sent everything it did before
-// (migrations/0006_rejoin_proof.up.sql): when every peer answered, the rule
-// is exact. A peer that looks dead here (no heartbeat for --dead-after, or no
-// row) may never answer: for it the time rule holds (settled: --leader-settle
-// has passed). A peer that looks alive but has not answered in
+// applied the ask and sent everything it did before (the comment on
+// pgrelay.sync_asks in migrations/0003_v0_2_0.up.sql): when every peer
+// answered, the rule is exact. A peer that looks dead here (no heartbeat for
+// --dead-after, or no row) may never answer: for it the time rule holds
+// (settled: --leader-settle has passed). A peer that looks alive but has not answered in
 // max(--leader-settle, --dead-after) since the ask runs a pgrelay that does
 // not answer (overdue): it gets the time rule too. With no peer at all,
 // nothing is proven and the time rule decides.

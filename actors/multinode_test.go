@@ -414,7 +414,7 @@ func TestActorDecommissionAdoptsLateRows(t *testing.T) {
 }
 
 // A node that comes back claims its unrestricted rows as soon as every other
-// node has answered its ask (migrations/0006_rejoin_proof.up.sql), not after
+// node has answered its ask (pgrelay.sync_asks, migrations/0003_v0_2_0.up.sql), not after
 // the settle (an hour here), and not before: node 1 looks alive but has no
 // Processor to answer, so node 2 runs only its pinned row until node 1's
 // Processor starts and answers.

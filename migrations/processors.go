@@ -11,8 +11,10 @@ import (
 )
 
 // DefaultProcessorDeadAfter is how long a Processor may go without a
-// heartbeat before migrate counts it as stopped: `pgrelay run`'s default
-// --dead-after (10 heartbeats of a second).
+// heartbeat before UpWith counts it as stopped, when Options give none: the
+// Processors' default --dead-after (actors.Defaults, which this package
+// cannot import: actors imports it). TestMigrateDeadAfterIsTheProcessors
+// (internal/cli) fails when the two differ.
 const DefaultProcessorDeadAfter = 10 * time.Second
 
 // DefaultLockWait bounds how long migrate waits for pgrelay's tables.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgrelay/pgrelay/actors"
+	"github.com/pgrelay/pgrelay/migrations"
 )
 
 // The Processor's defaults are set once (actors.Defaults): `pgrelay run`'s
@@ -68,4 +69,34 @@ func TestRunFlagDefaultsAreTheProcessorsAndDocumented(t *testing.T) {
 		require.Contains(t, documented, "--"+name, "docs/reference.md gives --%s's default", name)
 	}
 	require.GreaterOrEqual(t, checked, 16)
+}
+
+// migrate counts a Processor stopped after the Processors' own --dead-after
+// default (actors.Defaults): its flag defaults to it, docs/reference.md
+// gives it, and migrations.DefaultProcessorDeadAfter (what UpWith takes when
+// given none; migrations cannot import actors, which imports it) equals it.
+func TestMigrateDeadAfterIsTheProcessors(t *testing.T) {
+	t.Parallel()
+	want := actors.Defaults().DeadAfter
+	require.Equal(t, want, migrations.DefaultProcessorDeadAfter,
+		"migrations.DefaultProcessorDeadAfter is the Processors' default --dead-after")
+
+	var out, errOut strings.Builder
+	require.Equal(t, 0, Main([]string{"migrate", "-h"}, &out, &errOut))
+	m := regexp.MustCompile(`-dead-after duration\n[^\n]*\(default ([^)]+)\)`).FindStringSubmatch(errOut.String())
+	require.NotNil(t, m, "migrate -h gives --dead-after's default:\n%s", errOut.String())
+	got, err := time.ParseDuration(m[1])
+	require.NoError(t, err)
+	require.Equal(t, want, got, "migrate --dead-after's default")
+
+	doc, err := os.ReadFile("../../docs/reference.md")
+	require.NoError(t, err)
+	section := string(doc)
+	section = section[strings.Index(section, "### `pgrelay migrate`"):]
+	section = section[:strings.Index(section[1:], "\n### ")+1]
+	m = regexp.MustCompile("`--dead-after` \\(`([^`]+)`").FindStringSubmatch(section)
+	require.NotNil(t, m, "docs/reference.md gives migrate --dead-after's default")
+	got, err = time.ParseDuration(m[1])
+	require.NoError(t, err, "docs/reference.md: migrate --dead-after's default %q", m[1])
+	require.Equal(t, want, got, "docs/reference.md: migrate --dead-after's default")
 }

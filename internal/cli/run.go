@@ -440,8 +440,8 @@ func schemaUpToDate(ctx context.Context, conn *pgx.Conn) error {
 func runMigrate(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("migrate")
 	url := fs.String("database-url", "", "PostgreSQL URL (required)")
-	deadAfter := fs.Duration("dead-after", 0,
-		"a Processor silent this long counts as stopped; with migrations to apply, migrate refuses while any runs (give the Processors' --dead-after; default 10s, as theirs)")
+	deadAfter := fs.Duration("dead-after", actors.Defaults().DeadAfter,
+		"a Processor silent this long counts as stopped; with migrations to apply, migrate refuses while any runs (give the Processors' --dead-after; the default is theirs)")
 	lockWait := fs.Duration("lock-wait", migrations.DefaultLockWait,
 		"how long to wait for transactions that hold pgrelay's tables before giving up, changing nothing")
 	allowReplication := fs.Bool("allow-replication", false,

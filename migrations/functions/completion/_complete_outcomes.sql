@@ -1,16 +1,25 @@
--- As in 0020, and: a failure (or a give-up) of an event with a cancel
--- request ends 'cancelled', no retry, no dead letter, its email's
--- notification cancelled; the retry row keeps the event's priority, sender
--- and snoozes. The direct-successes statement is unchanged: a success
--- never reads a request. Every log row and dead letter carries the event's
--- priority, NULL for 0.
+-- _complete_outcomes: records a batch's outcomes (p_events[i] of p_ids[i]:
+-- 'succeeded', 'failed', 'gave_up', 'expired' or 'release') and returns how
+-- many it applied (done) and the ids that gave up (gave_up). A row claimed by
+-- p_processor at p_claimed_at[i] (or, with p_processor NULL, an unclaimed row
+-- of a direct batch, locked in the caller's transaction) is deleted and its
+-- outcome logged; a 'release' puts a claimed row back to pending, same
+-- attempt. A failure is retried in a new row (attempt + 1, after _backoff)
+-- that keeps the event's priority, sender and snoozes, or, at the channel's
+-- last attempt, ends 'gave_up'. A failure or a give-up of an event with a
+-- cancel request ends 'cancelled' instead: no retry, no dead letter, the
+-- request deleted and its email's notification cancelled. A give-up or an
+-- expiry becomes a dead letter. Every log row and dead letter carries the
+-- event's priority, NULL for 0. A batch of successes alone (nearly every
+-- direct batch) takes a statement of its own that only deletes and logs:
+-- a success never reads a request.
 --
 -- Planned once per session (plan_cache_mode, TestCompletionPlannedOnce):
--- PostgreSQL's plan cache kept making a custom plan of the general
--- statement at every call, with the call's values, once a Processor had
--- events in flight: about 3 ms of planning to complete one claimed event,
--- against 0.4 ms to run it. The generic plans are the ones
--- TestExplainCompletePlans checks.
+-- PostgreSQL's plan cache would make a custom plan of the general statement
+-- at every call, with the call's values, once a Processor has events in
+-- flight: about 3 ms of planning to complete one claimed event, against
+-- 0.4 ms to run it. The generic plans are the ones TestExplainCompletePlans
+-- checks.
 
 CREATE OR REPLACE FUNCTION pgrelay._complete_outcomes(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_events text[], p_errors text[], OUT done integer, OUT gave_up bigint[]) RETURNS record
     LANGUAGE plpgsql

@@ -1,3 +1,9 @@
+-- _next_id: a new id of this node: _next_id_at at the clock's current
+-- millisecond since 2026-01-01 00:00 UTC (1767225600000 ms after the Unix
+-- epoch). LANGUAGE sql without a SET clause, so that it inlines into the
+-- statements that call it (notify()'s among them): PostgreSQL does not
+-- inline a function with a SET clause.
+
 CREATE OR REPLACE FUNCTION pgrelay._next_id() RETURNS bigint
 LANGUAGE sql VOLATILE
 RETURN pgrelay._next_id_at(

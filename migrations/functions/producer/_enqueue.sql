@@ -1,6 +1,13 @@
--- _enqueue: as in 0019, plus the priority of the channel row it is given,
--- which its enqueued log rows carry too (NULL for 0), and the producer's
--- trace context when it set one (_store_traces).
+-- _enqueue: inserts the events p_ids (with p_payloads) of channel ch, due at
+-- p_due (now when NULL), for notify(), notify_many(), _enqueue_dedup and
+-- _enqueue_unique. Each row is stamped here with the stamping trigger's
+-- helpers (_pin_of, _expiry_of, _lane_of, _phash_of) and the channel's
+-- priority, once per statement, under pgrelay.stamped = 'on' so that the
+-- trigger passes over them. Then the producer's trace context when it set
+-- one (_store_traces), the channel's wake-up (_wake), the payloads kept for
+-- NATS on a publish_payload channel and, on a publish_enqueued channel, an
+-- 'enqueued' log row per event carrying its priority (NULL for 0). No SET
+-- clause: only the producer functions, whose search_path is pinned, call it.
 
 CREATE OR REPLACE FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone) RETURNS void
     LANGUAGE plpgsql

@@ -1,3 +1,9 @@
+-- _expiry_of: a row's expires_at: its due time (the later of enqueued_at and
+-- not_before) plus the channel's expire_after; NULL when the channel's events
+-- never expire. The one statement of the rule, for the stamping trigger
+-- (_queue_before_insert), _enqueue and _retry_dead. Inlined like _may_take
+-- (LANGUAGE sql, no SET clause, SQL standard body).
+
 CREATE OR REPLACE FUNCTION pgrelay._expiry_of(p_expire_after interval, p_enqueued_at timestamptz, p_not_before timestamptz)
 RETURNS timestamptz
 LANGUAGE sql STABLE PARALLEL SAFE

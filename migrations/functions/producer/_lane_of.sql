@@ -1,9 +1,8 @@
--- _lane_of and _phash_of: a queue row's serialisation key (lane) under its
--- channel's concurrency_mode, and its deduplication hash (phash), from its
--- payload. The one statement of each, for the stamping trigger and for
--- update(), which re-derives them when the channel's settings change (and
--- _enqueue_dedup looks rows up by the hash). Inlined like _may_take
--- (LANGUAGE sql, no SET clause, SQL standard body).
+-- _lane_of: a queue row's serialisation key (lane) under its channel's
+-- concurrency_mode, from its payload. The one statement of the rule, for the
+-- stamping trigger (_queue_before_insert), _enqueue, _retry_dead and
+-- update(), which re-derives it when the channel's settings change. Inlined like _may_take (LANGUAGE sql, no SET clause, SQL
+-- standard body).
 
 CREATE OR REPLACE FUNCTION pgrelay._lane_of(p_concurrency_mode text, p_payload text) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE

@@ -1,8 +1,5 @@
--- _pin_of and _expiry_of: a row's run_in_node (the node it is enqueued on,
--- for a node_restricted channel; else none) and its expires_at (the due time,
--- the later of enqueued_at and not_before, plus the channel's expire_after;
--- NULL when the channel's events never expire). _id_node: the node bits of
--- an id (see _next_id_at). Inlined like _lane_of.
+-- _pin_of: a row's run_in_node: the node it is enqueued on, for a
+-- node_restricted channel; else none (NULL). Inlined like _lane_of.
 
 CREATE OR REPLACE FUNCTION pgrelay._pin_of(p_node_restricted bool, p_node int) RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE

@@ -1,6 +1,12 @@
--- notify() and notify_many() gain p_priority, p_key and p_unique_for, last.
--- Each is created beside the old one, takes its owner and grants, and the
--- old one is dropped (as in 0019).
+-- notify: enqueues one event of p_channel in the caller's transaction and
+-- returns its id. It checks the channel and the caller's right to it
+-- (_check_notify) and the payload; the event is due at p_not_before or after
+-- p_delay (_due), else at once, with p_priority instead of the channel's.
+-- With a unique key (p_key, else the payload, for p_unique_for) the insert
+-- is _enqueue_unique's, on a deduplicating channel _enqueue_dedup's: both
+-- may return an open event's id instead of a new one. Otherwise one id
+-- (_next_id) and _enqueue. SECURITY DEFINER: producers write pgrelay's
+-- tables only through it and notify_many().
 
 CREATE OR REPLACE FUNCTION pgrelay.notify(p_channel text, p_payload text, p_not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval, p_priority integer DEFAULT NULL::integer, p_key text DEFAULT NULL::text, p_unique_for interval DEFAULT NULL::interval) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER

@@ -1,4 +1,10 @@
--- _wake sends it.
+-- _wake: wakes the Processors for an event just enqueued on p_channel. Under
+-- READ COMMITTED it notifies only when the channel's slot (_wake_slot) is
+-- armed, and disarms it; a slot another producer is disarming right now
+-- (SKIP LOCKED) is left to that one, whose notification is on its way. A
+-- missing slot (an unlogged table after a crash) or another isolation level
+-- always notifies. The notification names the channel by its hint
+-- (_wake_hint), never by its name.
 
 CREATE OR REPLACE FUNCTION pgrelay._wake(p_channel text) RETURNS void
     LANGUAGE plpgsql

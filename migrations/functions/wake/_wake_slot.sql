@@ -1,3 +1,7 @@
+-- _wake_slot: which of the 1024 rows of pgrelay.wake_slots a channel's
+-- wake-ups go through: a hash of its name, so channels may share a slot.
+-- Read by _wake at every enqueue.
+
 CREATE OR REPLACE FUNCTION pgrelay._wake_slot(p_channel text) RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN pg_catalog.hashtext(p_channel) OPERATOR(pg_catalog.&) 1023;

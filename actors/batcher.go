@@ -24,6 +24,9 @@ type (
 		kind    string // the channel's: sql, or go (a HandleTx handler's)
 		seen    time.Time
 		hint    string // the channel's wake hint, from the claimer ("" when unknown)
+		// notified: a producer's notification (its wake-up slot is taken
+		// until the armer arms it again: the batcher asks for it).
+		notified bool
 	}
 	// batchHint: a notification named a channel by its wake hint; the
 	// channel's batcher, if it is running, gets a batchReady, else the
@@ -85,6 +88,15 @@ type batcher struct {
 	avg        time.Duration // moving average of one handler's time on the server; 0 until measured
 	lastActive time.Time
 	lastStart  time.Time // when the last batch started
+	// full: the last batch came back full, so the running ones go on with
+	// the channel's backlog and find its new rows by themselves. armOwed: a
+	// producer's notification came, and the slots are to be armed again:
+	// while batches run after a full one, only once a batch comes back short
+	// (or none runs). So while a backlog drains, the channel's producers
+	// send no notification, and nothing arms the slots or claims beside the
+	// batches at each of them.
+	full    bool
+	armOwed bool
 }
 
 // batchSource is what a batcher's batches take.
@@ -201,13 +213,19 @@ func (b *batcher) Receive(ctx actor.Context) {
 			b.credit = max(b.credit, 1)
 			b.fill(ctx)
 		}
+		if m.notified {
+			b.armOwed = true
+			b.payArm()
+		}
 	case *batchDone:
 		b.lastActive = time.Now()
 		// A batch started before a restart reports to the new instance,
 		// which did not count it.
 		b.running = max(0, b.running-1)
 		b.measure(m)
+		b.full = m.err == nil && m.batch != nil && len(m.batch.Events) >= m.requested
 		if m.err != nil {
+			b.payArm()
 			b.failures++
 			b.d.metrics.DBErrors.WithLabelValues("batch").Inc()
 			b.d.log.Error("a batch failed; its events are pending again", "channel", b.channel, "err", m.err,
@@ -231,12 +249,15 @@ func (b *batcher) Receive(ctx actor.Context) {
 			b.credit = 0
 		}
 		b.fill(ctx)
+		b.payArm()
 	case *batchRetry:
 		b.backingOff = false
 		b.credit = max(b.credit, 1)
 		b.fill(ctx)
 	case *drainChildren:
 		b.draining = true
+		b.full = false
+		b.payArm()
 	case *idleCheck:
 		if b.running == 0 && time.Since(b.lastActive) >= b.d.cfg.IdleTimeout {
 			ctx.Send(ctx.Parent(), &childIdle{key: b.key})
@@ -245,6 +266,8 @@ func (b *batcher) Receive(ctx actor.Context) {
 		if b.retry != nil {
 			b.retry.Stop()
 		}
+		b.full = false
+		b.payArm()
 		if _, restarting := m.(*actor.Restarting); restarting {
 			b.d.metrics.ChannelActors.Dec()
 		}
@@ -253,6 +276,16 @@ func (b *batcher) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 	default:
 		b.d.log.Warn("batcher: unexpected message", "type", typeName(ctx.Message()), "channel", b.channel)
+	}
+}
+
+// payArm asks for the arming a notification left owed, unless the batcher
+// drains: its last batch came back full and a batch runs, which will find
+// the rows of producers that found their slot taken.
+func (b *batcher) payArm() {
+	if b.armOwed && !(b.full && b.running > 0) {
+		b.armOwed = false
+		b.d.askArm()
 	}
 }
 

@@ -41,7 +41,10 @@ type deps struct {
 	node      int // pg_relay.node_id of the Processor's sessions
 	// hints: what a wake-up names each channel by, as the database says
 	// (wake.go).
-	hints  *wakeHints
+	hints *wakeHints
+	// armDue asks the armer to arm the wake-up slots (listener.go); see
+	// askArm.
+	armDue chan struct{}
 	info   store.ProcessorInfo
 	runCtx context.Context // cancelled when in-flight handlers must stop
 	slots  *slots          // claimed events and what running batches hold; the in-flight gauge
@@ -122,6 +125,15 @@ func (l *leadership) scope(mode string) store.ClaimScope {
 		return store.ClaimScope{Mode: ModeLeader}
 	}
 	return store.ClaimScope{Mode: mode, Term: l.leaderTerm.Load()}
+}
+
+// askArm asks the armer to arm the wake-up slots (once, however often
+// asked before it gets to it). Nil-safe for deps without an armer.
+func (d *deps) askArm() {
+	select {
+	case d.armDue <- struct{}{}:
+	default:
+	}
 }
 
 func (d *deps) hook(actor string, msg any) {

@@ -195,12 +195,15 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		// the channel is a 'none' sql channel; the claim does. A channel
 		// claimed channel by channel is claimed alone (the claimer's full
 		// claim follows the arming); anything else costs a full claim.
+		// The batcher asks for the slots to be armed again (at once, or
+		// when its draining ends); anything else has them armed now.
 		h, known := p.hints[m.hint]
 		if c, ok := p.r.children[batcherKey(h.channel)]; known && h.batch && ok && !p.draining {
 			c.outstanding++
-			ctx.Send(c.pid, &batchReady{channel: h.channel, seen: m.seen})
+			ctx.Send(c.pid, &batchReady{channel: h.channel, seen: m.seen, notified: true})
 			return
 		}
+		p.d.askArm()
 		claimer, _, _ := p.d.pids()
 		if known && !h.batch {
 			ctx.Send(claimer, &wake{channel: h.channel})

@@ -42,3 +42,10 @@ func WakeChannel(msg any) (string, bool) {
 	}
 	return "", false
 }
+
+// IsArming reports whether msg is what the armer shows the "armer" hook
+// after each arming of the wake-up slots.
+func IsArming(msg any) bool {
+	_, ok := msg.(armedWakes)
+	return ok
+}

@@ -46,25 +46,28 @@ func (l *listener) Stop() {
 // are claimed in mode 'none'; else to the claimer. Producers send a
 // notification only when a Processor armed their wake-up slot (see
 // pgrelay.wake_slots), so every notification, and every (re)connection, also
-// has the armer arm the slots again, after which the armer wakes the claimer
-// (the rows of producers that found their slot taken): so a notification
-// taken by a batcher is still followed by a claim, a few round trips later,
-// when the batch has had the server first. When the connection breaks it
+// has the armer arm the slots again (d.askArm), after which the armer wakes
+// the claimer (the rows of producers that found their slot taken): so a
+// notification taken by a batcher is still followed by a claim, a few round
+// trips later, when the batch has had the server first. A notification that
+// reaches a batcher draining full batches is the exception: the batcher
+// finds the channel's new rows by itself, so it asks for the arming only
+// when a batch comes back short (batcher.armOwed), and the channel's
+// producers send no notification meanwhile. When the connection breaks it
 // reconnects with backoff and wakes the claimer once, to catch up on what it
 // missed; the claimer's poll covers the gap.
 func listen(ctx context.Context, d *deps, cfg *pgxpool.Config) {
-	due := make(chan struct{}, 1)
 	armed := make(chan struct{})
 	go func() {
 		defer close(armed)
-		arm(ctx, d, due)
+		arm(ctx, d, d.armDue)
 	}()
 	defer func() { <-armed }()
 	failures := 0
 	for ctx.Err() == nil {
 		cc := cfg.ConnConfig.Copy()
 		store.PinSearchPath(cc)
-		err := listenOnce(ctx, d, cc, due)
+		err := listenOnce(ctx, d, cc)
 		if ctx.Err() != nil {
 			return
 		}
@@ -78,7 +81,7 @@ func listen(ctx context.Context, d *deps, cfg *pgxpool.Config) {
 	}
 }
 
-func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig, due chan<- struct{}) error {
+func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return err
@@ -87,7 +90,7 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig, due chan<- str
 	if err := store.Listen(ctx, conn); err != nil {
 		return err
 	}
-	armDue(due)
+	d.askArm()
 	claimer, _, _ := d.pids()
 	d.send(claimer, &wake{})
 	for {
@@ -95,29 +98,21 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig, due chan<- str
 		if err != nil {
 			return err
 		}
-		armDue(due)
 		claimer, dispatcher, _ := d.pids()
 		if n.Payload != "" {
 			// The dispatcher wakes the claimer unless a running batcher
-			// takes the hint.
+			// takes the hint, and has the slots armed now or, by a
+			// draining batcher, once a batch comes back short.
 			d.send(dispatcher, &batchHint{hint: n.Payload, seen: time.Now()})
 			continue
 		}
+		d.askArm()
 		d.send(claimer, &wake{})
 	}
 }
 
-// armDue asks the armer to arm the wake-up slots (once, however often asked
-// before it gets to it).
-func armDue(due chan<- struct{}) {
-	select {
-	case due <- struct{}{}:
-	default:
-	}
-}
-
-// arm arms this node's wake-up slots whenever due says a notification may
-// have taken one (store.ArmWakes), then wakes the claimer until every
+// arm arms this node's wake-up slots whenever due (d.armDue) says a
+// notification may have taken one (store.ArmWakes), then wakes the claimer until every
 // transaction that was in progress once they were armed has ended, at
 // growing intervals (from armCheckFirst up to the poll interval): a producer
 // that found its slot taken sent no notification, and its rows are visible
@@ -158,9 +153,13 @@ func arm(ctx context.Context, d *deps, due <-chan struct{}) {
 			continue
 		}
 		failures = 0
+		d.hook("armer", armedWakes{})
 		now = awaitArmed(ctx, d, due, snapshot)
 	}
 }
+
+// armedWakes is what the armer shows a test hook after each arming.
+type armedWakes struct{}
 
 // awaitArmed wakes the claimer until the transactions in progress at
 // snapshot have all ended; true when a notification came first (arm again).

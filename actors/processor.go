@@ -515,7 +515,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	undo.push(cancel)
 	p.d = &deps{
 		cfg: p.cfg, store: st, handlers: reg, kinds: kinds, goHandlers: names, direct: direct, directGo: directGo, metrics: metrics, log: logger, bus: p.bus,
-		processor: procID, node: node, hints: &wakeHints{}, info: info, runCtx: runCtx,
+		processor: procID, node: node, hints: &wakeHints{}, armDue: make(chan struct{}, 1), info: info, runCtx: runCtx,
 		tracing: newTracing(p.cfg.TracerProvider), actorIDs: actorIDs{system: system},
 	}
 	p.d.slots = newSlots(p.cfg.Concurrency, metrics.InFlight, p.d.notifySlotsFreed)

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,4 +140,57 @@ func TestActorNotificationClaimsItsChannelAlone(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "the next event to run", ran("next"))
 	testenv.Eventually(t, 20*time.Second, "a claim of the channel alone", func() bool { return len(alone) > 0 })
 	require.Equal(t, "c", <-alone)
+}
+
+// While a batcher drains a backlog in full batches, a producer's
+// notification does not have the slots armed again at once: the batches
+// find the channel's new rows by themselves, so the arming (and the claim
+// that follows each) waits until a batch comes back short. Arming at every
+// notification made each producer notify again, and each arming cost a
+// full claim beside the batches. Every event still runs, and so does one
+// notified after the drain: the poll is an hour here.
+func TestActorDrainingBatcherDefersTheArming(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.Exec(`CREATE TABLE public.ran (payload text)`)
+	e.Exec(`SELECT pgrelay.register('c', 'INSERT INTO public.ran VALUES ($1)')`)
+	e.Exec(`SELECT pgrelay.notify_many('c', ARRAY(SELECT 'b' FROM generate_series(1, 30000)))`)
+	var armings atomic.Int64
+	e.startProcessor(func(c *actors.Config) {
+		c.PollInterval = time.Hour
+		actors.SetTestHook(c, func(name string, msg any) {
+			if name == "armer" && actors.IsArming(msg) {
+				armings.Add(1)
+			}
+		})
+	})
+	backlogRan := func() int {
+		return e.Count(`SELECT count(*) FROM public.ran WHERE payload = 'b'`)
+	}
+	testenv.Eventually(t, 60*time.Second, "the drain under way", func() bool { return backlogRan() >= 3000 })
+
+	// A producer notifies one event per transaction until the backlog is
+	// nearly drained; armings are counted from here to there.
+	before := armings.Load()
+	produced := 0
+	conn := e.Conn(-1)
+	for backlogRan() < 27000 {
+		_, err := conn.Exec(ctx, `SELECT pgrelay.notify('c', 'p')`)
+		require.NoError(t, err)
+		produced++
+	}
+	during := armings.Load() - before
+	t.Logf("%d events notified during the drain, %d armings", produced, during)
+	require.GreaterOrEqual(t, produced, 50, "the producer notified during the drain")
+	require.LessOrEqual(t, during, int64(2), "armings while the batcher drained full batches")
+
+	testenv.Eventually(t, 60*time.Second, "every event to run", func() bool {
+		return e.Count(`SELECT count(*) FROM public.ran`) == 30000+produced
+	})
+	_, err := conn.Exec(ctx, `SELECT pgrelay.notify('c', 'after')`)
+	require.NoError(t, err)
+	testenv.Eventually(t, 20*time.Second, "an event notified after the drain to run", func() bool {
+		return e.Count(`SELECT count(*) FROM public.ran WHERE payload = 'after'`) == 1
+	})
 }

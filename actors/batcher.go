@@ -24,16 +24,17 @@ type (
 		kind    string // the channel's: sql, or go (a HandleTx handler's)
 		seen    time.Time
 		hint    string // the channel's wake hint, from the claimer ("" when unknown)
-		// notified: a producer's notification (its wake-up slot is taken
-		// until the armer arms it again: the batcher asks for it).
-		notified bool
+		// armOwed: a producer's notification whose arming the listener
+		// left to this batcher, as it drained (d.drains).
+		armOwed bool
 	}
 	// batchHint: a notification named a channel by its wake hint; the
 	// channel's batcher, if it is running, gets a batchReady, else the
 	// claimer a wake (whose claim starts a batcher when one is due).
 	batchHint struct {
-		hint string
-		seen time.Time
+		hint    string
+		seen    time.Time
+		armOwed bool // the listener left the arming to the channel's batcher
 	}
 	// batchDone: a batch goroutine returned; its slots are already free.
 	batchDone struct {
@@ -89,14 +90,15 @@ type batcher struct {
 	lastActive time.Time
 	lastStart  time.Time // when the last batch started
 	// full: the last batch came back full, so the running ones go on with
-	// the channel's backlog and find its new rows by themselves. armOwed: a
-	// producer's notification came, and the slots are to be armed again:
-	// while batches run after a full one, only once a batch comes back short
-	// (or none runs). So while a backlog drains, the channel's producers
-	// send no notification, and nothing arms the slots or claims beside the
-	// batches at each of them.
+	// the channel's backlog and find its new rows by themselves: the batcher
+	// drains, and says so under its wake hint (d.setDraining). armOwed: the
+	// listener left it a notification's arming, which it asks for once it
+	// no longer drains: a batch came back short, or none runs. So while a
+	// backlog drains, the channel's producers send no notification, and
+	// nothing arms the slots or claims beside the batches at each of them.
 	full    bool
 	armOwed bool
+	hint    string // the channel's wake hint, once the claimer gave it
 }
 
 // batchSource is what a batcher's batches take.
@@ -213,10 +215,11 @@ func (b *batcher) Receive(ctx actor.Context) {
 			b.credit = max(b.credit, 1)
 			b.fill(ctx)
 		}
-		if m.notified {
-			b.armOwed = true
-			b.payArm()
+		if m.hint != "" && b.hint == "" {
+			b.hint = m.hint
 		}
+		b.armOwed = b.armOwed || m.armOwed
+		b.settle()
 	case *batchDone:
 		b.lastActive = time.Now()
 		// A batch started before a restart reports to the new instance,
@@ -225,7 +228,7 @@ func (b *batcher) Receive(ctx actor.Context) {
 		b.measure(m)
 		b.full = m.err == nil && m.batch != nil && len(m.batch.Events) >= m.requested
 		if m.err != nil {
-			b.payArm()
+			b.settle()
 			b.failures++
 			b.d.metrics.DBErrors.WithLabelValues("batch").Inc()
 			b.d.log.Error("a batch failed; its events are pending again", "channel", b.channel, "err", m.err,
@@ -249,7 +252,7 @@ func (b *batcher) Receive(ctx actor.Context) {
 			b.credit = 0
 		}
 		b.fill(ctx)
-		b.payArm()
+		b.settle()
 	case *batchRetry:
 		b.backingOff = false
 		b.credit = max(b.credit, 1)
@@ -257,7 +260,7 @@ func (b *batcher) Receive(ctx actor.Context) {
 	case *drainChildren:
 		b.draining = true
 		b.full = false
-		b.payArm()
+		b.settle()
 	case *idleCheck:
 		if b.running == 0 && time.Since(b.lastActive) >= b.d.cfg.IdleTimeout {
 			ctx.Send(ctx.Parent(), &childIdle{key: b.key})
@@ -267,7 +270,7 @@ func (b *batcher) Receive(ctx actor.Context) {
 			b.retry.Stop()
 		}
 		b.full = false
-		b.payArm()
+		b.settle()
 		if _, restarting := m.(*actor.Restarting); restarting {
 			b.d.metrics.ChannelActors.Dec()
 		}
@@ -279,11 +282,14 @@ func (b *batcher) Receive(ctx actor.Context) {
 	}
 }
 
-// payArm asks for the arming a notification left owed, unless the batcher
-// drains: its last batch came back full and a batch runs, which will find
-// the rows of producers that found their slot taken.
-func (b *batcher) payArm() {
-	if b.armOwed && !(b.full && b.running > 0) {
+// settle says under the channel's hint whether the batcher drains (its last
+// batch came back full and a batch runs, which will find the rows of
+// producers that found their slot taken), and asks for the arming left to it
+// once it does not.
+func (b *batcher) settle() {
+	drains := b.full && b.running > 0
+	b.d.setDraining(b.hint, drains)
+	if b.armOwed && !drains {
 		b.armOwed = false
 		b.d.askArm()
 	}

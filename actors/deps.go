@@ -45,9 +45,13 @@ type deps struct {
 	// armDue asks the armer to arm the wake-up slots (listener.go); see
 	// askArm.
 	armDue chan struct{}
-	info   store.ProcessorInfo
-	runCtx context.Context // cancelled when in-flight handlers must stop
-	slots  *slots          // claimed events and what running batches hold; the in-flight gauge
+	// drainingHints: the wake hints of the channels whose batcher drains a
+	// backlog (batcher.full): a notification of theirs leaves the arming to
+	// the batcher.
+	drainingHints sync.Map
+	info          store.ProcessorInfo
+	runCtx        context.Context // cancelled when in-flight handlers must stop
+	slots         *slots          // claimed events and what running batches hold; the in-flight gauge
 	// pendingOutcomes: outcomes sent to the completer and not yet written
 	// (in its mailbox, its buffer, or being written); the claimer claims
 	// nothing while maxPendingOutcomes wait.
@@ -134,6 +138,24 @@ func (d *deps) askArm() {
 	case d.armDue <- struct{}{}:
 	default:
 	}
+}
+
+// setDraining records whether the channel with this wake hint drains a
+// backlog ("" is no hint: nothing to record).
+func (d *deps) setDraining(hint string, draining bool) {
+	switch {
+	case hint == "":
+	case draining:
+		d.drainingHints.Store(hint, struct{}{})
+	default:
+		d.drainingHints.Delete(hint)
+	}
+}
+
+// drains reports whether the channel with this wake hint drains a backlog.
+func (d *deps) drains(hint string) bool {
+	_, ok := d.drainingHints.Load(hint)
+	return ok
 }
 
 func (d *deps) hook(actor string, msg any) {

@@ -195,15 +195,17 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 		// the channel is a 'none' sql channel; the claim does. A channel
 		// claimed channel by channel is claimed alone (the claimer's full
 		// claim follows the arming); anything else costs a full claim.
-		// The batcher asks for the slots to be armed again (at once, or
-		// when its draining ends); anything else has them armed now.
+		// An arming left to a draining batcher goes to it; with no
+		// batcher to take it, it is asked for now.
 		h, known := p.hints[m.hint]
 		if c, ok := p.r.children[batcherKey(h.channel)]; known && h.batch && ok && !p.draining {
 			c.outstanding++
-			ctx.Send(c.pid, &batchReady{channel: h.channel, seen: m.seen, notified: true})
+			ctx.Send(c.pid, &batchReady{channel: h.channel, seen: m.seen, armOwed: m.armOwed})
 			return
 		}
-		p.d.askArm()
+		if m.armOwed {
+			p.d.askArm()
+		}
 		claimer, _, _ := p.d.pids()
 		if known && !h.batch {
 			ctx.Send(claimer, &wake{channel: h.channel})

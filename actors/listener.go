@@ -52,7 +52,7 @@ func (l *listener) Stop() {
 // trips later, when the batch has had the server first. A notification that
 // reaches a batcher draining full batches is the exception: the batcher
 // finds the channel's new rows by itself, so it asks for the arming only
-// when a batch comes back short (batcher.armOwed), and the channel's
+// when a batch comes back short (batcher.armOwed, d.drains), and the channel's
 // producers send no notification meanwhile. When the connection breaks it
 // reconnects with backoff and wakes the claimer once, to catch up on what it
 // missed; the claimer's poll covers the gap.
@@ -99,15 +99,19 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
 			return err
 		}
 		claimer, dispatcher, _ := d.pids()
-		if n.Payload != "" {
-			// The dispatcher wakes the claimer unless a running batcher
-			// takes the hint, and has the slots armed now or, by a
-			// draining batcher, once a batch comes back short.
-			d.send(dispatcher, &batchHint{hint: n.Payload, seen: time.Now()})
+		if n.Payload == "" {
+			d.askArm()
+			d.send(claimer, &wake{})
 			continue
 		}
-		d.askArm()
-		d.send(claimer, &wake{})
+		// The dispatcher wakes the claimer unless a running batcher takes
+		// the hint. A batcher that drains its channel's backlog is left the
+		// arming, which it asks for once a batch comes back short.
+		owed := d.drains(n.Payload)
+		if !owed {
+			d.askArm()
+		}
+		d.send(dispatcher, &batchHint{hint: n.Payload, seen: time.Now(), armOwed: owed})
 	}
 }
 

@@ -620,7 +620,7 @@ func TestBenchUsage(t *testing.T) {
 	}
 	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster", "duration", "seed", "soak-rate", "fault-every", "drain-timeout",
 		"producers", "producer-duration", "load-rate", "load-duration", "hol-backlog", "hol-events", "hol-rate",
-		"cluster-nodes", "cluster-rate", "cluster-duration", "cluster-producers"} {
+		"cluster-nodes", "cluster-rate", "cluster-duration", "cluster-producers", "burn-down-run"} {
 		assert.Regexp(t, `(?m)^  -`+f+`\b`, errOut)
 	}
 }

@@ -91,6 +91,8 @@ type Options struct {
 	SoakRate       float64
 	FaultEvery     time.Duration
 	DrainTimeout   time.Duration
+	// burn-down: also time a `pgrelay run` process (bench_burndown_run.go)
+	BurnDownRun bool
 	// producers
 	Producers        []int
 	ProducerDuration time.Duration
@@ -121,6 +123,9 @@ type Config struct {
 	Stdout, Stderr io.Writer
 	// StderrTerminal: Stderr is a terminal (progress bars redrawn in place).
 	StderrTerminal bool
+	// RunEnv is the environment of the `pgrelay run` process that
+	// BurnDownRun starts (nil: this process's).
+	RunEnv []string
 }
 
 // bench is one run of `pgrelay bench`: its options, the database and the
@@ -137,6 +142,7 @@ type bench struct {
 	river          *riverHarness
 	meter          *meter // server CPU and round trips (bench_meter.go)
 	proxyURL       string // dbURL through the round-trip proxy (--round-trips), or empty
+	runEnv         []string
 }
 
 // measuredURL is the URL the measured systems connect to: the bench
@@ -155,7 +161,7 @@ func Run(ctx context.Context, cfg Config, list []Scenario) error {
 	b := &bench{o: cfg.Options, proc: cfg.Processor, logger: cfg.Logger, stdout: cfg.Stdout, stderr: cfg.Stderr,
 		prog:  newProgress(cfg.Stderr, cfg.StderrTerminal, cfg.Progress),
 		prof:  &cpuProfiler{path: cfg.CPUProfile},
-		river: &riverHarness{dir: riverDir(cfg.PeerDir)}}
+		river: &riverHarness{dir: riverDir(cfg.PeerDir)}, runEnv: cfg.RunEnv}
 	return b.run(ctx, list)
 }
 

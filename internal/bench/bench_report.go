@@ -93,6 +93,10 @@ type measurement struct {
 	WaitEvents []waitShare `json:"wait_events,omitempty"`
 	// Node is a node's figures in a phase of cluster-load.
 	Node *clusterNodeFigures `json:"cluster_node,omitempty"`
+
+	// StartupSeconds is, for a process timed from its exec, the time to its
+	// first completion.
+	StartupSeconds float64 `json:"startup_seconds,omitempty"`
 }
 
 // latencyStats are latency percentiles (nearest rank) in milliseconds.

@@ -106,6 +106,11 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 			n, d.produced, b.o.MixedProducers, b.o.MixedRate, total)
 	}
 	m.Cost = cost
+	if b.o.BurnDownRun {
+		if err := b.burnDownRun(ctx, res, channel, n); err != nil {
+			return res, err
+		}
+	}
 	if b.o.Peer == "" {
 		return res, nil
 	}

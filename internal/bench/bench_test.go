@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgrelay/pgrelay/internal/cli/clitest"
 	"github.com/pgrelay/pgrelay/internal/devenv"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 	"github.com/pgrelay/pgrelay/internal/version"
@@ -46,6 +47,7 @@ type benchMeasure struct {
 	System       string  `json:"system"`
 	Events       int     `json:"events"`
 	Seconds      float64 `json:"seconds"`
+	Startup      float64 `json:"startup_seconds"`
 	Rate         float64 `json:"rate"`
 	Counted      bool    `json:"counted"`
 	Backlog      int     `json:"backlog"`
@@ -618,7 +620,7 @@ func TestBenchUsage(t *testing.T) {
 	}
 	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster", "duration", "seed", "soak-rate", "fault-every", "drain-timeout",
 		"producers", "producer-duration", "load-rate", "load-duration", "hol-backlog", "hol-events", "hol-rate",
-		"cluster-nodes", "cluster-rate", "cluster-duration", "cluster-producers"} {
+		"cluster-nodes", "cluster-rate", "cluster-duration", "cluster-producers", "burn-down-run"} {
 		assert.Regexp(t, `(?m)^  -`+f+`\b`, errOut)
 	}
 }
@@ -676,6 +678,35 @@ func TestBenchBurnDownProducers(t *testing.T) {
 	code, _, errOut = cliMain("bench", "burn-down", "--database-url", d.URL, "--mixed-producers", "2", "--mixed-rate", "0")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--mixed-rate must be a positive number")
+}
+
+// --burn-down-run: burn-down also times a `pgrelay run` process on as many
+// pre-inserted events, started with run's defaults: a PGRELAY_ variable of
+// run's flags does not reach it (this one would stop it at its start). It
+// exits 0 on SIGTERM; its startup lies within its time.
+func TestBenchBurnDownRun(t *testing.T) {
+	// The bench starts `pgrelay run` as this program: as this test binary,
+	// it must act as the pgrelay command (TestMain).
+	t.Setenv(clitest.RunMainEnv, "1")
+	t.Setenv("PGRELAY_WEB_ADDR", "0.0.0.0:1")
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "burn-down", "--database-url", d.URL, "--events", "2000", "--json",
+		"--burn-down-run", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	doc := parseBench(t, out)
+	pre := doc.measure(t, "burn-down", "pre-insert for the run process (notify_many x 1000)", "pgrelay")
+	assert.False(t, pre.Counted)
+	assert.Equal(t, 2000, pre.Events)
+	m := doc.measure(t, "burn-down", "run process, from its exec", "pgrelay")
+	burnedDown(t, d, m, 2000, "")
+	assert.True(t, m.Counted)
+	assert.Positive(t, m.Startup)
+	assert.LessOrEqual(t, m.Startup, m.Seconds)
+	assert.Contains(t, m.Detail, "SIGTERM: exit 0; 2000 succeeded log rows checked")
+	// The in-process run's events and the process's, each succeeded once.
+	assert.Equal(t, 4000, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+		WHERE channel = 'pgrelay_bench_noop' AND event = 'succeeded'`))
+	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.queue`))
 }
 
 // The go scenario drains a go channel with a no-op Handle, HandleTx (in

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -69,6 +70,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&o.CeilingReset, "ceiling-reset", false, "ceiling: also send what a Processor's batch sends besides the savepoints: the channel's statement_timeout before the first handler, the session reset after the last")
 	fs.IntVar(&o.MixedProducers, "mixed-producers", 0, "burn-down: also enqueue with this many producers while the backlog drains (notify(), one event per transaction), until as many events completed as were pre-inserted; the rate counts every event (0: none)")
 	fs.Float64Var(&o.MixedRate, "mixed-rate", 2000, "burn-down with --mixed-producers: the producers' events per second, in all")
+	fs.BoolVar(&o.BurnDownRun, "burn-down-run", false, "burn-down: also time a `pgrelay run` process this program starts with run's defaults (only --database-url) on --events pre-inserted events: from just before its exec to the last completion in the log, with its startup (to the first completion)")
 	fs.StringVar(&o.Peer, "peer", "", "also run burn-down, enqueue, latency, producers, latency-load and go with this peer queue on the same database and print the ratios: river (needs the repository's bench/river module and the go command)")
 	fs.StringVar(&o.PeerDir, "peer-dir", "", "the peer harness's module directory (default bench/river)")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with every result instead of the table")
@@ -134,7 +136,26 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	return bench.Run(ctx, bench.Config{Options: o, Processor: f.config(nil, nil), Logger: logger,
-		Stdout: a.stdout, Stderr: a.stderr, StderrTerminal: isTTY(a.stderr)}, list)
+		Stdout: a.stdout, Stderr: a.stderr, StderrTerminal: isTTY(a.stderr),
+		RunEnv: runDefaultsEnv(os.Environ())}, list)
+}
+
+// runDefaultsEnv is environ without the PGRELAY_ variables of `pgrelay
+// run`'s flags: the process that --burn-down-run starts runs with run's
+// defaults, whatever configures the bench's own Processors.
+func runDefaultsEnv(environ []string) []string {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	registerRun(fs)
+	addFileFlags(fs)
+	flagVars := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { flagVars[flagEnv(f.Name)] = true })
+	var out []string
+	for _, kv := range environ {
+		if name, _, _ := strings.Cut(kv, "="); !flagVars[name] {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // selectScenarios turns scenario names into scenarios, in order, without

@@ -194,7 +194,7 @@ func (a *app) fillEnvExcept(fs *flag.FlagSet, set map[string]bool) error {
 		if set[n] {
 			continue
 		}
-		env := "PGRELAY_" + strings.ToUpper(strings.ReplaceAll(n, "-", "_"))
+		env := flagEnv(n)
 		if v := a.getenv(env); v != "" {
 			if err := fs.Set(n, v); err != nil {
 				return &usageError{msg: fmt.Sprintf("%s=%q: %v", env, v, err)}
@@ -202,6 +202,11 @@ func (a *app) fillEnvExcept(fs *flag.FlagSet, set map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// flagEnv is the environment variable of the flag name: PGRELAY_<FLAG>.
+func flagEnv(name string) string {
+	return "PGRELAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // logFlags adds --log-level and --log-format and returns a constructor.

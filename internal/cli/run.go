@@ -143,13 +143,18 @@ func configUsage(err error) error {
 	return &usageError{msg: strings.TrimPrefix(err.Error(), "pgrelay: ")}
 }
 
-func runRun(ctx context.Context, a *app, args []string) error {
-	fs := a.newFlags("run")
+// registerRun adds the flags of `pgrelay run` to fs.
+func registerRun(fs *flag.FlagSet) (*processorFlags, *webFlags, func(w io.Writer) (*slog.Logger, error)) {
 	var f processorFlags
 	f.register(fs, true)
 	var wf webFlags
 	wf.register(fs, "web-addr", "", "serve the console on this address, e.g. 127.0.0.1:8080 (default: off; anything but loopback needs --web-auth)")
-	mkLog := logFlags(fs)
+	return &f, &wf, logFlags(fs)
+}
+
+func runRun(ctx context.Context, a *app, args []string) error {
+	fs := a.newFlags("run")
+	f, wf, mkLog := registerRun(fs)
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
@@ -241,7 +246,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		steps = append(steps, stopStep{name: "the metrics server", run: func() { shutdownHTTP(srv) }})
 	}
 	if wf.addr != "" {
-		_, stopWeb, werr := startWeb(ctx, f.databaseURL, wf.addr, wf, webAuth, f.effectiveDeadAfter(), logger)
+		_, stopWeb, werr := startWeb(ctx, f.databaseURL, wf.addr, *wf, webAuth, f.effectiveDeadAfter(), logger)
 		if werr != nil {
 			_ = p.Stop(context.WithoutCancel(ctx))
 			return werr

@@ -496,7 +496,7 @@ func NotificationHistory(ctx context.Context, q Querier, id int64, limit, chars 
 // error cut to $n characters.
 func deadLetterColumnsCut(n string) string {
 	return `d.id, d.origin_id, d.channel, ` + cut("d.payload", n) + `, d.attempts, ` + cut("d.last_error", n) +
-		`, d.outcome, d.ended_at, d.node, d.run_in_node, d.notification_id`
+		`, d.outcome, d.ended_at, d.node, d.run_in_node, d.notification_id, COALESCE(d.priority, 0::pg_catalog.int2)`
 }
 
 // ConsoleDeadLetters is DeadLetters with each payload and error cut to

@@ -65,7 +65,13 @@ func userGuideBlocks(t *testing.T, doc string) []guideBlock {
 // The runnable examples of docs/user-guide.md's feature sections run, each
 // on a fresh database as an admin, statement by statement as psql runs a
 // file (each statement its own transaction): each makes what it uses (a
-// table, the channel) and takes the ids it needs from notify() itself.
+// table, the channel) and takes the ids it needs from notify() itself. A
+// statement whose line ends with a result the test knows (userGuideResults)
+// returns it.
+//
+// The page's convention: a block that must run is preceded by the line
+// runnableMarker, and the comment after a statement's semicolon on its
+// last line states its result when it is one of userGuideResults.
 func TestUserGuideExamplesRun(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("docs", "user-guide.md"))
@@ -96,25 +102,56 @@ func TestUserGuideExamplesRun(t *testing.T) {
 			require.NotRegexp(t, `\b[0-9]{15,}\b`, blk.sql, "an example makes its ids (an event's id of another database means nothing)")
 			stmts := splitSQL(blk.sql)
 			require.NotEmpty(t, stmts)
+			previous := ""
 			for _, stmt := range stmts {
 				// The simple protocol, as psql: one statement, its own transaction.
-				_, err := conn.Conn().PgConn().Exec(ctx, stmt).ReadAll()
-				require.NoError(t, err, "docs/user-guide.md, %s, the block at line %d:\n%s", blk.section, blk.line, stmt)
+				results, err := conn.Conn().PgConn().Exec(ctx, stmt.sql).ReadAll()
+				require.NoError(t, err, "docs/user-guide.md, %s, the block at line %d:\n%s", blk.section, blk.line, stmt.sql)
+				value := ""
+				if len(results) == 1 && len(results[0].Rows) == 1 {
+					row := results[0].Rows[0]
+					value = string(row[len(row)-1])
+				}
+				if want, ok := userGuideResults[stmt.result]; ok {
+					if want == "" {
+						want = previous
+					}
+					require.Equal(t, want, value, "docs/user-guide.md, %s: the result of\n%s", blk.section, stmt.sql)
+				}
+				previous = value
 			}
 		})
 	}
 }
 
+// userGuideResults are the results a runnable statement's comment may state,
+// and the value (of the last column of its one row) that says it; "" for
+// the value of the statement before.
+var userGuideResults = map[string]string{
+	"true":        "t",
+	"cancelled":   "cancelled",
+	"the same id": "",
+}
+
+// sqlStatement is a statement of a script, and the comment that follows its
+// semicolon on the same line, if any.
+type sqlStatement struct{ sql, result string }
+
 // splitSQL splits a script into its statements at the semicolons outside
 // quotes, quoted identifiers, dollar quotes and comments; a statement of
 // comments alone is dropped.
-func splitSQL(script string) []string {
-	var out []string
+func splitSQL(script string) []sqlStatement {
+	var out []sqlStatement
 	start, i := 0, 0
 	code := false // the current statement has more than comments and space
 	flush := func(end int) {
 		if code {
-			out = append(out, strings.TrimSpace(script[start:end]))
+			stmt := sqlStatement{sql: strings.TrimSpace(script[start:end])}
+			line, _, _ := strings.Cut(script[end:], "\n")
+			if c, ok := strings.CutPrefix(strings.TrimSpace(line), "--"); ok {
+				stmt.result = strings.TrimSpace(c)
+			}
+			out = append(out, stmt)
 		}
 		start, code = end, false
 	}

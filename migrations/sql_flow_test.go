@@ -420,6 +420,7 @@ func TestExplainBatchClaimPlans(t *testing.T) {
 		{"lanes", `SELECT id FROM pgrelay._claim_lanes_direct('single', false, NULL, 100, NULL, NULL)`},
 		{"lanes after", `SELECT id FROM pgrelay._claim_lanes_direct('single', false, NULL, 100, 'pay', ` + after + `)`},
 	}
+	planDuration := regexp.MustCompile(`duration: ([0-9.]+) ms`)
 	// The direct batch's last statement: the rows _claim_pick locked, by
 	// primary key, in priority order.
 	pickSort := regexp.MustCompile(`(?s)Sort Key: q\.priority DESC, q\.not_before, q\.id\n.*Index Scan using queue_pkey on queue q [^\n]*\n\s*Index Cond: \(id = ANY`)
@@ -438,7 +439,15 @@ func TestExplainBatchClaimPlans(t *testing.T) {
 				}
 			}
 			require.NotEmpty(t, plans, "auto_explain logged the claim's statements")
-			t.Log(cl.name, mode, time.Since(start))
+			slowest := 0.0
+			for _, plan := range plans {
+				if m := planDuration.FindStringSubmatch(plan); m != nil {
+					ms, err := strconv.ParseFloat(m[1], 64)
+					require.NoError(t, err)
+					slowest = max(slowest, ms)
+				}
+			}
+			t.Logf("%s, %s: %d statements, the slowest %.1f ms (%s)", cl.name, mode, len(plans), slowest, time.Since(start))
 			seen := ""
 			for _, plan := range plans {
 				require.NotContains(t, plan, "Seq Scan on queue", "%s, %s:\n%s", cl.name, mode, plan)

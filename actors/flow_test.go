@@ -73,7 +73,8 @@ func TestActorMaxInFlightAcrossProcessors(t *testing.T) {
 
 // A rate limit of 50 per second across 3 Processors: 600 events, and no
 // window of a second holds more than 50 starts, timed by their claims (a
-// handler starts a moment later: the documented tolerance).
+// handler starts a moment later: the documented tolerance), while the
+// busiest holds at least half of the limit.
 func TestActorRateLimitAcrossProcessors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -95,7 +96,17 @@ func TestActorRateLimitAcrossProcessors(t *testing.T) {
 			WHERE b.`+col+` >= a.`+col+` AND b.`+col+` < a.`+col+` + interval '1 second' - $1::interval) AS n
 			FROM public.starts a) x`, less)
 	}
-	require.LessOrEqual(t, window("claimed_at", "0"), 50, "claims in a window of 1 s")
+	busiest := window("claimed_at", "0")
+	require.LessOrEqual(t, busiest, 50, "claims in a window of 1 s")
+	// The limit is used, not only respected: the busiest second holds at
+	// least half of it. Not a speed bound: a claim takes as many rows as
+	// its Processor has free slots (16 here) and the allowance leaves, all
+	// at one instant (its transaction's time); the allowance frees as the
+	// window slides and three Processors polling every 100 ms take it. To
+	// stay under 25, all three together would have to claim fewer than 25
+	// trivial events in every second of the run, when a loaded 2-core
+	// machine fills the window (50) within the second.
+	require.GreaterOrEqual(t, busiest, 25, "the busiest second's claims: the limit is used")
 	// The handlers start a moment after their claim.
 	t.Logf("handler starts in a window of 1 s: at most %d; of 0.9 s: %d", window("at", "0"), window("at", "100 milliseconds"))
 	took := testenv.One[float64](t, e.Pool, `SELECT extract(epoch FROM max(at) - min(at)) FROM public.starts`)

@@ -6,6 +6,7 @@ package migrations_test
 // row after notify(), as a producer's p_priority would store it.
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -365,6 +366,107 @@ func TestExplainFlowClaimPlans(t *testing.T) {
 			case "pay":
 				require.Contains(t, seen, "queue_priority", ch)
 				require.Contains(t, seen, "queue_lane", ch)
+			}
+		}
+	}
+}
+
+// The batch claims read a 1 000 000-row queue by its indexes: a direct
+// batch of a 'none' channel with a few rows of a priority above 0
+// (_claim_direct through _claim_pick: queue_priority, then queue_ready for
+// the rest of the batch) and without, and a lane
+// batch over serialised channels with priorities (_claim_lanes_direct: the
+// heads above and below 0 by queue_priority and queue_lane, the walk by
+// queue_lane), from the start and from a place in the walk, in custom and
+// generic plans. No plan scans or sorts the queue; the one Sort allowed is
+// _claim_direct's of the rows _claim_pick returned (at most its limit),
+// which it reads by primary key.
+func TestExplainBatchClaimPlans(t *testing.T) {
+	start := time.Now()
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pri", "")
+	d.register("plain", "")
+	d.register("ser", "p_concurrency_mode := 'channel'")
+	d.register("pay", "p_concurrency_mode := 'payload'")
+	// Straight into the queue (its triggers only wake Processors).
+	tx, err := d.Pool.Begin(bg)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(bg) }()
+	_, err = tx.Exec(bg, `SET LOCAL session_replication_role = replica`)
+	require.NoError(t, err)
+	_, err = tx.Exec(bg, `INSERT INTO pgrelay.queue (id, origin_id, owner_node, channel, payload, lane, priority, not_before,
+		dispatched_at, dispatched_by)
+	  SELECT g, g, 0, ch, g::text,
+	         CASE ch WHEN 'pay' THEN hashtextextended((g % 5000)::text, 0) WHEN 'ser' THEN 0 END,
+	         CASE WHEN ch IN ('ser', 'pay') AND g % 10 = 0 THEN (g % 7) - 3
+	              WHEN ch = 'pri' AND g % 40000 = 0 THEN 1 + g % 3 ELSE 0 END,
+	         now() - interval '1 hour' + CASE WHEN g % 13 = 0 THEN interval '2 hours' ELSE interval '0' END,
+	         CASE WHEN ch = 'pay' AND g % 4999 = 0 THEN now() END,
+	         CASE WHEN ch = 'pay' AND g % 4999 = 0 THEN 1 END
+	    FROM generate_series(1, 1000000) g,
+	         LATERAL (SELECT (ARRAY['pri', 'plain', 'ser', 'pay'])[g % 4 + 1] AS ch) c`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(bg))
+	t.Log("built", time.Since(start))
+	d.Exec("ANALYZE pgrelay.queue")
+	t.Log("analyzed", time.Since(start))
+	after := fmt.Sprint(testenv.One[int64](t, d.Pool, "SELECT hashtextextended('2500', 0)"))
+
+	c := explainedConn(t, d.URL)
+	claims := []struct{ name, sql string }{
+		{"direct pri", `SELECT id FROM pgrelay._claim_direct('pri', 'single', false, NULL, 100)`},
+		{"direct plain", `SELECT id FROM pgrelay._claim_direct('plain', 'single', false, NULL, 100)`},
+		{"lanes", `SELECT id FROM pgrelay._claim_lanes_direct('single', false, NULL, 100, NULL, NULL)`},
+		{"lanes after", `SELECT id FROM pgrelay._claim_lanes_direct('single', false, NULL, 100, 'pay', ` + after + `)`},
+	}
+	planDuration := regexp.MustCompile(`duration: ([0-9.]+) ms`)
+	// The direct batch's last statement: the rows _claim_pick locked, by
+	// primary key, in priority order.
+	pickSort := regexp.MustCompile(`(?s)Sort Key: q\.priority DESC, q\.not_before, q\.id\n.*Index Scan using queue_pkey on queue q [^\n]*\n\s*Index Cond: \(id = ANY`)
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		_, err := c.Exec(bg, "SET plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		for _, cl := range claims {
+			c.plans()
+			inTx(t, c.Conn, func(tx pgx.Tx) {
+				require.Len(t, testenv.Column[int64](t, tx, cl.sql), 100, cl.name)
+			})
+			var plans []string
+			for _, n := range c.plans() {
+				if strings.Contains(n, "pgrelay.queue") && !strings.Contains(n, "Function Scan on _claim") {
+					plans = append(plans, n)
+				}
+			}
+			require.NotEmpty(t, plans, "auto_explain logged the claim's statements")
+			slowest := 0.0
+			for _, plan := range plans {
+				if m := planDuration.FindStringSubmatch(plan); m != nil {
+					ms, err := strconv.ParseFloat(m[1], 64)
+					require.NoError(t, err)
+					slowest = max(slowest, ms)
+				}
+			}
+			t.Logf("%s, %s: %d statements, the slowest %.1f ms (%s)", cl.name, mode, len(plans), slowest, time.Since(start))
+			seen := ""
+			for _, plan := range plans {
+				require.NotContains(t, plan, "Seq Scan on queue", "%s, %s:\n%s", cl.name, mode, plan)
+				require.NotContains(t, plan, "Bitmap Heap Scan on queue", "%s, %s:\n%s", cl.name, mode, plan)
+				if !pickSort.MatchString(plan) {
+					require.NotRegexp(t, queueSort, plan, "%s, %s: no queue rows sorted:\n%s", cl.name, mode, plan)
+				}
+				require.NotRegexp(t, notInlined, plan, "%s, %s: the row rule is inlined", cl.name, mode)
+				seen += plan
+			}
+			switch cl.name {
+			case "direct pri":
+				require.Contains(t, seen, "queue_priority", cl.name)
+				require.Contains(t, seen, "queue_ready", cl.name)
+			case "direct plain":
+				require.Contains(t, seen, "queue_ready", cl.name)
+			default:
+				require.Contains(t, seen, "queue_priority", cl.name)
+				require.Contains(t, seen, "queue_lane", cl.name)
 			}
 		}
 	}

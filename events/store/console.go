@@ -100,15 +100,19 @@ type MinuteCounts struct {
 	// Failed counts the attempts that failed: retried (failed), the last
 	// (gave_up) and those that expired before they ran.
 	Failed int64
+	// Cancelled and Snoozed count those log events.
+	Cancelled, Snoozed int64
 }
 
-// LogPerMinute counts the log's succeeded and failed attempts per channel and
-// minute from since on. It reads the log's rows by their ids (an id carries
+// LogPerMinute counts the log's succeeded, failed, cancelled and snoozed
+// attempts per channel and minute from since on. It reads the log's rows by their ids (an id carries
 // its creation time: _id_floor), so only the rows since then.
 func LogPerMinute(ctx context.Context, q Querier, since time.Time) ([]MinuteCounts, error) {
 	rows, err := q.Query(ctx, `SELECT l.channel, pg_catalog.date_trunc('minute'::pg_catalog.text, l.at) AS minute,
 		pg_catalog.count(*) FILTER (WHERE l.event OPERATOR(pg_catalog.=) 'succeeded'::pg_catalog.text),
-		pg_catalog.count(*) FILTER (WHERE l.event OPERATOR(pg_catalog.=) ANY ('{failed,gave_up,expired}'::pg_catalog.text[]))
+		pg_catalog.count(*) FILTER (WHERE l.event OPERATOR(pg_catalog.=) ANY ('{failed,gave_up,expired}'::pg_catalog.text[])),
+		pg_catalog.count(*) FILTER (WHERE l.event OPERATOR(pg_catalog.=) 'cancelled'::pg_catalog.text),
+		pg_catalog.count(*) FILTER (WHERE l.event OPERATOR(pg_catalog.=) 'snoozed'::pg_catalog.text)
 		FROM pgrelay.log l
 		WHERE l.id OPERATOR(pg_catalog.>=) pgrelay._id_floor($1::pg_catalog.timestamptz)
 		  AND l.at OPERATOR(pg_catalog.>=) $1::pg_catalog.timestamptz
@@ -118,7 +122,7 @@ func LogPerMinute(ctx context.Context, q Querier, since time.Time) ([]MinuteCoun
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (MinuteCounts, error) {
 		var m MinuteCounts
-		err := r.Scan(&m.Channel, &m.Minute, &m.Succeeded, &m.Failed)
+		err := r.Scan(&m.Channel, &m.Minute, &m.Succeeded, &m.Failed, &m.Cancelled, &m.Snoozed)
 		return m, err
 	})
 	if err != nil {
@@ -220,22 +224,23 @@ func collectLog(rows pgx.Rows) ([]LogEntry, error) {
 	})
 }
 
-// RecentFailures returns channel's latest failed attempts (failed, gave_up,
-// expired) since since, newest first, at most limit, each error cut to
-// chars. It reads the log backwards by id from now down to since, nothing
-// older.
-func RecentFailures(ctx context.Context, q Querier, channel string, since time.Time, limit, chars int) ([]LogEntry, error) {
+// RecentSetbacks returns channel's latest attempts that did not succeed
+// (failed, gave_up, expired) or were put off or ended (snoozed, cancelled)
+// since since, newest first, at most limit, each error (a snooze's due time,
+// a cancel's reason) cut to chars. It reads the log backwards by id from now
+// down to since, nothing older.
+func RecentSetbacks(ctx context.Context, q Querier, channel string, since time.Time, limit, chars int) ([]LogEntry, error) {
 	rows, err := q.Query(ctx, `SELECT `+logColumns("$4")+` FROM pgrelay.log l
 		WHERE l.id OPERATOR(pg_catalog.>=) pgrelay._id_floor($2::pg_catalog.timestamptz)
 		  AND l.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text
-		  AND l.event OPERATOR(pg_catalog.=) ANY ('{failed,gave_up,expired}'::pg_catalog.text[])
+		  AND l.event OPERATOR(pg_catalog.=) ANY ('{failed,gave_up,expired,cancelled,snoozed}'::pg_catalog.text[])
 		ORDER BY l.id DESC LIMIT $3::pg_catalog.int4`, channel, since, limit, chars)
 	if err != nil {
-		return nil, fmt.Errorf("console: read the recent failures of channel %q: %w", channel, err)
+		return nil, fmt.Errorf("console: read the recent setbacks of channel %q: %w", channel, err)
 	}
 	out, err := collectLog(rows)
 	if err != nil {
-		return nil, fmt.Errorf("console: read the recent failures of channel %q: %w", channel, err)
+		return nil, fmt.Errorf("console: read the recent setbacks of channel %q: %w", channel, err)
 	}
 	return out, nil
 }
@@ -496,7 +501,7 @@ func NotificationHistory(ctx context.Context, q Querier, id int64, limit, chars 
 // error cut to $n characters.
 func deadLetterColumnsCut(n string) string {
 	return `d.id, d.origin_id, d.channel, ` + cut("d.payload", n) + `, d.attempts, ` + cut("d.last_error", n) +
-		`, d.outcome, d.ended_at, d.node, d.run_in_node, d.notification_id`
+		`, d.outcome, d.ended_at, d.node, d.run_in_node, d.notification_id, COALESCE(d.priority, 0::pg_catalog.int2)`
 }
 
 // ConsoleDeadLetters is DeadLetters with each payload and error cut to

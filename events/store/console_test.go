@@ -110,7 +110,7 @@ func TestConsoleStatementsUseIndexes(t *testing.T) {
 	require.NoError(t, err)
 	uses(e.plan(), "log_pkey")
 
-	failures, err := RecentFailures(ctx, e, "c4", time.Now().Add(-time.Hour), 20, 201)
+	failures, err := RecentSetbacks(ctx, e, "c4", time.Now().Add(-time.Hour), 20, 201)
 	require.NoError(t, err)
 	require.Len(t, failures, 20)
 	uses(e.plan(), "log_pkey")

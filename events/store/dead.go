@@ -30,6 +30,9 @@ type DeadLetter struct {
 	RunInNode *int `json:"run_in_node"`
 	// NotificationID is the notification an email event carried.
 	NotificationID *int64 `json:"notification_id"`
+	// Priority is the event's, which a retry enqueues it at again (0, the
+	// default, is left out of JSON).
+	Priority int `json:"priority,omitempty"`
 }
 
 // DeadLetterFilter selects dead letters: of Channel ("" for every channel),
@@ -52,15 +55,16 @@ func (f DeadLetterFilter) args() (channel *string, since *time.Time) {
 }
 
 const deadLetterColumns = `d.id, d.origin_id, d.channel, d.payload, d.attempts, d.last_error, d.outcome,
-	d.ended_at, d.node, d.run_in_node, d.notification_id`
+	d.ended_at, d.node, d.run_in_node, d.notification_id, COALESCE(d.priority, 0::pg_catalog.int2)`
 
 func scanDeadLetter(r pgx.CollectableRow) (DeadLetter, error) {
 	var l DeadLetter
 	var attempts, node int32
 	var runIn *int32
+	var priority int16
 	err := r.Scan(&l.ID, &l.OriginID, &l.Channel, &l.Payload, &attempts, &l.LastError, &l.Outcome,
-		&l.EndedAt, &node, &runIn, &l.NotificationID)
-	l.Attempts, l.Node = int(attempts), int(node)
+		&l.EndedAt, &node, &runIn, &l.NotificationID, &priority)
+	l.Attempts, l.Node, l.Priority = int(attempts), int(node), int(priority)
 	if runIn != nil {
 		n := int(*runIn)
 		l.RunInNode = &n

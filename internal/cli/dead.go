@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -87,15 +88,26 @@ func runDeadList(ctx context.Context, a *app, args []string) error {
 		}
 		return writeJSON(a, list)
 	}
+	// A PRIORITY column only when a listed letter has a priority other
+	// than the default, 0: most have none.
+	prioritised := slices.ContainsFunc(list, func(l store.DeadLetter) bool { return l.Priority != 0 })
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tORIGIN\tCHANNEL\tOUTCOME\tATTEMPTS\tENDED\tNODE\tLAST ERROR")
+	head := "ID\tORIGIN\tCHANNEL\tOUTCOME\tATTEMPTS\t"
+	if prioritised {
+		head += "PRIORITY\t"
+	}
+	fmt.Fprintln(tw, head+"ENDED\tNODE\tLAST ERROR")
 	for _, l := range list {
 		lastErr := "-"
 		if l.LastError != nil {
 			lastErr = shorten(*l.LastError, 60)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s ago\t%d\t%s\n", l.ID, l.OriginID, escapeControl(l.Channel), l.Outcome,
-			l.Attempts, time.Since(l.EndedAt).Round(time.Second), l.Node, escapeControl(lastErr))
+		priority := ""
+		if prioritised {
+			priority = strconv.Itoa(l.Priority) + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s%s ago\t%d\t%s\n", l.ID, l.OriginID, escapeControl(l.Channel), l.Outcome,
+			l.Attempts, priority, time.Since(l.EndedAt).Round(time.Second), l.Node, escapeControl(lastErr))
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(tw, "(no dead letters)")
@@ -149,6 +161,9 @@ func runDeadShow(ctx context.Context, a *app, args []string) error {
 	row("channel", l.Channel)
 	row("outcome", l.Outcome)
 	row("attempts", strconv.Itoa(l.Attempts))
+	if l.Priority != 0 {
+		row("priority", strconv.Itoa(l.Priority))
+	}
 	row("ended at", l.EndedAt.Format(time.RFC3339Nano))
 	row("node", strconv.Itoa(l.Node))
 	if l.RunInNode != nil {

@@ -243,3 +243,45 @@ func TestDeadUsage(t *testing.T) {
 		})
 	}
 }
+
+// A dead letter's priority, when not 0, in `dead show` (a row), `dead list`
+// (a PRIORITY column, there when a listed letter has one) and both --json
+// forms ("priority", left out for 0).
+func TestDeadShowsPriority(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.Exec(`SELECT pgrelay.register('urgent', 'SELECT length($1)')`)
+	d.Exec(`INSERT INTO pgrelay.dead_letters (id, origin_id, channel, payload, attempts, last_error, outcome, ended_at, node, priority)
+		VALUES (1, 1, 'urgent', 'high', 5, 'boom', 'gave_up', now() - interval '1 minute', 0, 7),
+		       (2, 2, 'urgent', 'plain', 5, 'boom', 'gave_up', now(), 0, NULL)`)
+
+	code, out, errOut := cliMain("dead", "show", "1", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^priority\s+7$`, out)
+	code, out, errOut = cliMain("dead", "show", "2", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "priority")
+
+	code, out, errOut = cliMain("dead", "list", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	require.Len(t, lines(out), 3, out)
+	require.Regexp(t, `^ID\s+ORIGIN\s+CHANNEL\s+OUTCOME\s+ATTEMPTS\s+PRIORITY\s+ENDED\s+NODE\s+LAST ERROR`, lines(out)[0])
+	require.Regexp(t, `^2\s+2\s+urgent\s+gave_up\s+5\s+0\s+`, lines(out)[1])
+	require.Regexp(t, `^1\s+1\s+urgent\s+gave_up\s+5\s+7\s+`, lines(out)[2])
+	code, out, errOut = cliMain("dead", "list", "--limit", "1", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "PRIORITY", "no column when no listed letter has a priority")
+
+	code, out, errOut = cliMain("dead", "list", "--json", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	var listed []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &listed), out)
+	require.Len(t, listed, 2)
+	require.NotContains(t, listed[0], "priority")
+	require.EqualValues(t, 7, listed[1]["priority"])
+	code, out, errOut = cliMain("dead", "show", "--json", "1", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	var shown map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &shown), out)
+	require.EqualValues(t, 7, shown["priority"])
+}

@@ -34,6 +34,9 @@ type channelRow struct {
 	store.ChannelStats
 	// Succeeded and Failed are the last complete minute's.
 	Succeeded, Failed int64
+	// CancelledHour and SnoozedHour are the chart's hour's (the channel's
+	// page shows them: both are rare beside the others).
+	CancelledHour, SnoozedHour int64
 	// Dead is how many of its events are dead letters.
 	Dead  int64
 	Chart chart
@@ -163,6 +166,8 @@ func (s *Server) readOverview(ctx context.Context, now time.Time) (*overview, er
 		for i := range chartMinutes {
 			mc := at(first.Add(time.Duration(i) * time.Minute))[st.Channel]
 			series[i] = [2]int64{mc.Succeeded, mc.Failed}
+			row.CancelledHour += mc.Cancelled
+			row.SnoozedHour += mc.Snoozed
 			totalSeries[i][0] += mc.Succeeded
 			totalSeries[i][1] += mc.Failed
 		}

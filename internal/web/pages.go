@@ -243,7 +243,7 @@ func (s *Server) channel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Row, p.Listed = o.channel(name)
-	if p.Failures, err = store.RecentFailures(c, s.cfg.DB, name, time.Now().Add(-failureWindow), 20, listChars+1); err != nil {
+	if p.Failures, err = store.RecentSetbacks(c, s.cfg.DB, name, time.Now().Add(-failureWindow), 20, listChars+1); err != nil {
 		s.dbFail(w, r, err)
 		return
 	}

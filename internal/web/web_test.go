@@ -463,3 +463,35 @@ func TestConsoleSharesOneReadingASecond(t *testing.T) {
 	took := time.Since(start)
 	require.LessOrEqual(t, db.stats.Load(), int64(1+took/web.Refresh), "40 requests in %s", took)
 }
+
+// The channel page shows its cancelled and snoozed events beside the other
+// outcomes: how many of each the log holds for the last hour (the per-minute
+// counts the charts read), and their rows among the recent ones with their
+// detail (the cancel's reason, the snooze's due time).
+func TestConsoleChannelShowsCancelledAndSnoozed(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t, nil)
+	c.Exec("SELECT pgrelay.register('orders', 'SELECT length($1)')")
+	c.Exec(`INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, error, node, at)
+		SELECT pgrelay._id_floor(x.at) + g, g, 100 + g, 'orders', 1, x.event, x.error, 0, x.at
+		  FROM generate_series(1, 7) g,
+		       LATERAL (SELECT CASE WHEN g <= 6 THEN now() - interval '20 minutes'
+		                            ELSE now() - interval '2 hours' END AS at,
+		                       (ARRAY['cancelled', 'snoozed', 'snoozed', 'succeeded', 'failed', 'snoozed', 'cancelled'])[g] AS event,
+		                       (ARRAY['cancelled by admin', 'snoozed until 2026-12-31T00:00:00.000000Z',
+		                              'snoozed until 2026-12-31T00:00:01.000000Z', NULL, 'boom',
+		                              'snoozed until 2026-12-31T00:00:02.000000Z', 'cancelled long ago'])[g] AS error) x`)
+	code, body := c.get("/channels/orders")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "1", cell(t, body, "channel-row", "cancelled"), "the last hour's, not the older one")
+	require.Equal(t, "3", cell(t, body, "channel-row", "snoozed"))
+
+	recent := regexp.MustCompile(`(?s)<table id="failures">.*?</table>`).FindString(body)
+	require.NotEmpty(t, recent, body)
+	for _, want := range []string{"cancelled by admin", "snoozed until 2026-12-31T00:00:00.000000Z",
+		"snoozed until 2026-12-31T00:00:02.000000Z", "boom"} {
+		require.Contains(t, recent, want)
+	}
+	require.NotContains(t, recent, "cancelled long ago", "older than the hour")
+	require.Equal(t, 5, strings.Count(recent, `<a href="/events/`), "cancelled, 3 snoozed and failed, not the success")
+}

@@ -197,6 +197,9 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool, channel string) {
 		if err == nil {
 			d.tracing.lookup(qctx, d, rows)
 		}
+		if anyFree || d.flowLimited.Load() == nil {
+			d.readFlowLimits(qctx)
+		}
 		cancel()
 		took := time.Since(start)
 		var hints map[string]string

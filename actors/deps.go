@@ -49,9 +49,12 @@ type deps struct {
 	// backlog (batcher.full): a notification of theirs leaves the arming to
 	// the batcher.
 	drainingHints sync.Map
-	info          store.ProcessorInfo
-	runCtx        context.Context // cancelled when in-flight handlers must stop
-	slots         *slots          // claimed events and what running batches hold; the in-flight gauge
+	// flowLimited: the channels with a max_in_flight, read by the claimer
+	// at its first claim and at every poll (nil until read).
+	flowLimited atomic.Pointer[map[string]struct{}]
+	info        store.ProcessorInfo
+	runCtx      context.Context // cancelled when in-flight handlers must stop
+	slots       *slots          // claimed events and what running batches hold; the in-flight gauge
 	// pendingOutcomes: outcomes sent to the completer and not yet written
 	// (in its mailbox, its buffer, or being written); the claimer claims
 	// nothing while maxPendingOutcomes wait.
@@ -156,6 +159,30 @@ func (d *deps) setDraining(hint string, draining bool) {
 func (d *deps) drains(hint string) bool {
 	_, ok := d.drainingHints.Load(hint)
 	return ok
+}
+
+// limited reports whether channel has a max_in_flight, as last read.
+func (d *deps) limited(channel string) bool {
+	m := d.flowLimited.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[channel]
+	return ok
+}
+
+// readFlowLimits reads the channels with a max_in_flight; on an error the
+// last read stays (the poll claims their next events meanwhile).
+func (d *deps) readFlowLimits(ctx context.Context) {
+	m, err := d.store.FlowLimited(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.metrics.DBErrors.WithLabelValues("flow_limits").Inc()
+			d.log.Warn("could not read the channels' max_in_flight; their next events wait for the poll", "err", err)
+		}
+		return
+	}
+	d.flowLimited.Store(&m)
 }
 
 func (d *deps) hook(actor string, msg any) {

@@ -45,7 +45,9 @@ func TestActorHighPriorityOvertakesTheBacklog(t *testing.T) {
 }
 
 // max_in_flight 4 across 3 Processors: handlers that sleep record their
-// spans; never more than 4 overlap, and 4 do.
+// spans; never more than 4 overlap, and 4 do. The poll is an hour: an event
+// that ends has its Processor claim the channel's next one (a sql handler
+// records its own event, so no written outcome wakes the claimer).
 func TestActorMaxInFlightAcrossProcessors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -59,7 +61,7 @@ func TestActorMaxInFlightAcrossProcessors(t *testing.T) {
 	e.Exec(`SELECT pgrelay.register('lim', 'SELECT public.span($1)', p_max_in_flight := 4)`)
 	e.Exec(`SELECT pgrelay.notify_many('lim', ARRAY(SELECT g::text FROM generate_series(1, 80) g))`)
 	for range 3 {
-		e.startProcessor(nil)
+		e.startProcessor(func(c *actors.Config) { c.PollInterval = time.Hour })
 	}
 	testenv.Eventually(t, 120*time.Second, "every event to run", func() bool {
 		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'lim' AND event = 'succeeded'`) == 80

@@ -312,12 +312,13 @@ func finish(d *deps, ev handlers.Event, out *store.Outcome) {
 		tellEndedFailing(d, ev, *out, out.Event)
 	}
 	d.slots.free(1)
-	if out == nil && ev.Mode != "none" {
+	if out == nil && (ev.Mode != "none" || d.limited(ev.Channel)) {
 		// The handler's own transaction recorded the event (HandleTx,
 		// HandleTxBatch, a sql handler claimed alone): the next event of its
-		// serialised channel or lane is ready now, and nothing else would
-		// claim it before the poll. (The completer wakes the claimer once
-		// it has written the outcomes it is given.)
+		// serialised channel or lane, or of its channel held by its
+		// max_in_flight, may start now, and nothing else would claim it
+		// before the poll. (The completer wakes the claimer once it has
+		// written the outcomes it is given.)
 		d.send(claimer, &wake{})
 	}
 }

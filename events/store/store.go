@@ -549,6 +549,24 @@ func (s *Store) WakeHints(ctx context.Context, channels []string) (map[string]st
 	return hints, nil
 }
 
+// FlowLimited is the channels with a max_in_flight: an event of theirs that
+// ends may let the next one start.
+func (s *Store) FlowLimited(ctx context.Context) (map[string]struct{}, error) {
+	rows, err := s.bg.Query(ctx, `SELECT c.channel FROM pgrelay.channels c WHERE c.max_in_flight IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("read the channels with a max_in_flight: %w", err)
+	}
+	channels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the channels with a max_in_flight: %w", err)
+	}
+	out := make(map[string]struct{}, len(channels))
+	for _, ch := range channels {
+		out[ch] = struct{}{}
+	}
+	return out, nil
+}
+
 // StartProcessor registers a Processor instance and returns its id and the
 // node id its sessions run as.
 func (s *Store) StartProcessor(ctx context.Context, info ProcessorInfo) (id int64, node int, err error) {

@@ -138,6 +138,61 @@ func TestTracingSpansEveryAttemptLinkedToTheProducer(t *testing.T) {
 	}
 }
 
+// A channel registered with p_store_traces := false keeps no producer's
+// trace context: a traced Notify stores no trace row, and the Processor's
+// span of its attempt has no link. By default (and after update turns it
+// back on) the trace context is stored and linked.
+func TestTracingChannelThatStoresNoTraces(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		setup  []string
+		stored bool
+	}{
+		{"default", nil, true},
+		{"off", []string{"SELECT pgrelay.update('ship', p_store_traces := false)"}, false},
+		{"on again", []string{"SELECT pgrelay.update('ship', p_store_traces := false)",
+			"SELECT pgrelay.update('ship', p_store_traces := true)"}, true},
+		{"registered off", []string{"SELECT pgrelay.unregister('ship')",
+			"SELECT pgrelay.register('ship', 'ship', p_kind := 'go', p_store_traces := false)"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := goDB(t)
+			d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go')")
+			for _, sql := range tc.setup {
+				d.Exec(sql)
+			}
+			tp, exp := tracedProvider(t)
+			cfg := goConfig(d.URL)
+			cfg.TracerProvider = tp
+			p, err := processor.NewProcessor(cfg)
+			require.NoError(t, err)
+			p.Handle("ship", func(context.Context, pgrelay.Event) error { return nil })
+
+			ctx, app := tp.Tracer("app").Start(context.Background(), "POST /orders")
+			id, err := pgrelay.Notify(ctx, d.Pool, "ship", "order 7")
+			require.NoError(t, err)
+			app.End()
+			stored := d.Count("SELECT count(*) FROM pgrelay.event_traces WHERE origin_id = $1", id)
+			require.NoError(t, p.Start(context.Background()))
+			waitEnded(t, d, id)
+			require.NoError(t, p.Stop(context.Background()))
+
+			spans := processSpans(exp, "ship")
+			require.Len(t, spans, 1)
+			require.Equal(t, "succeeded", attrs(spans[0])[pgrelay.AttrOutcome])
+			if tc.stored {
+				require.Equal(t, 1, stored, "the producer's trace context is stored")
+				require.Len(t, spans[0].Links, 1, "the attempt's span links to the producer's")
+			} else {
+				require.Zero(t, stored, "no trace context is stored for the channel")
+				require.Empty(t, spans[0].Links, "the attempt's span has no link")
+			}
+		})
+	}
+}
+
 // Without a TracerProvider the Processor makes no span and reads no trace
 // context, though the event has one.
 func TestTracingOffMakesNoSpans(t *testing.T) {

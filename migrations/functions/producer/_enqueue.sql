@@ -1,6 +1,6 @@
 -- _enqueue: as in 0019, plus the priority of the channel row it is given,
 -- which its enqueued log rows carry too (NULL for 0), and the producer's
--- trace context when it set one (_store_traces).
+-- trace context when it set one and the channel keeps it (_store_traces).
 
 CREATE OR REPLACE FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone) RETURNS void
     LANGUAGE plpgsql
@@ -19,7 +19,7 @@ BEGIN
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
   IF pg_catalog.current_setting('pgrelay.traceparent', true) <> '' THEN
-    PERFORM pgrelay._store_traces(p_ids);
+    PERFORM pgrelay._store_traces(ch.channel, p_ids);
   END IF;
   PERFORM pgrelay._wake(ch.channel);
   IF ch.publish_payload THEN

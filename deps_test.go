@@ -28,7 +28,7 @@ var producerModules = map[string]bool{
 	"golang.org/x/sync":              true,
 }
 
-// A program that calls Notify, NotifyMany, Status, Send and ParseEvent
+// A program that calls Notify, NotifyMany, Status, Cancel, Send and ParseEvent
 // (testdata/producer) links pgx, the OpenTelemetry API and the standard
 // library: not the actor library, NATS, SMTP, Prometheus or an OpenTelemetry
 // SDK, which only the processor package and cmd/pgrelay need. So does the

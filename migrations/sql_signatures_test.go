@@ -102,7 +102,7 @@ func TestSQLSignaturesMatchSpec(t *testing.T) {
 	register := argNames(t, d.Pool, "pgrelay.register")
 	require.Equal(t, spec, register[:len(spec)], "register's parameters")
 	require.Equal(t, []string{"p_publish_payload", "p_publish_errors", "p_publish_enqueued",
-		"p_priority", "p_max_in_flight", "p_rate_limit", "p_rate_period"}, register[len(spec):], "register's additions")
+		"p_priority", "p_max_in_flight", "p_rate_limit", "p_rate_period", "p_store_traces"}, register[len(spec):], "register's additions")
 	// update: "the same named parameters", and p_paused.
 	update := argNames(t, d.Pool, "pgrelay.update")
 	for _, p := range register {

@@ -71,3 +71,42 @@ func TestTraceparentStoredByEveryEnqueue(t *testing.T) {
 	require.NoError(t, tx.Commit(bg))
 	require.Equal(t, []string{tp, tp, tp}, traceOf(many))
 }
+
+// A channel registered with p_store_traces := false stores no trace
+// context by any enqueue (notify, notify_many, a direct insert of rows of
+// several channels at once), while another channel of the same statement
+// stores its own; update() turns it back on; create_channel passes it on.
+func TestTraceparentNotStoredForAChannelThatRefusesIt(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("on", "")
+	d.register("off", "p_store_traces := false")
+	d.Exec("SELECT pgrelay_notifier.create_channel('mail', 'shop@example.org', p_store_traces := false)")
+	require.Equal(t, []bool{false, false, true},
+		testenv.Column[bool](t, d.Pool, "SELECT store_traces FROM pgrelay.channels ORDER BY channel"))
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traced := func(sql string) []int64 {
+		tx, err := d.Pool.Begin(bg)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(bg) }()
+		_, err = tx.Exec(bg, "SET LOCAL pgrelay.traceparent = '"+tp+"'")
+		require.NoError(t, err)
+		ids := testenv.Column[int64](t, tx, sql)
+		require.NoError(t, tx.Commit(bg))
+		return ids
+	}
+	stored := func(ids []int64) []bool {
+		return testenv.Column[bool](t, d.Pool, `SELECT t.origin_id IS NOT NULL
+			FROM unnest($1::bigint[]) WITH ORDINALITY AS u(id, n)
+			LEFT JOIN pgrelay.event_traces t ON t.origin_id = u.id ORDER BY u.n`, ids)
+	}
+	require.Equal(t, []bool{false}, stored(traced("SELECT pgrelay.notify('off', 'a')")))
+	require.Equal(t, []bool{false, false}, stored(traced("SELECT pgrelay.notify_many('off', ARRAY['a', 'b'])")))
+	require.Equal(t, []bool{true, false, true, false}, stored(traced(`INSERT INTO pgrelay.queue (channel, payload)
+		VALUES ('on', 'a'), ('off', 'b'), ('on', 'c'), ('off', 'd') RETURNING id`)))
+	d.Exec("SELECT pgrelay.update('off', p_store_traces := true)")
+	require.Equal(t, []bool{true}, stored(traced("SELECT pgrelay.notify('off', 'a')")))
+	d.Exec("SELECT pgrelay.update('off', p_max_attempts := 3)")
+	require.True(t, testenv.One[bool](t, d.Pool, "SELECT store_traces FROM pgrelay.channels WHERE channel = 'off'"),
+		"update keeps the setting it is not given")
+}

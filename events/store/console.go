@@ -70,20 +70,25 @@ type ProcessorRow struct {
 	Version   string
 	StartedAt time.Time
 	LastSeen  time.Time
+	// Alive: its last heartbeat is more recent than the deadAfter given to
+	// Processors (by the database's clock).
+	Alive bool
 }
 
 // Processors returns the Processor instances that have not stopped (a dead
-// one stays until it is rescued), by node.
-func Processors(ctx context.Context, q Querier) ([]ProcessorRow, error) {
+// one stays until it is rescued), by node; one silent for deadAfter is not
+// Alive.
+func Processors(ctx context.Context, q Querier, deadAfter time.Duration) ([]ProcessorRow, error) {
 	rows, err := q.Query(ctx, `SELECT p.processor_id, p.node_id, p.mode, COALESCE(p.hostname, ''),
-		COALESCE(p.pid, 0), COALESCE(p.version, ''), p.started_at, p.last_seen
-		FROM pgrelay.processors p ORDER BY p.node_id, p.processor_id`)
+		COALESCE(p.pid, 0), COALESCE(p.version, ''), p.started_at, p.last_seen,
+		p.last_seen OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)
+		FROM pgrelay.processors p ORDER BY p.node_id, p.processor_id`, deadAfter)
 	if err != nil {
 		return nil, fmt.Errorf("console: read the processors: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ProcessorRow, error) {
 		var p ProcessorRow
-		err := r.Scan(&p.ID, &p.Node, &p.Mode, &p.Hostname, &p.PID, &p.Version, &p.StartedAt, &p.LastSeen)
+		err := r.Scan(&p.ID, &p.Node, &p.Mode, &p.Hostname, &p.PID, &p.Version, &p.StartedAt, &p.LastSeen, &p.Alive)
 		return p, err
 	})
 	if err != nil {

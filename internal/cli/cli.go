@@ -49,7 +49,7 @@ func commands() []command {
 		{"migrate", "create or upgrade pgrelay's schema in a database", runMigrate},
 		{"run", "run the Processor: claim queued events and dispatch them", runRun},
 		{"dev", "run everything on embedded defaults with a demo channel and a live view", runDev},
-		{"stats", "show pgrelay.queue_stats() as a table", runStats},
+		{"stats", "show pgrelay.queue_stats() as a table, then publishers, schedules and Processors", runStats},
 		{"doctor", "check an installation (roles, grants, search_path, replication, publisher, vacuum) and say how to fix it", runDoctor},
 		{"nodes", "list nodes (heartbeat, mode, leader, pending, pinned); 'nodes decommission N --yes'", runNodes},
 		{"web", "serve the console: queue, nodes, events, dead letters and emails in a browser", runWeb},

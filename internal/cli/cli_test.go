@@ -311,7 +311,9 @@ type statsRow struct {
 }
 
 // parseStats parses the table `pgrelay stats` prints, keyed by channel (with
-// " (paused)" kept in the name).
+// " (paused)" kept in the name). The table's rows are the lines as wide as
+// its header (its cells are padded, right-aligned); the lines under it
+// (the Processors, schedules, …) are not.
 func parseStats(t *testing.T, out string) map[string]statsRow {
 	t.Helper()
 	ls := lines(out)
@@ -320,6 +322,9 @@ func parseStats(t *testing.T, out string) map[string]statsRow {
 		"RETRYING", "LIMIT", "RATE", "OLDEST", "PENDING"}, strings.Fields(ls[0]))
 	rows := map[string]statsRow{}
 	for _, l := range ls[1:] {
+		if len(l) != len(ls[0]) {
+			break
+		}
 		f := strings.Fields(l)
 		name := f[0]
 		if len(f) > 1 && f[1] == "(paused)" {

@@ -524,6 +524,7 @@ func warnOwnerStats(ctx context.Context, conn *pgx.Conn, w io.Writer, cmd string
 func runStats(ctx context.Context, a *app, args []string) error {
 	fs := a.newFlags("stats")
 	url := fs.String("database-url", "", "PostgreSQL URL (required)")
+	deadAfter := fs.Duration("dead-after", actors.Defaults().DeadAfter, "a Processor silent this long is shown dead")
 	if err := a.parse(fs, args); err != nil {
 		return err
 	}
@@ -569,5 +570,10 @@ func runStats(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	writeSchedules(a.stdout, schedules, time.Now())
+	procs, err := store.Processors(cctx, conn, *deadAfter)
+	if err != nil {
+		return err
+	}
+	writeProcessors(a.stdout, procs, time.Now())
 	return nil
 }

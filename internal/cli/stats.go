@@ -130,3 +130,24 @@ func writeSchedules(w io.Writer, rows []store.Schedule, now time.Time) {
 		fmt.Fprintln(w)
 	}
 }
+
+// writeProcessors prints, under the stats table, each Processor of
+// pgrelay.processors, `pgrelay run` and embedded ones alike: its node,
+// mode, host and pid, the release it runs, whether it is alive, and its
+// last heartbeat.
+func writeProcessors(w io.Writer, rows []store.ProcessorRow, now time.Time) {
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no Processor is running")
+	}
+	for _, p := range rows {
+		state, v := "dead", p.Version
+		if p.Alive {
+			state = "alive"
+		}
+		if v == "" {
+			v = "unknown"
+		}
+		fmt.Fprintf(w, "processor %d on node %d (%s, host %s, pid %d): version %s, %s, last heartbeat %s ago\n",
+			p.ID, p.Node, p.Mode, p.Hostname, p.PID, v, state, now.Sub(p.LastSeen).Round(time.Second))
+	}
+}

@@ -1,10 +1,23 @@
 package cli_test
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgrelay/pgrelay"
+	"github.com/pgrelay/pgrelay/internal/testenv"
+	"github.com/pgrelay/pgrelay/internal/version"
+	"github.com/pgrelay/pgrelay/processor"
 )
 
 // `pgrelay stats` shows each publisher's lag, rows and age of the oldest
@@ -74,4 +87,40 @@ func TestStatsSchedules(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^schedule nightly \(channel reports, cron '0 3 \* \* \*' Europe/Paris, node 0\): next not computed yet, never fired, 0 events$`, out)
 	assert.Regexp(t, `(?m)^schedule ping \(channel reports, every 00:05:00, node 0\): next in (4m5\ds|5m0s), last fired 1h0m\d+s ago, 7 events; last error: notify failed: x$`, out)
+}
+
+// `pgrelay stats` lists the running Processors, an embedded one (the
+// processor package, in this test's process) as `pgrelay run` (a
+// subprocess): each with its node, mode, host, pid, release and whether it
+// is alive.
+func TestStatsProcessors(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	code, out, errOut := cliMain("stats", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^no Processor is running$`, out)
+
+	d.Exec("SELECT pgrelay.register('ship', 'ship', p_kind := 'go')")
+	p, err := processor.NewProcessor(processor.Config{DatabaseURL: d.URL,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	p.Handle("ship", func(context.Context, pgrelay.Event) error { return nil })
+	require.NoError(t, p.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, p.Stop(context.Background())) })
+	run := startCLI(t, nil, "run", "--database-url", d.URL)
+	testenv.Eventually(t, 60*time.Second, "both Processors to start", func() bool {
+		return d.Count("SELECT count(*) FROM pgrelay.processors") == 2 || run.exited()
+	})
+	require.False(t, run.exited(), "pgrelay run exited")
+
+	node := d.Text("SELECT pgrelay._this_node()::text")
+	code, out, errOut = cliMain("stats", "--database-url", d.URL)
+	require.Equal(t, 0, code, errOut)
+	for _, pid := range []int{os.Getpid(), run.cmd.Process.Pid} {
+		assert.Regexp(t, `(?m)^processor \d+ on node `+node+` \(single, host \S+, pid `+strconv.Itoa(pid)+`\): `+
+			`version `+regexp.QuoteMeta(version.Release)+`, alive, last heartbeat \d+s ago$`, out)
+	}
+	assert.NotContains(t, out, "no Processor is running")
+	run.signal(syscall.SIGTERM)
+	require.Equal(t, 0, run.wait(60*time.Second))
 }

@@ -99,7 +99,7 @@ func (s *Server) readOverview(ctx context.Context, now time.Time) (*overview, er
 	if err != nil {
 		return nil, err
 	}
-	procs, err := store.Processors(ctx, s.cfg.DB)
+	procs, err := store.Processors(ctx, s.cfg.DB, s.cfg.DeadAfter)
 	if err != nil {
 		return nil, err
 	}

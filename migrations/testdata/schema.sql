@@ -401,6 +401,7 @@ CREATE TABLE pgrelay.channels (
     max_in_flight integer,
     rate_limit integer,
     rate_period interval,
+    store_traces boolean DEFAULT true NOT NULL,
     CONSTRAINT channels_attempts CHECK ((max_attempts > 0)),
     CONSTRAINT channels_expire_after CHECK (((expire_after IS NULL) OR (expire_after > '00:00:00'::interval))),
     CONSTRAINT channels_kind CHECK ((kind = ANY (ARRAY['sql'::text, 'email'::text, 'nats'::text, 'go'::text]))),
@@ -1667,7 +1668,7 @@ BEGIN
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
   IF pg_catalog.current_setting('pgrelay.traceparent', true) <> '' THEN
-    PERFORM pgrelay._store_traces(p_ids);
+    PERFORM pgrelay._store_traces(ch.channel, p_ids);
   END IF;
   PERFORM pgrelay._wake(ch.channel);
   IF ch.publish_payload THEN
@@ -2596,7 +2597,8 @@ BEGIN
    WHERE c.publish_enqueued AND n.retry_of IS NULL
    ORDER BY n.id;
   IF pg_catalog.current_setting('pgrelay.traceparent', true) <> '' THEN
-    PERFORM pgrelay._store_traces(ARRAY(SELECT n.id FROM new_rows n WHERE n.id = n.origin_id));
+    PERFORM pgrelay._store_traces(n.channel, pg_catalog.array_agg(n.id))
+       FROM new_rows n WHERE n.id = n.origin_id GROUP BY n.channel;
   END IF;
   SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
   IF v_first IS NULL THEN
@@ -3196,10 +3198,10 @@ $$;
 ALTER FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_claimed_at timestamp with time zone[], p_delays interval[], OUT done integer, OUT gave_up bigint[]) OWNER TO postgres;
 
 --
--- Name: _store_traces(bigint[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: _store_traces(text, bigint[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay._store_traces(p_ids bigint[]) RETURNS void
+CREATE FUNCTION pgrelay._store_traces(p_channel text, p_ids bigint[]) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -3214,7 +3216,8 @@ BEGIN
   END IF;
   IF v ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
      AND pg_catalog.substr(v, 4, 32) <> pg_catalog.repeat('0', 32)
-     AND pg_catalog.substr(v, 37, 16) <> pg_catalog.repeat('0', 16) THEN
+     AND pg_catalog.substr(v, 37, 16) <> pg_catalog.repeat('0', 16)
+     AND EXISTS (SELECT FROM pgrelay.channels c WHERE c.channel = p_channel AND c.store_traces) THEN
     INSERT INTO pgrelay.event_traces (origin_id, traceparent)
     SELECT u.id, v FROM pg_catalog.unnest(p_ids) AS u(id)
     ON CONFLICT (origin_id) DO NOTHING;
@@ -3223,7 +3226,7 @@ END
 $_$;
 
 
-ALTER FUNCTION pgrelay._store_traces(p_ids bigint[]) OWNER TO postgres;
+ALTER FUNCTION pgrelay._store_traces(p_channel text, p_ids bigint[]) OWNER TO postgres;
 
 --
 -- Name: _succeed(bigint, bigint, timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -4039,10 +4042,10 @@ $$;
 ALTER FUNCTION pgrelay.queue_stats() OWNER TO postgres;
 
 --
--- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean, integer, integer, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean, integer, integer, integer, interval, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
+CREATE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval, p_store_traces boolean DEFAULT NULL::boolean) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4064,6 +4067,7 @@ BEGIN
   c.publish_payload := COALESCE(p_publish_payload, false);
   c.publish_errors := p_publish_errors;
   c.publish_enqueued := COALESCE(p_publish_enqueued, false);
+  c.store_traces := COALESCE(p_store_traces, true);
   PERFORM pgrelay._check_channel(c);
   PERFORM pgrelay._check_flow(p_channel, p_priority, p_max_in_flight, p_rate_limit, p_rate_period);
   IF p_rate_period IS NOT NULL AND COALESCE(p_rate_limit, 0) = 0 THEN
@@ -4077,11 +4081,11 @@ BEGIN
     INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
                                   node_restricted, max_attempts, retry_delay, expire_after, timeout,
                                   publish_payload, publish_errors, publish_enqueued,
-                                  priority, max_in_flight, rate_limit, rate_period)
+                                  priority, max_in_flight, rate_limit, rate_period, store_traces)
     VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
             c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout,
             c.publish_payload, c.publish_errors, c.publish_enqueued,
-            c.priority, c.max_in_flight, c.rate_limit, c.rate_period)
+            c.priority, c.max_in_flight, c.rate_limit, c.rate_period, c.store_traces)
     ON CONFLICT (channel) DO NOTHING;
     IF FOUND THEN
       RETURN;
@@ -4145,6 +4149,9 @@ BEGIN
       COALESCE(old.rate_limit::text, 'NULL'), COALESCE(old.rate_period::text, 'NULL'),
       COALESCE(c.rate_limit::text, 'NULL'), COALESCE(c.rate_period::text, 'NULL'));
   END IF;
+  IF old.store_traces IS DISTINCT FROM c.store_traces THEN
+    v_diff := v_diff || pg_catalog.format('store_traces (%s registered, %s given)', old.store_traces, c.store_traces);
+  END IF;
   IF pg_catalog.cardinality(v_diff) > 0 THEN
     RAISE EXCEPTION 'pgrelay: channel % already exists with a different definition: %',
       pg_catalog.quote_literal(p_channel), pg_catalog.array_to_string(v_diff, ', ')
@@ -4155,7 +4162,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) OWNER TO postgres;
+ALTER FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) OWNER TO postgres;
 
 --
 -- Name: retry(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -4385,10 +4392,10 @@ $$;
 ALTER FUNCTION pgrelay.unschedule(p_name text) OWNER TO postgres;
 
 --
--- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean, integer, integer, integer, interval); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+-- Name: update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean, integer, integer, integer, interval, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text, p_publish_enqueued boolean DEFAULT NULL::boolean, p_priority integer DEFAULT NULL::integer, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
+CREATE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text, p_publish_enqueued boolean DEFAULT NULL::boolean, p_priority integer DEFAULT NULL::integer, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval, p_store_traces boolean DEFAULT NULL::boolean) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4418,6 +4425,7 @@ BEGIN
   c.publish_payload := COALESCE(p_publish_payload, old.publish_payload);
   c.publish_errors := COALESCE(p_publish_errors, old.publish_errors);
   c.publish_enqueued := COALESCE(p_publish_enqueued, old.publish_enqueued);
+  c.store_traces := COALESCE(p_store_traces, old.store_traces);
   -- The handler is re-checked only when it or the kind changes: pausing a
   -- channel whose handler's function was dropped must still work.
   PERFORM pgrelay._check_channel(c, c.handler IS DISTINCT FROM old.handler OR c.kind IS DISTINCT FROM old.kind);
@@ -4449,7 +4457,7 @@ BEGIN
          publish_payload = c.publish_payload, publish_errors = c.publish_errors,
          publish_enqueued = c.publish_enqueued, priority = c.priority,
          max_in_flight = c.max_in_flight, rate_limit = c.rate_limit, rate_period = c.rate_period,
-         updated_at = now()
+         store_traces = c.store_traces, updated_at = now()
    WHERE x.channel = p_channel;
   -- Rows not yet dispatched follow the new settings.
   --
@@ -4491,7 +4499,7 @@ END
 $$;
 
 
-ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) OWNER TO postgres;
+ALTER FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) OWNER TO postgres;
 
 --
 -- Name: _caller(); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -4752,10 +4760,10 @@ $$;
 ALTER FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) OWNER TO pgrelay_notifier;
 
 --
--- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean, integer, integer, integer, interval); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: create_channel(text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean, integer, integer, integer, interval, boolean); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
+CREATE FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 10, p_retry_delay interval DEFAULT '00:00:10'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval, p_store_traces boolean DEFAULT NULL::boolean) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4778,12 +4786,13 @@ BEGIN
     p_priority := p_priority,
     p_max_in_flight := p_max_in_flight,
     p_rate_limit := p_rate_limit,
-    p_rate_period := p_rate_period);
+    p_rate_period := p_rate_period,
+    p_store_traces := p_store_traces);
 END
 $$;
 
 
-ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) OWNER TO pgrelay_notifier;
+ALTER FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) OWNER TO pgrelay_notifier;
 
 --
 -- Name: debug_log(bigint, text); Type: FUNCTION; Schema: pgrelay_notifier; Owner: pgrelay_notifier
@@ -6796,11 +6805,11 @@ GRANT ALL ON FUNCTION pgrelay._snooze(p_processor bigint, p_ids bigint[], p_clai
 
 
 --
--- Name: FUNCTION _store_traces(p_ids bigint[]); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION _store_traces(p_channel text, p_ids bigint[]); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay._store_traces(p_ids bigint[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay._store_traces(p_ids bigint[]) TO pgrelay_processor;
+REVOKE ALL ON FUNCTION pgrelay._store_traces(p_channel text, p_ids bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._store_traces(p_channel text, p_ids bigint[]) TO pgrelay_processor;
 
 
 --
@@ -7005,11 +7014,11 @@ GRANT ALL ON FUNCTION pgrelay.queue_stats() TO pgrelay_viewer;
 
 
 --
--- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) TO pgrelay_admin;
 
 
 --
@@ -7074,11 +7083,11 @@ GRANT ALL ON FUNCTION pgrelay.unschedule(p_name text) TO pgrelay_admin;
 
 
 --
--- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval); Type: ACL; Schema: pgrelay; Owner: postgres
+-- Name: FUNCTION update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
-REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) TO pgrelay_admin;
 
 
 --
@@ -7143,11 +7152,11 @@ GRANT ALL ON FUNCTION pgrelay_notifier.cancel(p_notification_id bigint) TO pgrel
 
 
 --
--- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
+-- Name: FUNCTION create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean); Type: ACL; Schema: pgrelay_notifier; Owner: pgrelay_notifier
 --
 
-REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay_notifier.create_channel(p_channel text, p_from text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) TO pgrelay_admin;
 
 
 --

@@ -3,9 +3,11 @@
 -- older release keep their meaning. p_priority is the channel's default
 -- priority; p_max_in_flight and p_rate_limit/p_rate_period its flow limits:
 -- at register, 0 (or NULL) sets no limit; p_rate_period defaults to 1
--- second once p_rate_limit is set, and needs one.
+-- second once p_rate_limit is set, and needs one. p_store_traces false: the
+-- channel keeps no producer's trace context (_store_traces); NULL means
+-- the default, true.
 
-CREATE OR REPLACE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
+CREATE OR REPLACE FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text DEFAULT 'sql'::text, p_concurrency_mode text DEFAULT 'none'::text, p_deduplicate boolean DEFAULT false, p_node_restricted boolean DEFAULT false, p_max_attempts integer DEFAULT 5, p_retry_delay interval DEFAULT '00:00:01'::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT '00:00:30'::interval, p_publish_payload boolean DEFAULT false, p_publish_errors text DEFAULT 'class'::text, p_publish_enqueued boolean DEFAULT false, p_priority integer DEFAULT 0, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval, p_store_traces boolean DEFAULT NULL::boolean) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -27,6 +29,7 @@ BEGIN
   c.publish_payload := COALESCE(p_publish_payload, false);
   c.publish_errors := p_publish_errors;
   c.publish_enqueued := COALESCE(p_publish_enqueued, false);
+  c.store_traces := COALESCE(p_store_traces, true);
   PERFORM pgrelay._check_channel(c);
   PERFORM pgrelay._check_flow(p_channel, p_priority, p_max_in_flight, p_rate_limit, p_rate_period);
   IF p_rate_period IS NOT NULL AND COALESCE(p_rate_limit, 0) = 0 THEN
@@ -40,11 +43,11 @@ BEGIN
     INSERT INTO pgrelay.channels (channel, handler, kind, concurrency_mode, deduplicate,
                                   node_restricted, max_attempts, retry_delay, expire_after, timeout,
                                   publish_payload, publish_errors, publish_enqueued,
-                                  priority, max_in_flight, rate_limit, rate_period)
+                                  priority, max_in_flight, rate_limit, rate_period, store_traces)
     VALUES (c.channel, c.handler, c.kind, c.concurrency_mode, c.deduplicate,
             c.node_restricted, c.max_attempts, c.retry_delay, c.expire_after, c.timeout,
             c.publish_payload, c.publish_errors, c.publish_enqueued,
-            c.priority, c.max_in_flight, c.rate_limit, c.rate_period)
+            c.priority, c.max_in_flight, c.rate_limit, c.rate_period, c.store_traces)
     ON CONFLICT (channel) DO NOTHING;
     IF FOUND THEN
       RETURN;
@@ -108,6 +111,9 @@ BEGIN
       COALESCE(old.rate_limit::text, 'NULL'), COALESCE(old.rate_period::text, 'NULL'),
       COALESCE(c.rate_limit::text, 'NULL'), COALESCE(c.rate_period::text, 'NULL'));
   END IF;
+  IF old.store_traces IS DISTINCT FROM c.store_traces THEN
+    v_diff := v_diff || pg_catalog.format('store_traces (%s registered, %s given)', old.store_traces, c.store_traces);
+  END IF;
   IF pg_catalog.cardinality(v_diff) > 0 THEN
     RAISE EXCEPTION 'pgrelay: channel % already exists with a different definition: %',
       pg_catalog.quote_literal(p_channel), pg_catalog.array_to_string(v_diff, ', ')
@@ -117,5 +123,5 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION pgrelay.register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean, integer, integer, integer, interval) FROM PUBLIC, pgrelay_producer, pgrelay_processor, pgrelay_admin, pgrelay_viewer, pgrelay_notifier;
-GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.register(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, text, boolean, integer, integer, integer, interval, boolean) FROM PUBLIC, pgrelay_producer, pgrelay_processor, pgrelay_admin, pgrelay_viewer, pgrelay_notifier;
+GRANT ALL ON FUNCTION pgrelay.register(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) TO pgrelay_admin;

@@ -1,8 +1,9 @@
 -- update: NULL keeps a setting; p_max_in_flight := 0 and p_rate_limit := 0
 -- remove the limit (as p_expire_after := '0' clears the expiry);
--- p_rate_period alone changes the period of the channel's rate limit.
+-- p_rate_period alone changes the period of the channel's rate limit;
+-- p_store_traces applies to the events enqueued from now on.
 
-CREATE OR REPLACE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text, p_publish_enqueued boolean DEFAULT NULL::boolean, p_priority integer DEFAULT NULL::integer, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval) RETURNS void
+CREATE OR REPLACE FUNCTION pgrelay.update(p_channel text, p_handler text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_concurrency_mode text DEFAULT NULL::text, p_deduplicate boolean DEFAULT NULL::boolean, p_node_restricted boolean DEFAULT NULL::boolean, p_max_attempts integer DEFAULT NULL::integer, p_retry_delay interval DEFAULT NULL::interval, p_expire_after interval DEFAULT NULL::interval, p_timeout interval DEFAULT NULL::interval, p_paused boolean DEFAULT NULL::boolean, p_publish_payload boolean DEFAULT NULL::boolean, p_publish_errors text DEFAULT NULL::text, p_publish_enqueued boolean DEFAULT NULL::boolean, p_priority integer DEFAULT NULL::integer, p_max_in_flight integer DEFAULT NULL::integer, p_rate_limit integer DEFAULT NULL::integer, p_rate_period interval DEFAULT NULL::interval, p_store_traces boolean DEFAULT NULL::boolean) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -32,6 +33,7 @@ BEGIN
   c.publish_payload := COALESCE(p_publish_payload, old.publish_payload);
   c.publish_errors := COALESCE(p_publish_errors, old.publish_errors);
   c.publish_enqueued := COALESCE(p_publish_enqueued, old.publish_enqueued);
+  c.store_traces := COALESCE(p_store_traces, old.store_traces);
   -- The handler is re-checked only when it or the kind changes: pausing a
   -- channel whose handler's function was dropped must still work.
   PERFORM pgrelay._check_channel(c, c.handler IS DISTINCT FROM old.handler OR c.kind IS DISTINCT FROM old.kind);
@@ -63,7 +65,7 @@ BEGIN
          publish_payload = c.publish_payload, publish_errors = c.publish_errors,
          publish_enqueued = c.publish_enqueued, priority = c.priority,
          max_in_flight = c.max_in_flight, rate_limit = c.rate_limit, rate_period = c.rate_period,
-         updated_at = now()
+         store_traces = c.store_traces, updated_at = now()
    WHERE x.channel = p_channel;
   -- Rows not yet dispatched follow the new settings.
   --
@@ -104,5 +106,5 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION pgrelay.update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean, integer, integer, integer, interval) FROM PUBLIC, pgrelay_producer, pgrelay_processor, pgrelay_admin, pgrelay_viewer, pgrelay_notifier;
-GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval) TO pgrelay_admin;
+REVOKE ALL ON FUNCTION pgrelay.update(text, text, text, text, boolean, boolean, integer, interval, interval, interval, boolean, boolean, text, boolean, integer, integer, integer, interval, boolean) FROM PUBLIC, pgrelay_producer, pgrelay_processor, pgrelay_admin, pgrelay_viewer, pgrelay_notifier;
+GRANT ALL ON FUNCTION pgrelay.update(p_channel text, p_handler text, p_kind text, p_concurrency_mode text, p_deduplicate boolean, p_node_restricted boolean, p_max_attempts integer, p_retry_delay interval, p_expire_after interval, p_timeout interval, p_paused boolean, p_publish_payload boolean, p_publish_errors text, p_publish_enqueued boolean, p_priority integer, p_max_in_flight integer, p_rate_limit integer, p_rate_period interval, p_store_traces boolean) TO pgrelay_admin;

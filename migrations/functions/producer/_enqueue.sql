@@ -4,7 +4,7 @@
 -- helpers (_pin_of, _expiry_of, _lane_of, _phash_of) and the channel's
 -- priority, once per statement, under pgrelay.stamped = 'on' so that the
 -- trigger passes over them. Then the producer's trace context when it set
--- one (_store_traces), the channel's wake-up (_wake), the payloads kept for
+-- one and the channel keeps it (_store_traces), the channel's wake-up (_wake), the payloads kept for
 -- NATS on a publish_payload channel and, on a publish_enqueued channel, an
 -- 'enqueued' log row per event carrying its priority (NULL for 0). No SET
 -- clause: only the producer functions, whose search_path is pinned, call it.
@@ -26,7 +26,7 @@ BEGIN
     FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_payloads)) AS u(id, payload);
   PERFORM pg_catalog.set_config('pgrelay.stamped', 'off', true);
   IF pg_catalog.current_setting('pgrelay.traceparent', true) <> '' THEN
-    PERFORM pgrelay._store_traces(p_ids);
+    PERFORM pgrelay._store_traces(ch.channel, p_ids);
   END IF;
   PERFORM pgrelay._wake(ch.channel);
   IF ch.publish_payload THEN

@@ -1,8 +1,8 @@
 -- Direct inserts: rows that start an event (retry_of NULL) of channels with
 -- the setting, in the statement's id order, with the row's priority (NULL
 -- for 0), and the trace context of a producer that set one
--- (_store_traces) with the rows that are first attempts. Retry rows carry
--- retry_of.
+-- (_store_traces, once per channel) with the rows that are first attempts.
+-- Retry rows carry retry_of.
 
 CREATE OR REPLACE FUNCTION pgrelay._queue_after_insert() RETURNS trigger
     LANGUAGE plpgsql
@@ -26,7 +26,8 @@ BEGIN
    WHERE c.publish_enqueued AND n.retry_of IS NULL
    ORDER BY n.id;
   IF pg_catalog.current_setting('pgrelay.traceparent', true) <> '' THEN
-    PERFORM pgrelay._store_traces(ARRAY(SELECT n.id FROM new_rows n WHERE n.id = n.origin_id));
+    PERFORM pgrelay._store_traces(n.channel, pg_catalog.array_agg(n.id))
+       FROM new_rows n WHERE n.id = n.origin_id GROUP BY n.channel;
   END IF;
   SELECT min(n.channel), max(n.channel) INTO v_first, v_last FROM new_rows n;
   IF v_first IS NULL THEN

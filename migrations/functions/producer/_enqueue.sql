@@ -4,10 +4,11 @@
 -- helpers (_pin_of, _expiry_of, _lane_of, _phash_of) and the channel's
 -- priority, once per statement, under pgrelay.stamped = 'on' so that the
 -- trigger passes over them. Then the producer's trace context when it set
--- one and the channel keeps it (_store_traces), the channel's wake-up (_wake), the payloads kept for
--- NATS on a publish_payload channel and, on a publish_enqueued channel, an
--- 'enqueued' log row per event carrying its priority (NULL for 0). No SET
--- clause: only the producer functions, whose search_path is pinned, call it.
+-- one and the channel keeps it (_store_traces), the channel's wake-up
+-- (_wake), the payloads kept for NATS on a publish_payload channel and, on a
+-- publish_enqueued channel, an 'enqueued' log row per event carrying its
+-- priority (NULL for 0). No SET clause: only the producer functions, whose
+-- search_path is pinned, call it.
 
 CREATE OR REPLACE FUNCTION pgrelay._enqueue(ch pgrelay.channels, p_ids bigint[], p_payloads text[], p_due timestamp with time zone) RETURNS void
     LANGUAGE plpgsql

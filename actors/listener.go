@@ -49,10 +49,10 @@ func (l *listener) Stop() {
 // has the armer arm the slots again (d.askArm), after which the armer wakes
 // the claimer (the rows of producers that found their slot taken): so a
 // notification taken by a batcher is still followed by a claim, a few round
-// trips later, when the batch has had the server first. A notification that
-// reaches a batcher draining full batches is the exception: the batcher
-// finds the channel's new rows by itself, so it asks for the arming only
-// when a batch comes back short (batcher.armOwed, d.drains), and the channel's
+// trips later, when the batch has had the server first. A notification of a
+// channel whose batcher drains full batches (d.drains) is the exception: the
+// batcher finds the channel's new rows by itself, so it asks for the arming
+// only when a batch comes back short (batcher.armOwed), and the channel's
 // producers send no notification meanwhile. When the connection breaks it
 // reconnects with backoff and wakes the claimer once, to catch up on what it
 // missed; the claimer's poll covers the gap.
@@ -116,14 +116,15 @@ func listenOnce(ctx context.Context, d *deps, cc *pgx.ConnConfig) error {
 }
 
 // arm arms this node's wake-up slots whenever due (d.armDue) says a
-// notification may have taken one (store.ArmWakes), then wakes the claimer until every
-// transaction that was in progress once they were armed has ended, at
-// growing intervals (from armCheckFirst up to the poll interval): a producer
-// that found its slot taken sent no notification, and its rows are visible
-// to the first claim after its transaction ended. Arming again (due once
-// more) supersedes the wait: a transaction still in progress then is in the
-// new snapshot too. A failed arming is retried with backoff; meanwhile
-// producers send no notification and the claimer's poll finds their rows.
+// notification may have taken one (store.ArmWakes), then wakes the claimer
+// until every transaction that was in progress once they were armed has
+// ended, at growing intervals (from armCheckFirst up to the poll interval):
+// a producer that found its slot taken sent no notification, and its rows
+// are visible to the first claim after its transaction ended. Arming again
+// (due once more) supersedes the wait: a transaction still in progress then
+// is in the new snapshot too. A failed arming is retried with backoff;
+// meanwhile producers send no notification and the claimer's poll finds
+// their rows.
 func arm(ctx context.Context, d *deps, due <-chan struct{}) {
 	failures := 0
 	var retry <-chan time.Time

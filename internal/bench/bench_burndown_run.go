@@ -31,12 +31,13 @@ const (
 )
 
 // burnDownRun adds to res two rows: n events pre-inserted into channel
-// afresh (reported, not counted), then the run of a process. It starts this program as `pgrelay run --database-url` with run's
-// defaults (nothing else on its command line; the bench's Config.RunEnv as
-// its environment), waits until the queue holds none of the channel's
-// events and stops the process with SIGTERM: it must exit 0. The time runs
-// from just before the exec to the at of the run's last succeeded log row,
-// both on the server's clock; the startup to the at of the first.
+// afresh (reported, not counted), then the run of a process. It starts this
+// program as `pgrelay run --database-url` with run's defaults (nothing else
+// on its command line; the bench's Config.RunEnv as its environment), waits
+// until the queue holds none of the channel's events and stops the process
+// with SIGTERM: it must exit 0. The time runs from just before the exec to
+// the at of the run's last succeeded log row, both on the server's clock;
+// the startup to the at of the first.
 func (b *bench) burnDownRun(ctx context.Context, res *scenarioResult, channel string, n int) error {
 	exe, err := os.Executable()
 	if err != nil {

@@ -287,6 +287,21 @@ func TestSQLFlowSettings(t *testing.T) {
 		FROM pgrelay.channels WHERE channel = 'mail'`))
 }
 
+// fillQueue inserts rows straight into the queue with insert, as a replica
+// would (its triggers only wake Processors), then analyzes it.
+func fillQueue(t *testing.T, d *sqlDB, insert string) {
+	t.Helper()
+	tx, err := d.Pool.Begin(bg)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(bg) }()
+	_, err = tx.Exec(bg, `SET LOCAL session_replication_role = replica`)
+	require.NoError(t, err)
+	_, err = tx.Exec(bg, insert)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(bg))
+	d.Exec("ANALYZE pgrelay.queue")
+}
+
 // Each new path of the claim reads a 1 000 000-row queue by its indexes:
 // the priorities of a 'none' channel (queue_priority, then queue_ready), the
 // heads of a 'payload' channel's lanes with priorities, and the count of a
@@ -300,13 +315,7 @@ func TestExplainFlowClaimPlans(t *testing.T) {
 	d.register("lim", "p_max_in_flight := 100000, p_rate_limit := 1000000")
 	d.register("pay", "p_concurrency_mode := 'payload'")
 	d.register("plain", "")
-	// Straight into the queue (its triggers only wake Processors).
-	tx, err := d.Pool.Begin(bg)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(bg) }()
-	_, err = tx.Exec(bg, `SET LOCAL session_replication_role = replica`)
-	require.NoError(t, err)
-	_, err = tx.Exec(bg, `INSERT INTO pgrelay.queue (id, origin_id, owner_node, channel, payload, lane, priority, not_before,
+	fillQueue(t, d, `INSERT INTO pgrelay.queue (id, origin_id, owner_node, channel, payload, lane, priority, not_before,
 		dispatched_at, dispatched_by)
 	  SELECT g, g, 0, ch, g::text,
 	         CASE WHEN ch = 'pay' THEN hashtextextended((g % 5000)::text, 0) END,
@@ -316,11 +325,7 @@ func TestExplainFlowClaimPlans(t *testing.T) {
 	         CASE WHEN ch = 'lim' AND g % 49 = 0 THEN g % 4 + 1 END
 	    FROM generate_series(1, 1000000) g,
 	         LATERAL (SELECT (ARRAY['pri', 'lim', 'pay', 'plain'])[g % 4 + 1] AS ch) c`)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(bg))
-	t.Log("built", time.Since(start))
-	d.Exec("ANALYZE pgrelay.queue")
-	t.Log("analyzed", time.Since(start))
+	t.Log("built and analyzed", time.Since(start))
 	c := explainedConn(t, d.URL)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		_, err := c.Exec(bg, "SET plan_cache_mode = "+mode)
@@ -389,13 +394,7 @@ func TestExplainBatchClaimPlans(t *testing.T) {
 	d.register("plain", "")
 	d.register("ser", "p_concurrency_mode := 'channel'")
 	d.register("pay", "p_concurrency_mode := 'payload'")
-	// Straight into the queue (its triggers only wake Processors).
-	tx, err := d.Pool.Begin(bg)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(bg) }()
-	_, err = tx.Exec(bg, `SET LOCAL session_replication_role = replica`)
-	require.NoError(t, err)
-	_, err = tx.Exec(bg, `INSERT INTO pgrelay.queue (id, origin_id, owner_node, channel, payload, lane, priority, not_before,
+	fillQueue(t, d, `INSERT INTO pgrelay.queue (id, origin_id, owner_node, channel, payload, lane, priority, not_before,
 		dispatched_at, dispatched_by)
 	  SELECT g, g, 0, ch, g::text,
 	         CASE ch WHEN 'pay' THEN hashtextextended((g % 5000)::text, 0) WHEN 'ser' THEN 0 END,
@@ -406,11 +405,7 @@ func TestExplainBatchClaimPlans(t *testing.T) {
 	         CASE WHEN ch = 'pay' AND g % 4999 = 0 THEN 1 END
 	    FROM generate_series(1, 1000000) g,
 	         LATERAL (SELECT (ARRAY['pri', 'plain', 'ser', 'pay'])[g % 4 + 1] AS ch) c`)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(bg))
-	t.Log("built", time.Since(start))
-	d.Exec("ANALYZE pgrelay.queue")
-	t.Log("analyzed", time.Since(start))
+	t.Log("built and analyzed", time.Since(start))
 	after := fmt.Sprint(testenv.One[int64](t, d.Pool, "SELECT hashtextextended('2500', 0)"))
 
 	c := explainedConn(t, d.URL)

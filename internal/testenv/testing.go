@@ -127,21 +127,33 @@ func ClusterT(t testing.TB, cfg devenv.ClusterConfig) *devenv.Cluster {
 	return c
 }
 
-// serverTrouble is what a server's log says of crashes and fatal errors: at
-// most its last 60 such lines.
+// serverTrouble is what a server's log says of crashes and fatal errors. A
+// process that was terminated by a signal (a crash, which restarts every
+// backend) also brings the 30 lines logged before it, for what the server
+// was doing then. At most the last 120 lines of all that.
 func serverTrouble(file string) string {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return err.Error()
 	}
-	var lines []string
+	var all, lines []string
 	for l := range strings.Lines(string(b)) {
+		all = append(all, l)
+	}
+	for i, l := range all {
 		for _, k := range []string{"PANIC", "FATAL", "terminated by signal", "exited with exit code", "crash", "TRAP"} {
-			if strings.Contains(l, k) {
-				lines = append(lines, l)
-				break
+			if !strings.Contains(l, k) {
+				continue
 			}
+			if k == "terminated by signal" {
+				lines = append(lines, "  (the 30 lines before it:)\n")
+				for _, p := range all[max(0, i-30):i] {
+					lines = append(lines, "  "+p)
+				}
+			}
+			lines = append(lines, l)
+			break
 		}
 	}
-	return strings.Join(lines[max(0, len(lines)-60):], "")
+	return strings.Join(lines[max(0, len(lines)-120):], "")
 }

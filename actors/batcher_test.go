@@ -231,14 +231,17 @@ func TestActorBatchHandlerThatNoLongerParses(t *testing.T) {
 // Which of the hot connections runs a batch is the pool's choice, so events
 // go on one at a time after the change until one met a connection prepared
 // before it (at most 50: the first batches after the change take the
-// connections the last ones before it released).
+// connections the last ones before it released). Each connection that had
+// it prepared fails one attempt, and an event's retries may meet several of
+// them: the channel allows more attempts than the hot pool has connections
+// (6 here: Concurrency 2 plus 4), so that none gives up.
 func TestActorBatchHandlerResultTypeChanges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Exec(`CREATE TABLE t (k text)`)
 	e.Exec(`INSERT INTO t VALUES ('x')`)
 	e.Exec(`SELECT pgrelay.register('r', 'SELECT * FROM public.t WHERE k <> $1', p_retry_delay := '10 milliseconds',
-	  p_max_attempts := 3)`)
+	  p_max_attempts := 8)`)
 	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 2, 10 })
 	sawChange := func() bool {
 		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%cached plan%'`) > 0

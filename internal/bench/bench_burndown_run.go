@@ -66,8 +66,8 @@ func (b *bench) burnDownRun(ctx context.Context, res *scenarioResult, channel st
 		return err
 	}
 	var first, last time.Time
-	if err := b.pool.QueryRow(ctx, `SELECT min(at), max(at) FROM pgrelay.log
-		WHERE id > $1 AND channel = $2 AND event = 'succeeded'`, mark, channel).Scan(&first, &last); err != nil {
+	if err := b.pool.QueryRow(ctx, `SELECT pg_catalog.min(at), pg_catalog.max(at) FROM pgrelay.log
+		WHERE id > $1::pg_catalog.int8 AND channel = $2::pg_catalog.text AND event = 'succeeded'`, mark, channel).Scan(&first, &last); err != nil {
 		return fmt.Errorf("pgrelay run: read its first and last completion: %w", err)
 	}
 	if err := checkLog(ctx, b.pool, mark, []string{channel}, int64(n), true); err != nil {
@@ -112,8 +112,8 @@ func (b *bench) awaitQueueEmpty(ctx context.Context, channel string, p *runProce
 		}
 		var pending bool
 		var logID int64
-		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgrelay.queue WHERE channel = $1),
-			COALESCE((SELECT max(id) FROM pgrelay.log), 0)`, channel).Scan(&pending, &logID); err != nil {
+		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgrelay.queue WHERE channel = $1::pg_catalog.text),
+			COALESCE((SELECT pg_catalog.max(id) FROM pgrelay.log), 0)`, channel).Scan(&pending, &logID); err != nil {
 			return fmt.Errorf("look for its events in the queue: %w", err)
 		}
 		if !pending {
@@ -132,8 +132,10 @@ func (b *bench) awaitQueueEmpty(ctx context.Context, channel string, p *runProce
 // per sampleEvery since start (the last point at last).
 func logSeries(ctx context.Context, b *bench, mark int64, channel string, start, last time.Time) ([]seriesPoint, error) {
 	slot := sampleEvery.Seconds()
-	rows, err := b.pool.Query(ctx, `SELECT pg_catalog.floor(extract(epoch FROM at - $3::timestamptz) / $4::float8)::int8, count(*)
-		FROM pgrelay.log WHERE id > $1 AND channel = $2 AND event = 'succeeded' GROUP BY 1 ORDER BY 1`,
+	rows, err := b.pool.Query(ctx, `SELECT pg_catalog.floor(extract(epoch FROM at - $3::pg_catalog.timestamptz) / $4::pg_catalog.float8)::pg_catalog.int8,
+		  pg_catalog.count(*)
+		FROM pgrelay.log WHERE id > $1::pg_catalog.int8 AND channel = $2::pg_catalog.text AND event = 'succeeded'
+		GROUP BY 1 ORDER BY 1`,
 		mark, channel, start, slot)
 	if err != nil {
 		return nil, fmt.Errorf("pgrelay run: read its completions over time: %w", err)

@@ -3,10 +3,12 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -225,41 +227,111 @@ func TestActorBatchHandlerThatNoLongerParses(t *testing.T) {
 	require.Equal(t, 2, e.Count(`SELECT count(*) FROM ran`))
 }
 
-// A prepared handler whose result type changes under it (a column added to
-// the table it selects *) fails once on a connection that had it prepared;
-// that connection prepares it again, so its retry and later events succeed.
-// Which of the hot connections runs a batch is the pool's choice, so events
-// go on one at a time after the change until one met a connection prepared
-// before it (at most 50: the first batches after the change take the
-// connections the last ones before it released). Each connection that had
-// it prepared fails one attempt, and an event's retries may meet several of
-// them: the channel allows more attempts than the hot pool has connections
-// (6 here: Concurrency 2 plus 4), so that none gives up.
+// A handler whose result type changes under it (a column added to the table
+// it selects *) costs its events no attempt: on each hot connection that had
+// it prepared, the batch prepares it again and runs the event again in the
+// same attempt, so with max_attempts 1 every event succeeds. Each hot
+// connection in turn is the only one the Processor can take (the test holds
+// the others), before the change, where the handler is prepared on it, and
+// after it, where it meets the stale statement and prepares the handler
+// again: both read from the connection's own pg_prepared_statements. In a
+// direct batch, a lane batch and on the classic path (SQLBatch 1), which
+// runs the handler unprepared.
 func TestActorBatchHandlerResultTypeChanges(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.Exec(`CREATE TABLE t (k text)`)
-	e.Exec(`INSERT INTO t VALUES ('x')`)
-	e.Exec(`SELECT pgrelay.register('r', 'SELECT * FROM public.t WHERE k <> $1', p_retry_delay := '10 milliseconds',
-	  p_max_attempts := 8)`)
-	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 2, 10 })
-	sawChange := func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'failed' AND error LIKE '%cached plan%'`) > 0
-	}
-	n := 0
-	for n < 10 || (n < 53 && !sawChange()) {
-		if n == 3 {
+	const handler = `SELECT * FROM public.t WHERE k <> $1`
+	for _, tc := range []struct {
+		name, mode string
+		sqlBatch   int
+		prepared   int // the handler's statements on a connection after its first event
+	}{
+		{"direct batch", "none", 10, 1},
+		{"lane batch", "payload", 10, 1},
+		{"classic", "none", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.Exec(`CREATE TABLE t (k text)`)
+			e.Exec(`INSERT INTO t VALUES ('x')`)
+			e.Exec(`SELECT pgrelay.register('r', $1, p_concurrency_mode := $2, p_max_attempts := 1)`, handler, tc.mode)
+			p := e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 4, tc.sqlBatch })
+			sent := 0
+			// run runs n events (in one batch, or several) on the
+			// connection the Processor has.
+			run := func(n int) func() {
+				return func() {
+					var ps []string
+					for range n {
+						ps = append(ps, fmt.Sprint(sent))
+						sent++
+					}
+					e.Exec(`SELECT pgrelay.notify_many('r', $1)`, ps)
+					testenv.Eventually(e.T, 30*time.Second, "the events' ends", func() bool {
+						return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'failed', 'gave_up')`) == sent
+					})
+				}
+			}
+			conns := int(actors.HotPool(p).Config().MaxConns)
+			before, after := onEachHotConn(t, p, handler, run(1))
+			require.Equal(t, slices.Repeat([]int{0}, conns), before)
+			require.Equal(t, slices.Repeat([]int{tc.prepared}, conns), after, "each connection ran the handler")
+
 			e.Exec(`ALTER TABLE t ADD COLUMN extra int`)
-		}
-		e.Exec(`SELECT pgrelay.notify('r', $1)`, fmt.Sprint(n))
-		n++
-		testenv.Eventually(e.T, 30*time.Second, "the event's end", func() bool {
-			return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`) == n
+			// Three events a connection: the first meets the stale
+			// statement, the others come after it in the batch.
+			before, after = onEachHotConn(t, p, handler, run(3))
+			require.Equal(t, slices.Repeat([]int{tc.prepared}, conns), before, "each connection had the handler prepared before the change")
+			require.Equal(t, slices.Repeat([]int{2 * tc.prepared}, conns), after, "each connection met its stale statement and prepared the handler again")
+
+			require.Equal(t, sent, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND attempt = 1`))
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`), "no attempt failed")
+			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 		})
 	}
-	require.Equal(t, n, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
-	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up'`))
-	require.True(t, sawChange(), "a prepared statement saw the change")
+}
+
+// onEachHotConn calls run once per connection of p's hot pool, while the
+// test holds all the others: what the Processor does in run, it does on that
+// connection. before and after are, per connection, how many of its prepared
+// statements are sql, before and after run.
+func onEachHotConn(t *testing.T, p *actors.Processor, sql string, run func()) (before, after []int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := actors.HotPool(p)
+	held := make([]*pgxpool.Conn, pool.Config().MaxConns)
+	defer func() {
+		for _, c := range held {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i := range held {
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		held[i] = c
+	}
+	prepared := func(c *pgxpool.Conn) int {
+		var n int
+		require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = $1`,
+			pgx.QueryExecModeSimpleProtocol, sql).Scan(&n))
+		return n
+	}
+	for i, c := range held {
+		pid := c.Conn().PgConn().PID()
+		before = append(before, prepared(c))
+		held[i] = nil
+		c.Release()
+		run()
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		held[i] = c
+		require.Equal(t, pid, c.Conn().PgConn().PID(), "the connection the Processor had alone")
+		after = append(after, prepared(c))
+	}
+	return before, after
 }
 
 // Batchers that run out of slots are started again when slots free up,

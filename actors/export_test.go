@@ -1,5 +1,7 @@
 package actors
 
+import "github.com/jackc/pgx/v5/pgxpool"
+
 // SetTestHook installs a function that sees every message an actor receives
 // before the actor does ("relay", "dispatcher", "claimer", "completer",
 // "heartbeat", "rescuer", "leader", "batcher", "publisher", or a channel actor's concurrency mode:
@@ -21,6 +23,10 @@ func IsBatchDone(msg any) bool {
 	_, ok := msg.(*batchDone)
 	return ok
 }
+
+// HotPool is the Processor's hot pool, for tests that hold some of its
+// connections so that the Processor works on the others.
+func HotPool(p *Processor) *pgxpool.Pool { return p.hot }
 
 // HotPoolConns is how many connections the Processor's hot pool holds open.
 func HotPoolConns(p *Processor) int32 { return p.hot.Stat().TotalConns() }

@@ -501,6 +501,9 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 		}
 		all[i] = i
 	}
+	// replanned: the events that ran again after their handler's statement
+	// went stale.
+	var replanned map[int]bool
 	for {
 		k, done, err := b.pipeline(ctx, conn, ps, all)
 		if err == nil {
@@ -530,7 +533,20 @@ func (b *DirectBatch) run(ctx context.Context, conn *pgxpool.Conn, ps *Statement
 			for _, i := range done {
 				b.Events[i].Outcome = events.Succeeded
 			}
-			b.Events[k].Outcome, b.Events[k].Err = events.Failed, err
+			if stalePlan(herr.Err) && !replanned[k] {
+				// The connection's statement of k's handler went stale (its
+				// result type changed since it was prepared); pipeline
+				// forgot it. Not the event's failure: k and the events after
+				// it, which the server skipped, run again in the next
+				// pipeline, which prepares the handler anew. Once per event:
+				// a second time is its handler's own failure.
+				if replanned == nil {
+					replanned = map[int]bool{}
+				}
+				replanned[k] = true
+			} else {
+				b.Events[k].Outcome, b.Events[k].Err = events.Failed, err
+			}
 			_, err = conn.Exec(ctx, "ROLLBACK TO SAVEPOINT pgrelay_event")
 			if err == nil {
 				_, err = conn.Exec(ctx, "RELEASE SAVEPOINT pgrelay_event")
@@ -907,10 +923,14 @@ type statement struct {
 }
 
 // stalePlan reports whether err is the server refusing a prepared
-// statement whose result type changed under it.
+// statement whose result type changed under it: SQLSTATE 0A000
+// (feature_not_supported, which other errors share) with the server's
+// message, or, as a server whose lc_messages is not English translates the
+// message, raised where the server revalidates a cached plan.
 func stalePlan(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "0A000"
+	return errors.As(err, &pgErr) && pgErr.Code == "0A000" &&
+		(pgErr.Message == "cached plan must not change result type" || pgErr.Routine == "RevalidateCachedQuery")
 }
 
 // arrayQuote quotes s as an element of a PostgreSQL array literal.

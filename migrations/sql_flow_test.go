@@ -383,7 +383,8 @@ func TestExplainFlowClaimPlans(t *testing.T) {
 // batch over serialised channels with priorities (_claim_lanes_direct: the
 // heads above and below 0 by queue_priority and queue_lane, the walk by
 // queue_lane), from the start and from a place in the walk, in custom and
-// generic plans. No plan scans or sorts the queue; the one Sort allowed is
+// generic plans (_claim_direct, and what it calls, plans generically whatever
+// the session asks). No plan scans or sorts the queue; the one Sort allowed is
 // _claim_direct's of the rows _claim_pick returned (at most its limit),
 // which it reads by primary key.
 func TestExplainBatchClaimPlans(t *testing.T) {

@@ -909,6 +909,7 @@ CREATE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader bool
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE

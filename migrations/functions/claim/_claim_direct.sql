@@ -1,11 +1,17 @@
 -- Direct batches: a limited channel is not theirs; a 'none' channel with
 -- priorities takes its rows in their order.
+--
+-- Planned once per session (plan_cache_mode): the plan cache would make a
+-- custom plan of the claim at every batch (about 0.3 ms of planning for a
+-- batch of a few hundred events, TestClaimDirectPlannedOnce); the generic plan
+-- is the one TestExplainBatchClaimPlans checks.
 
 CREATE OR REPLACE FUNCTION pgrelay._claim_direct(p_channel text, p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, payload text, attempt integer, enqueued_at timestamp with time zone, expired boolean, handler text, timeout_ms bigint, max_attempts integer, kind text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE

@@ -25,7 +25,10 @@ type Statements struct {
 // connStatements are one connection's prepared statements by key. Only the
 // goroutine holding the connection uses them.
 type connStatements struct {
-	names map[statementKey]string
+	// names are the prepared statements by key, with their parameters and
+	// result columns: a batch binds and executes them without asking the
+	// server to describe each one again.
+	names map[statementKey]*pgconn.StatementDescription
 	stale []string // forgotten, still allocated
 	next  int
 	// resets are the statements that reset the session after a handler:
@@ -79,7 +82,7 @@ func (p *Statements) of(pc *pgconn.PgConn) *connStatements {
 				}
 			}
 		}
-		cs = &connStatements{names: map[statementKey]string{}, resets: sessionResets}
+		cs = &connStatements{names: map[statementKey]*pgconn.StatementDescription{}, resets: sessionResets}
 		// Read before any handler ran on the connection (the server
 		// reports the setting whenever it changes).
 		if pc.ParameterStatus("is_superuser") == "on" {
@@ -97,12 +100,12 @@ func (p *Statements) batch(ctx context.Context, pc *pgconn.PgConn, stmts []state
 	cs := p.of(pc)
 	pb := &pgconn.Batch{}
 	for _, st := range stmts {
-		name, ok, err := cs.name(ctx, pc, p.limit, st.sql, st.oids, st.timeoutMS)
+		sd, ok, err := cs.name(ctx, pc, p.limit, st.sql, st.oids, st.timeoutMS)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			pb.ExecPrepared(name, st.args, nil, nil)
+			pb.ExecStatement(sd, st.args, nil, nil)
 		} else {
 			pb.ExecParams(st.sql, st.args, st.oids, nil, nil)
 		}
@@ -110,8 +113,8 @@ func (p *Statements) batch(ctx context.Context, pc *pgconn.PgConn, stmts []state
 	return pb, nil
 }
 
-// name returns the name under which sql (with parameters of types oids) is
-// prepared on pc, preparing it first if needed. pc is inside the batch's
+// name returns the statement under which sql (with parameters of types
+// oids) is prepared on pc, preparing it first if needed. pc is inside the batch's
 // transaction, which a failed Parse would abort, so a first preparation runs
 // under a savepoint, and under timeoutMS as statement_timeout when it is
 // positive (parsing waits for the locks on the tables a statement names). ok
@@ -120,13 +123,13 @@ func (p *Statements) batch(ctx context.Context, pc *pgconn.PgConn, stmts []state
 // event's own error. err is any other failure.
 // limit bounds the connection's statements (maxPrepared when 0).
 func (cs *connStatements) name(ctx context.Context, pc *pgconn.PgConn, limit int, sql string, oids []uint32,
-	timeoutMS int64) (name string, ok bool, err error) {
+	timeoutMS int64) (sd *pgconn.StatementDescription, ok bool, err error) {
 	key, fits := keyOf(sql, oids)
 	if !fits {
-		return "", false, nil
+		return nil, false, nil
 	}
-	if n, found := cs.names[key]; found {
-		return n, true, nil
+	if sd, found := cs.names[key]; found {
+		return sd, true, nil
 	}
 	// RELEASE keeps a SET LOCAL made under the savepoint; the pipeline sets
 	// the timeout it needs before its first statement that needs one.
@@ -135,18 +138,18 @@ func (cs *connStatements) name(ctx context.Context, pc *pgconn.PgConn, limit int
 		begin += "; SET LOCAL statement_timeout = " + strconv.FormatInt(timeoutMS, 10)
 	}
 	if err := execSimple(ctx, pc, begin); err != nil {
-		return "", false, fmt.Errorf("prepare a statement: %w", err)
+		return nil, false, fmt.Errorf("prepare a statement: %w", err)
 	}
 	if limit <= 0 {
 		limit = maxPrepared
 	}
 	if len(cs.names)+len(cs.stale) >= limit {
-		for _, n := range cs.names {
-			cs.stale = append(cs.stale, n)
+		for _, sd := range cs.names {
+			cs.stale = append(cs.stale, sd.Name)
 		}
 		for _, n := range cs.stale {
 			if err := pc.Deallocate(ctx, n); err != nil {
-				return "", false, fmt.Errorf("deallocate prepared statement %s: %w", n, err)
+				return nil, false, fmt.Errorf("deallocate prepared statement %s: %w", n, err)
 			}
 		}
 		clear(cs.names)
@@ -154,10 +157,10 @@ func (cs *connStatements) name(ctx context.Context, pc *pgconn.PgConn, limit int
 	}
 	cs.next++
 	n := "pgrelay_batch_" + strconv.Itoa(cs.next)
-	_, perr := pc.Prepare(ctx, n, sql, oids)
+	sd, perr := pc.Prepare(ctx, n, sql, oids)
 	var pgErr *pgconn.PgError
 	if perr != nil && !errors.As(perr, &pgErr) {
-		return "", false, fmt.Errorf("prepare a statement: %w", perr)
+		return nil, false, fmt.Errorf("prepare a statement: %w", perr)
 	}
 	if perr != nil {
 		err = execSimple(ctx, pc, "ROLLBACK TO SAVEPOINT pgrelay_prepare")
@@ -166,13 +169,13 @@ func (cs *connStatements) name(ctx context.Context, pc *pgconn.PgConn, limit int
 		err = execSimple(ctx, pc, "RELEASE SAVEPOINT pgrelay_prepare; SET LOCAL statement_timeout = 0")
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("prepare a statement: %w", err)
+		return nil, false, fmt.Errorf("prepare a statement: %w", err)
 	}
 	if perr != nil {
-		return "", false, nil
+		return nil, false, nil
 	}
-	cs.names[key] = n
-	return n, true, nil
+	cs.names[key] = sd
+	return sd, true, nil
 }
 
 // forget drops sql's statement from pc's cache, so that the next use
@@ -182,8 +185,8 @@ func (cs *connStatements) name(ctx context.Context, pc *pgconn.PgConn, limit int
 func (p *Statements) forget(pc *pgconn.PgConn, sql string, oids []uint32) {
 	cs := p.of(pc)
 	key, _ := keyOf(sql, oids)
-	if n, ok := cs.names[key]; ok {
-		cs.stale = append(cs.stale, n)
+	if sd, ok := cs.names[key]; ok {
+		cs.stale = append(cs.stale, sd.Name)
 		delete(cs.names, key)
 	}
 }
@@ -206,13 +209,14 @@ func (p *Statements) Warm(ctx context.Context, c *pgx.Conn) error {
 		}
 		cs.next++
 		n := "pgrelay_batch_" + strconv.Itoa(cs.next)
-		if _, err := pc.Prepare(ctx, n, st.sql, st.oids); err != nil {
+		sd, err := pc.Prepare(ctx, n, st.sql, st.oids)
+		if err != nil {
 			return unlessNoSchema(fmt.Errorf("warm a connection: prepare %q: %w", st.sql, err))
 		}
-		cs.names[key] = n
+		cs.names[key] = sd
 	}
 	key, _ := keyOf(completeSQL, completeOIDs)
-	_, err := pc.ExecPrepared(ctx, cs.names[key], [][]byte{[]byte("{}"), []byte("{}"), []byte("{}")}, nil, nil).Close()
+	_, err := pc.ExecPrepared(ctx, cs.names[key].Name, [][]byte{[]byte("{}"), []byte("{}"), []byte("{}")}, nil, nil).Close()
 	if err != nil {
 		return fmt.Errorf("warm a connection: complete nothing: %w", err)
 	}

@@ -776,15 +776,16 @@ func TestActorEmailFetchedOnlyWithAFreeConnection(t *testing.T) {
 }
 
 // With a fast server and a backlog, a session's worker passes the gate for
-// several messages in one transaction (far fewer transactions than emails:
-// rows of one transaction share their xmin), and accepted messages are
-// recorded sent together with those accepted meanwhile on the other
-// sessions: fewer transactions than emails. (How many fewer depends on how
-// the sessions' accepts fall against the commits: a session waits for its
-// message's record, so with 2 sessions a record holds about 2; under -race
-// 202 of 400 were seen, in a quicker run 93.) Every email sent once, each
-// with one 'sending' and one 'sent' status event, in that order, and one
-// attempt.
+// several messages in one transaction (fewer transactions than emails: rows
+// of one transaction share their xmin), and accepted messages are recorded
+// sent together with those accepted meanwhile on the other sessions: fewer
+// transactions than emails. How many fewer follows the sessions' pace, not a
+// fixed share: a gate takes as many messages as fit the batch budget at the
+// measured time per message (TestPoolBatchesByPace), and a record holds the
+// accepts that fell against its commit. 93 gates of 400 were seen in a quick
+// run, 202 under -race, 308 under -race on a machine at load 17. Every email
+// sent once, each with one 'sending' and one 'sent' status event, in that
+// order, and one attempt.
 func TestActorEmailGatesAndRecordsInBatches(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -799,7 +800,7 @@ func TestActorEmailGatesAndRecordsInBatches(t *testing.T) {
 	gates := e.Count(`SELECT count(DISTINCT xmin::text) FROM pgrelay_notifier.status_events WHERE status = 'sending'`)
 	records := e.Count(`SELECT count(DISTINCT xmin::text) FROM pgrelay_notifier.status_events WHERE status = 'sent'`)
 	t.Logf("%d emails: gated in %d transactions, recorded sent in %d", n, gates, records)
-	require.Less(t, gates, n/2, "gate transactions")
+	require.Less(t, gates, n, "gate transactions")
 	require.Less(t, records, n, "record transactions")
 	require.Equal(t, n, e.Count(`SELECT count(*) FROM pgrelay_notifier.notifications WHERE attempts = 1`))
 	require.Zero(t, e.Count(`SELECT count(*) FROM (SELECT notification_id, array_agg(status ORDER BY id) AS s

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -329,8 +330,32 @@ func (p *Processor) poolConfig(maxConns int32, app string) (*pgxpool.Config, err
 // the server to start backends for them.
 const warmHotConns = 4
 
-// warm opens n connections of pool at once and gives them back.
-func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
+// warmWait is how long Start waits for the hot pool's first connections
+// before it opens them itself (which returns the server's refusal, that the
+// pool's own attempts keep to themselves).
+const warmWait = 5 * time.Second
+
+// warm waits for the n connections the pool opens by itself (MinConns),
+// hearing of each on warmed, or, after wait, opens n itself. Opening them
+// at once as well would start twice as many backends as the pool keeps,
+// each compiling and planning pgrelay's statements.
+func warm(ctx context.Context, pool *pgxpool.Pool, n int, warmed <-chan struct{}, wait time.Duration) error {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for got := 0; got < n; got++ {
+		select {
+		case <-warmed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return acquireAll(ctx, pool, n)
+		}
+	}
+	return nil
+}
+
+// acquireAll opens n connections of pool at once and gives them back.
+func acquireAll(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	conns := make([]*pgxpool.Conn, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -382,7 +407,18 @@ func (p *Processor) Start(ctx context.Context) error {
 	store.PinSearchPath(bgCfg.ConnConfig)
 	hotCfg.MinConns = min(warmHotConns, hotCfg.MaxConns)
 	stmts := &store.Statements{}
-	hotCfg.AfterConnect = stmts.Warm
+	// warmed hears of each hot connection the pool readied.
+	warmed := make(chan struct{}, hotCfg.MaxConns)
+	hotCfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if err := stmts.Warm(ctx, c); err != nil {
+			return err
+		}
+		select {
+		case warmed <- struct{}{}:
+		default:
+		}
+		return nil
+	}
 	bg, err := pgxpool.NewWithConfig(ctx, bgCfg)
 	if err != nil {
 		return fmt.Errorf("pgrelay: connect: %w", err)
@@ -398,7 +434,7 @@ func (p *Processor) Start(ctx context.Context) error {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
 	undo.push(hot.Close)
-	if err := warm(ctx, hot, int(hotCfg.MinConns)); err != nil {
+	if err := warm(ctx, hot, int(hotCfg.MinConns), warmed, warmWait); err != nil {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
 	p.hot, p.bg = hot, bg

@@ -98,3 +98,37 @@ func TestDecommissionRefusesNonPositiveDeadAfter(t *testing.T) {
 	// A positive one judges the node by its heartbeat, as before.
 	requireCode(t, d.Err("SELECT pgrelay.decommission(5, '1 minute')"), "PR022")
 }
+
+// In leader mode the leader runs every node's unrestricted rows whoever owns
+// them: an adopter that is not the leader takes back only the dead node's
+// claims (rows no one else touches until then) and writes no other row. A
+// new owner for the pending rows, which the leader may be running and
+// deleting at that moment, would reach the leader's node as updates of rows
+// it no longer has (on Spock an apply error) or undo its claims (last update
+// wins on the whole row).
+func TestLeaderModeAdoptionTakesBackClaimsOnly(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("u", "")
+	n5, n1 := d.Conn(5), d.Conn(1)
+	p5 := testenv.One[int64](t, n5, "SELECT pgrelay._processor_start('leader', 'host5', 5, 'test')")
+	for _, p := range []string{"a", "b", "c"} {
+		testenv.One[int64](t, n5, "SELECT pgrelay.notify('u', $1)", p)
+	}
+	claimed := claimMode(t, n5, p5, "leader", true, 1, "sql")
+	require.Len(t, claimed, 1)
+	testenv.One[int64](t, n1, "SELECT pgrelay._processor_start('leader', 'host1', 1, 'test')")
+	d.Exec("UPDATE pgrelay.processors SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	d.Exec("UPDATE pgrelay.nodes SET last_seen = now() - interval '1 hour' WHERE node_id = 5")
+	pending := `SELECT string_agg(id || ':' || xmin || ':' || owner_node, ',' ORDER BY id) FROM pgrelay.queue WHERE id <> $1`
+	before := testenv.One[string](t, d.Pool, pending, claimed[0].ID)
+
+	require.EqualValues(t, 1, testenv.One[int32](t, n1, "SELECT pgrelay._adopt('10 seconds')"), "the claim taken back")
+	require.Equal(t, 1, d.Count(`SELECT count(*) FROM pgrelay.queue
+	  WHERE id = $1 AND dispatched_at IS NULL AND dispatched_by IS NULL AND owner_node = 5`, claimed[0].ID))
+	require.Equal(t, before, testenv.One[string](t, d.Pool, pending, claimed[0].ID), "the pending rows are not written")
+	require.Equal(t, 1, d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'adopted'
+	  AND queue_id = $1 AND error LIKE 'node 5 is dead%adopted by node 1 (its claim was taken back)'`, claimed[0].ID))
+	require.Zero(t, d.Count("SELECT count(*) FROM pgrelay.processors WHERE node_id = 5"))
+	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.nodes WHERE node_id = 5 AND adopted_at IS NOT NULL"))
+}

@@ -88,16 +88,18 @@ CREATE FUNCTION pgrelay._adopt_rows(p_dead integer, p_adopter integer, p_procs b
     AS $$
 DECLARE
   n int;
+  v_claims_only bool := EXISTS (SELECT FROM pgrelay.nodes x WHERE x.node_id = p_adopter AND x.mode = 'leader');
 BEGIN
   WITH t AS (
     SELECT q.id, q.origin_id, q.channel, q.attempt, q.priority, q.dispatched_at IS NOT NULL AS was_claimed
       FROM pgrelay.queue q
      WHERE q.run_in_node IS NULL
-       AND (q.owner_node = p_dead OR (q.dispatched_at IS NOT NULL AND q.dispatched_by = ANY (p_procs)))
+       AND ((q.owner_node = p_dead AND NOT v_claims_only)
+            OR (q.dispatched_at IS NOT NULL AND q.dispatched_by = ANY (p_procs)))
      FOR UPDATE OF q SKIP LOCKED
   ), u AS (
     UPDATE pgrelay.queue q
-       SET owner_node = CASE WHEN q.owner_node = p_dead THEN p_adopter ELSE q.owner_node END,
+       SET owner_node = CASE WHEN q.owner_node = p_dead AND NOT v_claims_only THEN p_adopter ELSE q.owner_node END,
            dispatched_at = CASE WHEN q.dispatched_by = ANY (p_procs) THEN NULL ELSE q.dispatched_at END,
            dispatched_by = CASE WHEN q.dispatched_by = ANY (p_procs) THEN NULL ELSE q.dispatched_by END
       FROM t
@@ -114,7 +116,9 @@ BEGIN
     RETURNING 1
   )
   SELECT count(*) INTO n FROM lg;
-  UPDATE pgrelay.schedule_defs s SET owner_node = p_adopter WHERE s.owner_node = p_dead;
+  IF NOT v_claims_only THEN
+    UPDATE pgrelay.schedule_defs s SET owner_node = p_adopter WHERE s.owner_node = p_dead;
+  END IF;
   RETURN n;
 END
 $$;

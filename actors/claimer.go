@@ -21,6 +21,10 @@ type (
 	}
 	// slotsFreed: events ended; their slots can be claimed again.
 	slotsFreed struct{}
+	// rateReopened: the window of a rate-limited channel a claim left rows
+	// of has room again (claimer.rateTimer number seq): claim into any free
+	// slot.
+	rateReopened struct{ seq uint64 }
 	// stopClaiming: stop for good; answered once no claim is in progress.
 	stopClaiming struct{}
 	// claimResult: a claim query returned.
@@ -32,6 +36,10 @@ type (
 		took      time.Duration
 		at        time.Time         // when the result arrived: after the ready rows committed
 		hints     map[string]string // wake hints of the channels (wake.go)
+		// reopens: when the earliest window of the rate-limited channels
+		// the claim left rows of has room again (store.RateWait); zero
+		// if none.
+		reopens time.Time
 	}
 	stopped struct{}
 )
@@ -57,6 +65,16 @@ type claimer struct {
 	failures   int
 	stopTick   func()
 	retryTimer *time.Timer
+	// againAny: the claim due once the running one returns (again) claims
+	// into any free slot, as a poll does: a rate window reopened meanwhile.
+	againAny bool
+	// rateTimer claims when the earliest reported window of a rate-limited
+	// channel has room again (rateAt); a claim that reports an earlier one
+	// replaces it. rateSeq numbers the timers: a replaced timer's message,
+	// sent before it was stopped, is ignored.
+	rateTimer *time.Timer
+	rateAt    time.Time
+	rateSeq   uint64
 }
 
 func claimerProps(d *deps) *actor.Props {
@@ -73,13 +91,24 @@ func (c *claimer) Receive(ctx actor.Context) {
 		if c.retryTimer != nil {
 			c.retryTimer.Stop()
 		}
+		c.stopRateTimer()
 	case *wake:
-		c.maybeClaim(ctx, m.poll, m.channel)
+		c.maybeClaim(ctx, m.poll, m.poll, m.channel)
 	case *slotsFreed:
 		// A batcher that found no free slot asks for the next ones.
 		if c.wanted || c.d.slots.wasStarved() {
-			c.maybeClaim(ctx, false, "")
+			c.maybeClaim(ctx, false, false, "")
 		}
+	case *rateReopened:
+		if m.seq != c.rateSeq || c.rateTimer == nil {
+			return // replaced or stopped
+		}
+		c.rateTimer = nil
+		if c.claiming {
+			c.again, c.againAny = true, true
+			return
+		}
+		c.maybeClaim(ctx, true, false, "")
 	case *claimResult:
 		c.claiming = false
 		c.d.metrics.ClaimLatency.Observe(m.took.Seconds())
@@ -110,6 +139,9 @@ func (c *claimer) Receive(ctx actor.Context) {
 				c.again = true // the queue likely holds more
 				c.wanted = true
 			}
+			if !m.reopens.IsZero() {
+				c.claimAt(ctx, m.reopens)
+			}
 		}
 		if c.stopping {
 			if c.waiter != nil {
@@ -119,8 +151,9 @@ func (c *claimer) Receive(ctx actor.Context) {
 			return
 		}
 		if c.again && m.err == nil {
-			c.again = false
-			c.maybeClaim(ctx, false, "")
+			anyFree := c.againAny
+			c.again, c.againAny = false, false
+			c.maybeClaim(ctx, anyFree, false, "")
 		}
 	case *stopClaiming:
 		c.stopping = true
@@ -143,7 +176,31 @@ func (c *claimer) retryLater(ctx actor.Context) {
 	c.retryTimer = time.AfterFunc(backoff(c.failures), func() { c.d.send(self, &wake{}) })
 }
 
-func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool, channel string) {
+// claimAt has the claimer claim at at (into any free slot), unless a claim
+// is due earlier already: a rate-limited channel's window has room again
+// then.
+func (c *claimer) claimAt(ctx actor.Context, at time.Time) {
+	if c.stopping || (c.rateTimer != nil && !at.Before(c.rateAt)) {
+		return
+	}
+	c.stopRateTimer()
+	c.rateSeq++
+	seq, self := c.rateSeq, ctx.Self()
+	c.rateAt = at
+	c.rateTimer = time.AfterFunc(time.Until(at), func() { c.d.send(self, &rateReopened{seq: seq}) })
+}
+
+func (c *claimer) stopRateTimer() {
+	if c.rateTimer != nil {
+		c.rateTimer.Stop()
+		c.rateTimer = nil
+	}
+}
+
+// maybeClaim claims if it may: into any free slot with anyFree, else once
+// claimAtLeast are free; readLimits (a poll) reads the channels'
+// max_in_flight again; channel: a 'none' channel claimed alone.
+func (c *claimer) maybeClaim(ctx actor.Context, anyFree, readLimits bool, channel string) {
 	if c.stopping {
 		return
 	}
@@ -188,16 +245,18 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool, channel string) {
 		qctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var rows []store.Claimed
 		var ready []store.Ready
+		var waits []store.RateWait
 		var err error
 		if channel != "" {
-			rows, err = d.store.ClaimChannel(qctx, d.processor, d.scope(), n, channel, d.kinds, d.direct, d.directGo)
+			rows, waits, err = d.store.ClaimChannel(qctx, d.processor, d.scope(), n, channel, d.kinds, d.direct, d.directGo)
 		} else {
-			rows, ready, err = d.store.Claim(qctx, d.processor, d.scope(), n, d.kinds, d.direct, d.directGo)
+			rows, ready, waits, err = d.store.Claim(qctx, d.processor, d.scope(), n, d.kinds, d.direct, d.directGo)
 		}
+		reopens := reopensAt(time.Now(), waits)
 		if err == nil {
 			d.tracing.lookup(qctx, d, rows)
 		}
-		if anyFree || d.flowLimited.Load() == nil {
+		if readLimits || d.flowLimited.Load() == nil {
 			d.readFlowLimits(qctx)
 		}
 		cancel()
@@ -206,8 +265,21 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree bool, channel string) {
 		if err == nil {
 			hints = d.hintsOf(rows, ready)
 		}
-		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: took, at: time.Now(), hints: hints})
+		d.send(self, &claimResult{rows: rows, ready: ready, requested: n, err: err, took: took, at: time.Now(), hints: hints,
+			reopens: reopens})
 	}()
+}
+
+// reopensAt is when the earliest of a claim's rate waits ends, the claim
+// having answered at answered; zero for none.
+func reopensAt(answered time.Time, waits []store.RateWait) time.Time {
+	var at time.Time
+	for _, w := range waits {
+		if t := answered.Add(w.Wait); at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // hintsOf is the wake hints of the channels a dispatcher may hear of by

@@ -129,12 +129,12 @@ func (w *worker) round(ctx context.Context) (int, error) {
 	limit := w.d.cfg.BatchSize
 	// A 'none' channel is claimed alone; a serialised one with the others
 	// of its kinds (its lanes' heads), the others released unrun.
-	claimed, err := w.d.store.ClaimChannel(ctx, w.d.processor, scope, limit, w.channel, w.d.kinds, false, nil)
+	claimed, _, err := w.d.store.ClaimChannel(ctx, w.d.processor, scope, limit, w.channel, w.d.kinds, false, nil)
 	if err != nil {
 		return 0, err
 	}
 	if len(claimed) == 0 {
-		if claimed, _, err = w.d.store.Claim(ctx, w.d.processor, scope, limit, w.d.kinds, false, nil); err != nil {
+		if claimed, _, _, err = w.d.store.Claim(ctx, w.d.processor, scope, limit, w.d.kinds, false, nil); err != nil {
 			return 0, err
 		}
 	}

@@ -199,11 +199,31 @@ func TestSQLClaimRateLimit(t *testing.T) {
 	// Ended events still count: the limit is on starts.
 	require.Equal(t, 1, complete(t, d.Pool, 1, got[0], "succeeded", ""))
 	require.Empty(t, claim(t, d.Pool, 1, 10))
+	// A claim that finds the window full, with rows left, says when it has
+	// room: a period after the first of the 5 starts (both claims' time here,
+	// one transaction's each); _claim_channel too.
+	for _, sql := range []string{
+		"SELECT id, channel, rate_wait_ms FROM pgrelay._claim(1, 'single', false, 10, '{sql}')",
+		"SELECT id, channel, rate_wait_ms FROM pgrelay._claim_channel(1, 'single', false, 10, 'r', '{sql}')",
+	} {
+		var id *int64
+		var channel string
+		var wait int64
+		require.NoError(t, d.Pool.QueryRow(bg, sql).Scan(&id, &channel, &wait), sql)
+		require.Nil(t, id, sql)
+		require.Equal(t, "r", channel, sql)
+		first := testenv.One[time.Time](t, d.Pool, "SELECT min(started_at) FROM pgrelay.flow_starts WHERE channel = 'r'")
+		require.InDelta(t, time.Until(first.Add(time.Hour)).Milliseconds(), wait, 60000, sql)
+	}
 	// Once the period has passed since the starts, the next ones start.
 	d.Exec("UPDATE pgrelay.flow_starts SET started_at = started_at - interval '1 hour'")
 	require.Len(t, claim(t, d.Pool, 1, 10), 5)
 	d.Exec("UPDATE pgrelay.flow_starts SET started_at = started_at - interval '1 minute' WHERE started_at < now() - interval '1 hour'")
 	require.Empty(t, claim(t, d.Pool, 1, 10))
+	// A full window without rows left says nothing.
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() + interval '3 hours' WHERE channel = 'r' AND dispatched_at IS NULL")
+	require.Empty(t, testenv.Column[*int64](t, d.Pool, "SELECT rate_wait_ms FROM pgrelay._claim(1, 'single', false, 10, '{sql}')"))
+	d.Exec("UPDATE pgrelay.queue SET not_before = now() WHERE channel = 'r' AND dispatched_at IS NULL")
 	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.flow_starts WHERE channel = 'r'"),
 		"the claims older than the period (and a minute) are forgotten")
 

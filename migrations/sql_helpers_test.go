@@ -95,7 +95,7 @@ func claimMode(t *testing.T, q querier, proc int64, mode string, leader bool, li
 		kinds = []string{"sql"}
 	}
 	rows, err := q.Query(bg, `SELECT id, origin_id, channel, payload, attempt, dispatched_at, expired
-		FROM pgrelay._claim($1, $2, $3, $4, $5)`, proc, mode, leader, limit, kinds)
+		FROM pgrelay._claim($1, $2, $3, $4, $5) WHERE id IS NOT NULL`, proc, mode, leader, limit, kinds)
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimedRow, error) {
 		var c claimedRow

@@ -85,6 +85,15 @@ type Claimed struct {
 	Traceparent string
 }
 
+// RateWait is a rate-limited channel whose window a claim found full (its
+// own starts included) while the channel still has rows for the Processor:
+// the window has room again Wait after the claim answered. Nothing but a
+// claim at that time, or the poll, starts those rows.
+type RateWait struct {
+	Channel string
+	Wait    time.Duration
+}
+
 // Ready is a channel with rows ready for a direct batch (Claim): a 'none'
 // channel of kind sql or go, or "" (kind sql) for the lanes of the
 // serialised sql channels.
@@ -102,7 +111,7 @@ type Ready struct {
 // those with rows ready, and "" when a serialised sql channel has a lane
 // ready, in the same round trip.
 func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit int, kinds []string,
-	direct bool, directGo []string) (claimed []Claimed, ready []Ready, err error) {
+	direct bool, directGo []string) (claimed []Claimed, ready []Ready, waits []RateWait, err error) {
 	leader, term := scope.args()
 	var readyArgs []any
 	if direct || len(directGo) > 0 {
@@ -112,13 +121,13 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 		}
 		readyArgs = []any{scope.Mode, leader, kinds}
 	}
-	claimed, ready, err = s.claim(ctx, `SELECT * FROM pgrelay._claim($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
+	claimed, ready, waits, err = s.claim(ctx, `SELECT * FROM pgrelay._claim($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
 		$4::pg_catalog.int4, $5::pg_catalog.text[], $6::pg_catalog.int8, $7::pg_catalog.bool, $8::pg_catalog.text[])`,
 		[]any{proc, scope.Mode, leader, limit, kinds, term, direct, directGo}, readyArgs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
+		return nil, nil, nil, fmt.Errorf("claim up to %d rows for processor %d: %w", limit, proc, err)
 	}
-	return claimed, ready, nil
+	return claimed, ready, waits, nil
 }
 
 // ClaimChannel claims, as Claim does, up to limit ready rows of channel
@@ -126,25 +135,26 @@ func (s *Store) Claim(ctx context.Context, proc int64, scope ClaimScope, limit i
 // pgrelay._claim_channel); none otherwise. A notification named the channel:
 // its events start without waiting for a claim of every channel.
 func (s *Store) ClaimChannel(ctx context.Context, proc int64, scope ClaimScope, limit int, channel string,
-	kinds []string, direct bool, directGo []string) ([]Claimed, error) {
+	kinds []string, direct bool, directGo []string) ([]Claimed, []RateWait, error) {
 	leader, term := scope.args()
-	claimed, _, err := s.claim(ctx, `SELECT * FROM pgrelay._claim_channel($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
+	claimed, _, waits, err := s.claim(ctx, `SELECT * FROM pgrelay._claim_channel($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.bool,
 		$4::pg_catalog.int4, $5::pg_catalog.text, $6::pg_catalog.text[], $7::pg_catalog.int8, $8::pg_catalog.bool,
 		$9::pg_catalog.text[])`,
 		[]any{proc, scope.Mode, leader, limit, channel, kinds, term, direct, directGo}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("claim up to %d rows of channel %s for processor %d: %w", limit, channel, proc, err)
+		return nil, nil, fmt.Errorf("claim up to %d rows of channel %s for processor %d: %w", limit, channel, proc, err)
 	}
-	return claimed, nil
+	return claimed, waits, nil
 }
 
-// claim runs the claim statement sql (rows of scanClaimed) and, unless
+// claim runs the claim statement sql (rows of scanClaimed, and the rate
+// waits it reports) and, unless
 // readyArgs is nil, pgrelay._ready_direct with them, in one implicit
 // transaction, and returns the claimed rows and the ready channels once it
 // committed. The commit need not wait for the disk: a claim lost in a crash
 // leaves its rows pending, and whatever the claim leads to commits later,
 // durably, which writes the claim's commit to disk first.
-func (s *Store) claim(ctx context.Context, sql string, args, readyArgs []any) ([]Claimed, []Ready, error) {
+func (s *Store) claim(ctx context.Context, sql string, args, readyArgs []any) ([]Claimed, []Ready, []RateWait, error) {
 	b := &pgx.Batch{}
 	b.Queue("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)")
 	b.Queue(sql, args...)
@@ -155,15 +165,28 @@ func (s *Store) claim(ctx context.Context, sql string, args, readyArgs []any) ([
 	br := s.hot.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	claimed, err := pgx.CollectRows(rows, scanClaimed)
-	if err != nil {
-		return nil, nil, err
+	var claimed []Claimed
+	var waits []RateWait
+	for rows.Next() {
+		c, wait, err := scanClaimed(rows)
+		if err != nil {
+			rows.Close()
+			return nil, nil, nil, err
+		}
+		if wait != nil {
+			waits = append(waits, *wait)
+		} else {
+			claimed = append(claimed, c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, err
 	}
 	var ready []Ready
 	if readyArgs != nil {
@@ -173,24 +196,33 @@ func (s *Store) claim(ctx context.Context, sql string, args, readyArgs []any) ([
 		}
 		if err != nil {
 			// The claim rolls back with it.
-			return nil, nil, fmt.Errorf("list channels ready for batches: %w", err)
+			return nil, nil, nil, fmt.Errorf("list channels ready for batches: %w", err)
 		}
 	}
 	// The claim is only made once its transaction commits, at the end.
 	if err := br.Close(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return claimed, ready, nil
+	return claimed, ready, waits, nil
 }
 
-// scanClaimed scans a row of pgrelay._claim (or _claim_channel).
-func scanClaimed(r pgx.CollectableRow) (Claimed, error) {
+// scanClaimed scans a row of pgrelay._claim (or _claim_channel): a claimed
+// row, or (a NULL id) a rate-limited channel's wait.
+func scanClaimed(r pgx.Rows) (Claimed, *RateWait, error) {
 	var c Claimed
+	if r.RawValues()[0] == nil {
+		var w RateWait
+		var ms int64
+		// The other columns are NULL or the channel's: skipped.
+		err := r.Scan(nil, nil, &w.Channel, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, &ms)
+		w.Wait = time.Duration(ms) * time.Millisecond
+		return c, &w, err
+	}
 	var timeoutMS int64
 	err := r.Scan(&c.ID, &c.OriginID, &c.Channel, &c.Payload, &c.Attempt, &c.EnqueuedAt,
-		&c.DispatchedAt, &c.Expired, &c.Kind, &c.Handler, &c.Mode, &timeoutMS, &c.MaxAttempts)
+		&c.DispatchedAt, &c.Expired, &c.Kind, &c.Handler, &c.Mode, &timeoutMS, &c.MaxAttempts, nil)
 	c.Timeout = time.Duration(timeoutMS) * time.Millisecond
-	return c, err
+	return c, nil, err
 }
 
 // Outcome ends one claim.

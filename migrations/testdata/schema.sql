@@ -645,7 +645,7 @@ ALTER FUNCTION pgrelay._check_payload(p_channel text, p_payload text) OWNER TO p
 -- Name: _claim(bigint, text, boolean, integer, text[], bigint, boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+CREATE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer, rate_wait_ms bigint)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_bitmapscan TO 'off'
@@ -665,6 +665,7 @@ DECLARE
   v_got int;
   v_cap int;
   v_full text[] := '{}';
+  v_rated text[] := '{}';
   v_pass int;
   v_start bigint;
   v_lanes bigint[];
@@ -692,10 +693,14 @@ BEGIN
        ORDER BY c.priority DESC, pg_catalog.random()
     LOOP
       EXIT WHEN v_left <= 0;
+      IF ch.rate_limit IS NOT NULL AND v_pass = 1 THEN
+        v_rated := v_rated || ch.channel;
+      END IF;
       IF ch.concurrency_mode = 'none' THEN
         RETURN QUERY
-        SELECT * FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own,
-                                          CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END);
+        SELECT n.*, NULL::bigint
+          FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own,
+                                   CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END) n;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_left := v_left - v_n;
         IF v_pass = 1 AND v_n >= v_share THEN
@@ -796,7 +801,7 @@ BEGIN
         SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
                u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
                ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
-               ch.max_attempts
+               ch.max_attempts, NULL::bigint
           FROM upd u;
         GET DIAGNOSTICS v_got = ROW_COUNT;
         v_n := v_n + v_got;
@@ -808,6 +813,15 @@ BEGIN
     END LOOP;
     EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
   END LOOP;
+  IF pg_catalog.cardinality(v_rated) > 0 THEN
+    RETURN QUERY
+    SELECT NULL::bigint, NULL::bigint, c.channel, NULL::text, NULL::integer, NULL::timestamptz,
+           NULL::timestamptz, NULL::boolean, c.kind, c.handler, c.concurrency_mode, NULL::bigint,
+           NULL::integer, w.ms
+      FROM pgrelay.channels c
+     CROSS JOIN LATERAL (SELECT pgrelay._claim_rate_wait(c, v_node, v_all, v_own) AS ms) w
+     WHERE c.channel = ANY (v_rated) AND w.ms IS NOT NULL;
+  END IF;
 END
 $$;
 
@@ -877,7 +891,7 @@ ALTER FUNCTION pgrelay._claim_allowance(ch pgrelay.channels, p_node integer, p_a
 -- Name: _claim_channel(bigint, text, boolean, integer, text, text[], bigint, boolean, text[]); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
-CREATE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+CREATE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer, rate_wait_ms bigint)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
@@ -887,6 +901,7 @@ CREATE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader
 DECLARE
   v_all bool;
   v_own bool;
+  v_node int := pgrelay._this_node();
   ch pgrelay.channels;
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
@@ -897,7 +912,15 @@ BEGIN
     RETURN;
   END IF;
   RETURN QUERY
-  SELECT * FROM pgrelay._claim_none(p_processor, ch, pgrelay._this_node(), v_all, v_own, p_limit);
+  SELECT n.*, NULL::bigint FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own, p_limit) n;
+  IF ch.rate_limit IS NOT NULL THEN
+    RETURN QUERY
+    SELECT NULL::bigint, NULL::bigint, ch.channel, NULL::text, NULL::integer, NULL::timestamptz,
+           NULL::timestamptz, NULL::boolean, ch.kind, ch.handler, ch.concurrency_mode, NULL::bigint,
+           NULL::integer, w.ms
+      FROM (SELECT pgrelay._claim_rate_wait(ch, v_node, v_all, v_own) AS ms) w
+     WHERE w.ms IS NOT NULL;
+  END IF;
 END
 $$;
 
@@ -1243,6 +1266,42 @@ $$;
 
 
 ALTER FUNCTION pgrelay._claim_prioritised(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _claim_rate_wait(pgrelay.channels, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_rate_wait(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_at timestamptz;
+BEGIN
+  IF ch.rate_limit IS NULL THEN
+    RETURN NULL;
+  END IF;
+  SELECT w.started_at + ch.rate_period INTO v_at
+    FROM (SELECT s.started_at,
+                 sum(s.n) OVER (ORDER BY s.started_at ROWS UNBOUNDED PRECEDING) AS upto,
+                 sum(s.n) OVER () AS total
+            FROM pgrelay.flow_starts s
+           WHERE s.channel = ch.channel AND s.started_at > now() - ch.rate_period) w
+   WHERE w.total >= ch.rate_limit AND w.total - w.upto < ch.rate_limit
+   ORDER BY w.started_at
+   LIMIT 1;
+  IF v_at IS NULL OR NOT EXISTS (
+       SELECT FROM pgrelay.queue q
+        WHERE q.channel = ch.channel AND q.dispatched_at IS NULL AND q.not_before <= v_at
+          AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)) THEN
+    RETURN NULL;
+  END IF;
+  RETURN GREATEST(0, ceil(EXTRACT(epoch FROM v_at - clock_timestamp()) * 1000))::bigint;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_rate_wait(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
 
 --
 -- Name: _claim_scope(text, boolean, bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -6266,6 +6325,14 @@ GRANT ALL ON FUNCTION pgrelay._claim_pick(p_channel text, p_node integer, p_all 
 
 REVOKE ALL ON FUNCTION pgrelay._claim_prioritised(p_channel text) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._claim_prioritised(p_channel text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _claim_rate_wait(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_rate_wait(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_rate_wait(ch pgrelay.channels, p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
 
 
 --

@@ -5,8 +5,15 @@
 -- priority, a serialised lane in FIFO order. Planned once per session, as
 -- _complete_outcomes is (TestClaimPlannedOnce): a custom plan at every call
 -- doubled the claim's time; TestExplainClaimPlans checks the generic plans.
+--
+-- Last, a row with a NULL id for each rate-limited channel visited whose
+-- window its claims fill while it has rows left: its channel (kind, handler,
+-- concurrency_mode) and rate_wait_ms, the milliseconds until the window has
+-- room (_claim_rate_wait). Nothing else would claim those rows before the
+-- poll: the Processor claims again then. rate_wait_ms is NULL on every
+-- claimed row.
 
-CREATE OR REPLACE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+CREATE OR REPLACE FUNCTION pgrelay._claim(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_kinds text[] DEFAULT '{sql}'::text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer, rate_wait_ms bigint)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_bitmapscan TO 'off'
@@ -26,6 +33,7 @@ DECLARE
   v_got int;
   v_cap int;
   v_full text[] := '{}';
+  v_rated text[] := '{}';
   v_pass int;
   v_start bigint;
   v_lanes bigint[];
@@ -53,10 +61,14 @@ BEGIN
        ORDER BY c.priority DESC, pg_catalog.random()
     LOOP
       EXIT WHEN v_left <= 0;
+      IF ch.rate_limit IS NOT NULL AND v_pass = 1 THEN
+        v_rated := v_rated || ch.channel;
+      END IF;
       IF ch.concurrency_mode = 'none' THEN
         RETURN QUERY
-        SELECT * FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own,
-                                          CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END);
+        SELECT n.*, NULL::bigint
+          FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own,
+                                   CASE WHEN v_pass = 1 THEN LEAST(v_share, v_left) ELSE v_left END) n;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_left := v_left - v_n;
         IF v_pass = 1 AND v_n >= v_share THEN
@@ -157,7 +169,7 @@ BEGIN
         SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
                u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
                ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
-               ch.max_attempts
+               ch.max_attempts, NULL::bigint
           FROM upd u;
         GET DIAGNOSTICS v_got = ROW_COUNT;
         v_n := v_n + v_got;
@@ -169,6 +181,15 @@ BEGIN
     END LOOP;
     EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
   END LOOP;
+  IF pg_catalog.cardinality(v_rated) > 0 THEN
+    RETURN QUERY
+    SELECT NULL::bigint, NULL::bigint, c.channel, NULL::text, NULL::integer, NULL::timestamptz,
+           NULL::timestamptz, NULL::boolean, c.kind, c.handler, c.concurrency_mode, NULL::bigint,
+           NULL::integer, w.ms
+      FROM pgrelay.channels c
+     CROSS JOIN LATERAL (SELECT pgrelay._claim_rate_wait(c, v_node, v_all, v_own) AS ms) w
+     WHERE c.channel = ANY (v_rated) AND w.ms IS NOT NULL;
+  END IF;
 END
 $$;
 

@@ -1,8 +1,9 @@
 -- _claim_channel: _claim for p_channel alone, when _claim visits it and it is
 -- a 'none' channel (serialised channels need _claim's lanes); nothing
--- otherwise.
+-- otherwise. Its rows are _claim's, the one of a rate-limited channel whose
+-- window the claim fills (rate_wait_ms) included.
 
-CREATE OR REPLACE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer)
+CREATE OR REPLACE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode text, p_leader boolean, p_limit integer, p_channel text, p_kinds text[], p_term bigint DEFAULT NULL::bigint, p_direct boolean DEFAULT false, p_direct_kinds text[] DEFAULT '{}'::text[]) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer, rate_wait_ms bigint)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
@@ -12,6 +13,7 @@ CREATE OR REPLACE FUNCTION pgrelay._claim_channel(p_processor bigint, p_mode tex
 DECLARE
   v_all bool;
   v_own bool;
+  v_node int := pgrelay._this_node();
   ch pgrelay.channels;
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
@@ -22,7 +24,15 @@ BEGIN
     RETURN;
   END IF;
   RETURN QUERY
-  SELECT * FROM pgrelay._claim_none(p_processor, ch, pgrelay._this_node(), v_all, v_own, p_limit);
+  SELECT n.*, NULL::bigint FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own, p_limit) n;
+  IF ch.rate_limit IS NOT NULL THEN
+    RETURN QUERY
+    SELECT NULL::bigint, NULL::bigint, ch.channel, NULL::text, NULL::integer, NULL::timestamptz,
+           NULL::timestamptz, NULL::boolean, ch.kind, ch.handler, ch.concurrency_mode, NULL::bigint,
+           NULL::integer, w.ms
+      FROM (SELECT pgrelay._claim_rate_wait(ch, v_node, v_all, v_own) AS ms) w
+     WHERE w.ms IS NOT NULL;
+  END IF;
 END
 $$;
 

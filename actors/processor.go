@@ -424,16 +424,18 @@ func (p *Processor) Start(ctx context.Context) error {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
 	undo.push(bg.Close)
-	// The schema first: the hot connections prepare pgrelay's statements,
-	// which an older schema may not have.
-	if err := migrations.RequireLatest(ctx, bg); err != nil {
-		return fmt.Errorf("pgrelay: %w", err)
-	}
+	// The hot pool opens its connections while the schema is checked. One
+	// that finds no pgrelay schema prepares nothing, and one that fails to
+	// prepare on an older schema is dropped; either way RequireLatest then
+	// refuses the start, and on the latest schema they are ready.
 	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
 	if err != nil {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}
 	undo.push(hot.Close)
+	if err := migrations.RequireLatest(ctx, bg); err != nil {
+		return fmt.Errorf("pgrelay: %w", err)
+	}
 	if err := warm(ctx, hot, int(hotCfg.MinConns), warmed, warmWait); err != nil {
 		return fmt.Errorf("pgrelay: connect: %w", err)
 	}

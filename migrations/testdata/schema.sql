@@ -1283,10 +1283,10 @@ BEGIN
   END IF;
   SELECT w.started_at + ch.rate_period INTO v_at
     FROM (SELECT s.started_at,
-                 sum(s.n) OVER (ORDER BY s.started_at ROWS UNBOUNDED PRECEDING) AS upto,
-                 sum(s.n) OVER () AS total
+                 pg_catalog.sum(s.n) OVER (ORDER BY s.started_at ROWS UNBOUNDED PRECEDING) AS upto,
+                 pg_catalog.sum(s.n) OVER () AS total
             FROM pgrelay.flow_starts s
-           WHERE s.channel = ch.channel AND s.started_at > now() - ch.rate_period) w
+           WHERE s.channel = ch.channel AND s.started_at > pg_catalog.now() - ch.rate_period) w
    WHERE w.total >= ch.rate_limit AND w.total - w.upto < ch.rate_limit
    ORDER BY w.started_at
    LIMIT 1;
@@ -1296,7 +1296,7 @@ BEGIN
           AND pgrelay._may_take(q.run_in_node, q.owner_node, p_node, p_all, p_own)) THEN
     RETURN NULL;
   END IF;
-  RETURN GREATEST(0, ceil(EXTRACT(epoch FROM v_at - clock_timestamp()) * 1000))::bigint;
+  RETURN GREATEST(0, pg_catalog.ceil(EXTRACT(epoch FROM v_at - pg_catalog.clock_timestamp()) * 1000))::bigint;
 END
 $$;
 

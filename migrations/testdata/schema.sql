@@ -814,13 +814,7 @@ BEGIN
     EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
   END LOOP;
   IF pg_catalog.cardinality(v_rated) > 0 THEN
-    RETURN QUERY
-    SELECT NULL::bigint, NULL::bigint, c.channel, NULL::text, NULL::integer, NULL::timestamptz,
-           NULL::timestamptz, NULL::boolean, c.kind, c.handler, c.concurrency_mode, NULL::bigint,
-           NULL::integer, w.ms
-      FROM pgrelay.channels c
-     CROSS JOIN LATERAL (SELECT pgrelay._claim_rate_wait(c, v_node, v_all, v_own) AS ms) w
-     WHERE c.channel = ANY (v_rated) AND w.ms IS NOT NULL;
+    RETURN QUERY SELECT * FROM pgrelay._claim_rate_rows(v_rated, v_node, v_all, v_own);
   END IF;
 END
 $$;
@@ -914,12 +908,7 @@ BEGIN
   RETURN QUERY
   SELECT n.*, NULL::bigint FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own, p_limit) n;
   IF ch.rate_limit IS NOT NULL THEN
-    RETURN QUERY
-    SELECT NULL::bigint, NULL::bigint, ch.channel, NULL::text, NULL::integer, NULL::timestamptz,
-           NULL::timestamptz, NULL::boolean, ch.kind, ch.handler, ch.concurrency_mode, NULL::bigint,
-           NULL::integer, w.ms
-      FROM (SELECT pgrelay._claim_rate_wait(ch, v_node, v_all, v_own) AS ms) w
-     WHERE w.ms IS NOT NULL;
+    RETURN QUERY SELECT * FROM pgrelay._claim_rate_rows(ARRAY[ch.channel], v_node, v_all, v_own);
   END IF;
 END
 $$;
@@ -1266,6 +1255,29 @@ $$;
 
 
 ALTER FUNCTION pgrelay._claim_prioritised(p_channel text) OWNER TO postgres;
+
+--
+-- Name: _claim_rate_rows(text[], integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._claim_rate_rows(p_channels text[], p_node integer, p_all boolean, p_own boolean) RETURNS TABLE(id bigint, origin_id bigint, channel text, payload text, attempt integer, enqueued_at timestamp with time zone, dispatched_at timestamp with time zone, expired boolean, kind text, handler text, concurrency_mode text, timeout_ms bigint, max_attempts integer, rate_wait_ms bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  SELECT NULL::bigint, NULL::bigint, c.channel, NULL::text, NULL::integer, NULL::timestamptz,
+         NULL::timestamptz, NULL::boolean, c.kind, c.handler, c.concurrency_mode, NULL::bigint,
+         NULL::integer, w.ms
+    FROM pgrelay.channels c
+   CROSS JOIN LATERAL (SELECT pgrelay._claim_rate_wait(c, p_node, p_all, p_own) AS ms) w
+   WHERE c.channel = ANY (p_channels) AND w.ms IS NOT NULL;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._claim_rate_rows(p_channels text[], p_node integer, p_all boolean, p_own boolean) OWNER TO postgres;
 
 --
 -- Name: _claim_rate_wait(pgrelay.channels, integer, boolean, boolean); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -6325,6 +6337,14 @@ GRANT ALL ON FUNCTION pgrelay._claim_pick(p_channel text, p_node integer, p_all 
 
 REVOKE ALL ON FUNCTION pgrelay._claim_prioritised(p_channel text) FROM PUBLIC;
 GRANT ALL ON FUNCTION pgrelay._claim_prioritised(p_channel text) TO pgrelay_processor;
+
+
+--
+-- Name: FUNCTION _claim_rate_rows(p_channels text[], p_node integer, p_all boolean, p_own boolean); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._claim_rate_rows(p_channels text[], p_node integer, p_all boolean, p_own boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._claim_rate_rows(p_channels text[], p_node integer, p_all boolean, p_own boolean) TO pgrelay_processor;
 
 
 --

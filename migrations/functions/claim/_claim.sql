@@ -9,7 +9,7 @@
 -- Last, a row with a NULL id for each rate-limited channel visited whose
 -- window its claims fill while it has rows left: its channel (kind, handler,
 -- concurrency_mode) and rate_wait_ms, the milliseconds until the window has
--- room (_claim_rate_wait). Nothing else would claim those rows before the
+-- room (_claim_rate_rows). Nothing else would claim those rows before the
 -- poll: the Processor claims again then. rate_wait_ms is NULL on every
 -- claimed row.
 
@@ -182,13 +182,7 @@ BEGIN
     EXIT WHEN v_left <= 0 OR pg_catalog.cardinality(v_full) = 0;
   END LOOP;
   IF pg_catalog.cardinality(v_rated) > 0 THEN
-    RETURN QUERY
-    SELECT NULL::bigint, NULL::bigint, c.channel, NULL::text, NULL::integer, NULL::timestamptz,
-           NULL::timestamptz, NULL::boolean, c.kind, c.handler, c.concurrency_mode, NULL::bigint,
-           NULL::integer, w.ms
-      FROM pgrelay.channels c
-     CROSS JOIN LATERAL (SELECT pgrelay._claim_rate_wait(c, v_node, v_all, v_own) AS ms) w
-     WHERE c.channel = ANY (v_rated) AND w.ms IS NOT NULL;
+    RETURN QUERY SELECT * FROM pgrelay._claim_rate_rows(v_rated, v_node, v_all, v_own);
   END IF;
 END
 $$;

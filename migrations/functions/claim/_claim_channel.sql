@@ -26,12 +26,7 @@ BEGIN
   RETURN QUERY
   SELECT n.*, NULL::bigint FROM pgrelay._claim_none(p_processor, ch, v_node, v_all, v_own, p_limit) n;
   IF ch.rate_limit IS NOT NULL THEN
-    RETURN QUERY
-    SELECT NULL::bigint, NULL::bigint, ch.channel, NULL::text, NULL::integer, NULL::timestamptz,
-           NULL::timestamptz, NULL::boolean, ch.kind, ch.handler, ch.concurrency_mode, NULL::bigint,
-           NULL::integer, w.ms
-      FROM (SELECT pgrelay._claim_rate_wait(ch, v_node, v_all, v_own) AS ms) w
-     WHERE w.ms IS NOT NULL;
+    RETURN QUERY SELECT * FROM pgrelay._claim_rate_rows(ARRAY[ch.channel], v_node, v_all, v_own);
   END IF;
 END
 $$;

@@ -1,4 +1,4 @@
--- _claim_rate_wait: for _claim and _claim_channel, after they visited ch, a
+-- _claim_rate_wait: for _claim_rate_rows, after a claim visited ch, a
 -- rate-limited channel: the milliseconds (rounded up, 0 if already past)
 -- until its window has room again, when its claims within the period
 -- (this claim's included) fill it and it has rows for p_node (_claim_scope's

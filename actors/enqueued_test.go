@@ -143,7 +143,7 @@ func TestActorEventsEnqueuedOnAnotherNode(t *testing.T) {
 	}
 	e.startNode(1, actors.ModeLeader, fast)
 	testenv.Eventually(e.T, 10*time.Second, "node 1 to lead", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+		return e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 1`) == 1
 	})
 	e.startNode(2, actors.ModeLeader, fast)
 	e.enqueueOn(1, "u", payloads("one", 100))

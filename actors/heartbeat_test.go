@@ -52,8 +52,8 @@ func TestActorLeaseRenewsWhileRescueIsSlow(t *testing.T) {
 		c.DeadAfter = time.Second
 	})
 	testenv.Eventually(e.T, 30*time.Second, "a rescue waiting for longer than dead-after, the lease held and the instance alive", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes l
-		                 WHERE l.node_id = -1 AND l.leader_node = 1 AND l.lease_until > now()
+		return e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now()) l
+		                 WHERE l.leader_node = 1
 		                   AND EXISTS (SELECT FROM pg_catalog.pg_stat_activity a
 		                                WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
 		                                  AND a.query LIKE '%pgrelay._rescue(%'
@@ -61,10 +61,10 @@ func TestActorLeaseRenewsWhileRescueIsSlow(t *testing.T) {
 		                   AND EXISTS (SELECT FROM pgrelay.processors p WHERE p.last_seen > now() - interval '1 second')`) == 1
 	})
 	for range 3 {
-		until := e.Text(`SELECT lease_until::text FROM pgrelay.nodes WHERE node_id = -1`)
+		until := e.Text(`SELECT lease_until::text FROM pgrelay.leader_leases WHERE node_id = 1`)
 		testenv.Eventually(e.T, 30*time.Second, "the lease renewed again", func() bool {
-			return e.Count(`SELECT count(*) FROM pgrelay.nodes
-			                 WHERE node_id = -1 AND leader_node = 1 AND lease_until > $1::timestamptz`, until) == 1
+			return e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now())
+			                 WHERE leader_node = 1 AND lease_until > $1::timestamptz`, until) == 1
 		})
 	}
 	// It leads: it runs the unrestricted rows.

@@ -69,13 +69,12 @@ func (l *leader) Receive(ctx actor.Context) {
 		self := ctx.Self()
 		d := l.d
 		ask, readTerm := l.wantAsk, l.candidateAsk
-		renew := !l.waiting(d)
 		// Stop waits for a step in progress: it releases the lease the step
 		// leaves in deps.leaseTerm.
 		d.work.Add(1)
 		go func() {
 			defer d.work.Done()
-			d.send(self, leaseOnce(d, ask, readTerm, renew))
+			d.send(self, leaseOnce(d, ask, readTerm))
 		}()
 	case *leaseResult:
 		l.busy = false
@@ -91,7 +90,7 @@ func (l *leader) Receive(ctx actor.Context) {
 // was read in an earlier step, so the ask follows it). The peers are read
 // before the lease: a take of theirs that they made before answering has
 // reached this node by then, and the lease read next shows who holds it.
-func leaseOnce(d *deps, ask bool, readTerm int64, renew bool) *leaseResult {
+func leaseOnce(d *deps, ask bool, readTerm int64) *leaseResult {
 	lctx, cancel := context.WithTimeout(context.Background(), leaseTimeout(d.cfg))
 	defer cancel()
 	r := &leaseResult{}
@@ -100,7 +99,7 @@ func leaseOnce(d *deps, ask bool, readTerm int64, renew bool) *leaseResult {
 			r.read = true
 		}
 	}
-	if r.lease, r.leaseErr = d.store.LeaseStep(lctx, d.cfg.DeadAfter, renew); r.leaseErr != nil {
+	if r.lease, r.leaseErr = d.store.LeaseStep(lctx, d.cfg.DeadAfter); r.leaseErr != nil {
 		return r
 	}
 	// The lease this node holds (leading or not yet), kept here and only
@@ -116,19 +115,6 @@ func leaseOnce(d *deps, ask bool, readTerm int64, renew bool) *leaseResult {
 		r.asked, r.proofErr = d.store.SyncAsk(lctx)
 	}
 	return r
-}
-
-// waiting reports whether this node is a candidate that must leave its take
-// as it is: it took the lease (or found it its own after a restart) and does
-// not lead yet, and less than half of --dead-after (the take's length) has
-// passed, a beat to spare. Takes made at the same moment on several nodes
-// resolve to one holder on every node by last update only while nothing else
-// writes the lease row: a renewal would be the latest update on its own node,
-// so each node would keep its own take and both would lead. Past the half it
-// renews, so that the take does not run out while it waits for the answers.
-func (l *leader) waiting(d *deps) bool {
-	return l.candidate != 0 && d.leaderTerm.Load() != l.candidate &&
-		time.Since(l.candidateAt)+d.cfg.HeartbeatInterval < d.cfg.DeadAfter/2
 }
 
 func (l *leader) handle(ctx actor.Context, m *leaseResult) {
@@ -177,11 +163,9 @@ func (l *leader) elect(ctx actor.Context, m *leaseResult) {
 	default:
 		// A candidate: it leads once every live node has seen its take and
 		// answered (a take of theirs at the same moment has then reached
-		// this node, and last-update-wins left one holder on both: the
-		// lease read in this step), or by the time rule.
-		read := m.read && l.candidateAsk > 0
-		ready, why := peersReady(m.peers, read, time.Since(l.candidateAt) >= d.cfg.LeaderSettle,
-			read && time.Since(l.candidateAskAt) >= max(d.cfg.LeaderSettle, d.cfg.DeadAfter))
+		// this node, and pgrelay._lease_holder names the same holder on
+		// both: the lease read in this step), or by the time rule.
+		ready, why := l.ready(m, time.Now())
 		if !ready {
 			return
 		}
@@ -197,4 +181,17 @@ func (l *leader) elect(ctx actor.Context, m *leaseResult) {
 		log("leading", "term", lease.Term, "because", why)
 		ctx.Send(claimer, &wake{})
 	}
+}
+
+// ready reports whether the candidate leads after the step m, at now
+// (peersReady on the answers to its ask), and why. Only a step that read the
+// answers to its ask decides: the take's and the ask's own steps, and one
+// whose read failed, read none, and prove nothing however late they end.
+func (l *leader) ready(m *leaseResult, now time.Time) (bool, string) {
+	if !m.read || l.candidateAsk == 0 {
+		return false, ""
+	}
+	cfg := l.d.cfg
+	return peersReady(m.peers, true, now.Sub(l.candidateAt) >= cfg.LeaderSettle,
+		now.Sub(l.candidateAskAt) >= max(cfg.LeaderSettle, cfg.DeadAfter))
 }

@@ -93,7 +93,7 @@ func TestActorLeaderElectionAndTakeover(t *testing.T) {
 	}
 	p1 := e.startNode(1, actors.ModeLeader, fast)
 	testenv.Eventually(e.T, 10*time.Second, "node 1 to lead", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+		return e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 1`) == 1
 	})
 	e.startNode(2, actors.ModeLeader, fast)
 	e.enqueueOn(1, "u", payloads("a", 100))
@@ -116,7 +116,7 @@ func TestActorLeaderElectionAndTakeover(t *testing.T) {
 		return e.Count(`SELECT count(*) FROM ran WHERE payload LIKE 'c-%'`) == 50
 	})
 	require.Equal(t, 50, e.Count(`SELECT count(*) FROM ran WHERE node = 2 AND payload LIKE 'c-%'`))
-	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 2 AND term >= 2`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 2 AND term >= 2`))
 	require.Equal(t, 290, e.Count(`SELECT count(DISTINCT payload) FROM ran`))
 	require.Equal(t, 290, e.Count(`SELECT count(*) FROM ran`), "nothing ran twice")
 }
@@ -128,7 +128,7 @@ func TestActorLeaderFencing(t *testing.T) {
 	e := newEnv(t)
 	e.Exec(`SELECT pgrelay.register('u', 'SELECT $1')`)
 	e.enqueueOn(1, "u", []string{"x"})
-	e.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, leader_node, term, lease_until) VALUES (-1, 'lease', 1, 7, now() + interval '1 minute')`)
+	e.Exec(`INSERT INTO pgrelay.leader_leases (node_id, term, lease_until, taken_at) VALUES (1, 7, now() + interval '1 minute', now())`)
 	ctx := context.Background()
 	claim := func(term int64) int {
 		tx, err := e.Pool.Begin(ctx)
@@ -142,7 +142,7 @@ func TestActorLeaderFencing(t *testing.T) {
 	}
 	require.Zero(t, claim(6), "a stale term claims nothing")
 	require.Equal(t, 1, claim(7), "the current term claims")
-	e.Exec(`UPDATE pgrelay.nodes SET lease_until = now() - interval '1 second' WHERE node_id = -1`)
+	e.Exec(`UPDATE pgrelay.leader_leases SET lease_until = now() - interval '1 second' WHERE node_id = 1`)
 	require.Zero(t, claim(7), "an expired lease claims nothing")
 }
 
@@ -262,7 +262,7 @@ func TestActorRetryRestampedOnNode(t *testing.T) {
 	}
 	e.startNode(1, actors.ModeLeader, fast)
 	testenv.Eventually(e.T, 10*time.Second, "node 1 to lead", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+		return e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 1`) == 1
 	})
 	e.startNode(2, actors.ModeLeader, fast)
 	e.enqueueOn(2, "pinned", []string{"x"})
@@ -376,10 +376,10 @@ func TestActorStopReleasesSettlingLease(t *testing.T) {
 		c.LeaderSettle = time.Minute // never leads in this test
 	})
 	testenv.Eventually(e.T, 10*time.Second, "node 1 to take the lease", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`) == 1
+		return e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 1`) == 1
 	})
 	require.NoError(t, p1.Stop(context.Background()))
-	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND lease_until > now()`),
+	require.Equal(t, 0, e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now())`),
 		"the lease was released, not left to run out in 30 s")
 }
 
@@ -470,8 +470,8 @@ func TestActorLeaderLeadsWhenEveryPeerSawTheTake(t *testing.T) {
 	}
 	e.startNode(2, actors.ModeLeader, slow)
 	testenv.Eventually(e.T, 30*time.Second, "node 2 to take the lease, ask, then beat for half a second", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes l, pgrelay.sync_asks a JOIN pgrelay.processors p USING (node_id)
-		                 WHERE l.node_id = -1 AND l.leader_node = 2 AND a.node_id = 2
+		return e.Count(`SELECT count(*) FROM pgrelay.leader_leases l, pgrelay.sync_asks a JOIN pgrelay.processors p USING (node_id)
+		                 WHERE l.node_id = 2 AND l.lease_until > now() AND a.node_id = 2
 		                   AND a.asked_at > l.taken_at AND p.last_seen > a.asked_at + interval '500 milliseconds'`) == 1
 	})
 	require.Zero(t, e.Count(`SELECT count(*) FROM ran`), "node 2 did not lead before node 1 answered")
@@ -481,34 +481,4 @@ func TestActorLeaderLeadsWhenEveryPeerSawTheTake(t *testing.T) {
 		return e.Count(`SELECT count(*) FROM ran WHERE node = 2`) == 20
 	})
 	require.Equal(t, 20, e.Count(`SELECT count(*) FROM ran`))
-}
-
-// A node that took the leader lease does not renew it while it waits to lead,
-// for the first half of --dead-after: takes made at the same moment on
-// several nodes resolve to one holder on every node by last update only if
-// nothing else writes the lease row meanwhile. A renewal would make each
-// node's own copy the latest there, and both would lead (events ran twice on
-// a Spock cluster whose replication lagged a heartbeat). Past that half it
-// renews, so that its take does not run out while it waits.
-func TestActorCandidateDoesNotRenewItsTake(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.startNode(1, actors.ModeLeader, func(c *actors.Config) {
-		c.HeartbeatInterval = 100 * time.Millisecond
-		c.DeadAfter = 10 * time.Second
-		c.LeaderSettle = time.Hour // never leads in this test
-	})
-	testenv.Eventually(e.T, 10*time.Second, "node 1 to take the lease", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1`) == 1
-	})
-	taken := e.Text(`SELECT lease_until::text FROM pgrelay.nodes WHERE node_id = -1`)
-	testenv.Eventually(e.T, 10*time.Second, "a second after the take (ten lease steps)", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND now() > taken_at + interval '1 second'`) == 1
-	})
-	require.Equal(t, taken, e.Text(`SELECT lease_until::text FROM pgrelay.nodes WHERE node_id = -1`),
-		"the candidate left its take as it was")
-	testenv.Eventually(e.T, 30*time.Second, "the candidate to renew its take past half of --dead-after", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes
-		                 WHERE node_id = -1 AND leader_node = 1 AND lease_until > $1::timestamptz`, taken) == 1
-	})
 }

@@ -139,7 +139,7 @@ func TestActorScheduleOwnerAdoptionAndLeader(t *testing.T) {
 	e.pausedChannel("ld")
 	e.startNode(3, actors.ModeLeader, fast)
 	testenv.Eventually(t, 30*time.Second, "node 3 to lead", func() bool {
-		return e.Count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 3 AND lease_until > now()`) == 1
+		return e.Count(`SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 3`) == 1
 	})
 	e.startNode(4, actors.ModeLeader, fast)
 	e.scheduleOn(4, `'ld', 'ld', 'y', p_every := '1 second'`)

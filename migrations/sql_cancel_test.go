@@ -250,10 +250,10 @@ func TestCancelReachesTheRunningNodeByReplication(t *testing.T) {
 
 	// In leader mode the lease holder runs every unpinned row.
 	id3 := d.notify("c", "z")
-	d.Exec("INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until) VALUES (-1, 'lease', now(), $1, 1, now() + interval '1 hour')", other)
+	d.bid(other, 1, "1 hour")
 	require.True(t, d.cancel(id3))
 	d.requireStatus(id3, "pending")
-	d.Exec("UPDATE pgrelay.nodes SET leader_node = $1 WHERE node_id = -1", here)
+	d.bid(here, 2, "1 hour")
 	require.Equal(t, int32(2), testenv.One[int32](t, d.Pool, "SELECT pgrelay._cancel_sweep()"),
 		"the leader runs every unpinned row: id3, and id owned by the other node")
 	d.requireCancelled(id)

@@ -193,8 +193,7 @@ func TestDirectClaimLanes(t *testing.T) {
 func TestDirectBatchFence(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
-	        VALUES (-1, 'lease', now(), 1, 5, now() + interval '1 minute')`)
+	d.bid(1, 5, "1 minute")
 	n1, n2 := d.Conn(1), d.Conn(2)
 	fence := func(c *pgx.Conn, mode string, term any) error {
 		_, err := c.Exec(bg, "SELECT pgrelay._batch_fence($1, $2)", mode, term)
@@ -207,7 +206,7 @@ func TestDirectBatchFence(t *testing.T) {
 	require.ErrorContains(t, fence(n2, "leader", 5), "PR031", "another node")
 	// The lease runs out in the middle of a transaction: the check reads the
 	// clock, not the transaction's start.
-	d.Exec(`UPDATE pgrelay.nodes SET lease_until = clock_timestamp() + interval '300 milliseconds' WHERE node_id = -1`)
+	d.Exec(`UPDATE pgrelay.leader_leases SET lease_until = clock_timestamp() + interval '300 milliseconds' WHERE node_id = 1`)
 	inTx(t, n1, func(tx pgx.Tx) {
 		_, err := tx.Exec(bg, "SELECT pg_sleep(0.5)")
 		require.NoError(t, err)
@@ -217,30 +216,33 @@ func TestDirectBatchFence(t *testing.T) {
 }
 
 // _lease_release ends the lease only of the node holding the term it names,
-// judged on the lease row as it is once locked: a take that commits while the
-// release waits for the row is left alone.
+// judged on the bids as they are once its own is locked: a bid of a later
+// term that commits while the release waits is left alone, and so is the
+// lease, now that node's.
 func TestLeaseRelease(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
-	        VALUES (-1, 'lease', now(), 1, 5, now() + interval '1 minute')`)
+	d.bid(1, 5, "1 minute")
 	n1, n2 := d.Conn(1), d.Conn(2)
 	release := func(c *pgx.Conn, term int64) bool {
 		t.Helper()
 		return testenv.One[bool](t, c, "SELECT pgrelay._lease_release($1)", term)
 	}
 	held := func() bool {
-		return testenv.One[bool](t, d.Pool, "SELECT lease_until > now() FROM pgrelay.nodes WHERE node_id = -1")
+		return testenv.One[bool](t, d.Pool, "SELECT EXISTS (SELECT FROM pgrelay._lease_holder(now()))")
 	}
 	require.False(t, release(n2, 5), "another node")
 	require.False(t, release(n1, 4), "an older term")
 	require.True(t, held())
 
-	// Node 2 takes the lease (term 6) while node 1 releases term 5.
+	// Node 2's bid of term 6 (taken where node 1's lease looked run out)
+	// arrives in the transaction that holds node 1's bid (a renewal by
+	// another Processor of node 1) while node 1 releases term 5.
 	tx, err := n2.Begin(bg)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(bg) }()
-	_, err = tx.Exec(bg, "UPDATE pgrelay.nodes SET leader_node = 2, term = 6, lease_until = now() + interval '1 minute' WHERE node_id = -1")
+	_, err = tx.Exec(bg, `UPDATE pgrelay.leader_leases SET lease_until = now() + interval '1 minute' WHERE node_id = 1;
+		INSERT INTO pgrelay.leader_leases (node_id, term, lease_until, taken_at) VALUES (2, 6, now() + interval '1 minute', now())`)
 	require.NoError(t, err)
 	done := make(chan bool, 1)
 	go func() {
@@ -255,6 +257,8 @@ func TestLeaseRelease(t *testing.T) {
 	require.False(t, <-done, "the term was taken meanwhile")
 	require.True(t, held(), "the new leader's lease stands")
 
+	// Node 1's next lease step ends its deposed bid.
+	require.False(t, testenv.One[bool](t, n1, "SELECT mine FROM pgrelay._lease('1 minute')"))
 	require.True(t, release(n2, 6), "the leader releases its term")
 	require.False(t, held())
 	require.False(t, release(n2, 6), "once")
@@ -281,8 +285,7 @@ func TestDirectClaimLanesModes(t *testing.T) {
 	notify(n2, "cu", "b2")
 	p1, p2 := notify(n1, "cp", "p1"), notify(n2, "cp", "p2")
 	k1, k2 := notify(n1, "pu", "k"), notify(n2, "pu", "k")
-	d.Exec(`INSERT INTO pgrelay.nodes (node_id, mode, last_seen, leader_node, term, lease_until)
-	        VALUES (-1, 'lease', now(), 1, 3, now() + interval '1 minute')`)
+	d.bid(1, 3, "1 minute")
 	heads := func(c *pgx.Conn, mode string, leader bool, term any) []int64 {
 		var got []int64
 		inTx(t, c, func(tx pgx.Tx) {

@@ -33,6 +33,15 @@ func newSQLDB(t *testing.T) *sqlDB {
 	return &sqlDB{DB: d}
 }
 
+// bid writes node's bid for the leader lease, of term, running for the
+// interval until (as a node's take that reached this database).
+func (d *sqlDB) bid(node int, term int64, until string) {
+	d.T.Helper()
+	d.Exec(`INSERT INTO pgrelay.leader_leases AS l (node_id, term, lease_until, taken_at)
+	        VALUES ($1, $2, now() + $3::interval, now())
+	        ON CONFLICT (node_id) DO UPDATE SET term = EXCLUDED.term, lease_until = EXCLUDED.lease_until`, node, term, until)
+}
+
 // requireCode asserts that err is a PostgreSQL error with SQLSTATE code.
 func requireCode(t *testing.T, err error, code string, msgAndArgs ...any) *pgconn.PgError {
 	t.Helper()

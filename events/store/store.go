@@ -687,16 +687,11 @@ func (l Lease) LeaderNode() int {
 }
 
 // LeaseStep renews or takes the leader lease for duration (see
-// pgrelay._lease), or only reads it when renew is false (a candidate that
-// must not write the lease row yet).
-func (s *Store) LeaseStep(ctx context.Context, duration time.Duration, renew bool) (Lease, error) {
+// pgrelay._lease).
+func (s *Store) LeaseStep(ctx context.Context, duration time.Duration) (Lease, error) {
 	var l Lease
 	var term *int64
-	var d *time.Duration
-	if renew {
-		d = &duration
-	}
-	err := s.bg.QueryRow(ctx, "SELECT leader_node, term, lease_until, mine, taken FROM pgrelay._lease($1::pg_catalog.interval)", d).
+	err := s.bg.QueryRow(ctx, "SELECT leader_node, term, lease_until, mine, taken FROM pgrelay._lease($1::pg_catalog.interval)", duration).
 		Scan(&l.Leader, &term, &l.LeaseUntil, &l.Mine, &l.Taken)
 	if err != nil {
 		return Lease{}, fmt.Errorf("leader lease step: %w", err)

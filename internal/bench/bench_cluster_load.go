@@ -277,8 +277,7 @@ func (b *bench) clusterLoadPhase(ctx context.Context, cl *loadCluster, phase int
 	if mode == actors.ModeLeader {
 		if err := waitFor(ctx, "a leader", func() (bool, error) {
 			var held bool
-			err := cl.pools[0].QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgrelay.nodes
-				WHERE node_id = -1 AND leader_node IS NOT NULL AND lease_until > pg_catalog.now())`).Scan(&held)
+			err := cl.pools[0].QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgrelay._lease_holder(pg_catalog.now()))`).Scan(&held)
 			return held, err
 		}); err != nil {
 			return nil, err

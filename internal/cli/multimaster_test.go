@@ -153,7 +153,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		// (replication lagging on a loaded machine) finds the lease free,
 		// takes it, and wins it by last-update-wins while node 1 settles.
 		testenv.Eventually(t, 30*time.Second, "node 1's lease on both nodes", func() bool {
-			const held = `SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`
+			const held = `SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 1`
 			return n1.count(held) == 1 && n2.count(held) == 1
 		})
 		p2 := n2.run("leader")
@@ -203,7 +203,7 @@ func TestMultiMasterCluster(t *testing.T) {
 		t.Logf("leader killed with %d rows pending; node 2 ran its first event %s later (documented bound %s)",
 			pending, took.Round(time.Millisecond), bound)
 		require.Less(t, took, bound+4*time.Second, "takeover within the documented bound (plus a margin)")
-		require.Equal(t, 1, n2.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 2 AND term >= 2`))
+		require.Equal(t, 1, n2.count(`SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 2 AND term >= 2`))
 		testenv.Eventually(t, time.Minute, "every event to succeed", func() bool { return succeeded(n2, "lk") >= backlog })
 		// The killed leader's batch in flight rolled back with its connection
 		// (its handlers' effects and outcomes): each sql event ran once, and

@@ -352,7 +352,7 @@ func TestSpockCluster(t *testing.T) {
 			testenv.Eventually(t, time.Minute, fmt.Sprint("300 emails sent, seen on node ", m.n), func() bool { return sent(m) == 300 })
 		}
 		var leader int
-		require.NoError(t, n1.pool.QueryRow(ctx, `SELECT leader_node FROM pgrelay.nodes WHERE node_id = -1`).Scan(&leader))
+		require.NoError(t, n1.pool.QueryRow(ctx, `SELECT leader_node FROM pgrelay._lease_holder(now())`).Scan(&leader))
 		// The outcomes follow the sends (the completer's batch), then
 		// replicate to node 1.
 		testenv.Eventually(t, time.Minute, "the 300 emails' successes logged, seen on node 1", func() bool {
@@ -415,7 +415,7 @@ func TestSpockCluster(t *testing.T) {
 		}
 		// Node 1 leads first, and every node knows it before the others start.
 		p1 := n1.run("leader", "--poll-interval", "10m")
-		const held = `SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = 1 AND lease_until > now()`
+		const held = `SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = 1`
 		for _, m := range all {
 			testenv.Eventually(t, 30*time.Second, fmt.Sprint("node 1's lease on node ", m.n), func() bool { return m.count(held) == 1 })
 		}
@@ -470,7 +470,7 @@ func TestSpockCluster(t *testing.T) {
 		for _, m := range all {
 			require.Equal(t, backlog, succeeded(m, "lk"), "node %d's log", m.n)
 			require.Equal(t, backlog, m.count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log WHERE channel = 'lk' AND event = 'succeeded'`))
-			require.Equal(t, 1, m.count(`SELECT count(*) FROM pgrelay.nodes WHERE node_id = -1 AND leader_node = $1 AND term >= 2`, next.n))
+			require.Equal(t, 1, m.count(`SELECT count(*) FROM pgrelay._lease_holder(now()) WHERE leader_node = $1 AND term >= 2`, next.n))
 		}
 		ran := 0
 		for _, m := range all {
@@ -764,9 +764,9 @@ func leaderRuns(t *testing.T, all []*mmNode) []string {
 	if len(out) > 0 {
 		for _, m := range all {
 			var lease string
-			require.NoError(t, m.pool.QueryRow(context.Background(), `SELECT format('leader %s term %s until %s taken %s',
-				leader_node, term, lease_until, taken_at) FROM pgrelay.nodes WHERE node_id = -1`).Scan(&lease))
-			out = append(out, fmt.Sprintf("node %d's lease row: %s", m.n, lease))
+			require.NoError(t, m.pool.QueryRow(context.Background(), `SELECT COALESCE(string_agg(format('node %s term %s until %s taken %s',
+				node_id, term, lease_until, taken_at), '; ' ORDER BY node_id), 'none') FROM pgrelay.leader_leases`).Scan(&lease))
+			out = append(out, fmt.Sprintf("node %d's lease bids: %s", m.n, lease))
 		}
 	}
 	if len(out) > 24 {

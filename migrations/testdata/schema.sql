@@ -349,8 +349,8 @@ CREATE FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_node intege
                       WHERE n.node_id >= 0 AND n.node_id <> pgrelay._this_node() AND n.decommissioned_at IS NULL)
       THEN true
     WHEN p_run_in_node IS NOT NULL THEN p_run_in_node = pgrelay._this_node()
-    ELSE COALESCE((SELECT l.leader_node FROM pgrelay.nodes l
-                    WHERE l.node_id = -1 AND l.lease_until > pg_catalog.now()), p_owner_node) = pgrelay._this_node()
+    ELSE COALESCE((SELECT h.leader_node FROM pgrelay._lease_holder(pg_catalog.now()) h), p_owner_node)
+         = pgrelay._this_node()
   END
 $$;
 
@@ -2173,9 +2173,8 @@ CREATE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp with time zon
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  RETURN EXISTS (SELECT FROM pgrelay.nodes l
-                  WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
-                    AND l.lease_until > p_at);
+  RETURN EXISTS (SELECT FROM pgrelay._lease_holder(p_at) h
+                  WHERE h.leader_node = pgrelay._this_node() AND h.term = p_term);
 END
 $$;
 
@@ -2260,36 +2259,59 @@ CREATE FUNCTION pgrelay._lease(p_duration interval) RETURNS TABLE(leader_node in
 #variable_conflict use_column
 DECLARE
   v_node int := pgrelay._this_node();
-  l pgrelay.nodes;
+  h record;
 BEGIN
   taken := false;
-  IF p_duration IS NULL THEN
-    SELECT * INTO l FROM pgrelay.nodes n WHERE n.node_id = -1;
-  ELSE
-    INSERT INTO pgrelay.nodes (node_id, mode, last_seen) VALUES (-1, 'lease', now())
-    ON CONFLICT (node_id) DO NOTHING;
-    SELECT * INTO l FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
-    IF l.leader_node = v_node AND l.lease_until > now() THEN
-      UPDATE pgrelay.nodes n SET lease_until = now() + p_duration, last_seen = now()
-       WHERE n.node_id = -1 RETURNING * INTO l;
-    ELSIF l.lease_until IS NULL OR l.lease_until <= now() THEN
-      UPDATE pgrelay.nodes n
-         SET leader_node = v_node, term = COALESCE(n.term, 0) + 1, lease_until = now() + p_duration,
-             taken_at = now(), last_seen = now()
-       WHERE n.node_id = -1 RETURNING * INTO l;
+  IF p_duration IS NOT NULL THEN
+    -- This node's Processors step one at a time: the bid is locked, or,
+    -- before the node's first bid, the insert of it waits for another's.
+    PERFORM FROM pgrelay.leader_leases b WHERE b.node_id = v_node FOR UPDATE;
+    SELECT * INTO h FROM pgrelay._lease_holder(now());
+    IF h.leader_node = v_node THEN
+      UPDATE pgrelay.leader_leases b SET lease_until = now() + p_duration WHERE b.node_id = v_node;
+    ELSIF h.leader_node IS NULL THEN
+      INSERT INTO pgrelay.leader_leases AS b (node_id, term, lease_until, taken_at)
+      SELECT v_node, COALESCE(max(x.term), 0) + 1, now() + p_duration, now() FROM pgrelay.leader_leases x
+      ON CONFLICT (node_id) DO UPDATE
+        SET term = EXCLUDED.term, lease_until = EXCLUDED.lease_until, taken_at = EXCLUDED.taken_at;
       taken := true;
+    ELSE
+      -- Another node holds it: a bid of this node still running was
+      -- deposed by a later term, and ends now (else it would name this node
+      -- again once the later one ends).
+      UPDATE pgrelay.leader_leases b SET lease_until = now() WHERE b.node_id = v_node AND b.lease_until > now();
     END IF;
   END IF;
-  leader_node := l.leader_node;
-  term := l.term;
-  lease_until := l.lease_until;
-  mine := COALESCE(l.leader_node = v_node AND l.lease_until > now(), false);
+  SELECT * INTO h FROM pgrelay._lease_holder(now());
+  leader_node := h.leader_node;
+  term := h.term;
+  lease_until := h.lease_until;
+  mine := COALESCE(h.leader_node = v_node, false);
   RETURN NEXT;
 END
 $$;
 
 
 ALTER FUNCTION pgrelay._lease(p_duration interval) OWNER TO postgres;
+
+--
+-- Name: _lease_holder(timestamp with time zone); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._lease_holder(p_at timestamp with time zone) RETURNS TABLE(leader_node integer, term bigint, lease_until timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN QUERY SELECT l.node_id, l.term, l.lease_until FROM pgrelay.leader_leases l
+                WHERE l.lease_until > p_at
+                ORDER BY l.term DESC, l.node_id
+                LIMIT 1;
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._lease_holder(p_at timestamp with time zone) OWNER TO postgres;
 
 --
 -- Name: _lease_release(bigint); Type: FUNCTION; Schema: pgrelay; Owner: postgres
@@ -2300,11 +2322,11 @@ CREATE FUNCTION pgrelay._lease_release(p_term bigint) RETURNS boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  PERFORM FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+  PERFORM FROM pgrelay.leader_leases b WHERE b.node_id = pgrelay._this_node() FOR UPDATE;
   IF NOT pgrelay._holds_lease(p_term, now()) THEN
     RETURN false;
   END IF;
-  UPDATE pgrelay.nodes n SET lease_until = now() WHERE n.node_id = -1;
+  UPDATE pgrelay.leader_leases b SET lease_until = now() WHERE b.node_id = pgrelay._this_node();
   RETURN true;
 END
 $$;
@@ -3898,8 +3920,7 @@ CREATE FUNCTION pgrelay.nodes_overview(p_dead_after interval DEFAULT '00:00:10':
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  WITH l AS (SELECT x.leader_node, x.lease_until FROM pgrelay.nodes x WHERE x.node_id = -1),
-  q AS (
+  WITH q AS (
     SELECT COALESCE(q.run_in_node, q.owner_node) AS node,
            count(*) FILTER (WHERE q.run_in_node IS NULL) AS pending,
            count(*) FILTER (WHERE q.run_in_node IS NOT NULL) AS pinned
@@ -3908,7 +3929,7 @@ CREATE FUNCTION pgrelay.nodes_overview(p_dead_after interval DEFAULT '00:00:10':
   )
   SELECT n.node_id, n.mode, n.last_seen,
          n.last_seen >= now() - p_dead_after AND n.decommissioned_at IS NULL,
-         COALESCE((SELECT l.leader_node = n.node_id AND l.lease_until > now() FROM l), false),
+         COALESCE((SELECT h.leader_node = n.node_id FROM pgrelay._lease_holder(now()) h), false),
          (SELECT count(*) FROM pgrelay.processors p WHERE p.node_id = n.node_id),
          COALESCE(q.pending, 0), COALESCE(q.pinned, 0), n.hostname, n.version, n.decommissioned_at
     FROM pgrelay.nodes n LEFT JOIN q ON q.node = n.node_id
@@ -5366,6 +5387,21 @@ CREATE TABLE pgrelay.go_handlers (
 ALTER TABLE pgrelay.go_handlers OWNER TO postgres;
 
 --
+-- Name: leader_leases; Type: TABLE; Schema: pgrelay; Owner: postgres
+--
+
+CREATE TABLE pgrelay.leader_leases (
+    node_id integer NOT NULL,
+    term bigint NOT NULL,
+    lease_until timestamp with time zone NOT NULL,
+    taken_at timestamp with time zone NOT NULL,
+    CONSTRAINT leader_leases_node_id_check CHECK (((node_id >= 0) AND (node_id <= 1023)))
+);
+
+
+ALTER TABLE pgrelay.leader_leases OWNER TO postgres;
+
+--
 -- Name: log; Type: TABLE; Schema: pgrelay; Owner: postgres
 --
 
@@ -5765,6 +5801,14 @@ ALTER TABLE ONLY pgrelay.flow_locks
 
 ALTER TABLE ONLY pgrelay.go_handlers
     ADD CONSTRAINT go_handlers_pkey PRIMARY KEY (processor_id, handler);
+
+
+--
+-- Name: leader_leases leader_leases_pkey; Type: CONSTRAINT; Schema: pgrelay; Owner: postgres
+--
+
+ALTER TABLE ONLY pgrelay.leader_leases
+    ADD CONSTRAINT leader_leases_pkey PRIMARY KEY (node_id);
 
 
 --
@@ -6644,6 +6688,16 @@ GRANT ALL ON FUNCTION pgrelay._lease(p_duration interval) TO pgrelay_processor;
 
 
 --
+-- Name: FUNCTION _lease_holder(p_at timestamp with time zone); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._lease_holder(p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._lease_holder(p_at timestamp with time zone) TO pgrelay_processor;
+GRANT ALL ON FUNCTION pgrelay._lease_holder(p_at timestamp with time zone) TO pgrelay_admin;
+GRANT ALL ON FUNCTION pgrelay._lease_holder(p_at timestamp with time zone) TO pgrelay_viewer;
+
+
+--
 -- Name: FUNCTION _lease_release(p_term bigint); Type: ACL; Schema: pgrelay; Owner: postgres
 --
 
@@ -7390,6 +7444,15 @@ GRANT SELECT ON TABLE pgrelay.flow_locks TO pgrelay_viewer;
 GRANT SELECT ON TABLE pgrelay.go_handlers TO pgrelay_admin;
 GRANT SELECT,INSERT,DELETE ON TABLE pgrelay.go_handlers TO pgrelay_processor;
 GRANT SELECT ON TABLE pgrelay.go_handlers TO pgrelay_viewer;
+
+
+--
+-- Name: TABLE leader_leases; Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE pgrelay.leader_leases TO pgrelay_processor;
+GRANT SELECT ON TABLE pgrelay.leader_leases TO pgrelay_admin;
+GRANT SELECT ON TABLE pgrelay.leader_leases TO pgrelay_viewer;
 
 
 --

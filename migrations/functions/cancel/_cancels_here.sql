@@ -13,8 +13,8 @@ CREATE OR REPLACE FUNCTION pgrelay._cancels_here(p_run_in_node integer, p_owner_
                       WHERE n.node_id >= 0 AND n.node_id <> pgrelay._this_node() AND n.decommissioned_at IS NULL)
       THEN true
     WHEN p_run_in_node IS NOT NULL THEN p_run_in_node = pgrelay._this_node()
-    ELSE COALESCE((SELECT l.leader_node FROM pgrelay.nodes l
-                    WHERE l.node_id = -1 AND l.lease_until > pg_catalog.now()), p_owner_node) = pgrelay._this_node()
+    ELSE COALESCE((SELECT h.leader_node FROM pgrelay._lease_holder(pg_catalog.now()) h), p_owner_node)
+         = pgrelay._this_node()
   END
 $$;
 

@@ -2,7 +2,7 @@
 -- p_at (the lease runs past it): the one place of leader mode's fencing
 -- rule. The claims ask at now() (_claim_scope), a direct batch just before
 -- it records its outcomes at clock_timestamp() (_batch_fence),
--- _lease_release with the lease row locked. PL/pgSQL, whose plan the session
+-- _lease_release with its bid locked. PL/pgSQL, whose plan the session
 -- keeps (TestHotFunctionsKeepTheirPlans): a leader asks at every claim and
 -- batch.
 
@@ -11,9 +11,8 @@ CREATE OR REPLACE FUNCTION pgrelay._holds_lease(p_term bigint, p_at timestamp wi
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  RETURN EXISTS (SELECT FROM pgrelay.nodes l
-                  WHERE l.node_id = -1 AND l.leader_node = pgrelay._this_node() AND l.term = p_term
-                    AND l.lease_until > p_at);
+  RETURN EXISTS (SELECT FROM pgrelay._lease_holder(p_at) h
+                  WHERE h.leader_node = pgrelay._this_node() AND h.term = p_term);
 END
 $$;
 

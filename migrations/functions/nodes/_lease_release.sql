@@ -1,18 +1,18 @@
 -- _lease_release: a leader stopping cleanly gives the lease up at once, so
--- another node can take over without waiting for it to run out. The lease
--- row is locked first and then checked, so a take that committed meanwhile
--- is seen (and left alone).
+-- another node can take over without waiting for it to run out: its bid runs
+-- out now. The bid is locked first and then checked, so a renewal by another
+-- Processor of the node that committed meanwhile is seen.
 
 CREATE OR REPLACE FUNCTION pgrelay._lease_release(p_term bigint) RETURNS boolean
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  PERFORM FROM pgrelay.nodes n WHERE n.node_id = -1 FOR UPDATE;
+  PERFORM FROM pgrelay.leader_leases b WHERE b.node_id = pgrelay._this_node() FOR UPDATE;
   IF NOT pgrelay._holds_lease(p_term, now()) THEN
     RETURN false;
   END IF;
-  UPDATE pgrelay.nodes n SET lease_until = now() WHERE n.node_id = -1;
+  UPDATE pgrelay.leader_leases b SET lease_until = now() WHERE b.node_id = pgrelay._this_node();
   RETURN true;
 END
 $$;

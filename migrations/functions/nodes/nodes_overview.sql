@@ -6,8 +6,7 @@ CREATE OR REPLACE FUNCTION pgrelay.nodes_overview(p_dead_after interval DEFAULT 
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  WITH l AS (SELECT x.leader_node, x.lease_until FROM pgrelay.nodes x WHERE x.node_id = -1),
-  q AS (
+  WITH q AS (
     SELECT COALESCE(q.run_in_node, q.owner_node) AS node,
            count(*) FILTER (WHERE q.run_in_node IS NULL) AS pending,
            count(*) FILTER (WHERE q.run_in_node IS NOT NULL) AS pinned
@@ -16,7 +15,7 @@ CREATE OR REPLACE FUNCTION pgrelay.nodes_overview(p_dead_after interval DEFAULT 
   )
   SELECT n.node_id, n.mode, n.last_seen,
          n.last_seen >= now() - p_dead_after AND n.decommissioned_at IS NULL,
-         COALESCE((SELECT l.leader_node = n.node_id AND l.lease_until > now() FROM l), false),
+         COALESCE((SELECT h.leader_node = n.node_id FROM pgrelay._lease_holder(now()) h), false),
          (SELECT count(*) FROM pgrelay.processors p WHERE p.node_id = n.node_id),
          COALESCE(q.pending, 0), COALESCE(q.pinned, 0), n.hostname, n.version, n.decommissioned_at
     FROM pgrelay.nodes n LEFT JOIN q ON q.node = n.node_id

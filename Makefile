@@ -22,7 +22,7 @@ export SPOCK_PG_HOME := $(CURDIR)/../shared/spock/pg15-spock
 endif
 endif
 
-.PHONY: dev test build lint deps deps-test deps-browser deps-promtool deps-node install install-service
+.PHONY: dev test build lint deps deps-test deps-go deps-browser deps-promtool deps-node install install-service
 
 PREFIX     ?= /usr/local
 SYSTEMDDIR ?= /etc/systemd/system
@@ -33,6 +33,14 @@ deps:
 
 deps-test:
 	@./scripts/ensure-postgres.sh --pglogical
+
+# The go.mod files of both modules' whole graphs, in the module cache:
+# TestGoDocBuilds builds docs/go.md's blocks offline (GOPROXY=off), in
+# modules whose graphs are these, and a build reads go.mod files that no
+# build of this repository downloads (those of older modules' requirements).
+deps-go:
+	$(GO) list -m all > /dev/null
+	$(GO) -C bench/river list -m all > /dev/null
 
 # Chromium for the console's browser test (it skips without one).
 deps-browser:
@@ -82,6 +90,6 @@ lint:
 #
 # The actors package runs once, under the race detector, every test of it:
 # its tests were nearly all run twice before (without, then with -race).
-test: deps-test deps-browser deps-promtool deps-node lint
+test: deps-test deps-go deps-browser deps-promtool deps-node lint
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '^github.com/pgrelay/pgrelay/actors$$')
 	$(GO) test $(TESTFLAGS) -race ./actors/...

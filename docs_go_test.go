@@ -241,7 +241,7 @@ func goDocBuild(t *testing.T, goCmd string, mod *modfile.File, sums []byte, file
 			"GOWORK=off", "GOTOOLCHAIN=local")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go %s of docs/go.md's blocks (%s; a module missing from the module cache "+
-			"comes with `go mod download` here and in bench/river):\n%s\n%s", strings.Join(args, " "),
+			"comes with `make deps-go`):\n%s\n%s", strings.Join(args, " "),
 			mod.Module.Mod.Path, out, goDocListing(files))
 	}
 }

@@ -933,6 +933,7 @@ DECLARE
   v_all bool;
   v_own bool;
   ch pgrelay.channels;
+  v_timeout_ms bigint;
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   SELECT * INTO ch FROM pgrelay.channels c
@@ -942,10 +943,11 @@ BEGIN
   IF NOT FOUND OR p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
   END IF;
+  v_timeout_ms := (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint;
   IF pgrelay._claim_prioritised(p_channel) THEN
     RETURN QUERY
     SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
-           ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts, ch.kind
+           ch.handler, v_timeout_ms, ch.max_attempts, ch.kind
       FROM pgrelay.queue q
      WHERE q.id = ANY (ARRAY(SELECT pgrelay._claim_pick(p_channel, v_node, v_all, v_own, p_limit)))
      ORDER BY q.priority DESC, q.not_before, q.id;
@@ -953,7 +955,7 @@ BEGIN
   END IF;
   RETURN QUERY
   SELECT q.id, q.origin_id, q.payload, q.attempt, q.enqueued_at, COALESCE(q.expires_at <= now(), false),
-         ch.handler, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts, ch.kind
+         ch.handler, v_timeout_ms, ch.max_attempts, ch.kind
     FROM pgrelay.queue q
    WHERE q.channel = p_channel AND q.dispatched_at IS NULL AND q.not_before <= now()
      AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)

@@ -46,6 +46,7 @@ func Scenarios() []Scenario {
 		{"backlog", "burn-down with --backlog-sizes rows pending: events/s, large/small", false, true, (*bench).scenarioBacklog},
 		{"channels", "'channel'-mode channels, then one 'none' channel: events/s, RSS", false, true, (*bench).scenarioChannels},
 		{"ceiling", "the burn-down by a bare loop without actors: events/s", false, true, (*bench).scenarioCeiling},
+		{"statements", "a direct batch at a time on one connection, the Processor's and the bare loop's: their backend's CPU per event", false, true, (*bench).scenarioStatements},
 		{"nats", "burn-down without, then with status events to JetStream: ratio", false, true, (*bench).scenarioNATS},
 		{"email", "emails via pgrelay_notifier.send() to an SMTP catcher: emails/s", false, true, (*bench).scenarioEmail},
 		{"producers", "--producers connections each committing notify() one per transaction: events/s, waits", true, true, (*bench).scenarioProducers},

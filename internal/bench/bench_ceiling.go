@@ -50,12 +50,9 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 		return nil, err
 	}
 	res.add(pre)
-	var handler string
-	var node int32
-	var timeoutMS int64
-	if err := b.pool.QueryRow(ctx, `SELECT handler, pgrelay._this_node(), (EXTRACT(epoch FROM timeout) * 1000)::bigint
-		FROM pgrelay.channels WHERE channel = $1`, channel).Scan(&handler, &node, &timeoutMS); err != nil {
-		return res, fmt.Errorf("read the channel's handler: %w", err)
+	handler, node, timeoutMS, err := b.loopChannel(ctx, channel)
+	if err != nil {
+		return res, err
 	}
 	var conns []*pgx.Conn
 	loopSQL := map[*pgx.Conn][]string{}
@@ -64,38 +61,12 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 			_ = c.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	// The bench pool's settings (pgrelay's search_path pinned), on the
-	// measured systems' URL.
-	ccfg, err := pgx.ParseConfig(b.measuredURL())
-	if err != nil {
-		return res, fmt.Errorf("parse the database URL: %w", err)
-	}
-	store.PinSearchPath(ccfg)
 	for range loops {
-		c, err := pgx.ConnectConfig(ctx, ccfg)
+		c, reset, err := b.loopConn(ctx, handler, timeoutMS, b.o.CeilingReset)
 		if err != nil {
-			return res, fmt.Errorf("connect: %w", err)
-		}
-		// Prepared before the clock starts, as the Processor's warm
-		// connections have theirs.
-		var reset []string
-		if b.o.CeilingReset {
-			// What a Processor's batch sends besides the savepoints: the
-			// channel's timeout before the first handler, and the clean
-			// session after the last.
-			reset = []string{fmt.Sprintf("SET LOCAL statement_timeout = %d", max(timeoutMS, 1)), "RESET ALL", "RESET ROLE"}
-			if c.PgConn().ParameterStatus("is_superuser") == "on" {
-				reset = append(reset[:2:2], "RESET SESSION AUTHORIZATION", "RESET ROLE")
-			}
-			reset = append(reset, "SET LOCAL statement_timeout = 0")
+			return res, err
 		}
 		loopSQL[c] = reset
-		for _, sql := range append([]string{bareClaim, bareComplete, handler, "SAVEPOINT pgrelay_event", "RELEASE SAVEPOINT pgrelay_event"}, reset...) {
-			if _, err := c.Prepare(ctx, sql, sql); err != nil {
-				_ = c.Close(ctx)
-				return res, fmt.Errorf("prepare %q: %w", sql, err)
-			}
-		}
 		conns = append(conns, c)
 	}
 	stopProf, err := b.prof.start("ceiling")
@@ -188,6 +159,51 @@ const (
 	 INSERT INTO pgrelay.log (id, queue_id, origin_id, channel, attempt, event, node)
 	 SELECT ids.a[x.rn], x.id, x.origin_id, x.channel, x.attempt, 'succeeded', $2::int FROM x, ids`
 )
+
+// loopChannel reads what the bare loop needs of channel: its handler, this
+// node's id and the channel's timeout in milliseconds.
+func (b *bench) loopChannel(ctx context.Context, channel string) (handler string, node int32, timeoutMS int64, err error) {
+	err = b.pool.QueryRow(ctx, `SELECT c.handler, pgrelay._this_node(),
+		  (EXTRACT(epoch FROM c.timeout) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric)::pg_catalog.int8
+		FROM pgrelay.channels c WHERE c.channel OPERATOR(pg_catalog.=) $1::pg_catalog.text`, channel).Scan(&handler, &node, &timeoutMS)
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("read channel %s's handler: %w", channel, err)
+	}
+	return handler, node, timeoutMS, nil
+}
+
+// loopConn opens a connection of the bare loop on the measured systems' URL
+// (with the bench pool's settings: pgrelay's search_path pinned) and
+// prepares its statements before any clock starts, as the Processor's warm
+// connections have theirs. With reset, it returns what a Processor's batch
+// sends besides the savepoints: the channel's timeout before the first
+// handler, and the clean session after the last.
+func (b *bench) loopConn(ctx context.Context, handler string, timeoutMS int64, withReset bool) (*pgx.Conn, []string, error) {
+	ccfg, err := pgx.ParseConfig(b.measuredURL())
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse the database URL: %w", err)
+	}
+	store.PinSearchPath(ccfg)
+	c, err := pgx.ConnectConfig(ctx, ccfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	var reset []string
+	if withReset {
+		reset = []string{fmt.Sprintf("SET LOCAL statement_timeout = %d", max(timeoutMS, 1)), "RESET ALL", "RESET ROLE"}
+		if c.PgConn().ParameterStatus("is_superuser") == "on" {
+			reset = append(reset[:2:2], "RESET SESSION AUTHORIZATION", "RESET ROLE")
+		}
+		reset = append(reset, "SET LOCAL statement_timeout = 0")
+	}
+	for _, sql := range append([]string{bareClaim, bareComplete, handler, "SAVEPOINT pgrelay_event", "RELEASE SAVEPOINT pgrelay_event"}, reset...) {
+		if _, err := c.Prepare(ctx, sql, sql); err != nil {
+			_ = c.Close(ctx)
+			return nil, nil, fmt.Errorf("prepare %q: %w", sql, err)
+		}
+	}
+	return c, reset, nil
+}
 
 // bareLoop is one loop of the ceiling on its own connection.
 type bareLoop struct {

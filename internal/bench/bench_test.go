@@ -660,6 +660,39 @@ func TestBenchCeilingShape(t *testing.T) {
 	assert.Contains(t, errOut, "--ceiling-loops and --ceiling-claim must not be negative")
 }
 
+// statements: each side drains the events on one connection, a batch of
+// --sql-batch at a time, every event succeeding once; each reports its
+// backend's CPU per event, and their ratio.
+func TestBenchStatements(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "statements", "--database-url", d.URL, "--events", "1200", "--sql-batch", "100",
+		"--json", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	doc := parseBench(t, out)
+	cpu := map[string]float64{}
+	for _, system := range []string{"pgrelay", "bare loop"} {
+		m := doc.measure(t, "statements", "a batch at a time, one connection", system)
+		assert.True(t, m.Counted)
+		assert.Equal(t, 1200, m.Events)
+		finite(t, system+" rate", m.Rate)
+		// Server-wide (the tests beside this one write too): only present.
+		require.NotNil(t, m.Cost, system)
+		var us float64
+		_, err := fmt.Sscanf(m.Detail, "its backend's CPU: %f µs an event", &us)
+		require.NoError(t, err, m.Detail)
+		require.Positive(t, us, system)
+		cpu[system] = us
+		assert.Contains(t, m.Detail, "batches of 100); 1200 log rows checked")
+	}
+	r := doc.ratio(t, "statements", "statements: backend CPU per event, pgrelay/bare loop")
+	assert.InDelta(t, cpu["pgrelay"]/cpu["bare loop"], r.Value, 0.01)
+	// Both sides' events, each succeeded once.
+	assert.Equal(t, 2400, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
+		WHERE channel = 'pgrelay_bench_statements' AND event = 'succeeded'`))
+	assert.Equal(t, 0, d.Count(`SELECT count(*) FROM pgrelay.queue`))
+}
+
 // burn-down's mixed load: producers enqueue while the backlog drains; the
 // figure counts every event, and the log holds one succeeded row for each.
 func TestBenchBurnDownProducers(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -441,7 +442,7 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 			var logs strings.Builder
 			for n := 1; n <= c.N(); n++ {
 				if !strings.HasPrefix(sts[n-1], want) {
-					fmt.Fprintf(&logs, "\nnode %d's log:\n%s", n, c.nodes[n-1].logTail())
+					fmt.Fprintf(&logs, "\nnode %d's log:\n%s%s", n, c.nodes[n-1].logTail(), c.originHolders(ctx, n))
 				}
 			}
 			return fmt.Errorf("devenv: %s subscriptions not replicating after 60s (%s)%s", c.engine, strings.Join(sts, "; "), logs.String())
@@ -452,6 +453,68 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// originHolders is, for a node whose apply workers fail on a replication
+// origin another process holds ("already active for PID N"), what that
+// process is and what it logged: the tail of the log shows only the failing
+// workers, which Spock starts again every few seconds.
+func (c *Cluster) originHolders(ctx context.Context, n int) string {
+	p := c.nodes[n-1]
+	raw, err := os.ReadFile(p.logFile)
+	if err != nil {
+		return ""
+	}
+	var out strings.Builder
+	for _, h := range originHolderLogs(string(raw)) {
+		fmt.Fprintf(&out, "\nthe origin's holder, PID %s:", h.pid)
+		if conn, err := pgx.Connect(ctx, c.URL(n)); err == nil {
+			var row string
+			err := conn.QueryRow(ctx, `SELECT COALESCE((SELECT pg_catalog.format('%s, %s, state %s, waiting on %s:%s since %s',
+				  a.backend_type, a.backend_start, a.state, a.wait_event_type, a.wait_event, a.state_change)
+				FROM pg_catalog.pg_stat_activity a WHERE a.pid OPERATOR(pg_catalog.=) $1::pg_catalog.int4), 'not running')`, h.pid).Scan(&row)
+			if err != nil {
+				row = "unknown: " + err.Error()
+			}
+			fmt.Fprintf(&out, " %s", row)
+			_ = conn.Close(ctx)
+		}
+		for _, line := range h.lines {
+			fmt.Fprintf(&out, "\n  %s", line)
+		}
+	}
+	return out.String()
+}
+
+// originHolder finds the holder's PID in Spock's apply error.
+var originHolder = regexp.MustCompile(`replication origin with ID \d+ is already active for PID (\d+)`)
+
+// holderLog is a process that held a replication origin others failed on,
+// and the lines it logged.
+type holderLog struct {
+	pid   string
+	lines []string
+}
+
+// originHolderLogs finds in a server's log the processes named as holding a
+// replication origin, in the order first named, each with its own lines.
+func originHolderLogs(log string) []holderLog {
+	var out []holderLog
+	seen := map[string]bool{}
+	for _, m := range originHolder.FindAllStringSubmatch(log, -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			out = append(out, holderLog{pid: m[1]})
+		}
+	}
+	for i := range out {
+		for _, line := range strings.Split(log, "\n") {
+			if strings.Contains(line, "["+out[i].pid+"]") {
+				out[i].lines = append(out[i].lines, line)
+			}
+		}
+	}
+	return out
 }
 
 // StopNode shuts node n's server down (fast shutdown), keeping its data: the

@@ -3,6 +3,7 @@ package migrations_test
 // The leader lease of --mode leader (_lease, _lease_release, _holds_lease).
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -59,13 +60,21 @@ func writtenBy(t *testing.T, c *pgx.Conn, step func(tx pgx.Tx)) []written {
 func lease(t *testing.T, q testenv.Querier, duration string) leaseStep {
 	t.Helper()
 	var s leaseStep
-	var arg *string
-	if duration != "" {
-		arg = &duration
-	}
-	require.NoError(t, q.QueryRow(bg, "SELECT leader_node, term, mine, taken FROM pgrelay._lease($1::interval)", arg).
+	require.NoError(t, q.QueryRow(bg, "SELECT leader_node, term, mine, taken FROM pgrelay._lease($1::interval)", duration).
 		Scan(&s.leader, &s.term, &s.mine, &s.taken))
 	return s
+}
+
+// holder is the node holding the lease as q's node sees it, nil for none.
+func holder(t *testing.T, q testenv.Querier) *int32 {
+	t.Helper()
+	var n *int32
+	err := q.QueryRow(bg, "SELECT leader_node FROM pgrelay._lease_holder(now())").Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	require.NoError(t, err)
+	return n
 }
 
 // A lease step writes no row another node writes: on a cluster, two nodes
@@ -102,15 +111,16 @@ func TestLeaseStepsWriteOnlyTheirOwnNodesRows(t *testing.T) {
 	own(t, 2, writtenBy(t, n2, func(tx pgx.Tx) { s = lease(t, tx, "10 seconds") })) // a renewal
 	require.True(t, s.mine && !s.taken && *s.term == term, "node 2 renews term %d: %+v", term, s)
 
-	own(t, 3, writtenBy(t, n3, func(tx pgx.Tx) { s = lease(t, tx, "") })) // a read
-	require.Equal(t, int32(2), *s.leader)
+	var read *int32
+	own(t, 3, writtenBy(t, n3, func(tx pgx.Tx) { read = holder(t, tx) })) // a read
+	require.Equal(t, int32(2), *read)
 
 	own(t, 2, writtenBy(t, n2, func(tx pgx.Tx) {
 		require.True(t, testenv.One[bool](t, tx, "SELECT pgrelay._lease_release($1)", term))
 	}))
 	own(t, 3, writtenBy(t, n3, func(tx pgx.Tx) { s = lease(t, tx, "10 seconds") })) // a take after the release
 	require.True(t, s.taken && s.mine && *s.term > term, "node 3 takes the released lease with a later term: %+v", s)
-	require.False(t, lease(t, n2, "").mine)
+	require.Equal(t, int32(3), *holder(t, n2))
 }
 
 // Two nodes that take the lease at the same moment, each before the other's
@@ -129,8 +139,7 @@ func TestLeaseSimultaneousTakesNameOneHolder(t *testing.T) {
 	require.NoError(t, tx3.Commit(bg))
 	require.True(t, s2.taken && s3.taken && *s2.term == *s3.term, "both took term 1: %+v %+v", s2, s3)
 	for _, c := range []*pgx.Conn{n2, n3} {
-		s := lease(t, c, "")
-		require.Equal(t, int32(2), *s.leader, "the lower node id holds an equal term")
+		require.Equal(t, int32(2), *holder(t, c), "the lower node id holds an equal term")
 	}
 	require.True(t, lease(t, n2, "10 seconds").mine, "node 2 renews")
 	s3 = lease(t, n3, "10 seconds")
@@ -143,7 +152,12 @@ func TestLeaseSimultaneousTakesNameOneHolder(t *testing.T) {
 	require.Equal(t, 0, d.Count("SELECT count(*) FROM pgrelay.leader_leases WHERE node_id = 2 AND lease_until > now()"),
 		"node 2's step ended its deposed bid")
 	d.Exec("UPDATE pgrelay.leader_leases SET lease_until = now() WHERE node_id = 3") // node 3 releases
-	require.Nil(t, lease(t, n2, "").leader, "no bid runs: the deposed one does not come back")
+	require.Nil(t, holder(t, n2), "no bid runs: the deposed one does not come back")
 	s2 = lease(t, n2, "10 seconds")
 	require.True(t, s2.taken && *s2.term == 10, "node 2 takes above every term it has seen: %+v", s2)
+
+	for _, d := range []any{nil, "0 seconds", "-1 second"} {
+		_, err := n2.Exec(bg, "SELECT pgrelay._lease($1::interval)", d)
+		requireCode(t, err, "22023", "a lease step of %v", d)
+	}
 }

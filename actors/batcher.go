@@ -41,6 +41,7 @@ type (
 		requested int
 		batch     *store.DirectBatch
 		err       error
+		started   time.Time // when the batcher started it
 	}
 	// batchRetry: the backoff after a failed batch has passed.
 	batchRetry struct{}
@@ -80,7 +81,7 @@ type batcher struct {
 	// credit is how many batches to start: one when the claimer says rows
 	// are ready, two more for every batch that comes back full (so a backlog
 	// ramps up to as many batches as slots allow), none after one comes back
-	// short.
+	// short (creditAfter).
 	credit     int
 	draining   bool
 	failures   int  // batches failed in a row
@@ -89,6 +90,9 @@ type batcher struct {
 	avg        time.Duration // moving average of one handler's time on the server; 0 until measured
 	lastActive time.Time
 	lastStart  time.Time // when the last batch started
+	// moreAt: when a batch last came back full or with rows likely ready
+	// again (creditAfter).
+	moreAt time.Time
 	// full: the last batch came back full, so the running ones go on with
 	// the channel's backlog and find its new rows by themselves: the batcher
 	// drains, and says so under its wake hint (d.setDraining). armOwed: the
@@ -243,13 +247,9 @@ func (b *batcher) Receive(ctx actor.Context) {
 		}
 		b.failures = 0
 		again := m.batch != nil && b.src.done(m.batch)
-		switch {
-		case m.batch != nil && len(m.batch.Events) >= m.requested:
-			b.credit = min(b.credit+2, b.d.cfg.Concurrency) // the channel likely holds more
-		case again:
-			b.credit = max(b.credit, 1)
-		default:
-			b.credit = 0
+		b.credit = creditAfter(b.credit, b.d.cfg.Concurrency, b.full, again, m.started, b.moreAt)
+		if b.full || again {
+			b.moreAt = time.Now()
 		}
 		b.fill(ctx)
 		b.settle()
@@ -325,8 +325,26 @@ func (b *batcher) fill(ctx actor.Context) {
 		b.credit--
 		b.lastStart = time.Now()
 		b.d.batches.Add(1)
-		go runDirect(b.d, b.channel, run, n, ctx.Self())
+		go runDirect(b.d, b.channel, run, n, b.lastStart, ctx.Self())
 	}
+}
+
+// creditAfter is a batcher's credit once a batch started at started came
+// back: two more (up to most) when it came back full, the channel likely
+// holding more; at least one when its source says rows are likely ready
+// again; else none — unless a batch that ran beside it came back with more
+// after it started (moreAt): the short one may have found those rows held by
+// the other, so its answer keeps the credit the other gave.
+func creditAfter(credit, most int, full, again bool, started, moreAt time.Time) int {
+	switch {
+	case full:
+		return min(credit+2, most)
+	case again:
+		return max(credit, 1)
+	case moreAt.After(started):
+		return credit
+	}
+	return 0
 }
 
 // batchReserve is how many slots a batcher leaves free when it starts a
@@ -418,7 +436,7 @@ func ranHandler(k events.Kind) bool {
 
 // runDirect runs one batch of up to n events (of channel: "" for lanes) and
 // reports to self. Its n slots are freed before it reports. It never panics.
-func runDirect(d *deps, channel string, run batchRun, n int, self *actor.PID) {
+func runDirect(d *deps, channel string, run batchRun, n int, started time.Time, self *actor.PID) {
 	defer d.batches.Done()
 	var b *store.DirectBatch
 	var err error
@@ -441,5 +459,5 @@ func runDirect(d *deps, channel string, run batchRun, n int, self *actor.PID) {
 		d.tracing.directBatch(d, b, start, time.Now())
 	}
 	d.slots.free(n)
-	d.send(self, &batchDone{requested: n, batch: b, err: err})
+	d.send(self, &batchDone{requested: n, batch: b, err: err, started: started})
 }

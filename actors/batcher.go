@@ -247,7 +247,7 @@ func (b *batcher) Receive(ctx actor.Context) {
 		}
 		b.failures = 0
 		again := m.batch != nil && b.src.done(m.batch)
-		b.credit = creditAfter(b.credit, b.d.cfg.Concurrency, b.full, again, m.started, b.moreAt)
+		b.credit = creditAfter(b.credit, b.d.cfg.SQLBatchConcurrency, b.full, again, m.started, b.moreAt)
 		if b.full || again {
 			b.moreAt = time.Now()
 		}
@@ -305,19 +305,21 @@ func (b *batcher) size() int {
 	return max(1, min(b.d.cfg.SQLBatch, int(b.src.target()/max(b.avg, time.Microsecond))))
 }
 
-// fill starts batches while it has credit and slots are free. Until the
+// fill starts batches while it has credit and batch slots are free. Until the
 // time per event is measured, one batch runs at a time.
 func (b *batcher) fill(ctx actor.Context) {
 	for b.credit > 0 && !b.draining && !b.backingOff && (b.avg > 0 || b.running == 0) {
-		// Slots are events: a batch holds all of its events until it commits.
+		// Batch slots are events: a batch holds all of its events until it
+		// commits.
 		// Batches beside a running one leave room for other channels.
 		keep := 0
 		if b.running > 0 {
 			keep = batchReserve(b.d.cfg)
 		}
-		n := b.d.slots.takeUpTo(b.size(), keep)
+		n := b.d.batchSlots.takeUpTo(b.size(), keep)
 		if n == 0 {
-			// A batch's return, or the claimer once slots free up, fills again.
+			// A batch's return, or the claimer once batch slots free up,
+			// fills again.
 			return
 		}
 		run := b.src.next(b.running)
@@ -347,12 +349,12 @@ func creditAfter(credit, most int, full, again bool, started, moreAt time.Time) 
 	return 0
 }
 
-// batchReserve is how many slots a batcher leaves free when it starts a
-// batch beside one it runs already: room for a batch of another channel,
-// or a claim, without waiting for this channel's backlog. A quarter of the
-// concurrency, at most a batch.
+// batchReserve is how many batch slots a batcher leaves free when it starts
+// a batch beside one it runs already: room for a batch of another channel
+// without waiting for this channel's backlog. A quarter of the batch slots,
+// at most a batch.
 func batchReserve(cfg Config) int {
-	return max(1, min(cfg.SQLBatch, cfg.Concurrency/4))
+	return max(1, min(cfg.SQLBatch, cfg.SQLBatchConcurrency/4))
 }
 
 // countBatch records a finished batch's outcomes in the metrics. It runs in
@@ -458,6 +460,6 @@ func runDirect(d *deps, channel string, run batchRun, n int, started time.Time, 
 	if err == nil {
 		d.tracing.directBatch(d, b, start, time.Now())
 	}
-	d.slots.free(n)
+	d.batchSlots.free(n)
 	d.send(self, &batchDone{requested: n, batch: b, err: err, started: started})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/pgrelay/pgrelay/actors"
 	"github.com/pgrelay/pgrelay/events/store"
+	"github.com/pgrelay/pgrelay/internal/handlers"
 	"github.com/pgrelay/pgrelay/internal/testenv"
 )
 
@@ -34,7 +36,7 @@ func TestActorDirectBatches(t *testing.T) {
 		ps = append(ps, fmt.Sprintf("p%d", i))
 	}
 	e.Exec(`SELECT pgrelay.notify_many('d', $1)`, ps)
-	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 200, 50 })
+	e.startProcessor(func(c *actors.Config) { c.SQLBatchConcurrency, c.SQLBatch = 200, 50 })
 	testenv.Eventually(e.T, 60*time.Second, "2000 successes", func() bool {
 		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 2000
 	})
@@ -68,7 +70,7 @@ func TestActorDirectBatchFailures(t *testing.T) {
 	END $$`)
 	e.Exec(`SELECT pgrelay.register('f', 'SELECT public.work($1)', p_retry_delay := '10 milliseconds')`)
 	e.Exec(`SELECT pgrelay.notify_many('f', ARRAY(SELECT g::text FROM generate_series(1, 300) g))`)
-	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 32, 32 })
+	e.startProcessor(func(c *actors.Config) { c.SQLBatchConcurrency, c.SQLBatch = 32, 32 })
 	testenv.Eventually(e.T, 60*time.Second, "300 successes", func() bool {
 		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 300
 	})
@@ -177,7 +179,7 @@ func TestActorBatchesCountedAtStop(t *testing.T) {
 	e.Exec(`CREATE FUNCTION public.slowish(p text) RETURNS void LANGUAGE sql AS $$ SELECT pg_sleep(0.002) $$`)
 	e.Exec(`SELECT pgrelay.register('c', 'SELECT public.slowish($1)')`)
 	e.Exec(`SELECT pgrelay.notify_many('c', ARRAY(SELECT g::text FROM generate_series(1, 5000) g))`)
-	p := e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 400, 100 })
+	p := e.startProcessor(func(c *actors.Config) { c.SQLBatchConcurrency, c.SQLBatch = 400, 100 })
 	testenv.Eventually(e.T, 30*time.Second, "some events to succeed", func() bool {
 		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) > 300
 	})
@@ -255,7 +257,7 @@ func TestActorBatchHandlerResultTypeChanges(t *testing.T) {
 			e.Exec(`CREATE TABLE t (k text)`)
 			e.Exec(`INSERT INTO t VALUES ('x')`)
 			e.Exec(`SELECT pgrelay.register('r', $1, p_concurrency_mode := $2, p_max_attempts := 1)`, handler, tc.mode)
-			p := e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 4, tc.sqlBatch })
+			p := e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatchConcurrency, c.SQLBatch = 4, 4, tc.sqlBatch })
 			sent := 0
 			// run runs n events (in one batch, or several) on the
 			// connection the Processor has.
@@ -334,9 +336,9 @@ func onEachHotConn(t *testing.T, p *actors.Processor, sql string, run func()) (b
 	return before, after
 }
 
-// Batchers that run out of slots are started again when slots free up,
+// Batchers that run out of batch slots are started again when they free up,
 // without waiting for the poll: a 'none' channel's batches and the lanes of
-// a serialised channel share four slots, and the poll never comes.
+// a serialised channel share four batch slots, and the poll never comes.
 func TestActorBatchersShareFewSlots(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -345,7 +347,7 @@ func TestActorBatchersShareFewSlots(t *testing.T) {
 	e.Exec(`SELECT pgrelay.register('lane', 'INSERT INTO public.ran VALUES (''lane'', $1)', p_concurrency_mode := 'channel')`)
 	e.Exec(`SELECT pgrelay.notify_many('many', ARRAY(SELECT g::text FROM generate_series(1, 400) g))`)
 	e.Exec(`SELECT pgrelay.notify_many('lane', ARRAY(SELECT g::text FROM generate_series(1, 40) g))`)
-	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch, c.PollInterval = 4, 4, time.Hour })
+	e.startProcessor(func(c *actors.Config) { c.SQLBatchConcurrency, c.SQLBatch, c.PollInterval = 4, 4, time.Hour })
 	testenv.Eventually(e.T, 60*time.Second, "440 successes", func() bool {
 		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`) == 440
 	})
@@ -611,7 +613,7 @@ func TestActorHandlerSessionIsClean(t *testing.T) {
 			// The two channels' events interleaved, so that lane batches mix them.
 			e.Exec(`SELECT pgrelay.notify(CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g::text) FROM generate_series(1, 400) g`)
 			e.startProcessor(func(c *actors.Config) {
-				c.Concurrency, c.SQLBatch = 4, 50
+				c.Concurrency, c.SQLBatchConcurrency, c.SQLBatch = 4, 4, 50
 				if tc.sqlBatch > 0 {
 					c.SQLBatch = tc.sqlBatch
 				}
@@ -652,7 +654,7 @@ func TestActorHandlerTimeoutBackstop(t *testing.T) {
 	// One batch, in this order: the timeout is off when 'slow' starts.
 	ids := e.IDs(`SELECT pgrelay.notify_many('t', ARRAY['off', 'slow', 'after'])`)
 	require.Len(t, ids, 3)
-	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 8, 50 })
+	e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatchConcurrency, c.SQLBatch = 8, 8, 50 })
 	testenv.Eventually(e.T, 60*time.Second, "the slow handler cut and the others run", func() bool {
 		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE event IN ('succeeded', 'gave_up')`) == 3
 	})
@@ -718,4 +720,83 @@ func TestActorPoisonInCompletion(t *testing.T) {
 			require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.queue`))
 		})
 	}
+}
+
+// Claimed events and sql batches have slots of their own: claimed events
+// that fill --concurrency (a NATS relay that does not answer) leave the sql
+// batches running, and batches that fill --sql-batch-concurrency (handlers
+// that wait) leave claims running.
+func TestActorClaimedEventsAndBatchesHaveSlotsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	e.Exec(`CREATE TABLE public.ran (payload text)`)
+	e.Exec(`CREATE FUNCTION public.wait(p text) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+	  IF p LIKE 'wait%' THEN PERFORM pg_catalog.pg_advisory_xact_lock_shared(5151); END IF;
+	  INSERT INTO public.ran VALUES (p);
+	END $$`)
+	e.Exec(`SELECT pgrelay.register('sql', 'SELECT public.wait($1)')`)
+	e.Exec(`SELECT pgrelay.register('out', 'out.subject', p_kind := 'nats')`)
+	lock, err := e.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer lock.Release()
+	_, err = lock.Exec(ctx, `SELECT pg_catalog.pg_advisory_lock(5151)`)
+	require.NoError(t, err)
+	unlock := sync.OnceFunc(func() {
+		_, err := lock.Exec(ctx, `SELECT pg_catalog.pg_advisory_unlock(5151)`)
+		require.NoError(t, err)
+	})
+	defer unlock()
+
+	gate := make(chan struct{})
+	closeGate := sync.OnceFunc(func() { close(gate) })
+	defer closeGate()
+	var sent atomic.Int32
+	p := e.startProcessor(func(c *actors.Config) {
+		c.Concurrency, c.SQLBatchConcurrency, c.SQLBatch = 4, 4, 4
+		c.Handlers = handlers.Registry{"nats": handlers.HandlerFunc(func(ctx context.Context, ev handlers.Event) (bool, error) {
+			if ev.Payload == "hold" {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return false, ctx.Err()
+				}
+			}
+			sent.Add(1)
+			return false, nil
+		})}
+	})
+
+	// Four held NATS events fill --concurrency; sql events run all the same.
+	e.Exec(`SELECT pgrelay.notify_many('out', ARRAY['hold', 'hold', 'hold', 'hold'])`)
+	testenv.Eventually(e.T, time.Minute, "the held events to fill the slots", func() bool {
+		return testutil.ToFloat64(p.Metrics().InFlight) == 4
+	})
+	e.Exec(`SELECT pgrelay.notify_many('sql', ARRAY['a', 'b', 'c'])`)
+	testenv.Eventually(e.T, time.Minute, "the sql events to run beside the held claims", func() bool {
+		return e.Count(`SELECT count(*) FROM public.ran`) == 3
+	})
+	require.Zero(t, e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'out'`), "the held events still held")
+	closeGate()
+	testenv.Eventually(e.T, time.Minute, "the held events to end", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'out' AND event = 'succeeded'`) == 4
+	})
+
+	// A batch of four waiting handlers fills --sql-batch-concurrency; a NATS
+	// event is claimed and sent all the same.
+	e.Exec(`SELECT pgrelay.notify_many('sql', ARRAY['wait1', 'wait2', 'wait3', 'wait4'])`)
+	testenv.Eventually(e.T, time.Minute, "a batch to wait with every batch slot", func() bool {
+		return testutil.ToFloat64(p.Metrics().BatchSlotsInUse) == 4 && e.Count(`SELECT count(*) FROM pg_catalog.pg_locks
+		  WHERE locktype = 'advisory' AND objid = 5151 AND NOT granted`) == 1
+	})
+	e.Exec(`SELECT pgrelay.notify('out', 'go')`)
+	testenv.Eventually(e.T, time.Minute, "the NATS event to be sent beside the waiting batch", func() bool {
+		return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'out' AND event = 'succeeded'`) == 5
+	})
+	unlock()
+	testenv.Eventually(e.T, time.Minute, "the waiting batch to end", func() bool {
+		return e.Count(`SELECT count(*) FROM public.ran`) == 7
+	})
+	require.Equal(t, int32(5), sent.Load())
 }

@@ -21,6 +21,8 @@ type (
 	}
 	// slotsFreed: events ended; their slots can be claimed again.
 	slotsFreed struct{}
+	// batchSlotsFreed: a batch ended; its batch slots are free again.
+	batchSlotsFreed struct{}
 	// rateReopened: the window of a rate-limited channel a claim left rows
 	// of has room again (claimer.rateTimer number seq): claim into any free
 	// slot.
@@ -95,8 +97,13 @@ func (c *claimer) Receive(ctx actor.Context) {
 	case *wake:
 		c.maybeClaim(ctx, m.poll, m.poll, m.channel)
 	case *slotsFreed:
-		// A batcher that found no free slot asks for the next ones.
-		if c.wanted || c.d.slots.wasStarved() {
+		if c.wanted {
+			c.maybeClaim(ctx, false, false, "")
+		}
+	case *batchSlotsFreed:
+		// A batcher that found no free batch slot asks for the next ones:
+		// the claim tells it its channel's rows are ready.
+		if c.d.batchSlots.wasStarved() {
 			c.maybeClaim(ctx, false, false, "")
 		}
 	case *rateReopened:
@@ -135,7 +142,7 @@ func (c *claimer) Receive(ctx actor.Context) {
 					ctx.Send(dispatcher, &batchReady{channel: r.Channel, kind: r.Kind, seen: m.at, hint: m.hints[r.Channel]})
 				}
 			}
-			if len(m.rows) == m.requested {
+			if m.requested > 0 && len(m.rows) == m.requested {
 				c.again = true // the queue likely holds more
 				c.wanted = true
 			}
@@ -231,13 +238,19 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree, readLimits bool, channe
 		c.d.log.Info("outcomes written; claiming again")
 	}
 	inflight, free := c.d.slots.inUse(), c.d.slots.available()
+	n := min(free, c.d.cfg.BatchSize)
 	if free <= 0 || (!anyFree && inflight > 0 && free < claimAtLeast(c.d.cfg)) {
 		c.wanted = true
-		return
+		if !c.d.runsBatches() {
+			return
+		}
+		// Batches have slots of their own: the claim claims nothing, and
+		// still reports the channels ready for batches.
+		n, channel = 0, ""
+	} else {
+		c.wanted = false
 	}
-	n := min(free, c.d.cfg.BatchSize)
 	c.claiming = true
-	c.wanted = false
 	self := ctx.Self()
 	d := c.d
 	go func() {

@@ -16,7 +16,8 @@ import (
 
 // deps is what every actor of one Processor shares: its settings and
 // connections, and three parts with owners of their own: the slots (the
-// claimer and the batchers take them, the events' ends free them), the
+// claimer takes them, the claimed events' ends free them; the batchers
+// take and free batch slots of their own), the
 // actor ids (set by the relay) and the node's leadership (kept by the
 // rescuer and the leader actor). Its other fields are set before the tree starts and not
 // changed after.
@@ -54,7 +55,8 @@ type deps struct {
 	flowLimited atomic.Pointer[map[string]struct{}]
 	info        store.ProcessorInfo
 	runCtx      context.Context // cancelled when in-flight handlers must stop
-	slots       *slots          // claimed events and what running batches hold; the in-flight gauge
+	slots       *slots          // claimed events; the in-flight gauge
+	batchSlots  *slots          // what running sql batches hold
 	// pendingOutcomes: outcomes sent to the completer and not yet written
 	// (in its mailbox, its buffer, or being written); the claimer claims
 	// nothing while maxPendingOutcomes wait.
@@ -99,10 +101,20 @@ func (a *actorIDs) send(pid *actor.PID, msg any) {
 	}
 }
 
+// runsBatches reports whether the Processor runs batches: sql channels, or the
+// 'none' go channels of HandleTx handlers.
+func (d *deps) runsBatches() bool { return d.direct || len(d.directGo) > 0 }
+
 // notifySlotsFreed tells the claimer that slots were freed.
 func (a *actorIDs) notifySlotsFreed() {
 	claimer, _, _ := a.pids()
 	a.send(claimer, &slotsFreed{})
+}
+
+// notifyBatchSlotsFreed tells the claimer that batch slots were freed.
+func (a *actorIDs) notifyBatchSlotsFreed() {
+	claimer, _, _ := a.pids()
+	a.send(claimer, &batchSlotsFreed{})
 }
 
 // leadership is this node's standing in multi-node and leader modes, kept by

@@ -247,7 +247,7 @@ func (p *dispatcher) Receive(ctx actor.Context) {
 }
 
 func (p *dispatcher) checkDrained(ctx actor.Context) {
-	if len(p.waiters) == 0 || p.d.slots.inUse() > 0 {
+	if len(p.waiters) == 0 || p.d.slots.inUse() > 0 || p.d.batchSlots.inUse() > 0 {
 		return
 	}
 	for _, w := range p.waiters {

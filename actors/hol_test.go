@@ -25,7 +25,10 @@ func TestActorFreshChannelRunsBesideABacklog(t *testing.T) {
 			e.Exec(`SELECT pgrelay.register('fresh', 'INSERT INTO public.fresh
 			  SELECT $1, count(*) FROM pgrelay.queue WHERE channel = ''backlog''', p_concurrency_mode := $1)`, mode)
 			e.Exec(`SELECT pgrelay.notify_many('backlog', ARRAY(SELECT g::text FROM generate_series(1, 60000) g))`)
-			e.startProcessor(func(c *actors.Config) { c.Concurrency, c.SQLBatch = 1000, 500 })
+			e.startProcessor(func(c *actors.Config) {
+				d := actors.Defaults()
+				c.Concurrency, c.SQLBatch, c.SQLBatchConcurrency = d.Concurrency, d.SQLBatch, d.SQLBatchConcurrency
+			})
 			testenv.Eventually(t, 30*time.Second, "the backlog to be draining", func() bool {
 				return e.Count(`SELECT count(*) FROM pgrelay.log WHERE channel = 'backlog'`) >= 200
 			})

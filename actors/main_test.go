@@ -47,14 +47,16 @@ func testLogger(t testing.TB) *slog.Logger {
 func (e *env) startProcessor(mod func(*actors.Config)) *actors.Processor {
 	e.T.Helper()
 	cfg := actors.Config{
-		DatabaseURL:       e.URL,
-		Concurrency:       16,
-		PollInterval:      100 * time.Millisecond,
-		HeartbeatInterval: 200 * time.Millisecond,
-		DeadAfter:         time.Second,
-		ShutdownTimeout:   5 * time.Second,
-		IdleTimeout:       time.Second,
-		Logger:            testLogger(e.T),
+		DatabaseURL: e.URL,
+		Concurrency: 16,
+		// Small batches, as many tests expect of a few dozen events.
+		SQLBatchConcurrency: 16,
+		PollInterval:        100 * time.Millisecond,
+		HeartbeatInterval:   200 * time.Millisecond,
+		DeadAfter:           time.Second,
+		ShutdownTimeout:     5 * time.Second,
+		IdleTimeout:         time.Second,
+		Logger:              testLogger(e.T),
 	}
 	if mod != nil {
 		mod(&cfg)

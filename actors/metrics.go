@@ -17,6 +17,7 @@ type Metrics struct {
 	Released        prometheus.Counter
 	Rescued         prometheus.Counter
 	InFlight        prometheus.Gauge
+	BatchSlotsInUse prometheus.Gauge
 	ClaimLatency    prometheus.Histogram
 	HandlerDuration *prometheus.HistogramVec
 	CompleteLatency prometheus.Histogram
@@ -89,7 +90,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "pgrelay", Name: "rescued_total", Help: "Claims of dead or stuck Processors taken back by this one.",
 		}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "pgrelay", Name: "processor_slots_in_use", Help: "This Processor's slots in use (of --concurrency): events claimed by this Processor and not yet finished, plus the slots its running direct and lane batches reserve (one per event each may take, up to --sql-batch) until they commit.",
+			Namespace: "pgrelay", Name: "processor_slots_in_use", Help: "This Processor's slots in use (of --concurrency): events claimed by this Processor and not yet finished.",
+		}),
+		BatchSlotsInUse: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "pgrelay", Name: "processor_batch_slots_in_use", Help: "This Processor's batch slots in use (of --sql-batch-concurrency): the events its running sql batches (direct, lane and HandleTx) may take, one slot each, held until the batch commits.",
 		}),
 		ClaimLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "pgrelay", Name: "claim_duration_seconds", Help: "Time a claim query takes.",
@@ -118,7 +122,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Claimed, m.Succeeded, m.Failed, m.GaveUp, m.Expired,
-			m.Released, m.Rescued, m.InFlight, m.ClaimLatency, m.HandlerDuration, m.CompleteLatency,
+			m.Released, m.Rescued, m.InFlight, m.BatchSlotsInUse, m.ClaimLatency, m.HandlerDuration, m.CompleteLatency,
 			m.PendingOutcomes, m.DBErrors, m.ChannelActors, m.LogUnpublishedDropped} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

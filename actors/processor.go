@@ -95,8 +95,9 @@ type Config struct {
 	// NodeID, when set, is applied as pg_relay.node_id on the Processor's own
 	// sessions; otherwise the server's setting is used.
 	NodeID *int
-	// Concurrency is the most events in flight at once (default 1000): claimed
-	// and running, or held by a batch until it commits.
+	// Concurrency is the most claimed events in flight at once (default
+	// 1000): claimed and not yet ended. Events that sql batches hold count
+	// against SQLBatchConcurrency instead.
 	Concurrency int
 	// BatchSize is the most rows one claim takes (default 100).
 	BatchSize int
@@ -104,9 +105,9 @@ type Config struct {
 	// (default 24, at least 10): 4 background, 1 for
 	// LISTEN, 1 for the NATS publisher when there is NATS, the rest for the
 	// hot pool (claims, batches, handlers, completions), which never grows
-	// past min(Concurrency, 64) + 4.
+	// past min(Concurrency + SQLBatchConcurrency, 64) + 4.
 	MaxConnections int
-	// SQLBatch is the most events of one sql batch (default 500): events of
+	// SQLBatch is the most events of one sql batch (default 1000): events of
 	// one 'none' sql channel, or the heads of many lanes of 'channel' and
 	// 'payload' sql channels, run in one transaction, each under its own
 	// savepoint. A batch claims its rows by locking them and records their
@@ -116,6 +117,11 @@ type Config struct {
 	// batches too, a Go function in place of each statement (1: each event
 	// claimed, in a transaction of its own).
 	SQLBatch int
+	// SQLBatchConcurrency is the most events the running sql batches hold
+	// at once, each until it commits (default 2500). A channel that runs a
+	// batch starts another only while a quarter of these (at most SQLBatch)
+	// stays free for other channels' batches.
+	SQLBatchConcurrency int
 	// PollInterval is the fallback poll when no NOTIFY arrives (default 1s); it
 	// also picks up retries whose backoff has passed.
 	PollInterval time.Duration
@@ -215,6 +221,7 @@ func (c *Config) defaults() {
 	setDefault(&c.BatchSize, d.BatchSize)
 	setDefault(&c.MaxConnections, d.MaxConnections)
 	setDefault(&c.SQLBatch, d.SQLBatch)
+	setDefault(&c.SQLBatchConcurrency, d.SQLBatchConcurrency)
 	setDefault(&c.PollInterval, d.PollInterval)
 	setDefault(&c.HeartbeatInterval, d.HeartbeatInterval)
 	setDefault(&c.DeadAfter, deadAfterBeats*c.HeartbeatInterval)
@@ -278,7 +285,7 @@ func New(cfg Config) (*Processor, error) {
 // hotConns is the size of the hot pool: what MaxConnections leaves, and no
 // more than the slots can use.
 func (c *Config) hotConns() int {
-	return min(c.MaxConnections-c.otherConns(), min(c.Concurrency, maxHotConns)+4)
+	return min(c.MaxConnections-c.otherConns(), min(c.Concurrency+c.SQLBatchConcurrency, maxHotConns)+4)
 }
 
 // otherConns is what the Processor opens besides the hot pool: the
@@ -557,6 +564,7 @@ func (p *Processor) Start(ctx context.Context) error {
 		tracing: newTracing(p.cfg.TracerProvider), actorIDs: actorIDs{system: system},
 	}
 	p.d.slots = newSlots(p.cfg.Concurrency, metrics.InFlight, p.d.notifySlotsFreed)
+	p.d.batchSlots = newSlots(p.cfg.SQLBatchConcurrency, metrics.BatchSlotsInUse, p.d.notifyBatchSlotsFreed)
 	if rejoin {
 		p.d.rejoinUntil = time.Now().Add(p.cfg.LeaderSettle)
 		p.d.rejoining.Store(true)
@@ -591,7 +599,7 @@ func (p *Processor) Start(ctx context.Context) error {
 	p.listen = startListener(p.d, hotCfg)
 	undo.release()
 	logger.Info("processor started", "mode", p.cfg.Mode, "concurrency", p.cfg.Concurrency,
-		"kinds", kinds)
+		"sql_batch", p.cfg.SQLBatch, "sql_batch_concurrency", p.cfg.SQLBatchConcurrency, "kinds", kinds)
 	return nil
 }
 

@@ -6,11 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// slots are a Processor's share of work: one per event claimed and not yet
-// ended, and one per event a running direct or lane batch may take (it holds
-// them all until it commits). Every take and free goes through them, which
-// keeps the in-flight gauge, and every free tells the claimer. The count is
-// shared by the actors, so a restarted claimer or batcher still knows it.
+// slots are a Processor's share of work, kept twice: one per event claimed
+// and not yet ended (--concurrency), and, apart from those, one per event a
+// running sql batch may take (--sql-batch-concurrency; it holds them all
+// until it commits). Every take and free goes through them, which keeps
+// their gauge, and every free tells the claimer. The count is shared by the
+// actors, so a restarted claimer or batcher still knows it.
 type slots struct {
 	size  int
 	used  atomic.Int64

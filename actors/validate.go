@@ -42,7 +42,8 @@ func (c *Config) Validate() error {
 	for _, s := range []struct {
 		name string
 		v    int
-	}{{"concurrency", c.Concurrency}, {"batch-size", c.BatchSize}, {"sql-batch", c.SQLBatch}} {
+	}{{"concurrency", c.Concurrency}, {"batch-size", c.BatchSize}, {"sql-batch", c.SQLBatch},
+		{"sql-batch-concurrency", c.SQLBatchConcurrency}} {
 		if s.v < 1 {
 			return refuse(s.name, "must be at least 1")
 		}

@@ -52,8 +52,9 @@ type Config struct {
 	// NodeID, when set, is applied as pg_relay.node_id on the Processor's
 	// sessions (0 to 1023); default: the server's setting.
 	NodeID *int
-	// Concurrency is the most events in flight at once (default 1000):
-	// claimed and running, or held by a batch until it commits.
+	// Concurrency is the most claimed events in flight at once (default
+	// 1000): claimed and not yet ended. Events that direct batches hold
+	// count against SQLBatchConcurrency instead.
 	Concurrency int
 	// BatchSize is the most events one claim takes (default 100), and the
 	// most one HandleTxBatch call gets.
@@ -63,12 +64,17 @@ type Config struct {
 	// publisher when there is NATS, the rest for claims, batches and
 	// handlers.
 	MaxConnections int
-	// SQLBatch is the most events of one direct batch (default 500): the
+	// SQLBatch is the most events of one direct batch (default 1000): the
 	// events of a 'none' go channel of a HandleTx handler (and, with
 	// KindSQL, of a 'none' sql channel) run in one transaction, each under
 	// a savepoint of its own, with one commit. 1: each event is claimed and
 	// runs in a transaction of its own.
 	SQLBatch int
+	// SQLBatchConcurrency is the most events the running direct batches
+	// hold at once, each until it commits (default 2500). A channel that
+	// runs a batch starts another only while a quarter of these (at most
+	// SQLBatch) stays free for other channels.
+	SQLBatchConcurrency int
 	// PollInterval is the fallback poll when no NOTIFY arrives (default
 	// 1s); it also picks up retries whose backoff has passed.
 	PollInterval time.Duration
@@ -185,6 +191,7 @@ func (c Config) actorsConfig() actors.Config {
 		BatchSize:               c.BatchSize,
 		MaxConnections:          c.MaxConnections,
 		SQLBatch:                c.SQLBatch,
+		SQLBatchConcurrency:     c.SQLBatchConcurrency,
 		PollInterval:            c.PollInterval,
 		HeartbeatInterval:       c.HeartbeatInterval,
 		DeadAfter:               c.DeadAfter,

@@ -254,7 +254,7 @@ func TestBenchScenarios(t *testing.T) {
 		burnedDown(t, d, doc.measure(t, "ceiling", "burn-down", "bare loop"), 2000, "pgrelay_bench_ceiling")
 		r := doc.ratio(t, "", "burn-down/ceiling (pgrelay/bare loop)")
 		finite(t, "burn-down/ceiling", r.Value)
-		assert.Equal(t, 0.8, r.Target)
+		assert.Equal(t, 0.9, r.Target)
 	})
 	t.Run("leftovers", func(t *testing.T) {
 		// The bench removes its channels, and with them anything left queued.
@@ -411,7 +411,7 @@ func TestBenchTable(t *testing.T) {
 	require.Positive(t, rate)
 	assert.Regexp(t, `(?m)^burn-down\s+pre-insert \(notify_many x 1000\)\s+pgrelay\s+2000\s`, out)
 	assert.Regexp(t, `(?m)^ceiling\s+burn-down\s+bare loop\s+2000\s+[\d.]+s\s+\d+ events/s`, out)
-	assert.Regexp(t, `(?m)^burn-down/ceiling \(pgrelay/bare loop\)\s+[\d.]+\s+>= 0.80`, out)
+	assert.Regexp(t, `(?m)^burn-down/ceiling \(pgrelay/bare loop\)\s+[\d.]+\s+>= 0.90`, out)
 	assert.NotContains(t, errOut, "[#")
 	assert.Equal(t, 2000, d.Count(`SELECT count(DISTINCT origin_id) FROM pgrelay.log
 		WHERE channel = 'pgrelay_bench_noop' AND event = 'succeeded'`))

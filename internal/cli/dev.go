@@ -237,9 +237,9 @@ func runDev(ctx context.Context, a *app, args []string) (err error) {
 		fmt.Fprintf(a.stdout, "console: %s\n", link)
 		stops = append(stops, stopStep{name: "the console", run: stopWeb})
 	}
-	inFlight := p.Metrics().InFlight
+	inFlight := []prometheus.Gauge{p.Metrics().InFlight, p.Metrics().BatchSlotsInUse}
 	stops = append(stops, stopStep{name: "the Processor",
-		detail: func() string { return slotsInUse(inFlight) },
+		detail: func() string { return slotsInUse(inFlight...) },
 		run: func() {
 			if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
 				logger.Warn("stopping the processor", "err", err)
@@ -420,11 +420,11 @@ type devView struct {
 	nats    string       // the NATS server status events go to
 	console string       // the console's URL ("" when off)
 	self    string       // how to run this binary (app.self)
-	// inFlight is the Processor's slots in use: its claimed events and the
-	// slots its running batches reserve. The table's IN FLIGHT column counts
+	// inFlight is the Processor's slots in use: its claimed events' and
+	// the batch slots its running batches reserve. The table's IN FLIGHT column counts
 	// claims written to the queue; rows a batch holds by row lock (sql
 	// channels) are running without one.
-	inFlight prometheus.Gauge
+	inFlight []prometheus.Gauge
 }
 
 func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
@@ -483,7 +483,7 @@ func (v *devView) render(ctx context.Context, pool *pgxpool.Pool) {
 		fmt.Fprintf(&b, "SUCCEEDED, FAILED, GAVE UP, EXPIRED: outcomes unknown: %v\n", doneErr)
 	}
 	if v.inFlight != nil {
-		fmt.Fprintf(&b, "\nProcessor: %s (claimed events, and the slots running batches reserve)\n", slotsInUse(v.inFlight))
+		fmt.Fprintf(&b, "\nProcessor: %s (claimed events, and the slots running batches reserve)\n", slotsInUse(v.inFlight...))
 	}
 	if v.smtp != nil {
 		fmt.Fprintf(&b, "\nSMTP catcher smtp://%s: %d emails captured", v.smtp.Addr(), v.smtp.Count())

@@ -25,27 +25,28 @@ import (
 
 // processorFlags are the flags of `pgrelay run` (and `pgrelay dev`).
 type processorFlags struct {
-	databaseURL       string
-	mode              string
-	nodeID            int
-	metricsAddr       string
-	concurrency       int
-	batchSize         int
-	maxConnections    int
-	sqlBatch          int
-	pollInterval      time.Duration
-	heartbeatInterval time.Duration
-	deadAfter         time.Duration
-	leaseGrace        time.Duration
-	leaderSettle      time.Duration
-	shutdownTimeout   time.Duration
-	logRetention      time.Duration
-	logUnpublished    time.Duration
-	deadRetention     time.Duration
-	smtpURL           string
-	configFile        string
-	file              *fileConfig // the --config file, loaded by validate
-	nats              natsFlags
+	databaseURL         string
+	mode                string
+	nodeID              int
+	metricsAddr         string
+	concurrency         int
+	sqlBatchConcurrency int
+	batchSize           int
+	maxConnections      int
+	sqlBatch            int
+	pollInterval        time.Duration
+	heartbeatInterval   time.Duration
+	deadAfter           time.Duration
+	leaseGrace          time.Duration
+	leaderSettle        time.Duration
+	shutdownTimeout     time.Duration
+	logRetention        time.Duration
+	logUnpublished      time.Duration
+	deadRetention       time.Duration
+	smtpURL             string
+	configFile          string
+	file                *fileConfig // the --config file, loaded by validate
+	nats                natsFlags
 }
 
 func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
@@ -56,10 +57,11 @@ func (f *processorFlags) register(fs *flag.FlagSet, withDB bool) {
 	fs.StringVar(&f.mode, "mode", d.Mode, "dispatch mode: single (one primary), multi-node (every node dispatches its own rows) or leader (the lease holder dispatches all unrestricted rows)")
 	fs.IntVar(&f.nodeID, "node-id", -1, "set pg_relay.node_id (0-1023) on the Processor's sessions (default: the server's setting)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address, e.g. :9187 (default: off)")
-	fs.IntVar(&f.concurrency, "concurrency", d.Concurrency, "most events in flight at once (claimed, running, or held by a batch of sql events until it commits)")
+	fs.IntVar(&f.concurrency, "concurrency", d.Concurrency, "most claimed events in flight at once (claimed and not yet ended: email, nats, Go Handle, and every kind with --sql-batch 1); sql batches count against --sql-batch-concurrency")
 	fs.IntVar(&f.batchSize, "batch-size", d.BatchSize, "most rows one claim takes")
 	fs.IntVar(&f.maxConnections, "max-connections", d.MaxConnections, "most database connections this Processor opens (at least 10): 4 background, 1 LISTEN, 1 NATS publisher, the rest for claims, batches and handlers")
 	fs.IntVar(&f.sqlBatch, "sql-batch", d.SQLBatch, "most events of a sql batch: one transaction that locks the events (of one 'none' channel, or the heads of many 'channel'/'payload' lanes), runs each under a savepoint and completes them (1: a claim, then a transaction per event)")
+	fs.IntVar(&f.sqlBatchConcurrency, "sql-batch-concurrency", d.SQLBatchConcurrency, "most events the running sql batches hold at once, each until it commits; a channel that runs one batch starts another only while a quarter of these (at most --sql-batch) stays free for other channels")
 	fs.DurationVar(&f.pollInterval, "poll-interval", d.PollInterval, "fallback poll when no NOTIFY arrives (also picks up due retries)")
 	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", d.HeartbeatInterval, "how often this instance marks itself alive")
 	fs.DurationVar(&f.deadAfter, "dead-after", 0, "an instance or node silent this long is dead: its claims are rescued, its work adopted; also the leader lease's length (default 10 × heartbeat-interval)")
@@ -82,6 +84,7 @@ func (f *processorFlags) config(logger *slog.Logger, reg prometheus.Registerer) 
 		BatchSize:               f.batchSize,
 		MaxConnections:          f.maxConnections,
 		SQLBatch:                f.sqlBatch,
+		SQLBatchConcurrency:     f.sqlBatchConcurrency,
 		PollInterval:            f.pollInterval,
 		HeartbeatInterval:       f.heartbeatInterval,
 		DeadAfter:               f.deadAfter,
@@ -232,10 +235,10 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		}
 		return err
 	}
-	inFlight := p.Metrics().InFlight
+	inFlight, inBatches := p.Metrics().InFlight, p.Metrics().BatchSlotsInUse
 	// Stopped first: the metrics and the console serve while it stops.
 	processor := stopStep{name: "in-flight events and outcomes to be written",
-		detail: func() string { return slotsInUse(inFlight) },
+		detail: func() string { return slotsInUse(inFlight, inBatches) },
 		run:    func() { err = p.Stop(context.WithoutCancel(ctx)) }}
 	if f.metricsAddr != "" {
 		srv, serr := serveMetrics(f.metricsAddr, reg, p.Ping, logger)

@@ -136,14 +136,20 @@ func (a *asyncLines) close(wait time.Duration) {
 	}
 }
 
-// slotsInUse says how many of the Processor's slots are in use (its
-// pgrelay_processor_slots_in_use gauge), or why that cannot be read.
-func slotsInUse(g prometheus.Gauge) string {
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
-		return "slots in use unknown: " + err.Error()
+// slotsInUse says how many of the Processor's slots are in use, its claimed
+// events' and its running batches' (the gauges
+// pgrelay_processor_slots_in_use and pgrelay_processor_batch_slots_in_use),
+// or why that cannot be read.
+func slotsInUse(gauges ...prometheus.Gauge) string {
+	sum := 0.0
+	for _, g := range gauges {
+		var m dto.Metric
+		if err := g.Write(&m); err != nil {
+			return "slots in use unknown: " + err.Error()
+		}
+		sum += m.GetGauge().GetValue()
 	}
-	return fmt.Sprintf("%.0f slots in use", m.GetGauge().GetValue())
+	return fmt.Sprintf("%.0f slots in use", sum)
 }
 
 // exitOnSecondSignal makes a second SIGINT or SIGTERM, once ctx was

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgrelay/pgrelay/events"
 	"github.com/pgrelay/pgrelay/events/store"
@@ -365,17 +366,22 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 	if batch == nil {
 		return
 	}
+	evs := batch.Events
 	ran := 0
-	for _, e := range batch.Events {
-		d.metrics.Claimed.WithLabelValues(e.Channel).Inc()
-		k := e.Outcome
-		if k == "" {
-			k = events.Release // the batch recorded nothing of it
+	// A run of events of one channel and outcome is counted at once: a
+	// direct batch holds one channel, its events mostly one outcome.
+	for i := 0; i < len(evs); {
+		ch, k := evs[i].Channel, recordedKind(evs[i].Outcome)
+		j := i + 1
+		for j < len(evs) && evs[j].Channel == ch && recordedKind(evs[j].Outcome) == k {
+			j++
 		}
+		d.metrics.Claimed.WithLabelValues(ch).Add(float64(j - i))
+		d.metrics.outcomeN(ch, k, j-i) // as recorded: the completion decided what gave up
 		if ranHandler(k) {
-			ran++
+			ran += j - i
 		}
-		d.metrics.outcome(e.Channel, k) // as recorded: the completion decided what gave up
+		i = j
 	}
 	if ran == 0 || err != nil {
 		return
@@ -386,11 +392,26 @@ func countBatch(d *deps, batch *store.DirectBatch, err error) {
 	if batch.Timed > 0 {
 		per = batch.HandlerTime / time.Duration(batch.Timed)
 	}
-	for _, e := range batch.Events {
-		if ranHandler(e.Outcome) {
-			d.metrics.HandlerDuration.WithLabelValues(e.Channel).Observe(per.Seconds())
+	var obs prometheus.Observer
+	var of string // obs's channel
+	for i := range evs {
+		if !ranHandler(evs[i].Outcome) {
+			continue
 		}
+		if obs == nil || evs[i].Channel != of {
+			obs, of = d.metrics.HandlerDuration.WithLabelValues(evs[i].Channel), evs[i].Channel
+		}
+		obs.Observe(per.Seconds())
 	}
+}
+
+// recordedKind is the outcome a batch's event is counted under: as
+// recorded, or released when the batch recorded nothing of it.
+func recordedKind(k events.Kind) events.Kind {
+	if k == "" {
+		return events.Release
+	}
+	return k
 }
 
 // measure folds a finished batch's time per handler into the average that

@@ -48,18 +48,22 @@ func (m *Metrics) initChannel(channel string) {
 // it (a failure once written: whether it gave up is the completion's answer),
 // events.Release for a claim given back unrun. Every path that ends an event
 // counts its outcome here.
-func (m *Metrics) outcome(channel string, k events.Kind) {
+func (m *Metrics) outcome(channel string, k events.Kind) { m.outcomeN(channel, k, 1) }
+
+// outcomeN counts n outcomes k of channel's events.
+func (m *Metrics) outcomeN(channel string, k events.Kind, n int) {
+	f := float64(n)
 	switch k {
 	case events.Succeeded:
-		m.Succeeded.WithLabelValues(channel).Inc()
+		m.Succeeded.WithLabelValues(channel).Add(f)
 	case events.Failed:
-		m.Failed.WithLabelValues(channel).Inc()
+		m.Failed.WithLabelValues(channel).Add(f)
 	case events.GaveUp:
-		m.GaveUp.WithLabelValues(channel).Inc()
+		m.GaveUp.WithLabelValues(channel).Add(f)
 	case events.Expired:
-		m.Expired.WithLabelValues(channel).Inc()
+		m.Expired.WithLabelValues(channel).Add(f)
 	case events.Release:
-		m.Released.Inc()
+		m.Released.Add(f)
 	}
 }
 

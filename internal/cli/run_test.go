@@ -256,7 +256,7 @@ func TestRunKillDirectBatches(t *testing.T) {
 	d.Exec(appSetup)
 	ids := d.enqueue("work", "SELECT app.work($1)", n)
 	args := []string{"run", "--database-url", d.URL, "--heartbeat-interval", "200ms", "--dead-after", "1s",
-		"--concurrency", "16", "--shutdown-timeout", "10s"}
+		"--sql-batch-concurrency", "16", "--shutdown-timeout", "10s"}
 
 	first := startCLI(t, nil, args...)
 	testenv.Eventually(t, 60*time.Second, "300 events to succeed under the first processor", func() bool {
@@ -298,7 +298,7 @@ func TestRunSIGTERMFinishesDirectBatches(t *testing.T) {
 	d.Exec(appSetup)
 	d.enqueue("slow", "SELECT app.slow($1)", n)
 
-	p := startCLI(t, nil, "run", "--database-url", d.URL, "--concurrency", "4",
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--sql-batch-concurrency", "4",
 		"--shutdown-timeout", "20s", "--heartbeat-interval", "200ms")
 	testenv.Eventually(t, 60*time.Second, "a handler to run", func() bool {
 		return d.handlersRunning("slow") >= 1 || p.exited()
@@ -326,7 +326,7 @@ func TestRunSIGTERMCancelsDirectBatches(t *testing.T) {
 	d.Exec(appSetup)
 	ids := d.enqueue("stuck", "SELECT app.stuck($1)", n)
 
-	p := startCLI(t, nil, "run", "--database-url", d.URL, "--concurrency", "2",
+	p := startCLI(t, nil, "run", "--database-url", d.URL, "--sql-batch-concurrency", "2",
 		"--shutdown-timeout", "1s", "--heartbeat-interval", "200ms")
 	testenv.Eventually(t, 60*time.Second, "a handler to run", func() bool {
 		return d.handlersRunning("stuck") >= 1 || p.exited()

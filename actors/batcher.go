@@ -252,6 +252,9 @@ func (b *batcher) Receive(ctx actor.Context) {
 		if b.full || again {
 			b.moreAt = time.Now()
 		}
+		// Nothing reads the batch's events after this (countBatch and the
+		// trace ran before it was sent).
+		b.d.store.Recycle(m.batch)
 		b.fill(ctx)
 		b.settle()
 	case *batchRetry:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -95,6 +96,43 @@ type DirectBatch struct {
 	// clock is the server's clock (µs since the epoch) before the handlers
 	// of the pipeline whose handler failed last.
 	clock int64
+	// recycled: a sql batch, whose events slice comes from the Store's
+	// finished batches and goes back to them (Recycle).
+	recycled bool
+}
+
+// minRecycled is the smallest batch whose events slice is recycled: smaller
+// ones are left to the collector.
+const minRecycled = 64
+
+// eventsSlice is a finished sql batch's events slice, emptied, for a round
+// of up to limit events; nil when there is none or the round is small.
+func (s *Store) eventsSlice(limit int) []DirectEvent {
+	if limit < minRecycled {
+		return nil
+	}
+	if p, ok := s.events.Get().(*[]DirectEvent); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// Recycle gives the Store back the events slice of a batch of RunDirect or
+// RunLanes once its caller is done with it: nothing may read b.Events after.
+// A batch of 1 000 events grows its slice to a few hundred KB, most of what a
+// drain allocates. Other batches are left alone.
+func (s *Store) Recycle(b *DirectBatch) {
+	if b == nil || !b.recycled {
+		return
+	}
+	ev := b.Events[:cap(b.Events)]
+	b.Events = nil
+	if len(ev) < minRecycled {
+		return
+	}
+	clear(ev) // keeps no payload alive
+	ev = ev[:0]
+	s.events.Put(&ev)
 }
 
 // LaneKey is where a walk over the lanes stands: a lane batch takes the
@@ -130,7 +168,7 @@ func (b *DirectBatch) Last() LaneKey {
 // those events are pending again, no attempt counted. A batch that finds
 // nothing to run returns an empty batch.
 func (s *Store) RunDirect(ctx context.Context, scope ClaimScope, channel string, limit int) (*DirectBatch, error) {
-	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Scope: scope}, s.runRound,
+	return s.runBatch(ctx, "channel "+channel, &DirectBatch{Scope: scope, recycled: true}, s.runRound,
 		claimDirectSQL, directArgs(scope, channel, []string{"sql"}), limit, LaneKey{})
 }
 
@@ -152,7 +190,7 @@ func directArgs(scope ClaimScope, channel string, kinds []string) claimArgs {
 // after the other, each under its own savepoint and its channel's timeout.
 func (s *Store) RunLanes(ctx context.Context, scope ClaimScope, after LaneKey, limit int) (*DirectBatch, error) {
 	leader, term := scope.args()
-	return s.runBatch(ctx, "lanes", &DirectBatch{Scope: scope}, s.runRound,
+	return s.runBatch(ctx, "lanes", &DirectBatch{Scope: scope, recycled: true}, s.runRound,
 		"SELECT id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts, 'sql'::pg_catalog.text"+
 			" FROM pgrelay._claim_lanes_direct($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.int8, $4::pg_catalog.int4, $5::pg_catalog.text, $6::pg_catalog.int8)",
 		func(n int, after LaneKey) []any {
@@ -193,6 +231,10 @@ func (s *Store) runBatch(ctx context.Context, what string, b *DirectBatch, round
 			singles--
 		}
 		r := &DirectBatch{Scope: b.Scope}
+		if b.recycled && b.Events == nil {
+			// The first round's slice becomes b's (add).
+			r.Events = s.eventsSlice(n)
+		}
 		err := round(ctx, what, r, claim, args(n, after)...)
 		var lost *lostHandler
 		var late *lateFailure
@@ -472,20 +514,43 @@ func claimBatch(ctx context.Context, conn *pgxpool.Conn, b *DirectBatch, claim s
 	if err != nil {
 		return err
 	}
+	// Each row is read into its place in b.Events (a row read elsewhere
+	// would be copied there, and moved to the heap first). The channel,
+	// handler and kind, mostly the same on every row, are read as the
+	// driver's bytes and made strings only when they differ from the row
+	// before's.
+	var channel, handler, kind pgtype.DriverBytes
+	var timeoutMS int64
+	dest := make([]any, 12)
 	for rows.Next() {
-		var e DirectEvent
-		var timeoutMS int64
-		if err := rows.Scan(&e.ID, &e.OriginID, &e.Channel, &e.Lane, &e.Payload, &e.Attempt, &e.EnqueuedAt,
-			&e.Expired, &e.Handler, &timeoutMS, &e.MaxAttempts, &e.Kind); err != nil {
+		b.Events = append(b.Events, DirectEvent{})
+		e := &b.Events[len(b.Events)-1]
+		dest[0], dest[1], dest[2], dest[3], dest[4], dest[5] = &e.ID, &e.OriginID, &channel, &e.Lane, &e.Payload, &e.Attempt
+		dest[6], dest[7], dest[8], dest[9], dest[10], dest[11] = &e.EnqueuedAt, &e.Expired, &handler, &timeoutMS, &e.MaxAttempts, &kind
+		if err := rows.Scan(dest...); err != nil {
+			b.Events = b.Events[:len(b.Events)-1]
 			return err
 		}
 		e.Timeout = time.Duration(timeoutMS) * time.Millisecond
-		b.Events = append(b.Events, e)
+		if n := len(b.Events); n > 1 {
+			prev := &b.Events[n-2]
+			e.Channel, e.Handler, e.Kind = sameText(prev.Channel, channel), sameText(prev.Handler, handler), sameText(prev.Kind, kind)
+		} else {
+			e.Channel, e.Handler, e.Kind = string(channel), string(handler), string(kind)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
 	return br.Close()
+}
+
+// sameText is last when b holds the same text, else b as a new string.
+func sameText(last string, b []byte) string {
+	if string(b) == last {
+		return last
+	}
+	return string(b)
 }
 
 // run runs the claimed batch on conn, whose transaction holds its rows.
@@ -608,8 +673,15 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		ids, evs, errs = append(ids, '{'), append(evs, '{'), append(errs, '{')
 	}
 	ids, evs, errs = append(ids, '}'), append(evs, '}'), append(errs, '}')
-	resets := ps.of(conn.Conn().PgConn()).resets
-	stmts := make([]statement, 0, 8+2*len(resets)+len(run)*3)
+	cs := ps.of(conn.Conn().PgConn())
+	resets := cs.resets
+	// The connection's slice of statements, kept from its last pipeline:
+	// nothing holds a pipeline's statements once it returns.
+	stmts := slices.Grow(cs.pipeline[:0], 8+2*len(resets)+len(run)*3)
+	defer func() {
+		clear(stmts) // keeps no payload alive
+		cs.pipeline = stmts[:0]
+	}()
 	exec := func(sql string, args [][]byte, oids []uint32) {
 		stmts = append(stmts, statement{sql: sql, args: args, oids: oids})
 	}

@@ -34,6 +34,9 @@ type connStatements struct {
 	// resets are the statements that reset the session after a handler:
 	// superuserResets when the connection logged in as a superuser.
 	resets []string
+	// pipeline is the slice of the connection's last batch pipeline's
+	// statements, emptied, for its next.
+	pipeline []statement
 }
 
 // statementKey is a statement's text and parameter types; comparable, so a

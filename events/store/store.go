@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,8 @@ type Store struct {
 	statements *Statements
 	// upChecks bounds the sessions upSince opens at once.
 	upChecks chan struct{}
+	// events: the events slices of finished sql batches (Recycle).
+	events sync.Pool
 }
 
 // New returns a Store over a hot-path pool and a background pool (bg nil:

@@ -74,7 +74,7 @@ func (b *bench) scenarioCeiling(ctx context.Context) (*scenarioResult, error) {
 		return res, err
 	}
 	defer stopProf()
-	walFrom, err := markWAL(ctx, b.pool)
+	walFrom, err := b.mark(ctx)
 	if err != nil {
 		return res, err
 	}

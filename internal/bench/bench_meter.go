@@ -128,6 +128,20 @@ func (m *meter) sample() {
 	m.mu.Unlock()
 }
 
+// mark samples the meter now and returns the sample's time: a phase that
+// starts there counts the round trips from there. Between two ticks the
+// meter interpolates, which would spread the last round trips of the phase
+// before (River's client stopping) into this one.
+func (m *meter) mark() time.Time {
+	if m == nil {
+		return time.Now()
+	}
+	m.sample()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.samples[len(m.samples)-1].at
+}
+
 // between is the server CPU (µs) and the round trips from from to to; ok
 // says whether the CPU was measured.
 func (m *meter) between(from, to time.Time) (cpuUS float64, turns float64, cpuOK bool) {

@@ -77,7 +77,7 @@ func (b *bench) scenarioBurnDown(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return res, err
 	}
-	walFrom, err := markWAL(ctx, b.pool)
+	walFrom, err := b.mark(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -161,7 +161,7 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	walFrom, err := markWAL(ctx, b.pool)
+	walFrom, err := b.mark(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func (b *bench) scenarioEnqueue(ctx context.Context) (*scenarioResult, error) {
 		}
 		return nil
 	}
-	if walFrom, err = markWAL(ctx, b.pool); err != nil {
+	if walFrom, err = b.mark(ctx); err != nil {
 		return nil, err
 	}
 	singleTook, err := b.insertBatches(ctx, "enqueue: notify", singles, 1, single)

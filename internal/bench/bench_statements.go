@@ -50,7 +50,7 @@ func (b *bench) scenarioStatements(ctx context.Context) (*scenarioResult, error)
 		}
 		pre.System = system
 		res.add(pre)
-		walFrom, err := markWAL(ctx, b.pool)
+		walFrom, err := b.mark(ctx)
 		if err != nil {
 			return res, err
 		}

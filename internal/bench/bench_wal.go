@@ -55,6 +55,17 @@ type eventCost struct {
 	RoundTripsPerEvent  float64 `json:"round_trips_per_event,omitempty"`
 }
 
+// mark is where a measured phase starts or ends: the server's WAL position
+// and next transaction id, and a sample of the meter at that moment.
+func (b *bench) mark(ctx context.Context) (walMark, error) {
+	m, err := markWAL(ctx, b.pool)
+	if err != nil {
+		return walMark{}, err
+	}
+	m.at = b.meter.mark()
+	return m, nil
+}
+
 // markWAL reads the server's WAL position and next transaction id.
 func markWAL(ctx context.Context, pool *pgxpool.Pool) (walMark, error) {
 	var m walMark
@@ -70,7 +81,7 @@ func markWAL(ctx context.Context, pool *pgxpool.Pool) (walMark, error) {
 // costSince is what the server wrote and spent since from, for events
 // events, with a commit of commitMS (0: not measured).
 func (b *bench) costSince(ctx context.Context, from walMark, events int64, commitMS float64) (*eventCost, error) {
-	to, err := markWAL(ctx, b.pool)
+	to, err := b.mark(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -435,6 +436,11 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 			for n := 1; n <= c.N(); n++ {
 				if since, bad := notReady[n]; bad && time.Since(since) > nudgeAfter {
 					_ = c.nodes[n-1].Exec(ctx, ClusterDB, nudge)
+					if c.engine == Spock {
+						// As the nudge: a failure here leaves the node
+						// down, which the deadline reports with the log.
+						_, _ = c.endOriginHolders(ctx, n)
+					}
 				}
 			}
 		}
@@ -484,6 +490,52 @@ func (c *Cluster) originHolders(ctx context.Context, n int) string {
 		}
 	}
 	return out.String()
+}
+
+// endOriginHolders ends, on node n, the Spock apply workers that its log
+// names as holding a replication origin other apply workers failed on
+// ("already active for PID N"), if idle between transactions, and returns
+// their PIDs. Spock 5.0.11's manager can count two workers for one
+// subscription: every few seconds it restarts the one it finds first, which
+// fails on the origin the other, connected and streaming, holds, and the
+// subscription stays down (a clean-clone run: the holder had logged only
+// "connected" and waited idle for a minute). Ended, the holder is restarted
+// by the manager as the subscription's one worker; idle, it was in no
+// transaction that a restart could skip.
+func (c *Cluster) endOriginHolders(ctx context.Context, n int) ([]int, error) {
+	raw, err := os.ReadFile(c.nodes[n-1].logFile)
+	if err != nil {
+		return nil, fmt.Errorf("read node %d's log: %w", n, err)
+	}
+	var pids []int
+	for _, h := range originHolderLogs(string(raw)) {
+		if pid, err := strconv.Atoi(h.pid); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, nil
+	}
+	conn, err := pgx.Connect(ctx, c.URL(n))
+	if err != nil {
+		return nil, fmt.Errorf("connect to node %d: %w", n, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT a.pid FROM pg_catalog.pg_stat_activity a
+		WHERE a.pid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int4[]) AND a.backend_type LIKE 'spock apply %'
+		  AND a.state OPERATOR(pg_catalog.=) 'idle' AND pg_catalog.pg_terminate_backend(a.pid)`, pids)
+	if err != nil {
+		return nil, fmt.Errorf("end the origin holders %v on node %d: %w", pids, n, err)
+	}
+	ended, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("end the origin holders %v on node %d: %w", pids, n, err)
+	}
+	out := make([]int, len(ended))
+	for i, pid := range ended {
+		out[i] = int(pid)
+	}
+	return out, nil
 }
 
 // originHolder finds the holder's PID in Spock's apply error.

@@ -89,3 +89,39 @@ func TestClusterReplicatesBothWays(t *testing.T) {
 		})
 	}
 }
+
+// A Spock apply worker that node 2's log names as holding a replication
+// origin others failed on is ended when idle, and the manager starts the
+// subscription's worker again: the remedy waitReplicating applies to a
+// subscription that stays down beside its own streaming worker.
+func TestSpockEndOriginHolders(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.ClusterT(t, devenv.ClusterConfig{Engine: devenv.Spock, Nodes: 2})
+	cn, err := pgx.Connect(ctx, c.URL(2))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cn.Close(ctx) })
+	const worker = `SELECT COALESCE(min(pid), 0) FROM pg_catalog.pg_stat_activity WHERE backend_type LIKE 'spock apply %' AND state = 'idle'`
+	var old int
+	testenv.Eventually(t, 30*time.Second, "node 2's apply worker to be idle", func() bool {
+		old = testenv.One[int](t, cn, worker)
+		return old != 0
+	})
+	ended, err := c.EndOriginHolders(ctx, 2)
+	require.NoError(t, err)
+	require.Empty(t, ended, "the log names no holder yet")
+
+	// The line Spock logs for each worker that fails on the origin.
+	_, err = cn.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN RAISE LOG 'replication origin with ID 1 is already active for PID %d'; END $$`, old))
+	require.NoError(t, err)
+	testenv.Eventually(t, 10*time.Second, "the holder to be ended", func() bool {
+		ended, err = c.EndOriginHolders(ctx, 2)
+		require.NoError(t, err)
+		return len(ended) == 1
+	})
+	require.Equal(t, []int{old}, ended)
+	require.NoError(t, c.WaitReplicating(ctx))
+	testenv.Eventually(t, 30*time.Second, "a new apply worker", func() bool {
+		pid := testenv.One[int](t, cn, worker)
+		return pid != 0 && pid != old
+	})
+}

@@ -70,6 +70,9 @@ type claimer struct {
 	// againAny: the claim due once the running one returns (again) claims
 	// into any free slot, as a poll does: a rate window reopened meanwhile.
 	againAny bool
+	// againBatches: that claim runs even without room, for the channels
+	// ready for batches (claimSize's forBatches).
+	againBatches bool
 	// rateTimer claims when the earliest reported window of a rate-limited
 	// channel has room again (rateAt); a claim that reports an earlier one
 	// replaces it. rateSeq numbers the timers: a replaced timer's message,
@@ -95,16 +98,16 @@ func (c *claimer) Receive(ctx actor.Context) {
 		}
 		c.stopRateTimer()
 	case *wake:
-		c.maybeClaim(ctx, m.poll, m.poll, m.channel)
+		c.maybeClaim(ctx, m.poll, m.poll, m.channel, true)
 	case *slotsFreed:
 		if c.wanted {
-			c.maybeClaim(ctx, false, false, "")
+			c.maybeClaim(ctx, false, false, "", false)
 		}
 	case *batchSlotsFreed:
 		// A batcher that found no free batch slot asks for the next ones:
 		// the claim tells it its channel's rows are ready.
 		if c.d.batchSlots.wasStarved() {
-			c.maybeClaim(ctx, false, false, "")
+			c.maybeClaim(ctx, false, false, "", true)
 		}
 	case *rateReopened:
 		if m.seq != c.rateSeq || c.rateTimer == nil {
@@ -115,7 +118,7 @@ func (c *claimer) Receive(ctx actor.Context) {
 			c.again, c.againAny = true, true
 			return
 		}
-		c.maybeClaim(ctx, true, false, "")
+		c.maybeClaim(ctx, true, false, "", false)
 	case *claimResult:
 		c.claiming = false
 		c.d.metrics.ClaimLatency.Observe(m.took.Seconds())
@@ -158,9 +161,9 @@ func (c *claimer) Receive(ctx actor.Context) {
 			return
 		}
 		if c.again && m.err == nil {
-			anyFree := c.againAny
-			c.again, c.againAny = false, false
-			c.maybeClaim(ctx, anyFree, false, "")
+			anyFree, forBatches := c.againAny, c.againBatches
+			c.again, c.againAny, c.againBatches = false, false, false
+			c.maybeClaim(ctx, anyFree, false, "", forBatches)
 		}
 	case *stopClaiming:
 		c.stopping = true
@@ -204,15 +207,17 @@ func (c *claimer) stopRateTimer() {
 	}
 }
 
-// maybeClaim claims if it may: into any free slot with anyFree, else once
-// claimAtLeast are free; readLimits (a poll) reads the channels'
-// max_in_flight again; channel: a 'none' channel claimed alone.
-func (c *claimer) maybeClaim(ctx actor.Context, anyFree, readLimits bool, channel string) {
+// maybeClaim claims if it may (claimSize): into any free slot with anyFree,
+// else once claimAtLeast are free; readLimits (a poll) reads the channels'
+// max_in_flight again; channel: a 'none' channel claimed alone; forBatches:
+// rows for batches may be ready.
+func (c *claimer) maybeClaim(ctx actor.Context, anyFree, readLimits bool, channel string, forBatches bool) {
 	if c.stopping {
 		return
 	}
 	if c.claiming {
 		c.again = true
+		c.againBatches = c.againBatches || forBatches
 		return
 	}
 	// The slots live in deps, not here, so a restarted claimer still knows
@@ -237,18 +242,13 @@ func (c *claimer) maybeClaim(ctx actor.Context, anyFree, readLimits bool, channe
 		c.held = false
 		c.d.log.Info("outcomes written; claiming again")
 	}
-	inflight, free := c.d.slots.inUse(), c.d.slots.available()
-	n := min(free, c.d.cfg.BatchSize)
-	if free <= 0 || (!anyFree && inflight > 0 && free < claimAtLeast(c.d.cfg)) {
-		c.wanted = true
-		if !c.d.runsBatches() {
-			return
-		}
-		// Batches have slots of their own: the claim claims nothing, and
-		// still reports the channels ready for batches.
-		n, channel = 0, ""
-	} else {
-		c.wanted = false
+	n, run := claimSize(c.d.cfg, c.d.slots.inUse(), c.d.slots.available(), anyFree, c.d.runsBatches(), forBatches)
+	c.wanted = n == 0
+	if !run {
+		return
+	}
+	if n == 0 {
+		channel = "" // the claim of every channel reports the ready ones
 	}
 	c.claiming = true
 	self := ctx.Self()
@@ -319,6 +319,20 @@ func (d *deps) hintsOf(rows []store.Claimed, ready []store.Ready) map[string]str
 		d.log.Warn("could not read the wake hints; wake-ups of these channels wake the claimer", "err", err)
 	}
 	return hints
+}
+
+// claimSize is how many rows a claim due now takes (n), and whether it runs.
+// With room (a free slot for anyFree, else claimAtLeast free or none in use)
+// it takes up to BatchSize. Without room a claim of none still runs when the
+// Processor runs batches and their rows may be ready (forBatches: a wake, a
+// freed batch slot): batches have slots of their own, and the claim reports
+// the channels ready for them. A claimed event's end alone runs none: that
+// would be a claim per ended event.
+func claimSize(cfg Config, inUse, free int, anyFree, batches, forBatches bool) (n int, run bool) {
+	if free > 0 && (anyFree || inUse == 0 || free >= claimAtLeast(cfg)) {
+		return min(free, cfg.BatchSize), true
+	}
+	return 0, batches && forBatches
 }
 
 // claimAtLeast is how many slots must be free before a busy Processor claims

@@ -398,6 +398,7 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 		nudgeAfter = 15 * time.Second
 	}
 	notReady := map[int]time.Time{}
+	endErrs := map[int]error{} // endOriginHolders' last failure, by node
 	want := strings.TrimSuffix(strings.Repeat("replicating,", c.N()-1), ",")
 	for {
 		sts := make([]string, c.N())
@@ -437,9 +438,11 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 				if since, bad := notReady[n]; bad && time.Since(since) > nudgeAfter {
 					_ = c.nodes[n-1].Exec(ctx, ClusterDB, nudge)
 					if c.engine == Spock {
-						// As the nudge: a failure here leaves the node
-						// down, which the deadline reports with the log.
-						_, _ = c.endOriginHolders(ctx, n)
+						// A failure leaves the node down: the deadline
+						// reports it.
+						if _, err := c.endOriginHolders(ctx, n); err != nil {
+							endErrs[n] = err
+						}
 					}
 				}
 			}
@@ -449,6 +452,9 @@ func (c *Cluster) waitReplicating(ctx context.Context) error {
 			for n := 1; n <= c.N(); n++ {
 				if !strings.HasPrefix(sts[n-1], want) {
 					fmt.Fprintf(&logs, "\nnode %d's log:\n%s%s", n, c.nodes[n-1].logTail(), c.originHolders(ctx, n))
+					if err := endErrs[n]; err != nil {
+						fmt.Fprintf(&logs, "\nending its origin holders failed: %v", err)
+					}
 				}
 			}
 			return fmt.Errorf("devenv: %s subscriptions not replicating after 60s (%s)%s", c.engine, strings.Join(sts, "; "), logs.String())
@@ -522,7 +528,7 @@ func (c *Cluster) endOriginHolders(ctx context.Context, n int) ([]int, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, `SELECT a.pid FROM pg_catalog.pg_stat_activity a
-		WHERE a.pid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int4[]) AND a.backend_type LIKE 'spock apply %'
+		WHERE a.pid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int4[]) AND a.backend_type OPERATOR(pg_catalog.~~) 'spock apply %'
 		  AND a.state OPERATOR(pg_catalog.=) 'idle' AND pg_catalog.pg_terminate_backend(a.pid)`, pids)
 	if err != nil {
 		return nil, fmt.Errorf("end the origin holders %v on node %d: %w", pids, n, err)

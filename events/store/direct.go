@@ -119,8 +119,9 @@ func (s *Store) eventsSlice(limit int) []DirectEvent {
 
 // Recycle gives the Store back the events slice of a batch of RunDirect or
 // RunLanes once its caller is done with it: nothing may read b.Events after.
-// A batch of 1 000 events grows its slice to a few hundred KB, most of what a
-// drain allocates. Other batches are left alone.
+// A batch of 1 000 events grows its slice to a few hundred KB: before the
+// slices were reused, over a third of what a drain allocated. Other batches
+// are left alone.
 func (s *Store) Recycle(b *DirectBatch) {
 	if b == nil || !b.recycled {
 		return

@@ -88,6 +88,8 @@ func TestBenchBars(t *testing.T) {
 func TestMeterPhaseStartsAtItsMark(t *testing.T) {
 	p := &rtProxy{}
 	m := &meter{proxy: p}
+	// The sleeps only keep the samples' times apart (interpolation needs
+	// them distinct); nothing is waited for.
 	m.sample() // the meter's last tick
 	time.Sleep(2 * time.Millisecond)
 	p.turns.Add(5) // the phase before ends

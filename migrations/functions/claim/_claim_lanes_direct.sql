@@ -7,9 +7,9 @@
 -- the lanes from p_after_channel/p_after_lane, passing over the heads of a
 -- priority below 0; then, while there is room, those, highest first. A
 -- lane stays FIFO: its head is taken or nothing. The first and last steps
--- probe queue_priority once per serialised sql channel and find nothing
--- there unless the channel has rows of a priority other than 0, so a queue
--- without priorities is walked as before.
+-- serve only the channels that have rows of a priority other than 0, read
+-- from queue_priority first (one probe per such channel, and one more), so
+-- a queue without priorities costs a single probe before the walk.
 
 CREATE OR REPLACE FUNCTION pgrelay._claim_lanes_direct(p_mode text, p_leader boolean, p_term bigint, p_limit integer, p_after_channel text, p_after_lane bigint) RETURNS TABLE(id bigint, origin_id bigint, channel text, lane bigint, payload text, attempt integer, enqueued_at timestamp with time zone, expired boolean, handler text, timeout_ms bigint, max_attempts integer)
     LANGUAGE plpgsql
@@ -23,17 +23,14 @@ DECLARE
   v_node int := pgrelay._this_node();
   v_all bool;
   v_own bool;
-  v_ch text := p_after_channel;
-  v_lane bigint := p_after_lane;
-  v_wrapped bool := p_after_channel IS NULL;
+  v_lane bigint := COALESCE(p_after_lane, -9223372036854775808);
   v_n int := 0;
   v_got int;
-  v_steps int := 0;
   v_taken bigint[] := '{}';
+  v_prio text[];
   v_sign int;
   v_lo smallint;
   v_hi smallint;
-  r record;
   hp record;
   ch pgrelay.channels;
 BEGIN
@@ -41,13 +38,24 @@ BEGIN
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
   END IF;
-  IF v_ch IS NOT NULL AND v_lane IS NULL THEN
-    v_lane := -9223372036854775808;
-  END IF;
+  -- The channels with rows of a priority other than 0: a loose index scan
+  -- over queue_priority, one probe per channel found.
+  v_prio := ARRAY(
+    WITH RECURSIVE pc(channel) AS (
+      (SELECT q.channel FROM pgrelay.queue q
+        WHERE q.dispatched_at IS NULL AND q.priority <> 0
+        ORDER BY q.channel LIMIT 1)
+      UNION ALL
+      SELECT (SELECT q.channel FROM pgrelay.queue q
+               WHERE q.dispatched_at IS NULL AND q.priority <> 0 AND q.channel > pc.channel
+               ORDER BY q.channel LIMIT 1)
+        FROM pc WHERE pc.channel IS NOT NULL)
+    SELECT pc.channel FROM pc WHERE pc.channel IS NOT NULL);
 
   FOREACH v_sign IN ARRAY ARRAY[1, 0, -1] LOOP
     EXIT WHEN v_n >= p_limit;
     IF v_sign <> 0 THEN
+      CONTINUE WHEN pg_catalog.cardinality(v_prio) = 0;
       v_lo := CASE WHEN v_sign > 0 THEN 1 ELSE -32768 END;
       v_hi := CASE WHEN v_sign > 0 THEN 32767 ELSE -1 END;
       -- The heads of a priority above (below) 0: the lanes holding the
@@ -66,7 +74,7 @@ BEGIN
             WHERE x.lane IS NOT NULL) l
          CROSS JOIN LATERAL pgrelay._lane_head(c.channel, l.lane, v_node, v_all, v_own) hd
           JOIN pgrelay.queue y ON y.id = hd.id
-         WHERE c.kind = 'sql' AND NOT c.paused AND c.concurrency_mode IN ('channel', 'payload')
+         WHERE c.channel = ANY (v_prio) AND c.kind = 'sql' AND NOT c.paused AND c.concurrency_mode IN ('channel', 'payload')
            AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
            AND y.priority BETWEEN v_lo AND v_hi AND y.id <> ALL (v_taken)
          ORDER BY y.priority DESC, c.priority DESC, y.origin_id, y.id
@@ -92,56 +100,50 @@ BEGIN
       CONTINUE;
     END IF;
 
-    -- The walk: a loose index scan over queue_lane, one probe per lane,
-    -- however long the lanes are. Bounded, so a queue full of lanes this
-    -- batch cannot serve costs a bounded claim.
-    WHILE v_n < p_limit AND v_steps < 4 * p_limit + 64 LOOP
-      v_steps := v_steps + 1;
-      IF v_ch IS NULL THEN
-        SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
-         WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL
-         ORDER BY q.channel, q.lane LIMIT 1;
-      ELSE
-        SELECT q.channel, q.lane INTO r FROM pgrelay.queue q
-         WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND (q.channel, q.lane) > (v_ch, v_lane)
-         ORDER BY q.channel, q.lane LIMIT 1;
-      END IF;
-      IF NOT FOUND THEN
-        EXIT WHEN v_wrapped;
-        v_wrapped := true;
-        v_ch := NULL;
-        v_lane := NULL;
-        CONTINUE;
-      END IF;
-      v_ch := r.channel;
-      v_lane := r.lane;
-      -- Once around: stop where the walk began.
-      EXIT WHEN v_wrapped AND p_after_channel IS NOT NULL
-            AND (v_ch, v_lane) > (p_after_channel, COALESCE(p_after_lane, -9223372036854775808));
-      IF ch.channel IS DISTINCT FROM v_ch THEN
-        ch := NULL;
-        SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = v_ch;
-      END IF;
-      CONTINUE WHEN ch.channel IS NULL OR ch.paused OR ch.kind <> 'sql'
-                 OR ch.concurrency_mode NOT IN ('channel', 'payload')
-                 OR ch.max_in_flight IS NOT NULL OR ch.rate_limit IS NOT NULL;
-      -- A head taken above is this transaction's (SKIP LOCKED does not pass
-      -- over its own locks); one of a priority below 0 waits for the end.
-      RETURN QUERY
-      WITH head AS (
-        SELECT h.id FROM pgrelay._lane_head(v_ch, v_lane, v_node, v_all, v_own) h
-      )
-      SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
-             COALESCE(q.expires_at <= now(), false), ch.handler,
-             (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
-        FROM pgrelay.queue q JOIN head ON q.id = head.id
-       WHERE q.not_before <= now() AND q.dispatched_at IS NULL AND q.priority >= 0
-         AND q.id <> ALL (v_taken)
-         FOR UPDATE OF q SKIP LOCKED;
-      GET DIAGNOSTICS v_got = ROW_COUNT;
-      v_n := v_n + v_got;
-    END LOOP;
-    ch := NULL;
+    -- The walk: one statement, a loose index scan over queue_lane (one
+    -- probe per lane, however long the lanes are) that goes on from the
+    -- start once it passes the last lane, up to where it began. w's first
+    -- row is where the walk stands, not a lane (OFFSET 1). Bounded, so a
+    -- queue full of lanes this batch cannot serve costs a bounded claim.
+    -- Each lane's head is a LATERAL subquery with its own LIMIT and lock, so
+    -- the plan takes the lanes in the walk's order and locks only a head it
+    -- returns. A head taken above is this transaction's (SKIP LOCKED does not pass
+    -- over its own locks); one of a priority below 0 waits for the end.
+    RETURN QUERY
+    WITH RECURSIVE w(channel, lane, wrapped) AS (
+      SELECT p_after_channel, v_lane, false
+      UNION ALL
+      SELECT n.channel, n.lane, n.wrapped
+        FROM w CROSS JOIN LATERAL (
+          (SELECT q.channel, q.lane, w.wrapped FROM pgrelay.queue q
+            WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND (q.channel, q.lane) > (w.channel, w.lane)
+            ORDER BY q.channel, q.lane LIMIT 1)
+          UNION ALL
+          (SELECT q.channel, q.lane, true FROM pgrelay.queue q
+            WHERE q.dispatched_at IS NULL AND q.lane IS NOT NULL AND NOT w.wrapped
+            ORDER BY q.channel, q.lane LIMIT 1)
+          LIMIT 1) n
+       WHERE NOT (n.wrapped AND p_after_channel IS NOT NULL AND (n.channel, n.lane) > (p_after_channel, v_lane))
+    )
+    SELECT h.*
+      FROM (SELECT w.channel, w.lane FROM w OFFSET 1 LIMIT 4 * p_limit + 64) l
+     CROSS JOIN LATERAL (
+       SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
+              COALESCE(q.expires_at <= now(), false), c.handler,
+              (EXTRACT(epoch FROM c.timeout) * 1000)::bigint, c.max_attempts
+         FROM pgrelay.channels c
+        CROSS JOIN LATERAL pgrelay._lane_head(l.channel, l.lane, v_node, v_all, v_own) hd
+         JOIN pgrelay.queue q ON q.id = hd.id
+        WHERE c.channel = l.channel AND c.kind = 'sql' AND NOT c.paused
+          AND c.concurrency_mode IN ('channel', 'payload')
+          AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
+          AND q.not_before <= now() AND q.dispatched_at IS NULL AND q.priority >= 0
+          AND q.id <> ALL (v_taken)
+        LIMIT 1
+          FOR UPDATE OF q SKIP LOCKED) h
+     LIMIT p_limit - v_n;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    v_n := v_n + v_got;
   END LOOP;
 END
 $$;

@@ -221,6 +221,40 @@ func TestDirectClaimLanesInOneStatement(t *testing.T) {
 	require.LessOrEqual(t, len(queue), 3, "statements reading the queue for 200 lanes:\n%s", strings.Join(queue, "\n"))
 }
 
+// And the classic claim of a 'payload' channel takes its lanes' heads in
+// one statement, not one for each lane (a claim of 205 heads out of 10 000
+// lanes took 20 ms with one a lane, 8 ms with one in all). The heads come in
+// the lanes' order, each lane's oldest event, marked in flight.
+func TestClaimLanesInOneStatement(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("pay", "p_concurrency_mode := 'payload'")
+	d.Exec(`SELECT pgrelay.notify_many('pay', ARRAY(SELECT 'k' || (g % 300) FROM pg_catalog.generate_series(0, 599) g))`)
+	proc := startProcessor(t, d.Pool)
+	c := explainedConn(t, d.URL)
+	c.plans()
+	var got []claimedRow
+	var plans []string
+	inTx(t, c.Conn, func(tx pgx.Tx) {
+		got = claim(t, tx, proc, 200)
+		plans = c.plans()
+		require.Equal(t, 200, testenv.One[int](t, tx, "SELECT count(*) FROM pgrelay.queue WHERE dispatched_by = $1", proc))
+	})
+	require.Len(t, got, 200)
+	lanes := map[string]bool{}
+	for _, r := range got {
+		require.False(t, lanes[r.Payload], "one head a lane: %s twice", r.Payload)
+		lanes[r.Payload] = true
+	}
+	var queue []string
+	for _, p := range plans {
+		if strings.Contains(p, "on queue") {
+			queue = append(queue, p)
+		}
+	}
+	require.LessOrEqual(t, len(queue), 4, "statements reading the queue for 200 lanes:\n%s", strings.Join(queue, "\n"))
+}
+
 // _batch_fence lets a leader's batch commit only while the lease still says
 // it holds its term, read at the moment of the check.
 func TestDirectBatchFence(t *testing.T) {

@@ -662,7 +662,6 @@ DECLARE
   v_nch int;
   v_share int;
   v_n int;
-  v_got int;
   v_cap int;
   v_full text[] := '{}';
   v_rated text[] := '{}';
@@ -670,7 +669,6 @@ DECLARE
   v_start bigint;
   v_lanes bigint[];
   v_first bigint[];
-  v_lane bigint;
   v_limited bool;
   ch pgrelay.channels;
 BEGIN
@@ -776,36 +774,37 @@ BEGIN
         END IF;
       END IF;
 
-      v_n := 0;
-      FOREACH v_lane IN ARRAY COALESCE(v_lanes, '{}') LOOP
-        -- v_left is only brought down after the loop: bound by both here, or
-        -- a serialised channel visited last takes a full share of what is left.
-        EXIT WHEN v_n >= v_cap;
-        RETURN QUERY
-        WITH head AS (
-          SELECT h.id FROM pgrelay._lane_head(ch.channel, v_lane, v_node, v_all, v_own) h
-        ), locked AS (
-          -- The head itself, never the next row: a head a producer holds
-          -- (it absorbed a notify) leaves the lane for the next claim.
-          SELECT q.id
-            FROM pgrelay.queue q JOIN head ON q.id = head.id
-           WHERE q.not_before <= now() AND q.dispatched_at IS NULL
-             FOR UPDATE OF q SKIP LOCKED
-        ), upd AS (
-          UPDATE pgrelay.queue q
-             SET dispatched_at = now(), dispatched_by = p_processor
-            FROM locked
-           WHERE q.id = locked.id
-          RETURNING q.*
-        )
-        SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
-               u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
-               ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
-               ch.max_attempts, NULL::bigint
-          FROM upd u;
-        GET DIAGNOSTICS v_got = ROW_COUNT;
-        v_n := v_n + v_got;
-      END LOOP;
+      -- The lanes' heads in the order of v_lanes, in one statement: each
+      -- head is a LATERAL subquery with its own LIMIT and lock, so the plan
+      -- takes the lanes in order and locks only a head it claims. The head
+      -- itself, never the next row: a head a producer holds (it absorbed a
+      -- notify) leaves the lane for the next claim.
+      RETURN QUERY
+      WITH locked AS (
+        SELECT h.id, l.ord
+          FROM pg_catalog.unnest(COALESCE(v_lanes, '{}')) WITH ORDINALITY l(lane, ord)
+         CROSS JOIN LATERAL (
+           SELECT q.id
+             FROM pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) hd
+             JOIN pgrelay.queue q ON q.id = hd.id
+            WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+            LIMIT 1
+              FOR UPDATE OF q SKIP LOCKED) h
+         LIMIT v_cap
+      ), upd AS (
+        UPDATE pgrelay.queue q
+           SET dispatched_at = now(), dispatched_by = p_processor
+          FROM locked
+         WHERE q.id = locked.id
+        RETURNING q.*, locked.ord AS ord
+      )
+      SELECT u.id, u.origin_id, u.channel, u.payload, u.attempt, u.enqueued_at,
+             u.dispatched_at, COALESCE(u.expires_at <= now(), false), ch.kind, ch.handler,
+             ch.concurrency_mode, (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint,
+             ch.max_attempts, NULL::bigint
+        FROM upd u
+       ORDER BY u.ord;
+      GET DIAGNOSTICS v_n = ROW_COUNT;
       IF ch.rate_limit IS NOT NULL THEN
         PERFORM pgrelay._claim_started(ch.channel, v_n);
       END IF;

@@ -189,7 +189,8 @@ func TestDirectClaimLanes(t *testing.T) {
 }
 
 // A lane batch's claim walks its lanes in one statement, not in a few
-// statements for each lane: each statement has its own executor start and
+// statements for each lane, and takes the heads of a priority other than 0
+// in one more: each statement has its own executor start and
 // end, which cost about twice what the statements did (10 000 'channel'
 // channels drained at 14 000 events/s with one statement per lane, 25 000
 // with one per batch, bench channels). It takes the heads in the walk's
@@ -202,23 +203,31 @@ func TestDirectClaimLanesInOneStatement(t *testing.T) {
 	d.Exec(`SELECT pgrelay.notify_many(pg_catalog.format('s%s', pg_catalog.lpad(g::text, 3, '0')), ARRAY[g || '-1', g || '-2'])
 		FROM pg_catalog.generate_series(1, 300) g`)
 	c := explainedConn(t, d.URL)
-	c.plans()
-	var got []string
-	inTx(t, c.Conn, func(tx pgx.Tx) {
-		got = testenv.Column[string](t, tx, `SELECT payload FROM pgrelay._claim_lanes_direct('single', false, NULL, 200, NULL, NULL)`)
-	})
 	want := make([]string, 200)
 	for i := range want {
 		want[i] = fmt.Sprintf("%d-1", i+1)
 	}
-	require.Equal(t, want, got)
-	var queue []string
-	for _, p := range c.plans() {
-		if strings.Contains(p, "on queue") {
-			queue = append(queue, p)
+	for _, prio := range []bool{false, true} {
+		if prio {
+			// The first 150 lanes' heads have a priority above 0: taken
+			// first (oldest first), then the walk takes the rest.
+			d.Exec(`UPDATE pgrelay.queue SET priority = 1 WHERE channel <= 's150'`)
 		}
+		c.plans()
+		var got []string
+		inTx(t, c.Conn, func(tx pgx.Tx) {
+			got = testenv.Column[string](t, tx, `SELECT payload FROM pgrelay._claim_lanes_direct('single', false, NULL, 200, NULL, NULL)`)
+		})
+		require.Equal(t, want, got, "priorities: %v", prio)
+		var queue []string
+		for _, p := range c.plans() {
+			if strings.Contains(p, "on queue") {
+				queue = append(queue, p)
+			}
+		}
+		require.LessOrEqual(t, len(queue), 3, "statements reading the queue for 200 lanes (priorities: %v):\n%s",
+			prio, strings.Join(queue, "\n"))
 	}
-	require.LessOrEqual(t, len(queue), 3, "statements reading the queue for 200 lanes:\n%s", strings.Join(queue, "\n"))
 }
 
 // And the classic claim of a 'payload' channel takes its lanes' heads in

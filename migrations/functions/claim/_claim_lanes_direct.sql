@@ -31,8 +31,6 @@ DECLARE
   v_sign int;
   v_lo smallint;
   v_hi smallint;
-  hp record;
-  ch pgrelay.channels;
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, p_term) s;
   IF p_limit IS NULL OR p_limit <= 0 THEN
@@ -61,42 +59,41 @@ BEGIN
       -- The heads of a priority above (below) 0: the lanes holding the
       -- channels' rows of that sign, a bounded number, and their heads of
       -- that sign in priority order. Each is locked, ready, or passed over.
-      FOR hp IN
-        SELECT y.id, y.channel, y.priority
-          FROM pgrelay.channels c
+      -- One statement: each head is a LATERAL subquery with its own LIMIT
+      -- and lock, taken in priority order.
+      FOR id, origin_id, channel, lane, payload, attempt, enqueued_at, expired, handler, timeout_ms, max_attempts IN
+        SELECT h.*
+          FROM (SELECT y.id, c.handler, c.timeout, c.max_attempts
+                  FROM pgrelay.channels c
+                 CROSS JOIN LATERAL (
+                   SELECT DISTINCT x.lane
+                     FROM (SELECT q.lane FROM pgrelay.queue q
+                            WHERE q.channel = c.channel AND q.dispatched_at IS NULL
+                              AND q.priority <> 0 AND q.priority BETWEEN v_lo AND v_hi
+                            ORDER BY q.priority DESC, q.not_before, q.id
+                            LIMIT p_limit) x
+                    WHERE x.lane IS NOT NULL) l
+                 CROSS JOIN LATERAL pgrelay._lane_head(c.channel, l.lane, v_node, v_all, v_own) hd
+                  JOIN pgrelay.queue y ON y.id = hd.id
+                 WHERE c.channel = ANY (v_prio) AND c.kind = 'sql' AND NOT c.paused
+                   AND c.concurrency_mode IN ('channel', 'payload')
+                   AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
+                   AND y.priority BETWEEN v_lo AND v_hi AND y.id <> ALL (v_taken)
+                 ORDER BY y.priority DESC, c.priority DESC, y.origin_id, y.id) hp
          CROSS JOIN LATERAL (
-           SELECT DISTINCT x.lane
-             FROM (SELECT q.lane FROM pgrelay.queue q
-                    WHERE q.channel = c.channel AND q.dispatched_at IS NULL
-                      AND q.priority <> 0 AND q.priority BETWEEN v_lo AND v_hi
-                    ORDER BY q.priority DESC, q.not_before, q.id
-                    LIMIT p_limit) x
-            WHERE x.lane IS NOT NULL) l
-         CROSS JOIN LATERAL pgrelay._lane_head(c.channel, l.lane, v_node, v_all, v_own) hd
-          JOIN pgrelay.queue y ON y.id = hd.id
-         WHERE c.channel = ANY (v_prio) AND c.kind = 'sql' AND NOT c.paused AND c.concurrency_mode IN ('channel', 'payload')
-           AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
-           AND y.priority BETWEEN v_lo AND v_hi AND y.id <> ALL (v_taken)
-         ORDER BY y.priority DESC, c.priority DESC, y.origin_id, y.id
+           SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
+                  COALESCE(q.expires_at <= now(), false), hp.handler,
+                  (EXTRACT(epoch FROM hp.timeout) * 1000)::bigint, hp.max_attempts
+             FROM pgrelay.queue q
+            WHERE q.id = hp.id AND q.not_before <= now() AND q.dispatched_at IS NULL
+            LIMIT 1
+              FOR UPDATE OF q SKIP LOCKED) h
+         LIMIT p_limit - v_n
       LOOP
-        EXIT WHEN v_n >= p_limit;
-        IF ch.channel IS DISTINCT FROM hp.channel THEN
-          SELECT * INTO ch FROM pgrelay.channels c WHERE c.channel = hp.channel;
-        END IF;
-        RETURN QUERY
-        SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
-               COALESCE(q.expires_at <= now(), false), ch.handler,
-               (EXTRACT(epoch FROM ch.timeout) * 1000)::bigint, ch.max_attempts
-          FROM pgrelay.queue q
-         WHERE q.id = hp.id AND q.not_before <= now() AND q.dispatched_at IS NULL
-           FOR UPDATE OF q SKIP LOCKED;
-        GET DIAGNOSTICS v_got = ROW_COUNT;
-        IF v_got > 0 THEN
-          v_n := v_n + 1;
-          v_taken := v_taken || hp.id;
-        END IF;
+        v_n := v_n + 1;
+        v_taken := v_taken || id;
+        RETURN NEXT;
       END LOOP;
-      ch := NULL;
       CONTINUE;
     END IF;
 

@@ -517,3 +517,29 @@ func TestClaimOneChannel(t *testing.T) {
 		"another channel's row is left alone")
 	requireCode(t, d.Err("SELECT * FROM pgrelay._claim_channel(1, 'cluster', false, 10, 'a', '{sql}')"), "PR021")
 }
+
+// A claim visits the channels that have rows pending, not every channel
+// registered: with 300 channels and one event it ran a statement for each
+// channel (10 000 channels: 370-450 ms a claim; 0.4-0.5 ms visiting the
+// one). _ready_direct looks at those channels alone too.
+func TestClaimVisitsPendingChannelsOnly(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.Exec(`SELECT pgrelay.register(pg_catalog.format('v%s', g), 'SELECT $1',
+		p_concurrency_mode := (ARRAY['none', 'channel', 'payload'])[g % 3 + 1])
+		FROM pg_catalog.generate_series(1, 300) g`)
+	d.notify("v150", "only")
+	d.notify("v151", "delayed")
+	d.Exec(`UPDATE pgrelay.queue SET not_before = now() + interval '1 hour' WHERE channel = 'v151'`)
+	proc := startProcessor(t, d.Pool)
+	c := explainedConn(t, d.URL)
+	c.plans()
+	var got []claimedRow
+	inTx(t, c.Conn, func(tx pgx.Tx) {
+		got = claim(t, tx, proc, 100)
+	})
+	require.Len(t, got, 1)
+	require.Equal(t, "only", got[0].Payload)
+	require.LessOrEqual(t, len(c.plans()), 20, "statements of a claim over 300 channels, two of them with rows")
+	require.Equal(t, []string{"v150"}, testenv.Column[string](t, d.Pool, "SELECT * FROM pgrelay._ready_direct('single', false)"))
+}

@@ -261,7 +261,7 @@ func TestClaimLanesInOneStatement(t *testing.T) {
 			queue = append(queue, p)
 		}
 	}
-	require.LessOrEqual(t, len(queue), 4, "statements reading the queue for 200 lanes:\n%s", strings.Join(queue, "\n"))
+	require.LessOrEqual(t, len(queue), 5, "statements reading the queue for 200 lanes:\n%s", strings.Join(queue, "\n"))
 }
 
 // _batch_fence lets a leader's batch commit only while the lease still says

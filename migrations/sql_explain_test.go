@@ -220,6 +220,13 @@ func TestExplainClaimPlans(t *testing.T) {
 			if strings.Contains(n, "q.priority <> 0") && strings.Contains(n, "using queue_priority on queue") {
 				continue
 			}
+			// Nor is the list of channels with rows pending
+			// (_pending_channels), from queue_ready alone.
+			if strings.Contains(n, "WITH RECURSIVE pc(channel)") {
+				require.Contains(t, n, "Index Only Scan using queue_ready on queue", n)
+				require.NotContains(t, n, "Seq Scan", n)
+				continue
+			}
 			if strings.Contains(n, "pgrelay.queue") && !strings.Contains(n, "Function Scan on _claim") {
 				plans = append(plans, n)
 			}
@@ -382,7 +389,7 @@ func requireClaimPlannedOnce(t *testing.T, c *explained, claim func(tx pgx.Tx)) 
 		}
 	}
 	require.NotEmpty(t, cond, "the claim's index scan was logged")
-	require.Regexp(t, `channel = \$\d+`, cond, "a generic plan keeps the channel a parameter")
+	require.Regexp(t, `channel = (ANY \()?\$\d+`, cond, "a generic plan keeps the channel a parameter")
 }
 
 // And the direct batch's claim: planned anew at every batch with the

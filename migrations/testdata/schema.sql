@@ -663,6 +663,7 @@ DECLARE
   v_share int;
   v_n int;
   v_cap int;
+  v_pending text[];
   v_full text[] := '{}';
   v_rated text[] := '{}';
   v_pass int;
@@ -676,8 +677,9 @@ BEGIN
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
   END IF;
+  v_pending := pgrelay._pending_channels();
   SELECT count(*) INTO v_nch FROM pgrelay.channels c
-   WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds);
+   WHERE c.channel = ANY (v_pending) AND pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds);
   IF v_nch = 0 THEN
     RETURN;
   END IF;
@@ -686,7 +688,7 @@ BEGIN
   FOR v_pass IN 1..2 LOOP
     FOR ch IN
       SELECT * FROM pgrelay.channels c
-       WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds)
+       WHERE c.channel = ANY (v_pending) AND pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds)
          AND (v_pass = 1 OR c.channel = ANY (v_full))
        ORDER BY c.priority DESC, pg_catalog.random()
     LOOP
@@ -2554,6 +2556,32 @@ CREATE FUNCTION pgrelay._payload_ok(p_payload text) RETURNS boolean
 ALTER FUNCTION pgrelay._payload_ok(p_payload text) OWNER TO postgres;
 
 --
+-- Name: _pending_channels(); Type: FUNCTION; Schema: pgrelay; Owner: postgres
+--
+
+CREATE FUNCTION pgrelay._pending_channels() RETURNS text[]
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  RETURN ARRAY(
+    WITH RECURSIVE pc(channel) AS (
+      (SELECT q.channel FROM pgrelay.queue q
+        WHERE q.dispatched_at IS NULL
+        ORDER BY q.channel LIMIT 1)
+      UNION ALL
+      SELECT (SELECT q.channel FROM pgrelay.queue q
+               WHERE q.dispatched_at IS NULL AND q.channel > pc.channel
+               ORDER BY q.channel LIMIT 1)
+        FROM pc WHERE pc.channel IS NOT NULL)
+    SELECT pc.channel FROM pc WHERE pc.channel IS NOT NULL);
+END
+$$;
+
+
+ALTER FUNCTION pgrelay._pending_channels() OWNER TO postgres;
+
+--
 -- Name: _phash_of(boolean, text); Type: FUNCTION; Schema: pgrelay; Owner: postgres
 --
 
@@ -2817,10 +2845,13 @@ DECLARE
   v_node int := pgrelay._this_node();
   v_all bool;
   v_own bool;
+  v_pending text[];
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, NULL) s;
-  -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
-  -- otherwise answer the EXISTS with a hash of the whole queue.
+  v_pending := pgrelay._pending_channels();
+  -- A lateral LIMIT 1 in queue_ready's order per channel with rows pending:
+  -- the planner would otherwise answer the EXISTS with a hash of the whole
+  -- queue.
   RETURN QUERY
   SELECT c.channel, c.kind FROM pgrelay.channels c
    CROSS JOIN LATERAL (
@@ -2829,7 +2860,8 @@ BEGIN
         AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
       ORDER BY q.not_before, q.id
       LIMIT 1) r
-   WHERE c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
+   WHERE c.channel = ANY (v_pending)
+     AND c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
      AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
      AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds);
   IF NOT 'sql' = ANY (p_kinds) THEN
@@ -6793,6 +6825,14 @@ GRANT ALL ON FUNCTION pgrelay._notifier_status_batch(p_node integer, p_after big
 --
 
 REVOKE ALL ON FUNCTION pgrelay._payload_ok(p_payload text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _pending_channels(); Type: ACL; Schema: pgrelay; Owner: postgres
+--
+
+REVOKE ALL ON FUNCTION pgrelay._pending_channels() FROM PUBLIC;
+GRANT ALL ON FUNCTION pgrelay._pending_channels() TO pgrelay_processor;
 
 
 --

@@ -1,5 +1,5 @@
--- _claim: a Processor's claim over every channel it serves. Channels are
--- visited in the order of their priority (at random among equals, which
+-- _claim: a Processor's claim over every channel it serves that has rows
+-- pending (_pending_channels). Channels are visited in the order of their priority (at random among equals, which
 -- keeps a fair share), each taking its share of p_limit within its own
 -- limits; a 'payload' channel's lane heads are taken in the order of their
 -- priority, a serialised lane in FIFO order. Planned once per session, as
@@ -31,6 +31,7 @@ DECLARE
   v_share int;
   v_n int;
   v_cap int;
+  v_pending text[];
   v_full text[] := '{}';
   v_rated text[] := '{}';
   v_pass int;
@@ -44,8 +45,9 @@ BEGIN
   IF p_limit IS NULL OR p_limit <= 0 THEN
     RETURN;
   END IF;
+  v_pending := pgrelay._pending_channels();
   SELECT count(*) INTO v_nch FROM pgrelay.channels c
-   WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds);
+   WHERE c.channel = ANY (v_pending) AND pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds);
   IF v_nch = 0 THEN
     RETURN;
   END IF;
@@ -54,7 +56,7 @@ BEGIN
   FOR v_pass IN 1..2 LOOP
     FOR ch IN
       SELECT * FROM pgrelay.channels c
-       WHERE pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds)
+       WHERE c.channel = ANY (v_pending) AND pgrelay._claim_visits(c, p_kinds, p_direct, p_direct_kinds)
          AND (v_pass = 1 OR c.channel = ANY (v_full))
        ORDER BY c.priority DESC, pg_catalog.random()
     LOOP

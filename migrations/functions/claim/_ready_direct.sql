@@ -22,10 +22,13 @@ DECLARE
   v_node int := pgrelay._this_node();
   v_all bool;
   v_own bool;
+  v_pending text[];
 BEGIN
   SELECT s.all_rows, s.own_rows INTO v_all, v_own FROM pgrelay._claim_scope(p_mode, p_leader, NULL) s;
-  -- A lateral LIMIT 1 in queue_ready's order per channel: the planner would
-  -- otherwise answer the EXISTS with a hash of the whole queue.
+  v_pending := pgrelay._pending_channels();
+  -- A lateral LIMIT 1 in queue_ready's order per channel with rows pending:
+  -- the planner would otherwise answer the EXISTS with a hash of the whole
+  -- queue.
   RETURN QUERY
   SELECT c.channel, c.kind FROM pgrelay.channels c
    CROSS JOIN LATERAL (
@@ -34,7 +37,8 @@ BEGIN
         AND pgrelay._may_take(q.run_in_node, q.owner_node, v_node, v_all, v_own)
       ORDER BY q.not_before, q.id
       LIMIT 1) r
-   WHERE c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
+   WHERE c.channel = ANY (v_pending)
+     AND c.kind IN ('sql', 'go') AND c.concurrency_mode = 'none' AND NOT c.paused
      AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
      AND pgrelay._claim_kind(c.kind, c.handler) = ANY (p_kinds);
   IF NOT 'sql' = ANY (p_kinds) THEN

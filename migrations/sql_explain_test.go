@@ -485,3 +485,63 @@ func TestRescuePlannedOnce(t *testing.T) {
 	require.Contains(t, held, "Index Scan using queue_inflight on queue q ", held)
 	require.Regexp(t, `dispatched_by = ANY \(\$\d+\)`, held, "the first call's plan is the generic one: the dead instances a parameter")
 }
+
+// The lane claims reach each head by the primary key, also with the plans
+// PL/pgSQL cached while the queue was nearly empty (a Processor that starts
+// idle) and then run against a large queue: a plan that read queue_ready for
+// every lane and filtered on the head's id would read every ready row once
+// per lane.
+func TestExplainLaneClaimPlansFromASmallQueue(t *testing.T) {
+	t.Parallel()
+	for _, prio := range []bool{false, true} {
+		t.Run(fmt.Sprintf("priorities=%v", prio), func(t *testing.T) {
+			t.Parallel()
+			requireLaneClaimPlansFromASmallQueue(t, prio)
+		})
+	}
+}
+
+// requireLaneClaimPlansFromASmallQueue caches the lane claims' plans on a
+// small queue, with rows of a priority above 0 or without, then runs them
+// on a large one.
+func requireLaneClaimPlansFromASmallQueue(t *testing.T, prio bool) {
+	d := newSQLDB(t)
+	d.register("ser", "p_concurrency_mode := 'channel'")
+	d.register("pay", "p_concurrency_mode := 'payload'")
+	d.Exec("SELECT pgrelay.notify_many('pay', ARRAY['a', 'b', 'c', 'd'])")
+	d.Exec("SELECT pgrelay.notify_many('ser', ARRAY['a', 'b'])")
+	prioritise := func() {
+		if prio {
+			d.Exec("UPDATE pgrelay.queue SET priority = 1 WHERE channel = 'pay' AND id % 7 = 0")
+		}
+	}
+	prioritise()
+	d.Exec("ANALYZE pgrelay.queue")
+	proc := startProcessor(t, d.Pool)
+	c := explainedConn(t, d.URL)
+	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "SET auto_explain.log_analyze = on"} {
+		_, err := c.Exec(bg, s)
+		require.NoError(t, err, s)
+	}
+	claims := func() []string {
+		t.Helper()
+		c.plans()
+		inTx(t, c.Conn, func(tx pgx.Tx) {
+			require.NotEmpty(t, testenv.Column[int64](t, tx, "SELECT id FROM pgrelay._claim_lanes_direct('single', false, NULL, 100, NULL, NULL)"))
+		})
+		inTx(t, c.Conn, func(tx pgx.Tx) {
+			require.NotEmpty(t, claim(t, tx, proc, 100))
+		})
+		return c.plans()
+	}
+	claims() // the plans are made on the small queue
+	d.Exec("SELECT pgrelay.notify_many('pay', array_agg(g::text)) FROM generate_series(1, 20000) g")
+	prioritise()
+	plans := claims()
+	require.NotEmpty(t, plans)
+	for _, plan := range plans {
+		require.NotContains(t, plan, "Seq Scan on queue", plan)
+		require.NotRegexp(t, `Join Filter: \(\w+\.id = \w+\.id\)`, plan, plan)
+		require.NotRegexp(t, `Index Scan using queue_\w+ on queue \w+ .*\n\s+Filter: [^\n]*\bid = `, plan, plan)
+	}
+}

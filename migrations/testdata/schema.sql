@@ -769,10 +769,10 @@ BEGIN
           SELECT pg_catalog.array_agg(y.lane ORDER BY y.priority DESC, y.origin_id, y.id) INTO v_lanes
             FROM pg_catalog.unnest((SELECT pg_catalog.array_agg(DISTINCT u.lane)
                                       FROM pg_catalog.unnest(v_first || COALESCE(v_lanes, '{}')) u(lane))) l(lane)
+            CROSS JOIN LATERAL pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) h
             CROSS JOIN LATERAL (
-              SELECT l.lane, q.priority, q.origin_id, q.id
-                FROM pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) h
-                JOIN pgrelay.queue q ON q.id = h.id) y;
+              SELECT l.lane, q.priority, q.origin_id, q.id FROM pgrelay.queue q
+               WHERE q.id = h.id LIMIT 1) y;
         END IF;
       END IF;
 
@@ -785,11 +785,10 @@ BEGIN
       WITH locked AS (
         SELECT h.id, l.ord
           FROM pg_catalog.unnest(COALESCE(v_lanes, '{}')) WITH ORDINALITY l(lane, ord)
+         CROSS JOIN LATERAL pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) hd
          CROSS JOIN LATERAL (
-           SELECT q.id
-             FROM pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) hd
-             JOIN pgrelay.queue q ON q.id = hd.id
-            WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+           SELECT q.id FROM pgrelay.queue q
+            WHERE q.id = hd.id AND (q.not_before <= now()) IS TRUE AND q.dispatched_at IS NULL
             LIMIT 1
               FOR UPDATE OF q SKIP LOCKED) h
          LIMIT v_cap
@@ -1047,18 +1046,20 @@ BEGIN
                             LIMIT p_limit) x
                     WHERE x.lane IS NOT NULL) l
                  CROSS JOIN LATERAL pgrelay._lane_head(c.channel, l.lane, v_node, v_all, v_own) hd
-                  JOIN pgrelay.queue y ON y.id = hd.id
+                 CROSS JOIN LATERAL (
+                   SELECT y.id, y.priority, y.origin_id FROM pgrelay.queue y
+                    WHERE y.id = hd.id AND y.priority BETWEEN v_lo AND v_hi AND y.id <> ALL (v_taken)
+                    LIMIT 1) y
                  WHERE c.channel = ANY (v_prio) AND c.kind = 'sql' AND NOT c.paused
                    AND c.concurrency_mode IN ('channel', 'payload')
                    AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
-                   AND y.priority BETWEEN v_lo AND v_hi AND y.id <> ALL (v_taken)
                  ORDER BY y.priority DESC, c.priority DESC, y.origin_id, y.id) hp
          CROSS JOIN LATERAL (
            SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
                   COALESCE(q.expires_at <= now(), false), hp.handler,
                   (EXTRACT(epoch FROM hp.timeout) * 1000)::bigint, hp.max_attempts
              FROM pgrelay.queue q
-            WHERE q.id = hp.id AND q.not_before <= now() AND q.dispatched_at IS NULL
+            WHERE q.id = hp.id AND (q.not_before <= now()) IS TRUE AND q.dispatched_at IS NULL
             LIMIT 1
               FOR UPDATE OF q SKIP LOCKED) h
          LIMIT p_limit - v_n
@@ -1097,18 +1098,17 @@ BEGIN
     )
     SELECT h.*
       FROM (SELECT w.channel, w.lane FROM w OFFSET 1 LIMIT 4 * p_limit + 64) l
+     CROSS JOIN LATERAL pgrelay._lane_head(l.channel, l.lane, v_node, v_all, v_own) hd
      CROSS JOIN LATERAL (
        SELECT q.id, q.origin_id, q.channel, q.lane, q.payload, q.attempt, q.enqueued_at,
               COALESCE(q.expires_at <= now(), false), c.handler,
               (EXTRACT(epoch FROM c.timeout) * 1000)::bigint, c.max_attempts
-         FROM pgrelay.channels c
-        CROSS JOIN LATERAL pgrelay._lane_head(l.channel, l.lane, v_node, v_all, v_own) hd
-         JOIN pgrelay.queue q ON q.id = hd.id
+         FROM pgrelay.channels c, pgrelay.queue q
         WHERE c.channel = l.channel AND c.kind = 'sql' AND NOT c.paused
           AND c.concurrency_mode IN ('channel', 'payload')
           AND c.max_in_flight IS NULL AND c.rate_limit IS NULL
-          AND q.not_before <= now() AND q.dispatched_at IS NULL AND q.priority >= 0
-          AND q.id <> ALL (v_taken)
+          AND q.id = hd.id AND (q.not_before <= now()) IS TRUE AND q.dispatched_at IS NULL
+          AND q.priority >= 0 AND q.id <> ALL (v_taken)
         LIMIT 1
           FOR UPDATE OF q SKIP LOCKED) h
      LIMIT p_limit - v_n;

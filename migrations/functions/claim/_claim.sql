@@ -137,10 +137,10 @@ BEGIN
           SELECT pg_catalog.array_agg(y.lane ORDER BY y.priority DESC, y.origin_id, y.id) INTO v_lanes
             FROM pg_catalog.unnest((SELECT pg_catalog.array_agg(DISTINCT u.lane)
                                       FROM pg_catalog.unnest(v_first || COALESCE(v_lanes, '{}')) u(lane))) l(lane)
+            CROSS JOIN LATERAL pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) h
             CROSS JOIN LATERAL (
-              SELECT l.lane, q.priority, q.origin_id, q.id
-                FROM pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) h
-                JOIN pgrelay.queue q ON q.id = h.id) y;
+              SELECT l.lane, q.priority, q.origin_id, q.id FROM pgrelay.queue q
+               WHERE q.id = h.id LIMIT 1) y;
         END IF;
       END IF;
 
@@ -153,11 +153,10 @@ BEGIN
       WITH locked AS (
         SELECT h.id, l.ord
           FROM pg_catalog.unnest(COALESCE(v_lanes, '{}')) WITH ORDINALITY l(lane, ord)
+         CROSS JOIN LATERAL pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) hd
          CROSS JOIN LATERAL (
-           SELECT q.id
-             FROM pgrelay._lane_head(ch.channel, l.lane, v_node, v_all, v_own) hd
-             JOIN pgrelay.queue q ON q.id = hd.id
-            WHERE q.not_before <= now() AND q.dispatched_at IS NULL
+           SELECT q.id FROM pgrelay.queue q
+            WHERE q.id = hd.id AND (q.not_before <= now()) IS TRUE AND q.dispatched_at IS NULL
             LIMIT 1
               FOR UPDATE OF q SKIP LOCKED) h
          LIMIT v_cap

@@ -778,7 +778,9 @@ BEGIN
 
       -- The lanes' heads in the order of v_lanes, in one statement: each
       -- head is a LATERAL subquery with its own LIMIT and lock, so the plan
-      -- takes the lanes in order and locks only a head it claims. The head
+      -- takes the lanes in order and locks only a head it claims, read by its
+      -- id alone ((...) IS TRUE is a filter, never an index condition, as in
+      -- _claim_lanes_direct). The head
       -- itself, never the next row: a head a producer holds (it absorbed a
       -- notify) leaves the lane for the next claim.
       RETURN QUERY
@@ -1078,7 +1080,9 @@ BEGIN
     -- queue full of lanes this batch cannot serve costs a bounded claim.
     -- Each lane's head is a LATERAL subquery with its own LIMIT and lock, so
     -- the plan takes the lanes in the walk's order and locks only a head it
-    -- returns. A head taken above is this transaction's (SKIP LOCKED does not pass
+    -- returns. Its row is read by the id alone: the ready test is written
+    -- (...) IS TRUE, a filter and never an index condition, so no plan (one
+    -- cached on a small queue included) reads queue_ready for each lane. A head taken above is this transaction's (SKIP LOCKED does not pass
     -- over its own locks); one of a priority below 0 waits for the end.
     RETURN QUERY
     WITH RECURSIVE w(channel, lane, wrapped) AS (

@@ -146,7 +146,9 @@ BEGIN
 
       -- The lanes' heads in the order of v_lanes, in one statement: each
       -- head is a LATERAL subquery with its own LIMIT and lock, so the plan
-      -- takes the lanes in order and locks only a head it claims. The head
+      -- takes the lanes in order and locks only a head it claims, read by its
+      -- id alone ((...) IS TRUE is a filter, never an index condition, as in
+      -- _claim_lanes_direct). The head
       -- itself, never the next row: a head a producer holds (it absorbed a
       -- notify) leaves the lane for the next claim.
       RETURN QUERY

@@ -106,7 +106,9 @@ BEGIN
     -- queue full of lanes this batch cannot serve costs a bounded claim.
     -- Each lane's head is a LATERAL subquery with its own LIMIT and lock, so
     -- the plan takes the lanes in the walk's order and locks only a head it
-    -- returns. A head taken above is this transaction's (SKIP LOCKED does not pass
+    -- returns. Its row is read by the id alone: the ready test is written
+    -- (...) IS TRUE, a filter and never an index condition, so no plan (one
+    -- cached on a small queue included) reads queue_ready for each lane. A head taken above is this transaction's (SKIP LOCKED does not pass
     -- over its own locks); one of a priority below 0 waits for the end.
     RETURN QUERY
     WITH RECURSIVE w(channel, lane, wrapped) AS (

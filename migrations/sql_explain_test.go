@@ -172,6 +172,18 @@ func explainedConn(t *testing.T, url string) *explained {
 	return e
 }
 
+// explainedGenericConn is explainedConn with generic plans only and
+// analyzed plans logged.
+func explainedGenericConn(t *testing.T, url string) *explained {
+	t.Helper()
+	c := explainedConn(t, url)
+	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "SET auto_explain.log_analyze = on"} {
+		_, err := c.Exec(bg, s)
+		require.NoError(t, err, s)
+	}
+	return c
+}
+
 // plans returns the plans logged since the last call.
 func (e *explained) plans() []string {
 	e.mu.Lock()
@@ -265,12 +277,8 @@ func TestExplainCompletePlans(t *testing.T) {
 	d.register("other", "")
 	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', ARRAY['a', 'b', 'c', 'd', 'e', 'f'])")
 	d.Exec("ANALYZE pgrelay.queue")
-	c := explainedConn(t, d.URL)
 	// Analyzed plans say whether a statement was compiled (JIT).
-	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "SET auto_explain.log_analyze = on"} {
-		_, err := c.Exec(bg, s)
-		require.NoError(t, err, s)
-	}
+	c := explainedGenericConn(t, d.URL)
 	// A success beside a release, then a failure (whose retry goes back
 	// into the queue), then a direct batch of successes (its own statement).
 	end := func() []string {
@@ -415,11 +423,7 @@ func TestExplainCompleteReadsChannelsForFailuresOnly(t *testing.T) {
 	d := newSQLDB(t)
 	d.register("c", "")
 	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', array_agg(g::text)) FROM generate_series(1, 40) g")
-	c := explainedConn(t, d.URL)
-	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "SET auto_explain.log_analyze = on"} {
-		_, err := c.Exec(bg, s)
-		require.NoError(t, err, s)
-	}
+	c := explainedGenericConn(t, d.URL)
 	// completion is the analyzed plan of the statement that deletes the
 	// claimed rows, completed with event.
 	completion := func(event string) string {
@@ -518,11 +522,7 @@ func requireLaneClaimPlansFromASmallQueue(t *testing.T, prio bool) {
 	prioritise()
 	d.Exec("ANALYZE pgrelay.queue")
 	proc := startProcessor(t, d.Pool)
-	c := explainedConn(t, d.URL)
-	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "SET auto_explain.log_analyze = on"} {
-		_, err := c.Exec(bg, s)
-		require.NoError(t, err, s)
-	}
+	c := explainedGenericConn(t, d.URL)
 	claims := func() []string {
 		t.Helper()
 		c.plans()

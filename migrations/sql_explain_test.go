@@ -422,6 +422,38 @@ func TestClaimedSuccessOnlyDeletesAndLogs(t *testing.T) {
 	require.Equal(t, 1, d.Count("SELECT count(*) FROM pgrelay.queue WHERE id = $1 AND dispatched_by = $2", rows[6].ID, proc))
 }
 
+// _succeed, a transaction per event, reaches the completion through
+// PL/pgSQL, whose statements keep their plans for the session, and not
+// through the SQL function _complete, whose body PostgreSQL parses and plans
+// again in every transaction (10–20 µs an event).
+func TestSucceedCallsNoSQLFunction(t *testing.T) {
+	t.Parallel()
+	d := newSQLDB(t)
+	d.register("c", "")
+	d.notify("c", "x")
+	proc := startProcessor(t, d.Pool)
+	rows := claim(t, d.Pool, proc, 1)
+	require.Len(t, rows, 1)
+	c := d.Conn(-1)
+	inTxCommit(t, c, func(tx pgx.Tx) {
+		_, err := tx.Exec(bg, "SET LOCAL track_functions = 'all'")
+		require.NoError(t, err)
+		_, err = tx.Exec(bg, "SELECT pgrelay._succeed($1, $2, $3)", proc, rows[0].ID, rows[0].DispatchedAt)
+		require.NoError(t, err)
+		called := testenv.Column[string](t, tx, `SELECT f.funcname::text FROM pg_catalog.pg_stat_xact_user_functions f
+			WHERE f.schemaname = 'pgrelay' AND f.calls > 0 ORDER BY 1`)
+		require.Contains(t, called, "_complete_outcomes")
+		for _, f := range called {
+			var lang string
+			require.NoError(t, tx.QueryRow(bg, `SELECT l.lanname::text FROM pg_catalog.pg_proc p
+				JOIN pg_catalog.pg_language l ON l.oid = p.prolang JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+				WHERE n.nspname = 'pgrelay' AND p.proname = $1`, f).Scan(&lang))
+			require.NotEqual(t, "sql", lang, "_succeed called the SQL function %s", f)
+		}
+	})
+	d.requireStatus(rows[0].ID, "succeeded")
+}
+
 // The claim too: a claimed channel's claim, planned anew at every call with
 // its values, took about twice as long as with the generic plan that
 // TestExplainClaimPlans checks beside the custom one.

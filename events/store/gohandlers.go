@@ -79,7 +79,9 @@ func (s *Store) RunGoTxBatch(ctx context.Context, proc int64, cs []Claimed, time
 		for i, c := range cs {
 			ids[i], at[i], evs[i] = c.ID, c.DispatchedAt, kindText(events.Succeeded)
 		}
-		b.Queue("SELECT pgrelay._complete($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.text[], $5::pg_catalog.text[])",
+		// _complete_outcomes, not the SQL function _complete, which the
+		// server would parse and plan again at every call.
+		b.Queue("SELECT done FROM pgrelay._complete_outcomes($1::pg_catalog.int8, $2::pg_catalog.int8[], $3::pg_catalog.timestamptz[], $4::pg_catalog.text[], $5::pg_catalog.text[])",
 			proc, ids, at, evs, make([]*string, len(cs))).QueryRow(func(r pgx.Row) error { return r.Scan(&done) })
 	}
 	if err := tx.SendBatch(hctx, b).Close(); err != nil {

@@ -3394,9 +3394,13 @@ CREATE FUNCTION pgrelay._succeed(p_processor bigint, p_id bigint, p_claimed_at t
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_done int;
 BEGIN
-  IF pgrelay._complete(p_processor, ARRAY[p_id], ARRAY[p_claimed_at], ARRAY['succeeded'],
-                       ARRAY[NULL::text]) = 0 THEN
+  SELECT o.done INTO v_done
+    FROM pgrelay._complete_outcomes(p_processor, ARRAY[p_id], ARRAY[p_claimed_at], ARRAY['succeeded'],
+                                    ARRAY[NULL::text]) o;
+  IF v_done = 0 THEN
     RAISE EXCEPTION 'pgrelay: the claim of event % was taken back before it completed', p_id
       USING ERRCODE = 'PR030';
   END IF;

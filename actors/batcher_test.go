@@ -237,8 +237,8 @@ func TestActorBatchHandlerThatNoLongerParses(t *testing.T) {
 // the others), before the change, where the handler is prepared on it, and
 // after it, where it meets the stale statement and prepares the handler
 // again: both read from the connection's own pg_prepared_statements. In a
-// direct batch, a lane batch and on the classic path (SQLBatch 1), which
-// runs the handler unprepared.
+// direct batch, a lane batch and on the classic path (SQLBatch 1, a
+// transaction per event).
 func TestActorBatchHandlerResultTypeChanges(t *testing.T) {
 	t.Parallel()
 	const handler = `SELECT * FROM public.t WHERE k <> $1`
@@ -249,7 +249,7 @@ func TestActorBatchHandlerResultTypeChanges(t *testing.T) {
 	}{
 		{"direct batch", "none", 10, 1},
 		{"lane batch", "payload", 10, 1},
-		{"classic", "none", 1, 0},
+		{"classic", "none", 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -945,6 +945,7 @@ func tailName(sql string) string {
 
 // The statements of a batch's pipeline besides its handlers.
 const (
+	beginSQL        = "BEGIN"
 	clockSQL        = "SELECT (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000::pg_catalog.numeric)::pg_catalog.int8"
 	savepointSQL    = "SAVEPOINT pgrelay_event"
 	releaseSQL      = "RELEASE SAVEPOINT pgrelay_event"

@@ -163,3 +163,43 @@ func TestDirectBatchStalePlanTwiceFails(t *testing.T) {
 	require.Equal(t, 4, e.count(`SELECT last_value FROM public.runs`), "each handler ran twice")
 	require.Equal(t, 2, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'gave_up' AND error LIKE '%cached plan%'`))
 }
+
+// A claimed sql event run in a transaction of its own (--sql-batch 1) runs
+// its statements prepared, as a batch does: the second event on the
+// connection parses and plans none of them again. A handler whose result
+// type changed meanwhile is prepared again and its event runs in the same
+// attempt, its handler once.
+func TestRunSQLPreparedStatements(t *testing.T) {
+	const handler = `SELECT *, pg_catalog.nextval('public.runs') FROM public.t WHERE k <> $1`
+	e := newStaleEnv(t,
+		`CREATE TABLE public.t (k text)`,
+		`INSERT INTO public.t VALUES ('x')`,
+		`CREATE SEQUENCE public.runs`,
+	)
+	e.exec(`SELECT pgrelay.register('r', $1, p_max_attempts := 1)`, handler)
+	ctx := context.Background()
+	var proc int64
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT pgrelay._processor_start('single', 'host', 1, 'test')`,
+		pgx.QueryExecModeSimpleProtocol).Scan(&proc))
+	run := func(payload string) {
+		t.Helper()
+		e.exec(`SELECT pgrelay.notify('r', $1)`, payload)
+		claimed, _, _, err := e.s.Claim(ctx, proc, ClaimScope{Mode: "single"}, 10, []string{"sql"}, false, nil)
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		require.NoError(t, e.s.RunSQL(ctx, proc, claimed[0]))
+	}
+	run("p0")
+	require.Equal(t, 1, e.preparedAs(handler), "the handler is prepared on the connection")
+	require.Equal(t, 1, e.preparedAs(succeedSQL), "so is the completion")
+	prepared := e.count(`SELECT count(*) FROM pg_prepared_statements`)
+	run("p1")
+	require.Equal(t, prepared, e.count(`SELECT count(*) FROM pg_prepared_statements`), "nothing prepared again")
+
+	e.exec(`ALTER TABLE public.t ADD COLUMN extra int`)
+	run("p2")
+	require.Equal(t, 2, e.preparedAs(handler), "the stale statement met, and the handler prepared again")
+	require.Equal(t, 3, e.count(`SELECT last_value FROM public.runs`), "each handler ran once")
+	require.Equal(t, 3, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND attempt = 1`))
+	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
+}

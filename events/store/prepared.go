@@ -116,6 +116,33 @@ func (p *Statements) batch(ctx context.Context, pc *pgconn.PgConn, stmts []state
 	return pb, nil
 }
 
+// beginBatch is batch for a pipeline that opens its own transaction:
+// stmts[0] is BEGIN. When a statement is not prepared on pc yet, BEGIN runs
+// first on its own (a statement is prepared inside a transaction, under a
+// savepoint) and the pipeline holds stmts[off:], off being 1; else it holds
+// them all.
+func (p *Statements) beginBatch(ctx context.Context, pc *pgconn.PgConn, stmts []statement) (pb *pgconn.Batch, off int, err error) {
+	cs := p.of(pc)
+	for _, st := range stmts {
+		if key, fits := keyOf(st.sql, st.oids); fits {
+			if _, ok := cs.names[key]; ok {
+				continue
+			}
+		}
+		if err := execSimple(ctx, pc, stmts[0].sql); err != nil {
+			return nil, 0, fmt.Errorf("begin: %w", err)
+		}
+		// BEGIN itself, for the next pipeline.
+		if _, _, err := cs.name(ctx, pc, p.limit, stmts[0].sql, stmts[0].oids, 0); err != nil {
+			return nil, 0, err
+		}
+		off = 1
+		break
+	}
+	pb, err = p.batch(ctx, pc, stmts[off:])
+	return pb, off, err
+}
+
 // name returns the statement under which sql (with parameters of types
 // oids) is prepared on pc, preparing it first if needed. pc is inside the batch's
 // transaction, which a failed Parse would abort, so a first preparation runs

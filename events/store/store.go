@@ -396,7 +396,10 @@ func IsConnError(err error) bool {
 // succeeded in the same transaction: the handler's effects and the completion
 // commit together or not at all. BEGIN, the handler, the completion and
 // COMMIT go to the server in one round trip; when any of them fails the
-// COMMIT turns into a ROLLBACK.
+// COMMIT turns into a ROLLBACK. They run as prepared statements, as a batch's
+// do; a handler whose result type changed since it was prepared on the
+// connection (the server refuses it before it runs) is prepared again and the
+// event runs again, in the same attempt.
 func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 	conn, err := s.hot.Acquire(ctx)
 	if err != nil {
@@ -406,52 +409,76 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 	outer := ctx // without the handler's deadline
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout+time.Second)
 	defer cancel()
-	ms := c.Timeout.Milliseconds()
-	if ms <= 0 {
-		ms = 1
-	}
-	text := func(v string) []byte { return []byte(v) }
 	pc := conn.Conn().PgConn()
-	b := &pgconn.Batch{}
-	b.ExecParams("BEGIN", nil, nil, nil, nil)
-	b.ExecParams(fmt.Sprintf("SET LOCAL statement_timeout = %d", ms), nil, nil, nil, nil)
-	// $1 is declared text, as register() checked it with PREPARE (text):
-	// a handler such as "SELECT f($1) WHERE $1 IS NOT NULL" needs the type.
+	for replanned := false; ; replanned = true {
+		stale, err := s.runSQL(ctx, outer, pc, proc, c)
+		if stale == nil || replanned {
+			return err
+		}
+		s.statements.forget(pc, stale.sql, stale.oids)
+	}
+}
+
+// succeedSQL completes a claimed event in its handler's transaction.
+const succeedSQL = "SELECT pgrelay._succeed($1, $2, $3)"
+
+var succeedOIDs = []uint32{pgtype.Int8OID, pgtype.Int8OID, pgtype.TimestamptzOID}
+
+// runSQL is one run of RunSQL on pc. stale is the statement the server
+// refused as stale (the transaction rolled back), nil otherwise.
+func (s *Store) runSQL(ctx, outer context.Context, pc *pgconn.PgConn, proc int64, c Claimed) (stale *statement, err error) {
+	ms := max(c.Timeout.Milliseconds(), 1)
+	text := func(v string) []byte { return []byte(v) }
+	stmts := []statement{
+		{sql: beginSQL},
+		{sql: "SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10)},
+		// $1 is declared text, as register() checked it with PREPARE
+		// (text): a handler such as "SELECT f($1) WHERE $1 IS NOT NULL"
+		// needs the type.
+		{sql: c.Handler, args: [][]byte{text(c.Payload)}, oids: textOID, timeoutMS: ms, handler: 1},
+	}
 	const handlerAt = 2
-	b.ExecParams(c.Handler, [][]byte{text(c.Payload)}, []uint32{pgtype.TextOID}, nil, nil)
 	// What the handler set (settings, its role) is reset before the
 	// completion and the commit: the connection goes back to the pool as it
 	// came. (A transaction that fails takes the handler's settings with it.)
-	resets := s.statements.of(pc).resets
-	for _, r := range resets {
-		b.ExecParams(r, nil, nil, nil, nil)
+	for _, r := range s.statements.of(pc).resets {
+		stmts = append(stmts, statement{sql: r})
 	}
-	b.ExecParams("SET LOCAL statement_timeout = 0", nil, nil, nil, nil)
-	b.ExecParams("SELECT pgrelay._succeed($1, $2, $3)",
-		[][]byte{text(strconv.FormatInt(proc, 10)), text(strconv.FormatInt(c.ID, 10)),
-			text(c.DispatchedAt.UTC().Format(time.RFC3339Nano))},
-		[]uint32{pgtype.Int8OID, pgtype.Int8OID, pgtype.TimestamptzOID}, nil, nil)
-	b.ExecParams("COMMIT", nil, nil, nil, nil)
-	n := handlerAt + 1 + len(resets) + 3
-	results, err := pc.ExecBatch(ctx, b).ReadAll()
-	failed, err := firstError(results, err) // which statement failed
-	if err == nil && len(results) != n {
-		err = fmt.Errorf("expected %d results, got %d", n, len(results))
+	stmts = append(stmts, statement{sql: resetTimeoutSQL},
+		statement{sql: succeedSQL, args: [][]byte{text(strconv.FormatInt(proc, 10)), text(strconv.FormatInt(c.ID, 10)),
+			text(c.DispatchedAt.UTC().Format(time.RFC3339Nano))}, oids: succeedOIDs},
+		statement{sql: commitSQL})
+	// The pipeline's results are those of stmts[off:]: a BEGIN run on its
+	// own comes first (preparing a statement needs a transaction).
+	pb, off, err := s.statements.beginBatch(ctx, pc, stmts)
+	failed := -1 // which statement failed
+	var results []*pgconn.Result
+	if err == nil {
+		results, err = pc.ExecBatch(ctx, pb).ReadAll()
+		if failed, err = firstError(results, err); failed >= 0 {
+			failed += off
+		}
+	}
+	if err == nil && off+len(results) != len(stmts) {
+		err = fmt.Errorf("expected %d results, got %d", len(stmts)-off, len(results))
 	}
 	if err != nil {
 		// An error aborts the rest of the pipeline: roll back whatever is
 		// open before the connection goes back to the pool.
 		if pc.TxStatus() != 'I' {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			_ = execSimple(context.WithoutCancel(ctx), pc, "ROLLBACK")
 		}
 		var pgErr *pgconn.PgError
 		switch {
+		case failed >= 0 && failed <= handlerAt && stalePlan(err):
+			// Refused before the handler ran: nothing of this run is left.
+			return &stmts[failed], fmt.Errorf("run handler of event %d: %w", c.ID, err)
 		case errors.As(err, &pgErr) && pgErr.Code == prcodes.ClaimTakenBack:
-			return ErrClaimLost
+			return nil, ErrClaimLost
 		case failed == handlerAt:
 			switch classifyHandlerError(pc, err) {
 			case handlerOwn:
-				return &HandlerError{Err: err}
+				return nil, &HandlerError{Err: err}
 			case handlerSessionEnded:
 				// The handler's doing (an attempt) unless the server
 				// restarted since the claim.
@@ -461,19 +488,19 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 				if uerr != nil {
 					// Not knowing, the attempt is not counted: the event is
 					// released, as after a restart.
-					return fmt.Errorf("run handler of event %d: %w (%w)", c.ID, err, uerr)
+					return nil, fmt.Errorf("run handler of event %d: %w (%w)", c.ID, err, uerr)
 				}
 				if up {
-					return &HandlerError{Err: &HandlerConnLostError{Err: err}}
+					return nil, &HandlerError{Err: &HandlerConnLostError{Err: err}}
 				}
 			}
 		}
-		return fmt.Errorf("run handler of event %d: %w", c.ID, err)
+		return nil, fmt.Errorf("run handler of event %d: %w", c.ID, err)
 	}
-	if tag := results[n-1].CommandTag.String(); tag != "COMMIT" {
-		return fmt.Errorf("run handler of event %d: the transaction ended with %s", c.ID, tag)
+	if tag := results[len(results)-1].CommandTag.String(); tag != "COMMIT" {
+		return nil, fmt.Errorf("run handler of event %d: the transaction ended with %s", c.ID, tag)
 	}
-	return nil
+	return nil, nil
 }
 
 // upSince reports whether the server has been up since at, without a

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,7 +78,10 @@ type Options struct {
 	CeilingLoops   int // 0: the default
 	CeilingClaim   int // 0: the default
 	CeilingReset   bool
-	RoundTrips     bool    // the measured systems connect through a proxy that counts round trips
+	RoundTrips     bool // the measured systems connect through a proxy that counts round trips
+	// Rounds runs the scenarios this many times, every other round in the
+	// reverse order (1 when 0).
+	Rounds         int
 	MixedProducers int     // burn-down's mixed load: producers (0: none)
 	MixedRate      float64 // their events/s in total
 	PerChannel     int
@@ -185,14 +189,32 @@ func (b *bench) run(ctx context.Context, list []Scenario) error {
 		defer stop()
 	}
 	var runErr error
-	for _, s := range list {
-		res, err := s.run(b, ctx)
-		if res != nil {
-			rep.Scenarios = append(rep.Scenarios, res)
+	rounds := max(b.o.Rounds, 1)
+run:
+	for round := 1; round <= rounds; round++ {
+		order := list
+		if round%2 == 0 {
+			// Every other round in the reverse order: what runs later in
+			// a round (on a database the others grew, or as the machine's
+			// load moves) is not always the same scenario.
+			order = slices.Clone(list)
+			slices.Reverse(order)
 		}
-		if err != nil {
-			runErr = fmt.Errorf("%s: %w", s.Name, err)
-			break
+		if rounds > 1 {
+			b.prof.suffix = "-" + strconv.Itoa(round)
+		}
+		for _, s := range order {
+			res, err := s.run(b, ctx)
+			if res != nil {
+				if rounds > 1 {
+					res.Round = round
+				}
+				rep.Scenarios = append(rep.Scenarios, res)
+			}
+			if err != nil {
+				runErr = fmt.Errorf("%s: %w", s.Name, err)
+				break run
+			}
 		}
 	}
 	rep.crossRatios()

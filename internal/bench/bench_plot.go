@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -76,7 +77,7 @@ func writePlot(path string, r *benchReport) error {
 		Ratios: r.allRatios(), Charts: plotCharts(r)}
 	for _, s := range r.Scenarios {
 		for _, m := range s.Measurements {
-			data.Rows = append(data.Rows, plotRow{Scenario: s.Name, Name: m.Name, System: m.System, Events: m.Events,
+			data.Rows = append(data.Rows, plotRow{Scenario: s.label(), Name: m.Name, System: m.System, Events: m.Events,
 				Seconds: m.Seconds, Result: m.result(), Detail: m.detail()})
 		}
 	}
@@ -105,6 +106,9 @@ func plotCharts(r *benchReport) []plotChart {
 				if s.Name == "ceiling" {
 					name = "bare loop (ceiling)"
 				}
+				if s.Round > 0 {
+					name += " #" + strconv.Itoa(s.Round)
+				}
 				lines = append(lines, chartLine{name: name, points: pts})
 			}
 		}
@@ -113,7 +117,7 @@ func plotCharts(r *benchReport) []plotChart {
 		case s.Name == "burn-down" || s.Name == "ceiling":
 			burn = append(burn, lines...)
 		default:
-			others = append(others, plotChart{Title: "Throughput over time: " + s.Name,
+			others = append(others, plotChart{Title: "Throughput over time: " + s.label(),
 				SVG: chart{xLabel: "seconds since the start", yLabel: "completions/s", lines: lines}.svg()})
 		}
 	}
@@ -158,6 +162,9 @@ func latencyChart(r *benchReport, scenario, title string, named bool) (plotChart
 				name := m.System
 				if named {
 					name += " " + m.Name
+				}
+				if s.Round > 0 {
+					name += " #" + strconv.Itoa(s.Round)
 				}
 				lat = append(lat, chartLine{name: name, points: cdf(m.samplesMS)})
 				from = math.Min(from, m.samplesMS[(n-1)/2]/10)

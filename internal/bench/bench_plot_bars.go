@@ -143,7 +143,7 @@ func costCharts(r *benchReport) []plotChart {
 			if !slices.Contains(systems, m.System) {
 				systems = append(systems, m.System)
 			}
-			rows = append(rows, costRow{label: s.Name + ": " + m.Name + " (" + m.System + ")", system: m.System, c: m.Cost})
+			rows = append(rows, costRow{label: s.label() + ": " + m.Name + " (" + m.System + ")", system: m.System, c: m.Cost})
 		}
 	}
 	var charts []plotChart

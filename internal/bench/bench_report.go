@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -59,7 +60,9 @@ func (p processorSettings) String() string {
 
 // scenarioResult is one scenario's measurements and ratios.
 type scenarioResult struct {
-	Name         string         `json:"name"`
+	Name string `json:"name"`
+	// Round is the run's round with --rounds above 1, else 0.
+	Round        int            `json:"round,omitempty"`
 	Measurements []*measurement `json:"measurements"`
 	Ratios       []benchRatio   `json:"ratios,omitempty"`
 }
@@ -163,10 +166,19 @@ func (s *scenarioResult) ratioAtMost(name string, num, den, targetMax float64) {
 	}
 }
 
-// find returns the scenario's measurement name of system, or nil.
-func (r *benchReport) find(scenario, name, system string) *measurement {
+// label is the scenario's name, with its round when it has one.
+func (s *scenarioResult) label() string {
+	if s.Round > 0 {
+		return s.Name + " #" + strconv.Itoa(s.Round)
+	}
+	return s.Name
+}
+
+// find returns the scenario's measurement name of system in round (0:
+// without rounds), or nil.
+func (r *benchReport) find(scenario string, round int, name, system string) *measurement {
 	for _, s := range r.Scenarios {
-		if s.Name != scenario {
+		if s.Name != scenario || s.Round != round {
 			continue
 		}
 		for _, m := range s.Measurements {
@@ -178,13 +190,41 @@ func (r *benchReport) find(scenario, name, system string) *measurement {
 	return nil
 }
 
-// crossRatios adds the ratios between scenarios that ran.
+// crossRatios adds the ratios between scenarios that ran: with rounds, one
+// a round, then their median.
 func (r *benchReport) crossRatios() {
-	bd, ce := r.find("burn-down", "burn-down", "pgrelay"), r.find("ceiling", "burn-down", "bare loop")
-	if bd != nil && ce != nil && bd.Rate > 0 && ce.Rate > 0 {
-		r.Ratios = append(r.Ratios, benchRatio{Name: "burn-down/ceiling (pgrelay/bare loop)",
-			Value: round(bd.Rate/ce.Rate, 3), Target: 0.9})
+	const name = "burn-down/ceiling (pgrelay/bare loop)"
+	rounds := 0
+	for _, s := range r.Scenarios {
+		rounds = max(rounds, s.Round)
 	}
+	var values []float64
+	for k := min(rounds, 1); k <= rounds; k++ {
+		bd, ce := r.find("burn-down", k, "burn-down", "pgrelay"), r.find("ceiling", k, "burn-down", "bare loop")
+		if bd == nil || ce == nil || bd.Rate <= 0 || ce.Rate <= 0 {
+			continue
+		}
+		x := benchRatio{Name: name, Value: round(bd.Rate/ce.Rate, 3), Target: 0.9}
+		if k > 0 {
+			x.Name += ", round " + strconv.Itoa(k)
+		}
+		r.Ratios = append(r.Ratios, x)
+		values = append(values, x.Value)
+	}
+	if len(values) > 1 {
+		r.Ratios = append(r.Ratios, benchRatio{Name: fmt.Sprintf("%s, median of %d rounds", name, len(values)),
+			Value: round(median(values), 3), Target: 0.9})
+	}
+}
+
+// median is the middle value of v (the mean of the two middle ones).
+func median(v []float64) float64 {
+	v = slices.Sorted(slices.Values(v))
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // allRatios are the scenarios' ratios, then the cross ones, with their
@@ -193,7 +233,7 @@ func (r *benchReport) allRatios() []benchRatio {
 	var out []benchRatio
 	for _, s := range r.Scenarios {
 		for _, x := range s.Ratios {
-			x.Name = s.Name + " " + x.Name
+			x.Name = s.label() + " " + x.Name
 			out = append(out, x)
 		}
 	}
@@ -246,7 +286,7 @@ func (r *benchReport) writeText(w io.Writer) error {
 	fmt.Fprintln(tw, "SCENARIO\tMEASURE\tSYSTEM\tEVENTS\tTIME\tRESULT\tDETAIL")
 	for _, s := range r.Scenarios {
 		for _, m := range s.Measurements {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3fs\t%s\t%s\n", s.Name, m.Name, m.System, m.Events, m.Seconds,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3fs\t%s\t%s\n", s.label(), m.Name, m.System, m.Events, m.Seconds,
 				m.result(), m.detail())
 		}
 	}
@@ -393,6 +433,8 @@ func (b *bar) draw(now time.Time) {
 type cpuProfiler struct {
 	path  string
 	parts []cpuPart
+	// suffix goes after each part's name (the round, with --rounds).
+	suffix string
 }
 
 type cpuPart struct {
@@ -415,7 +457,7 @@ func (p *cpuProfiler) start(name string) (stop func(), err error) {
 		if !stopped {
 			stopped = true
 			pprof.StopCPUProfile()
-			p.parts = append(p.parts, cpuPart{name: name, data: buf})
+			p.parts = append(p.parts, cpuPart{name: name + p.suffix, data: buf})
 		}
 	}, nil
 }
@@ -493,7 +535,7 @@ func (r *benchReport) writeCosts(w io.Writer) error {
 			if c.RoundTripsPerEvent > 0 {
 				rt = fmt.Sprintf("%.3f", c.RoundTripsPerEvent)
 			}
-			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%.0f\t%.4f\t%s\n", s.Name, m.Name, m.System,
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%.0f\t%.4f\t%s\n", s.label(), m.Name, m.System,
 				cpu, rt, c.WALBytesPerEvent, c.WriteXactsPerEvent, flush))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ type benchDoc struct {
 	CPUs      int    `json:"cpus"`
 	Scenarios []struct {
 		Name         string         `json:"name"`
+		Round        int            `json:"round"`
 		Measurements []benchMeasure `json:"measurements"`
 		Ratios       []benchRatio   `json:"ratios"`
 	} `json:"scenarios"`
@@ -620,7 +622,7 @@ func TestBenchUsage(t *testing.T) {
 	}
 	for _, f := range []string{"scenario", "json", "plot", "progress", "cpuprofile", "rate", "backlog-sizes", "channels", "peer", "nats", "email", "cluster", "duration", "seed", "soak-rate", "fault-every", "drain-timeout",
 		"producers", "producer-duration", "load-rate", "load-duration", "hol-backlog", "hol-events", "hol-rate",
-		"cluster-nodes", "cluster-rate", "cluster-duration", "cluster-producers", "burn-down-run"} {
+		"cluster-nodes", "cluster-rate", "cluster-duration", "cluster-producers", "burn-down-run", "rounds"} {
 		assert.Regexp(t, `(?m)^  -`+f+`\b`, errOut)
 	}
 }
@@ -658,6 +660,47 @@ func TestBenchCeilingShape(t *testing.T) {
 	code, _, errOut = cliMain("bench", "ceiling", "--database-url", d.URL, "--ceiling-loops", "-1")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--ceiling-loops and --ceiling-claim must not be negative")
+}
+
+// --rounds: the scenarios run that many times, every other round in the
+// reverse order, each result with its round; burn-down and ceiling's ratio
+// comes for each round, then as their median.
+func TestBenchRounds(t *testing.T) {
+	t.Parallel()
+	d := pg.NewDB(t)
+	code, out, errOut := cliMain("bench", "burn-down", "ceiling", "--database-url", d.URL, "--events", "300",
+		"--rounds", "3", "--json", "--log-level", "warn")
+	require.Equal(t, 0, code, errOut)
+	doc := parseBench(t, out)
+	var ran []string
+	for _, s := range doc.Scenarios {
+		ran = append(ran, fmt.Sprintf("%s #%d", s.Name, s.Round))
+	}
+	assert.Equal(t, []string{"burn-down #1", "ceiling #1", "ceiling #2", "burn-down #2", "burn-down #3", "ceiling #3"}, ran)
+	rate := func(scenario string, round int, system string) float64 {
+		for _, s := range doc.Scenarios {
+			for _, m := range s.Measurements {
+				if s.Name == scenario && s.Round == round && m.Name == "burn-down" && m.System == system {
+					return m.Rate
+				}
+			}
+		}
+		t.Fatalf("no burn-down of %s in %s #%d", system, scenario, round)
+		return 0
+	}
+	var values []float64
+	for k := 1; k <= 3; k++ {
+		r := doc.ratio(t, "", fmt.Sprintf("burn-down/ceiling (pgrelay/bare loop), round %d", k))
+		assert.InDelta(t, rate("burn-down", k, "pgrelay")/rate("ceiling", k, "bare loop"), r.Value, 0.001)
+		values = append(values, r.Value)
+	}
+	slices.Sort(values)
+	assert.Equal(t, values[1], doc.ratio(t, "", "burn-down/ceiling (pgrelay/bare loop), median of 3 rounds").Value)
+	assert.Equal(t, 1800, d.Count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded'`))
+
+	code, _, errOut = cliMain("bench", "burn-down", "--database-url", d.URL, "--rounds", "0")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--rounds must be positive")
 }
 
 // statements: each side drains the events on one connection, a batch of

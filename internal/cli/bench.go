@@ -67,6 +67,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&o.CeilingLoops, "ceiling-loops", 0, "ceiling: connections, each looping on one transaction at a time (default: the fastest found, see docs/benchmarks.md)")
 	fs.IntVar(&o.CeilingClaim, "ceiling-claim", 0, "ceiling: rows each transaction claims (default: the fastest found)")
 	fs.BoolVar(&o.RoundTrips, "round-trips", false, "count the measured systems' round trips per event: the Processor, the River harness and the bare loop connect through a counting proxy (its extra hop slows them: compare that run's costs, not its rates)")
+	fs.IntVar(&o.Rounds, "rounds", 1, "run the scenarios this many times, every other round in the reverse order, each result named with its round; burn-down and ceiling's ratio is then given a round and as the median of the rounds")
 	fs.BoolVar(&o.CeilingReset, "ceiling-reset", false, "ceiling: also send what a Processor's batch sends besides the savepoints: the channel's statement_timeout before the first handler, the session reset after the last")
 	fs.IntVar(&o.MixedProducers, "mixed-producers", 0, "burn-down: also enqueue with this many producers while the backlog drains (notify(), one event per transaction), until as many events completed as were pre-inserted; the rate counts every event (0: none)")
 	fs.Float64Var(&o.MixedRate, "mixed-rate", 2000, "burn-down with --mixed-producers: the producers' events per second, in all")
@@ -219,6 +220,8 @@ func validateBench(o *bench.Options, list []bench.Scenario) error {
 		return &usageError{msg: "--mixed-producers must not be negative"}
 	case o.MixedProducers > 0 && (!(o.MixedRate > 0) || math.IsInf(o.MixedRate, 0)):
 		return &usageError{msg: "--mixed-rate must be a positive number"}
+	case o.Rounds < 1:
+		return &usageError{msg: "--rounds must be positive"}
 	case o.CeilingLoops < 0 || o.CeilingClaim < 0:
 		return &usageError{msg: "--ceiling-loops and --ceiling-claim must not be negative"}
 	case o.LatencyEvents < 1:

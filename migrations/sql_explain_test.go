@@ -322,6 +322,20 @@ func TestExplainCompletePlans(t *testing.T) {
 	require.Equal(t, 3, deletes, "the three completions' deletes were logged")
 }
 
+// inFlight registers channel c with n events, a Processor that claimed a
+// thousand of them (as `pgrelay run` has in flight), and the queue analyzed
+// with them; it returns the Processor and its claims.
+func inFlight(t *testing.T, d *sqlDB, n int) (proc int64, rows []claimedRow) {
+	t.Helper()
+	d.register("c", "")
+	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', array_agg(g::text)) FROM generate_series(1, $1) g", n)
+	proc = startProcessor(t, d.Pool)
+	rows = claim(t, d.Pool, proc, 1000)
+	require.Len(t, rows, 1000)
+	d.Exec("ANALYZE pgrelay.queue")
+	return proc, rows
+}
+
 // The completion is planned once per session, not at every call: a claimed
 // event's failure runs the general statement (its retries, dead letters
 // and cancels), which PostgreSQL planned anew for every call with the
@@ -332,14 +346,7 @@ func TestExplainCompletePlans(t *testing.T) {
 func TestCompletionPlannedOnce(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.register("c", "")
-	// A Processor with a thousand events in flight, as `pgrelay run` has,
-	// and the queue analyzed with them.
-	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', array_agg(g::text)) FROM generate_series(1, 2000) g")
-	proc := startProcessor(t, d.Pool)
-	rows := claim(t, d.Pool, proc, 1000)
-	require.Len(t, rows, 1000)
-	d.Exec("ANALYZE pgrelay.queue")
+	proc, rows := inFlight(t, d, 2000)
 	c := explainedConn(t, d.URL)
 	var last []string
 	for i := range 7 {
@@ -374,12 +381,7 @@ func TestCompletionPlannedOnce(t *testing.T) {
 func TestClaimedSuccessOnlyDeletesAndLogs(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.register("c", "")
-	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', array_agg(g::text)) FROM generate_series(1, 3000) g")
-	proc := startProcessor(t, d.Pool)
-	rows := claim(t, d.Pool, proc, 1000)
-	require.Len(t, rows, 1000)
-	d.Exec("ANALYZE pgrelay.queue")
+	proc, rows := inFlight(t, d, 3000)
 	c := explainedGenericConn(t, d.URL)
 	check := func(what string, f func(tx pgx.Tx)) {
 		t.Helper()
@@ -460,11 +462,7 @@ func TestSucceedCallsNoSQLFunction(t *testing.T) {
 func TestClaimPlannedOnce(t *testing.T) {
 	t.Parallel()
 	d := newSQLDB(t)
-	d.register("c", "")
-	testenv.Column[int64](t, d.Pool, "SELECT pgrelay.notify_many('c', array_agg(g::text)) FROM generate_series(1, 2000) g")
-	proc := startProcessor(t, d.Pool)
-	require.Len(t, claim(t, d.Pool, proc, 1000), 1000)
-	d.Exec("ANALYZE pgrelay.queue")
+	proc, _ := inFlight(t, d, 2000)
 	requireClaimPlannedOnce(t, explainedConn(t, d.URL), func(tx pgx.Tx) {
 		require.Len(t, claim(t, tx, proc, 2), 2)
 	})

@@ -33,6 +33,23 @@ func newStaleEnv(t *testing.T, setup ...string) *staleEnv {
 	return e
 }
 
+// staleHandler selects * from public.t, whose columns a test then changes,
+// and counts its runs in public.runs.
+const staleHandler = `SELECT *, pg_catalog.nextval('public.runs') FROM public.t WHERE k <> $1`
+
+// newStaleChannel is a staleEnv with channel r ('none' mode, one attempt)
+// running staleHandler.
+func newStaleChannel(t *testing.T) *staleEnv {
+	t.Helper()
+	e := newStaleEnv(t,
+		`CREATE TABLE public.t (k text)`,
+		`INSERT INTO public.t VALUES ('x')`,
+		`CREATE SEQUENCE public.runs`,
+	)
+	e.exec(`SELECT pgrelay.register('r', $1, p_max_attempts := 1)`, staleHandler)
+	return e
+}
+
 func (e *staleEnv) exec(sql string, args ...any) {
 	e.t.Helper()
 	_, err := e.pool.Exec(context.Background(), sql, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
@@ -76,13 +93,8 @@ func outcomes(t *testing.T, b *DirectBatch) map[string]events.Kind {
 // the event that met it first nor to the events after it in its pipeline,
 // and every handler runs once.
 func TestDirectBatchHandlerResultTypeChanges(t *testing.T) {
-	const handler = `SELECT *, pg_catalog.nextval('public.runs') FROM public.t WHERE k <> $1`
-	e := newStaleEnv(t,
-		`CREATE TABLE public.t (k text)`,
-		`INSERT INTO public.t VALUES ('x')`,
-		`CREATE SEQUENCE public.runs`,
-	)
-	e.exec(`SELECT pgrelay.register('r', $1, p_max_attempts := 1)`, handler)
+	e := newStaleChannel(t)
+	const handler = staleHandler
 	ctx := context.Background()
 	scope := ClaimScope{Mode: "single"}
 	e.exec(`SELECT pgrelay.notify('r', 'p0')`)
@@ -170,13 +182,8 @@ func TestDirectBatchStalePlanTwiceFails(t *testing.T) {
 // type changed meanwhile is prepared again and its event runs in the same
 // attempt, its handler once.
 func TestRunSQLPreparedStatements(t *testing.T) {
-	const handler = `SELECT *, pg_catalog.nextval('public.runs') FROM public.t WHERE k <> $1`
-	e := newStaleEnv(t,
-		`CREATE TABLE public.t (k text)`,
-		`INSERT INTO public.t VALUES ('x')`,
-		`CREATE SEQUENCE public.runs`,
-	)
-	e.exec(`SELECT pgrelay.register('r', $1, p_max_attempts := 1)`, handler)
+	e := newStaleChannel(t)
+	const handler = staleHandler
 	ctx := context.Background()
 	var proc int64
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT pgrelay._processor_start('single', 'host', 1, 'test')`,

@@ -124,10 +124,9 @@ func (p *Statements) batch(ctx context.Context, pc *pgconn.PgConn, stmts []state
 func (p *Statements) beginBatch(ctx context.Context, pc *pgconn.PgConn, stmts []statement) (pb *pgconn.Batch, off int, err error) {
 	cs := p.of(pc)
 	for _, st := range stmts {
-		if key, fits := keyOf(st.sql, st.oids); fits {
-			if _, ok := cs.names[key]; ok {
-				continue
-			}
+		key, fits := keyOf(st.sql, st.oids)
+		if _, ok := cs.names[key]; ok || !fits {
+			continue // prepared, or never (it runs unprepared)
 		}
 		if err := execSimple(ctx, pc, stmts[0].sql); err != nil {
 			return nil, 0, fmt.Errorf("begin: %w", err)

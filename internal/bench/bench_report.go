@@ -199,7 +199,7 @@ func (r *benchReport) crossRatios() {
 		rounds = max(rounds, s.Round)
 	}
 	var values []float64
-	for k := min(rounds, 1); k <= rounds; k++ {
+	for k := min(rounds, 1); k <= rounds; k++ { // k is 0 without rounds
 		bd, ce := r.find("burn-down", k, "burn-down", "pgrelay"), r.find("ceiling", k, "burn-down", "bare loop")
 		if bd == nil || ce == nil || bd.Rate <= 0 || ce.Rate <= 0 {
 			continue

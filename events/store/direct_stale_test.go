@@ -210,3 +210,41 @@ func TestRunSQLPreparedStatements(t *testing.T) {
 	require.Equal(t, 3, e.count(`SELECT count(*) FROM pgrelay.log WHERE event = 'succeeded' AND attempt = 1`))
 	require.Zero(t, e.count(`SELECT count(*) FROM pgrelay.log WHERE event <> 'succeeded'`))
 }
+
+// A handler the server no longer prepares (its function dropped) runs
+// unprepared in RunSQL and fails as the event's own error; the connection
+// comes back clean, and the next event, once the function is back, succeeds.
+func TestRunSQLHandlerThatNoLongerParses(t *testing.T) {
+	const handler = `SELECT public.work($1)`
+	e := newStaleEnv(t,
+		`CREATE TABLE public.ran (p text)`,
+		`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran VALUES (p)'`,
+	)
+	e.exec(`SELECT pgrelay.register('w', $1)`, handler)
+	e.exec(`DROP FUNCTION public.work(text)`)
+	ctx := context.Background()
+	var proc int64
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT pgrelay._processor_start('single', 'host', 1, 'test')`,
+		pgx.QueryExecModeSimpleProtocol).Scan(&proc))
+	run := func(payload string) error {
+		t.Helper()
+		e.exec(`SELECT pgrelay.notify('w', $1)`, payload)
+		claimed, _, _, err := e.s.Claim(ctx, proc, ClaimScope{Mode: "single"}, 10, []string{"sql"}, false, nil)
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		return e.s.RunSQL(ctx, proc, claimed[0])
+	}
+	err := run("p0")
+	var herr *HandlerError
+	require.ErrorAs(t, err, &herr)
+	require.ErrorContains(t, err, "does not exist")
+	// The pool kept its one connection (it closes one given back inside a
+	// transaction): its prepared BEGIN is still there. The event's row
+	// stays claimed, for the caller to record.
+	require.Equal(t, 1, e.preparedAs("BEGIN"))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM pgrelay.queue WHERE dispatched_by IS NOT NULL`))
+	e.exec(`CREATE FUNCTION public.work(p text) RETURNS void LANGUAGE sql AS 'INSERT INTO public.ran VALUES (p)'`)
+	require.NoError(t, run("p1"))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM public.ran WHERE p = 'p1'`))
+	require.Zero(t, e.count(`SELECT count(*) FROM public.ran WHERE p = 'p0'`))
+}

@@ -713,7 +713,7 @@ func (b *DirectBatch) pipeline(ctx context.Context, conn *pgxpool.Conn, ps *Stat
 		// that changes it is cut by the pipeline's backstop (readPipeline).
 		timeout := max(e.Timeout.Milliseconds(), 1)
 		if timeout != timeoutSet {
-			exec("SET LOCAL statement_timeout = "+strconv.FormatInt(timeout, 10), nil, nil)
+			exec(timeoutSQL(timeout), nil, nil)
 			timeoutSet = timeout
 		}
 		exec(savepointSQL, nil, nil)
@@ -954,6 +954,11 @@ const (
 	completeSQL     = "SELECT gave_up FROM pgrelay._complete_outcomes(NULL, $1, NULL, $2, $3)"
 	commitSQL       = "COMMIT"
 )
+
+// timeoutSQL sets the transaction's statement_timeout to ms milliseconds.
+func timeoutSQL(ms int64) string {
+	return "SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10)
+}
 
 // The statements that give the next handler a clean session: every setting
 // back to the value the session started with (RESET ALL keeps the

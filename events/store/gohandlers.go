@@ -68,8 +68,7 @@ func (s *Store) RunGoTxBatch(ctx context.Context, proc int64, cs []Claimed, time
 	}
 	var done int
 	if len(cs) == 1 {
-		b.Queue("SELECT pgrelay._succeed($1::pg_catalog.int8, $2::pg_catalog.int8, $3::pg_catalog.timestamptz)",
-			proc, cs[0].ID, cs[0].DispatchedAt)
+		b.Queue(succeedSQL, proc, cs[0].ID, cs[0].DispatchedAt)
 	} else {
 		// One completion for the batch: each claim that was taken back
 		// meanwhile is left out of the count, and the batch rolls back.

@@ -420,7 +420,7 @@ func (s *Store) RunSQL(ctx context.Context, proc int64, c Claimed) error {
 }
 
 // succeedSQL completes a claimed event in its handler's transaction.
-const succeedSQL = "SELECT pgrelay._succeed($1, $2, $3)"
+const succeedSQL = "SELECT pgrelay._succeed($1::pg_catalog.int8, $2::pg_catalog.int8, $3::pg_catalog.timestamptz)"
 
 var succeedOIDs = []uint32{pgtype.Int8OID, pgtype.Int8OID, pgtype.TimestamptzOID}
 
@@ -431,7 +431,7 @@ func (s *Store) runSQL(ctx, outer context.Context, pc *pgconn.PgConn, proc int64
 	text := func(v string) []byte { return []byte(v) }
 	stmts := []statement{
 		{sql: beginSQL},
-		{sql: "SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10)},
+		{sql: timeoutSQL(ms)},
 		// $1 is declared text, as register() checked it with PREPARE
 		// (text): a handler such as "SELECT f($1) WHERE $1 IS NOT NULL"
 		// needs the type.

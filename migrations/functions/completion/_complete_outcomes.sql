@@ -11,9 +11,8 @@
 -- request deleted and its email's notification cancelled. A give-up or an
 -- expiry becomes a dead letter. Every log row and dead letter carries the
 -- event's priority, NULL for 0. A batch of successes alone (nearly every
--- direct batch, and each claimed success of a transaction per event) takes a
--- statement of its own that only deletes and logs: a success never reads a
--- request.
+-- direct batch, most claimed batches, every _succeed) takes a statement of
+-- its own that only deletes and logs: a success never reads a request.
 --
 -- Planned once per session (plan_cache_mode, TestCompletionPlannedOnce):
 -- PostgreSQL's plan cache would make a custom plan of the general statement

@@ -400,7 +400,7 @@ func (cl *loadCluster) figures(n int, from, to nodeMark, window time.Duration, e
 	f.WALBytesPerSecond = round(float64(f.WALBytes)/window.Seconds(), 0)
 	if from.cpuOK && to.cpuOK {
 		split := func(scale func(float64) float64) *clusterCPU {
-			us := func(ticks int64) float64 { return scale(float64(ticks) * 1e6 / userHZ) }
+			us := func(ns int64) float64 { return scale(float64(ns) / 1e3) }
 			d := to.cpu.minus(from.cpu)
 			return &clusterCPU{Total: us(d.total()), Backends: us(d.backend), WALSenders: us(d.send), Apply: us(d.apply), Other: us(d.rest)}
 		}

@@ -22,10 +22,10 @@ import (
 // its WAL (bench_wal.go): the server's CPU time and the round trips of the
 // measured system, per event.
 //
-// Server CPU is the user and system time of the PostgreSQL server's
-// processes, read from /proc: the postmaster's own and its reaped
-// children's (a backend that exited during the phase), and every live
-// child's. Like the WAL position it is server-wide, so whatever else runs
+// Server CPU is the time the PostgreSQL server's processes ran, read from
+// /proc: the postmaster's own and every live child's to the nanosecond
+// (schedstat), and its reaped children's (a backend that exited during the
+// phase) in hundredths of a second. Like the WAL position it is server-wide, so whatever else runs
 // on the server meanwhile (autovacuum, the checkpointer, a Processor's
 // heartbeat, River's maintenance) counts: it is part of what the system
 // costs. It is measured only when the server runs on this machine.
@@ -48,9 +48,13 @@ const meterEvery = 20 * time.Millisecond
 // 100 on Linux whatever the kernel's own tick).
 const userHZ = 100
 
+// tickNS is one 1/userHZ s in nanoseconds.
+const tickNS = int64(1e9 / userHZ)
+
 // meter samples the server's CPU time and the proxy's round trips.
 type meter struct {
 	postmaster int        // 0: the server's CPU is not measured
+	cpu        *cpuReader // reads the postmaster's server
 	proxy      *rtProxy   // nil: round trips are not counted
 	stop       func()     // stops the sampler
 	mu         sync.Mutex // guards samples
@@ -59,7 +63,7 @@ type meter struct {
 
 type meterSample struct {
 	at    time.Time
-	cpu   int64 // server CPU, in 1/userHZ s; -1 when unreadable
+	cpu   int64 // server CPU, in nanoseconds; -1 when unreadable
 	turns int64
 }
 
@@ -72,6 +76,7 @@ func startMeter(ctx context.Context, pool *pgxpool.Pool, proxy *rtProxy) (*meter
 		return nil, fmt.Errorf("meter: read the backend's pid: %w", err)
 	}
 	m.postmaster = localPostmaster(backend)
+	m.cpu = newCPUReader(m.postmaster)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	m.stop = func() { cancel(); <-done }
@@ -116,7 +121,7 @@ func (m *meter) close() {
 func (m *meter) sample() {
 	s := meterSample{at: time.Now(), cpu: -1}
 	if m.postmaster != 0 {
-		if cpu, err := serverCPU(m.postmaster); err == nil {
+		if cpu, err := m.cpu.read(); err == nil {
 			s.cpu = cpu
 		}
 	}
@@ -153,7 +158,7 @@ func (m *meter) between(from, to time.Time) (cpuUS float64, turns float64, cpuOK
 	defer m.mu.Unlock()
 	c0, t0, ok0 := m.at(from)
 	c1, t1, ok1 := m.at(to)
-	return (c1 - c0) * 1e6 / userHZ, t1 - t0, ok0 && ok1
+	return (c1 - c0) / 1e3, t1 - t0, ok0 && ok1
 }
 
 // at interpolates the samples at t (under mu).
@@ -179,7 +184,12 @@ func (m *meter) at(t time.Time) (cpu, turns float64, ok bool) {
 type procStat struct {
 	comm string
 	ppid int
-	cpu  int64 // utime + stime + cutime + cstime
+	// own is the process's CPU time, to the nanosecond where
+	// /proc/<pid>/schedstat has it (else utime + stime, in ticks of 10 ms);
+	// reaped its reaped children's (cutime + cstime, in ticks); cpu both, all
+	// in nanoseconds. In ticks alone, a phase of a few tens of milliseconds
+	// could read as no CPU at all.
+	own, reaped, cpu int64
 }
 
 func readStat(pid int) (procStat, error) {
@@ -201,43 +211,84 @@ func readStat(pid int) (procStat, error) {
 	if st.ppid, err = strconv.Atoi(f[1]); err != nil {
 		return procStat{}, fmt.Errorf("/proc/%d/stat: ppid: %w", pid, err)
 	}
-	for _, v := range f[11:15] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
+	var ticks [4]int64 // utime, stime, cutime, cstime
+	for i, v := range f[11:15] {
+		if ticks[i], err = strconv.ParseInt(v, 10, 64); err != nil {
 			return procStat{}, fmt.Errorf("/proc/%d/stat: times: %w", pid, err)
 		}
-		st.cpu += n
 	}
+	if st.own, err = backendCPU(pid); err != nil {
+		// No schedstat (a kernel built without it, or the process just
+		// exited): the ticks, coarser but the same time.
+		st.own = (ticks[0] + ticks[1]) * tickNS
+	}
+	st.reaped = (ticks[2] + ticks[3]) * tickNS
+	st.cpu = st.own + st.reaped
 	return st, nil
 }
 
-// serverCPU is the CPU time of the postmaster, its reaped children and its
-// live children, in 1/userHZ s.
-func serverCPU(postmaster int) (int64, error) {
-	pm, err := readStat(postmaster)
+// cpuReader reads the CPU time of a server's processes, in nanoseconds: the
+// postmaster's own, every live child's, and its exited children's. A live
+// child's time is read to the nanosecond, an exited one's only in the
+// postmaster's ticks, rounded down, so a sum over the processes alone would
+// fall back by up to a tick when a child exits. The reader remembers what
+// it last read of each child: an exited child counts with that, and the
+// ticks add only what it did not see (children that came and went between
+// two reads, the last moments of the others).
+type cpuReader struct {
+	postmaster int
+	mu         sync.Mutex
+	live       map[int]int64 // each live child's time at the last read
+	gone       int64         // the last read time of the children that exited since the first
+	reaped0    int64         // the postmaster's reaped children's time at the first read; -1 before
+	last       int64         // the last total, which a read never goes below
+}
+
+func newCPUReader(postmaster int) *cpuReader {
+	return &cpuReader{postmaster: postmaster, reaped0: -1}
+}
+
+// read is the server's CPU time now.
+func (r *cpuReader) read() (int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pm, err := readStat(r.postmaster)
 	if err != nil {
 		return 0, err
 	}
-	total := pm.cpu
-	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", postmaster, postmaster))
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", r.postmaster, r.postmaster))
 	if err != nil {
 		return 0, err
 	}
+	live := make(map[int]int64, len(r.live))
+	total := pm.own
 	for _, f := range strings.Fields(string(kids)) {
 		pid, err := strconv.Atoi(f)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/task/%d/children: %w", postmaster, postmaster, err)
+			return 0, fmt.Errorf("/proc/%d/task/%d/children: %w", r.postmaster, r.postmaster, err)
 		}
 		st, err := readStat(pid)
 		if errors.Is(err, os.ErrNotExist) {
-			continue // exited since: its time is the postmaster's once reaped
+			continue // exited since: below
 		}
 		if err != nil {
 			return 0, err
 		}
+		live[pid] = st.cpu
 		total += st.cpu
 	}
-	return total, nil
+	for pid, ns := range r.live {
+		if _, ok := live[pid]; !ok {
+			r.gone += ns
+		}
+	}
+	r.live = live
+	if r.reaped0 < 0 {
+		r.reaped0 = pm.reaped
+	}
+	total += r.gone + max(0, pm.reaped-r.reaped0-r.gone)
+	r.last = max(r.last, total)
+	return r.last, nil
 }
 
 // rtProxy forwards TCP connections to a PostgreSQL server and counts round
@@ -362,7 +413,7 @@ func (p *rtProxy) close() {
 	p.wg.Wait()
 }
 
-// cpuParts is a server's CPU time by kind of process, in 1/userHZ s.
+// cpuParts is a server's CPU time by kind of process, in nanoseconds.
 type cpuParts struct {
 	backend int64 // client backends
 	send    int64 // walsenders

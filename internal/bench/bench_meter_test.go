@@ -57,3 +57,25 @@ func TestBenchServerCPU(t *testing.T) {
 	require.True(t, ok, "the test server runs on this machine")
 	assert.GreaterOrEqual(t, cpu, 10000.0, "5 million rows counted cost the server at least 10 ms of CPU")
 }
+
+// The meter reads the server's CPU to the nanosecond, not in clock ticks
+// (10 ms): a burn-down of 2 000 events costs the server a few tens of
+// milliseconds, which ticks could read as nothing at all (TestBenchPeerRiver
+// found 0 µs an event). A statement of a few milliseconds shows, and not as
+// a whole number of ticks.
+func TestBenchServerCPUResolution(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pg.Pool(t)
+	read, err := bench.ServerCPUNS(ctx, pool)
+	require.NoError(t, err)
+	before, err := read()
+	require.NoError(t, err)
+	var n int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM generate_series(1, 20000)`).Scan(&n))
+	after, err := read()
+	require.NoError(t, err)
+	d := after - before
+	assert.Positive(t, d, "the statement ran on the server")
+	assert.NotZero(t, d%10_000_000, "%d ns: a whole number of 10 ms ticks", d)
+}

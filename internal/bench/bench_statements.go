@@ -171,9 +171,10 @@ func measureBackend(pid int, drain func() (int64, error)) (statementsRun, error)
 	return r, nil
 }
 
-// backendCPU is the time process pid has run on a CPU, in nanoseconds
-// (the first field of /proc/<pid>/schedstat). Not readStat's times, counted
-// in hundredths of a second: a small run's backend spends a few of them.
+// backendCPU is the time the single-threaded process pid (a backend, or
+// any server process: readStat) has run on a CPU, in nanoseconds (the first
+// field of /proc/<pid>/schedstat), where /proc/<pid>/stat counts hundredths
+// of a second: a small run's backend spends a few of them.
 func backendCPU(pid int) (int64, error) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
 	if err != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,4 +31,18 @@ func MeterServer(ctx context.Context, pool *pgxpool.Pool) (since func() (float64
 		cpu, _, ok := m.between(from, time.Now())
 		return cpu, ok
 	}, m.close, nil
+}
+
+// ServerCPUNS reads the CPU time of the server behind pool, in nanoseconds,
+// as the meter samples it.
+func ServerCPUNS(ctx context.Context, pool *pgxpool.Pool) (func() (int64, error), error) {
+	var backend int
+	if err := pool.QueryRow(ctx, `SELECT pg_catalog.pg_backend_pid()`).Scan(&backend); err != nil {
+		return nil, err
+	}
+	pm := localPostmaster(backend)
+	if pm == 0 {
+		return nil, errors.New("the server does not run on this machine")
+	}
+	return newCPUReader(pm).read, nil
 }
